@@ -1,0 +1,78 @@
+"""Public API of the rewriter: the contract between rewriter/, pipeline/ and proxy/.
+
+Everything here is plain data. `compile_datamap` and `DatamapIndex` live in
+rewriter/__init__.py (implemented by the rewriter modules); this file only fixes the
+shapes that the catalog stores, the pipeline builds from, and the proxy passes in.
+
+Names: databases, tables and columns are lower-case; a table is always "db.table".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+# db -> table -> column -> Spark type string ("int", "decimal(10,2)", "timestamp", ...).
+# Column order is the table's column order.
+Schemas = Mapping[str, Mapping[str, Mapping[str, str]]]
+
+# What one stored column of a datamap table holds.
+#   group     a grouping expression (one value per group)
+#   agg       a partial aggregate that re-aggregates: sum, count, count_star, min, max
+#   column    a plain projected expression of a projection-only (SPJ) datamap
+ColumnRole = Literal["group", "agg", "column"]
+AggKind = Literal["sum", "count", "count_star", "min", "max"]
+
+
+@dataclass(frozen=True)
+class StoredColumn:
+    name: str            # column name in the datamap table
+    role: ColumnRole
+    expr_sql: str        # Spark SQL over the base tables: grouping/projected expression, or the
+                         # aggregate call as stored ("sum(db.t.x)", "count(*)")
+    type: str            # Spark type string of the stored column
+    agg: AggKind | None = None
+
+
+@dataclass(frozen=True)
+class DatamapDefinition:
+    """A compiled datamap. Cheap to rebuild from (name, select_sql, schemas, current_db)."""
+    name: str
+    database: str
+    table: str                       # "db.<name>_table"
+    select_sql: str                  # the definition's SELECT as the user wrote it
+    base_tables: tuple[str, ...]     # "db.table", in FROM order
+    columns: tuple[StoredColumn, ...]
+    is_aggregate: bool               # SPJG (True) or SPJ projection-only (False)
+    join_kinds: tuple[str, ...] = () # one per join, in order: "inner" | "left" | ...
+    version: int = 1                 # compiled-form version; bump when the layout logic changes
+
+    def build_sql(self, sources: Mapping[str, str] | None = None) -> str:
+        """SELECT that produces exactly `columns` (same names, order, types) from the base
+        tables. `sources` maps "db.table" to the relation to read instead (a table or temp
+        view name), which is how incremental and delta-join builds read only new files."""
+        from rewriter import build_sql  # implemented next to the layout logic
+        return build_sql(self, sources or {})
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A datamap the caller offers to the rewriter: ENABLED and in sync."""
+    definition: DatamapDefinition
+    rows: int | None = None          # row count of the datamap table: the cost
+    one_row_per_group: bool = True   # False once incremental appends left partial aggregates
+
+
+@dataclass
+class RewriteResult:
+    sql: str                          # what to send upstream (the original text when unchanged)
+    rewritten: bool                   # True when sql differs from the input (datamap or timeseries)
+    used: list[str] = field(default_factory=list)          # datamap names used
+    skipped: dict[str, str] = field(default_factory=dict)  # candidate name -> one-line reason
+
+
+class DatamapDefinitionError(Exception):
+    """A datamap definition the rewriter cannot accept. `sqlstate` per contract.md."""
+
+    def __init__(self, message: str, sqlstate: str = "0A000"):
+        super().__init__(message)
+        self.sqlstate = sqlstate
