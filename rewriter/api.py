@@ -22,6 +22,12 @@ Schemas = Mapping[str, Mapping[str, Mapping[str, str]]]
 ColumnRole = Literal["group", "agg", "column"]
 AggKind = Literal["sum", "count", "count_star", "min", "max"]
 
+# Every datamap table is partitioned by this string column (last column, not in `columns`):
+# one partition per datamap segment. A refresh writes a new partition that no rewritten query
+# reads until the catalog lists it as visible, so publishing is one catalog commit, and
+# readers see the datamap before or after a refresh, never half of it.
+SEGMENT_COLUMN = "dm_segment_id"
+
 
 @dataclass(frozen=True)
 class StoredColumn:
@@ -60,6 +66,10 @@ class Candidate:
     definition: DatamapDefinition
     rows: int | None = None          # row count of the datamap table: the cost
     one_row_per_group: bool = True   # False once incremental appends left partial aggregates
+    # Segment ids visible to readers. None = read the whole table (tests, single-segment
+    # tables built outside the catalog). Otherwise the rewriter reads the datamap table as
+    # `(SELECT <columns> FROM <table> WHERE dm_segment_id IN ('0','3')) <alias>`.
+    segments: tuple[str, ...] | None = None
 
 
 @dataclass
