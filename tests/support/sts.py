@@ -1,0 +1,210 @@
+"""Start and stop a real Spark Thrift Server (STS) from the installed pyspark, for tests.
+
+Each server gets its own working directory (cwd, Derby home, warehouse, log) and an
+ephemeral 127.0.0.1 port, runs in its own process group, and is stopped by PID. It is
+"up" only when the port accepts connections AND a real query answers through PyHive,
+because STS opens the port a little before the Hive session machinery is usable.
+
+    sts = start_sts(tmp_path / "sts")            # auth="NONE" (SASL PLAIN) or "NOSASL"
+    ... connect to sts.host, sts.port ...
+    sts.stop()
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+START_TIMEOUT_S = 120.0
+
+
+class StsStartError(RuntimeError):
+    """The Thrift server did not come up; the message carries its log tail."""
+
+
+def free_port() -> int:
+    """An ephemeral port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"<no log: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def spark_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["SPARK_HOME"] = str(SPARK_HOME)
+    # Keep the JVM from picking up a stray config from the caller's environment.
+    env.pop("SPARK_CONF_DIR", None)
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    return env
+
+
+@dataclass
+class Sts:
+    host: str
+    port: int
+    pid: int
+    log_path: Path
+    workdir: Path
+    auth: str
+    _proc: subprocess.Popen = field(repr=False)
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the server's process group, then SIGKILL if it lingers. Idempotent."""
+        if self._proc.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.pid, signal.SIGKILL)
+                self._proc.wait(10)
+        # Children that outlived the leader (none expected: spark-class execs java).
+        _signal_group(self.pid, signal.SIGKILL)
+        log = getattr(self._proc, "_log_file", None)
+        if log is not None and not log.closed:
+            log.close()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _port_accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def probe_query(host: str, port: int, auth: str, timeout: float = 30.0) -> None:
+    """Run SELECT 1 through PyHive; raises on any failure."""
+    from pyhive import hive
+
+    conn = hive.connect(host=host, port=port, username="probe", auth=auth,
+                        **({"password": "x"} if auth in ("LDAP", "CUSTOM") else {}))
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 1")
+        rows = cur.fetchall()
+        if rows != [(1,)]:
+            raise RuntimeError(f"probe query returned {rows!r}")
+        cur.close()
+    finally:
+        conn.close()
+
+
+def start_sts(workdir: Path, *, auth: str = "NONE", timeout: float = START_TIMEOUT_S,
+              extra_conf: dict[str, str] | None = None) -> Sts:
+    """Start an STS in `workdir` (created if needed). auth: "NONE" (SASL PLAIN, any
+    user/password) or "NOSASL" (raw binary transport). Returns once a query answers."""
+    auth = auth.upper()
+    if auth not in ("NONE", "NOSASL"):
+        raise ValueError(f"unsupported STS auth {auth!r}: expected NONE or NOSASL")
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    last_error: Exception | None = None
+    for attempt in range(2):   # a second try covers losing the ephemeral-port race
+        try:
+            return _start_once(workdir, auth, timeout, extra_conf or {}, attempt)
+        except StsStartError as exc:
+            last_error = exc
+            if "Address already in use" not in str(exc):
+                raise
+    assert last_error is not None
+    raise last_error
+
+
+def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, str],
+                attempt: int) -> Sts:
+    host = "127.0.0.1"
+    port = free_port()
+    log_path = workdir / f"sts-{attempt}.log"
+    derby_home = workdir / "derby"
+    derby_home.mkdir(exist_ok=True)
+    cmd = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--master", "local[2]",
+        "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
+        "--name", f"test-sts-{port}",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=4",
+        "--conf", f"spark.sql.warehouse.dir={workdir / 'warehouse'}",
+        "--conf", f"spark.local.dir={workdir / 'tmp'}",
+        "--driver-java-options", f"-Dderby.system.home={derby_home}",
+        "--hiveconf", f"hive.server2.thrift.port={port}",
+        "--hiveconf", f"hive.server2.thrift.bind.host={host}",
+        "--hiveconf", f"hive.exec.scratchdir={workdir / 'scratch'}",
+        "--hiveconf", f"hive.exec.local.scratchdir={workdir / 'scratch-local'}",
+        "--hiveconf", f"hive.querylog.location={workdir / 'querylog'}",
+        "--hiveconf", f"hive.server2.logging.operation.log.location={workdir / 'oplogs'}",
+    ]
+    if auth == "NOSASL":
+        cmd += ["--hiveconf", "hive.server2.authentication=NOSASL"]
+    for key, value in extra_conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd.append("spark-internal")
+
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, cwd=workdir, env=spark_env(), stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc._log_file = log  # type: ignore[attr-defined]  # closed by Sts.stop
+    sts = Sts(host, port, proc.pid, log_path, workdir, auth, proc)
+
+    deadline = time.monotonic() + timeout
+    last_probe_error: Exception | None = None
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise StsStartError(
+                    f"Spark Thrift Server exited with code {proc.returncode} during start-up "
+                    f"(port {port}, log {log_path}):\n{log_tail(log_path)}")
+            if time.monotonic() > deadline:
+                raise StsStartError(
+                    f"Spark Thrift Server did not answer a query within {timeout:.0f}s "
+                    f"(port {port}, last probe error: {last_probe_error!r}, log {log_path}):\n"
+                    f"{log_tail(log_path)}")
+            if "Address already in use" in log_tail(log_path, 200):
+                raise StsStartError(f"port {port}: Address already in use\n{log_tail(log_path)}")
+            if _port_accepts(host, port):
+                try:
+                    probe_query(host, port, auth)
+                    return sts
+                except Exception as exc:  # not ready yet: keep polling until the deadline
+                    last_probe_error = exc
+            time.sleep(1.0)
+    except BaseException:
+        sts.stop()
+        raise
+
+
+if __name__ == "__main__":  # manual smoke: python -m tests.support.sts /tmp/x
+    import sys
+    import tempfile
+
+    d = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="sts-"))
+    t0 = time.monotonic()
+    s = start_sts(d, auth=(sys.argv[2] if len(sys.argv) > 2 else "NONE"))
+    print(f"up in {time.monotonic() - t0:.1f}s: {s.host}:{s.port} pid {s.pid} log {s.log_path}")
+    s.stop()
+    print("stopped")
