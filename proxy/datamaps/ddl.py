@@ -1,0 +1,520 @@
+"""Datamap DDL: a small hand-written parser for the statement frame (contract.md).
+
+`parse(statement)` returns a typed, frozen statement object, or None when the text is not
+datamap DDL (it runs on every ExecuteStatement, so a single compiled regex decides that
+first). Only the frame is parsed here: names, ON TABLE, USING, WITH DEFERRED ...,
+properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, EXPLAIN. The SELECT after AS (or after
+EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The one
+exception is the legacy providers: `USING 'preaggregate'` and `USING 'timeseries'` are
+turned into an equivalent mv SELECT here, which needs a look at the query.
+
+Errors are `DdlError` (SQLSTATE 42000 for syntax, 0A000 for unsupported) whose message
+names the offending token, its position and the datamap when known.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
+    "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain", "SetRewrite",
+    "DdlStatement", "GRANULARITIES",
+]
+
+Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x MATERIALIZED VIEW
+PROVIDERS = ("mv", "preaggregate", "timeseries")
+GRANULARITIES = ("year", "month", "week", "day", "hour", "thirty_minute", "fifteen_minute",
+                 "ten_minute", "five_minute", "minute", "second")
+REWRITE_SETTING = "datamap.rewrite.enabled"
+
+
+class DdlError(Exception):
+    """A datamap statement the proxy refuses. `sqlstate` per contract.md."""
+
+    def __init__(self, message: str, sqlstate: str = "42000",
+                 position: int | None = None, token: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.sqlstate = sqlstate
+        self.position = position
+        self.token = token
+
+
+@dataclass(frozen=True)
+class Name:
+    """A possibly db-qualified name, lower-cased (Spark's catalog is case-insensitive)."""
+    name: str
+    db: str | None = None
+
+    def qualified(self, current_db: str) -> str:
+        return f"{self.db or current_db}.{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.db}.{self.name}" if self.db else self.name
+
+
+@dataclass(frozen=True)
+class CreateDatamap:
+    name: Name
+    provider: str                                 # mv | preaggregate | timeseries
+    select_sql: str                               # mv SELECT (legacy providers translated)
+    original_sql: str                             # the query exactly as written after AS
+    on_table: Name | None = None
+    if_not_exists: bool = False
+    lazy: bool = False                            # WITH DEFERRED REBUILD | REFRESH
+    properties: tuple[tuple[str, str], ...] = ()  # keys lower-cased, sorted
+    syntax: Syntax = "datamap"
+
+    @property
+    def props(self) -> dict[str, str]:
+        return dict(self.properties)
+
+
+@dataclass(frozen=True)
+class DropDatamap:
+    name: Name
+    if_exists: bool = False
+    on_table: Name | None = None
+    syntax: Syntax = "datamap"
+
+
+@dataclass(frozen=True)
+class ShowDatamaps:
+    on_table: Name | None = None
+    syntax: Syntax = "datamap"
+
+
+@dataclass(frozen=True)
+class RebuildDatamap:
+    name: Name
+    on_table: Name | None = None
+    syntax: Syntax = "datamap"
+
+
+@dataclass(frozen=True)
+class CompactDatamap:
+    name: Name
+    mode: Literal["minor", "major", "custom"]
+    segment_ids: tuple[str, ...] = ()             # CUSTOM only
+
+
+@dataclass(frozen=True)
+class ShowSegments:
+    table: Name
+
+
+@dataclass(frozen=True)
+class Explain:
+    mode: Literal["", "extended", "formatted"]
+    query: str
+
+
+@dataclass(frozen=True)
+class SetRewrite:
+    """SET datamap.rewrite.enabled [= true|false]; enabled None = show the current value."""
+    enabled: bool | None
+
+
+DdlStatement = (CreateDatamap | DropDatamap | ShowDatamaps | RebuildDatamap | CompactDatamap
+                | ShowSegments | Explain | SetRewrite)
+
+# The pre-check: leading comments, then the words that start a statement we answer.
+_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+_PRECHECK = re.compile(
+    _LEAD + r"""(?:
+        (?:create|drop)\s+(?:datamap|materialized\s+view)\b
+      | show\s+(?:datamaps?|materialized\s+views|segments)\b
+      | rebuild\s+datamap\b
+      | refresh\s+materialized\s+view\b
+      | alter\s+datamap\b
+      | explain\b
+      | set\s+datamap\.rewrite\.enabled\b
+    )""", re.IGNORECASE | re.VERBOSE | re.DOTALL)
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)
+  | (?P<word>[A-Za-z0-9_]+)
+  | (?P<bq>`(?:[^`]|``)*`)
+  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+  | (?P<op>.)
+""", re.VERBOSE | re.DOTALL)
+
+_RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
+                       "tblproperties", "where", "compact", "for", "deferred", "select"})
+_QUERY_START = frozenset({"select", "with", "from", "values", "table", "("})
+_NAME_OK = re.compile(r"[a-z0-9_]+\Z")
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str        # word | ident (backquoted) | str | op | end
+    text: str        # as written
+    value: str       # word lower-cased, ident/str unquoted, op itself
+    pos: int
+
+
+def _unquote_string(text: str) -> str:
+    q = text[0]
+    body = text[1:-1].replace(q + q, q)
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+
+
+class _Cursor:
+    """Lazy tokenizer: the query after AS / EXPLAIN is never tokenized here."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+        self.subject = ""            # "datamap foo" once known, for error messages
+        self._peeked: _Tok | None = None
+
+    def peek(self) -> _Tok:
+        if self._peeked is None:
+            self._peeked = self._scan()
+        return self._peeked
+
+    def next(self) -> _Tok:
+        tok = self.peek()
+        self._peeked = None
+        self.pos = tok.pos + len(tok.text)
+        return tok
+
+    def _scan(self) -> _Tok:
+        pos = self.pos
+        while True:
+            if pos >= len(self.text):
+                return _Tok("end", "", "", len(self.text))
+            m = _TOKEN.match(self.text, pos)
+            kind = m.lastgroup
+            if kind == "ws":
+                pos = m.end()
+                continue
+            text = m.group()
+            if kind == "word":
+                return _Tok("word", text, text.lower(), pos)
+            if kind == "bq":
+                return _Tok("ident", text, text[1:-1].replace("``", "`"), pos)
+            if kind == "str":
+                return _Tok("str", text, _unquote_string(text), pos)
+            if text in "'\"`":
+                raise self.error("unterminated quoted text", _Tok("op", text, text, pos))
+            return _Tok("op", text, text, pos)
+
+    # -- helpers -------------------------------------------------------------------------
+    def error(self, expected: str, tok: _Tok | None = None) -> DdlError:
+        tok = tok or self.peek()
+        line = self.text.count("\n", 0, tok.pos) + 1
+        col = tok.pos - (self.text.rfind("\n", 0, tok.pos) + 1)
+        near = "end of input" if tok.kind == "end" else f"'{tok.text}'"
+        where = f" in {self.subject}" if self.subject else ""
+        return DdlError(f"Syntax error at or near {near} (line {line}, pos {col}){where}: "
+                        f"{expected}", "42000", tok.pos, tok.text)
+
+    def at(self, *words: str) -> bool:
+        tok = self.peek()
+        return tok.kind == "word" and tok.value in words
+
+    def accept(self, *words: str) -> bool:
+        if self.at(*words):
+            self.next()
+            return True
+        return False
+
+    def expect(self, word: str, what: str | None = None) -> _Tok:
+        if not self.at(word):
+            raise self.error(f"expected {what or word.upper()}")
+        return self.next()
+
+    def accept_op(self, op: str) -> bool:
+        tok = self.peek()
+        if tok.kind == "op" and tok.value == op:
+            self.next()
+            return True
+        return False
+
+    def expect_op(self, op: str, what: str) -> None:
+        if not self.accept_op(op):
+            raise self.error(f"expected '{op}' {what}")
+
+    def ident(self, what: str) -> str:
+        tok = self.peek()
+        if tok.kind == "ident" and tok.value.strip():
+            self.next()
+            return tok.value.lower()
+        if tok.kind == "word" and tok.value not in _RESERVED:
+            self.next()
+            return tok.value
+        raise self.error(f"expected {what}")
+
+    def name(self, what: str) -> Name:
+        first = self.ident(what)
+        if self.accept_op("."):
+            return Name(self.ident(what), first)
+        return Name(first)
+
+    def string(self, what: str) -> str:
+        tok = self.peek()
+        if tok.kind != "str":
+            raise self.error(f"expected {what} as a quoted string")
+        self.next()
+        return tok.value
+
+    def end(self) -> None:
+        self.accept_op(";")
+        if self.peek().kind != "end":
+            raise self.error("expected end of statement")
+
+    def rest(self) -> tuple[str, int]:
+        """The remaining text (a query), without a trailing ';'."""
+        tok = self.peek()
+        body = self.text[tok.pos:].rstrip()
+        while body.endswith(";"):
+            body = body[:-1].rstrip()
+        return body, tok.pos
+
+
+def parse(statement: str) -> DdlStatement | None:
+    """Parse datamap DDL; None when the statement is something else (forward it)."""
+    if not _PRECHECK.match(statement):
+        return None
+    cur = _Cursor(statement)
+    verb = cur.next().value
+    if verb == "create":
+        return _create(cur)
+    if verb == "drop":
+        return _drop(cur)
+    if verb == "show":
+        return _show(cur)
+    if verb == "rebuild":
+        cur.expect("datamap")
+        name = _datamap_name(cur)
+        on_table = _on_table(cur)
+        cur.end()
+        return RebuildDatamap(name, on_table, "datamap")
+    if verb == "refresh":
+        cur.expect("materialized"), cur.expect("view")
+        name = _datamap_name(cur, "materialized view")
+        cur.end()
+        return RebuildDatamap(name, None, "mv")
+    if verb == "alter":
+        return _alter(cur)
+    if verb == "explain":
+        return _explain(cur)
+    if verb == "set":
+        return _set(cur)
+    return None  # pragma: no cover - the pre-check admits only the verbs above
+
+
+def _datamap_name(cur: _Cursor, kind: str = "datamap") -> Name:
+    tok = cur.peek()
+    name = cur.name(f"{kind} name")
+    if not _NAME_OK.match(name.name):
+        raise cur.error(f"invalid {kind} name '{name.name}': use letters, digits and '_'", tok)
+    cur.subject = f"{kind} {name}"
+    return name
+
+
+def _on_table(cur: _Cursor) -> Name | None:
+    if not cur.accept("on"):
+        return None
+    cur.expect("table", "TABLE after ON")
+    return cur.name("table name after ON TABLE")
+
+
+def _properties(cur: _Cursor) -> tuple[tuple[str, str], ...]:
+    cur.expect_op("(", "to open the property list")
+    props: dict[str, str] = {}
+    while True:
+        key_tok = cur.peek()
+        key = cur.string("a property name").strip().lower()
+        if not key:
+            raise cur.error("property name must not be empty", key_tok)
+        if key in props:
+            raise cur.error(f"property '{key}' is given twice", key_tok)
+        cur.expect_op("=", f"after property '{key}'")
+        props[key] = cur.string(f"the value of property '{key}'")
+        if cur.accept_op(")"):
+            break
+        cur.expect_op(",", "or ')' in the property list")
+    _check_properties(props, cur.subject)
+    return tuple(sorted(props.items()))
+
+
+def _check_properties(props: dict[str, str], subject: str) -> None:
+    size = props.get("table_blocksize")
+    if size is not None and not (size.strip().isdigit() and 1 <= int(size) <= 2048):
+        raise DdlError(f"Invalid property 'table_blocksize'='{size}' for {subject}: expected "
+                       "a whole number of MB between 1 and 2048", "42000")
+    cols = props.get("sort_columns")
+    if cols is not None:
+        names = [c.strip() for c in cols.split(",")]
+        if cols.strip() and not all(re.fullmatch(r"[A-Za-z0-9_]+", c) for c in names):
+            raise DdlError(f"Invalid property 'sort_columns'='{cols}' for {subject}: expected "
+                           "a comma-separated list of column names", "42000")
+
+
+def _query(cur: _Cursor, after: str) -> str:
+    tok = cur.peek()
+    if not ((tok.kind == "word" and tok.value in _QUERY_START) or tok.value == "("):
+        raise cur.error(f"expected a SELECT statement after {after}")
+    query, _ = cur.rest()
+    return query
+
+
+def _create(cur: _Cursor) -> CreateDatamap:
+    if cur.accept("materialized"):
+        cur.expect("view")
+        if_not_exists = _if_not_exists(cur)
+        name = _datamap_name(cur, "materialized view")
+        lazy = False
+        if cur.accept("with"):
+            cur.expect("deferred", "DEFERRED after WITH")
+            cur.expect("refresh", "REFRESH after WITH DEFERRED")
+            lazy = True
+        props: tuple[tuple[str, str], ...] = ()
+        if cur.accept("properties", "tblproperties", "dmproperties"):
+            props = _properties(cur)
+        cur.expect("as", "AS before the SELECT statement")
+        query = _query(cur, "AS")
+        return CreateDatamap(name, "mv", query, query, None, if_not_exists, lazy, props, "mv")
+
+    cur.expect("datamap")
+    if_not_exists = _if_not_exists(cur)
+    name = _datamap_name(cur)
+    on_table = _on_table(cur)
+    cur.expect("using", "USING 'provider'")
+    prov_tok = cur.peek()
+    provider = cur.string("the datamap provider").strip().lower()
+    if provider not in PROVIDERS:
+        raise DdlError(f"Datamap provider '{prov_tok.value}' is not supported for datamap {name}"
+                       f" (supported: {', '.join(PROVIDERS)})", "0A000", prov_tok.pos,
+                       prov_tok.text)
+    lazy = False
+    if cur.accept("with"):
+        cur.expect("deferred", "DEFERRED after WITH")
+        cur.expect("rebuild", "REBUILD after WITH DEFERRED")
+        lazy = True
+    props = ()
+    if cur.accept("dmproperties"):
+        props = _properties(cur)
+    cur.expect("as", "AS before the SELECT statement")
+    query = _query(cur, "AS")
+    select_sql = query
+    if provider != "mv":
+        from proxy.datamaps.legacy import translate_legacy
+        select_sql = translate_legacy(provider, name, on_table, dict(props), query)
+    return CreateDatamap(name, provider, select_sql, query, on_table, if_not_exists, lazy,
+                         props, "datamap")
+
+
+def _if_not_exists(cur: _Cursor) -> bool:
+    if cur.accept("if"):
+        cur.expect("not", "NOT after IF")
+        cur.expect("exists", "EXISTS after IF NOT")
+        return True
+    return False
+
+
+def _drop(cur: _Cursor) -> DropDatamap:
+    syntax: Syntax = "datamap"
+    kind = "datamap"
+    if cur.accept("materialized"):
+        cur.expect("view")
+        syntax, kind = "mv", "materialized view"
+    else:
+        cur.expect("datamap")
+    if_exists = False
+    if cur.accept("if"):
+        cur.expect("exists", "EXISTS after IF")
+        if_exists = True
+    name = _datamap_name(cur, kind)
+    on_table = _on_table(cur) if syntax == "datamap" else None
+    cur.end()
+    return DropDatamap(name, if_exists, on_table, syntax)
+
+
+def _show(cur: _Cursor) -> ShowDatamaps | ShowSegments:
+    if cur.accept("segments"):
+        cur.expect("for", "FOR TABLE after SHOW SEGMENTS")
+        cur.expect("table", "TABLE after SHOW SEGMENTS FOR")
+        table = cur.name("table name")
+        cur.end()
+        return ShowSegments(table)
+    syntax: Syntax = "datamap"
+    if cur.accept("materialized"):
+        cur.expect("views")
+        syntax = "mv"
+    else:
+        cur.next()  # DATAMAP | DATAMAPS (pre-checked)
+    on_table = _on_table(cur)
+    cur.end()
+    return ShowDatamaps(on_table, syntax)
+
+
+def _alter(cur: _Cursor) -> CompactDatamap:
+    cur.expect("datamap")
+    name = _datamap_name(cur)
+    cur.expect("compact", "COMPACT after the datamap name")
+    mode_tok = cur.peek()
+    mode = cur.string("the compaction type ('MINOR', 'MAJOR' or 'CUSTOM')").strip().lower()
+    if mode not in ("minor", "major", "custom"):
+        raise cur.error("expected compaction type 'MINOR', 'MAJOR' or 'CUSTOM'", mode_tok)
+    ids: list[str] = []
+    if cur.at("where"):
+        where_tok = cur.next()
+        if mode != "custom":
+            raise cur.error("WHERE SEGMENT.ID IN (...) is only allowed with COMPACT 'CUSTOM'",
+                            where_tok)
+        cur.expect("segment", "SEGMENT.ID after WHERE")
+        cur.expect_op(".", "in SEGMENT.ID")
+        cur.expect("id", "SEGMENT.ID after WHERE")
+        cur.expect("in", "IN after SEGMENT.ID")
+        cur.expect_op("(", "to open the segment id list")
+        while True:
+            tok = cur.peek()
+            value = tok.value.strip() if tok.kind in ("word", "str") else ""
+            if not re.fullmatch(r"\d+", value):
+                raise cur.error("expected a segment id (a whole number)")
+            cur.next()
+            if value in ids:
+                raise cur.error(f"segment id {value} is given twice", tok)
+            ids.append(str(int(value)))
+            if cur.accept_op(")"):
+                break
+            cur.expect_op(",", "or ')' in the segment id list")
+    elif mode == "custom":
+        raise cur.error("COMPACT 'CUSTOM' needs WHERE SEGMENT.ID IN (id, ...)")
+    cur.end()
+    return CompactDatamap(name, mode, tuple(ids))  # type: ignore[arg-type]
+
+
+def _explain(cur: _Cursor) -> Explain | None:
+    mode = ""
+    if cur.at("extended", "formatted"):
+        mode = cur.next().value
+    tok = cur.peek()
+    # EXPLAIN CODEGEN / COST / LOGICAL and EXPLAIN of commands are Spark's: forward them.
+    if not ((tok.kind == "word" and tok.value in _QUERY_START) or tok.value == "("):
+        return None
+    query, _ = cur.rest()
+    return Explain(mode, query)  # type: ignore[arg-type]
+
+
+def _set(cur: _Cursor) -> SetRewrite:
+    cur.subject = f"SET {REWRITE_SETTING}"
+    for part in ("datamap", ".", "rewrite", ".", "enabled"):
+        cur.next()
+    tok = cur.peek()
+    if tok.kind == "end" or (tok.kind == "op" and tok.value == ";"):
+        cur.end()
+        return SetRewrite(None)
+    cur.expect_op("=", f"after {REWRITE_SETTING}")
+    tok = cur.peek()
+    value = tok.value.strip().lower() if tok.kind in ("word", "str") else ""
+    if value not in ("true", "false"):
+        raise cur.error("expected true or false")
+    cur.next()
+    cur.end()
+    return SetRewrite(value == "true")
