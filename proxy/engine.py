@@ -1,0 +1,432 @@
+"""Spark behind the proxy: the embedded engine and the pipeline session of remote mode.
+
+Embedded mode (no `--upstream`): one PySpark application per proxy process, with Hive
+support, a Derby metastore and a warehouse under the state directory, and Spark's own
+HiveThriftServer2 started *inside* that application on an ephemeral 127.0.0.1 port. The
+proxy forwards client traffic to that port; pipeline jobs use the same SparkSession, so
+both see the same tables through the same metastore.
+
+Remote mode (`--upstream HOST:PORT`): the Thrift server is someone else's; pipeline jobs
+get a SparkSession from `open_pipeline_session`, configured by the `[spark]` settings
+(master, conf, metastore URIs) so that it shares the Thrift server's Hive metastore.
+
+Everything here blocks (py4j); the asyncio side calls it through `asyncio.to_thread`.
+
+State directory layout (all absolute, nothing lands in the current directory):
+    metastore_db/   Derby metastore (derby.system.home = state dir)
+    warehouse/      spark.sql.warehouse.dir
+    conf/log4j2.properties    written at each start; Spark logs go to logs/spark.log
+    logs/spark.log, logs/jvm.out (the JVM's own stdout/stderr), logs/derby.log
+    tmp/            spark.local.dir, Hive scratch dirs, Thrift operation logs
+    engine.lock     held (flock) while an engine owns this state directory
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:  # pyspark is imported lazily: the proxy must start fast in remote mode
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("proxy.engine")
+
+THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+PORT_WAIT_S = 30.0
+
+
+class EngineError(RuntimeError):
+    """The engine could not start or stop. The message names the cause and where to look."""
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """The `[spark]` section, as this module needs it."""
+    master: str = "local[*]"
+    driver_memory: str = ""                    # e.g. "2g"; "" = Spark's default
+    conf: Mapping[str, str] = field(default_factory=dict)
+    metastore_uris: tuple[str, ...] = ()       # thrift://host:port, ...
+    ui: bool = False
+
+
+def spark_settings(obj: Any) -> SparkSettings:
+    """Accept a SparkSettings, the gateway's settings object (attributes), or a mapping.
+
+    A whole config object with a `.spark` section is accepted too."""
+    if obj is None:
+        return SparkSettings()
+    if isinstance(obj, SparkSettings):
+        return obj
+    if not isinstance(obj, Mapping) and hasattr(obj, "spark") and not hasattr(obj, "master"):
+        obj = obj.spark
+
+    def get(key: str, default: Any) -> Any:
+        if isinstance(obj, Mapping):
+            value = obj.get(key, default)
+        else:
+            value = getattr(obj, key, default)
+        return default if value is None else value
+
+    uris = get("metastore_uris", ())
+    if isinstance(uris, str):
+        uris = [u.strip() for u in uris.split(",")]
+    ui = get("ui", False)
+    if isinstance(ui, str):
+        ui = ui.strip().lower() in ("1", "true", "yes", "on")
+    conf = get("conf", {}) or {}
+    if not isinstance(conf, Mapping):
+        raise EngineError(f"[spark] conf must be a table of key = value, got {type(conf).__name__}")
+    return SparkSettings(
+        master=str(get("master", "") or "local[*]"),
+        driver_memory=str(get("driver_memory", "") or ""),
+        conf={str(k): _conf_value(v) for k, v in conf.items()},
+        metastore_uris=tuple(u for u in uris if u),
+        ui=bool(ui),
+    )
+
+
+def _conf_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    root: Path
+
+    @property
+    def warehouse(self) -> Path: return self.root / "warehouse"
+    @property
+    def metastore_db(self) -> Path: return self.root / "metastore_db"
+    @property
+    def conf_dir(self) -> Path: return self.root / "conf"
+    @property
+    def log4j2(self) -> Path: return self.conf_dir / "log4j2.properties"
+    @property
+    def logs(self) -> Path: return self.root / "logs"
+    @property
+    def spark_log(self) -> Path: return self.logs / "spark.log"
+    @property
+    def jvm_out(self) -> Path: return self.logs / "jvm.out"
+    @property
+    def tmp(self) -> Path: return self.root / "tmp"
+    @property
+    def lock(self) -> Path: return self.root / "engine.lock"
+
+    def create(self) -> None:
+        for d in (self.root, self.warehouse, self.conf_dir, self.logs, self.tmp):
+            d.mkdir(parents=True, exist_ok=True)
+
+
+def build_conf(state: StatePaths, settings: SparkSettings, *, embedded: bool,
+               app_name: str = "datamap-proxy") -> dict[str, str]:
+    """The Spark conf for one application. Pure: no I/O, unit-tested.
+
+    Everything that must be decided before the JVM starts (driver memory, Java options:
+    Derby home, log4j2 file) is here, because it goes on spark-submit's command line."""
+    root = state.root
+    java_opts = [
+        f"-Dderby.system.home={root}",
+        f"-Dderby.stream.error.file={state.logs / 'derby.log'}",
+        f"-Dlog4j2.configurationFile=file:{state.log4j2}",
+        f"-Djava.io.tmpdir={state.tmp}",
+    ]
+    user = dict(settings.conf)
+    extra = user.pop("spark.driver.extraJavaOptions", "")
+    if extra:
+        java_opts.append(extra)  # the user's options come last so they win
+    conf: dict[str, str] = {
+        "spark.app.name": app_name,
+        "spark.master": settings.master,
+        "spark.ui.enabled": "true" if settings.ui else "false",
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(state.warehouse),
+        "spark.local.dir": str(state.tmp / "spark-local"),
+        "spark.driver.extraJavaOptions": " ".join(java_opts),
+        "spark.hadoop.hive.exec.scratchdir": str(state.tmp / "hive-scratch"),
+        "spark.hadoop.hive.exec.local.scratchdir": str(state.tmp / "hive-local-scratch"),
+        "spark.hadoop.hive.downloaded.resources.dir": str(state.tmp / "hive-resources"),
+    }
+    if settings.driver_memory:
+        conf["spark.driver.memory"] = settings.driver_memory
+    if settings.metastore_uris:
+        conf["spark.hadoop.hive.metastore.uris"] = ",".join(settings.metastore_uris)
+    else:
+        # An absolute Derby URL: the metastore lands in the state dir whatever the cwd.
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={state.metastore_db};create=true")
+    if embedded:
+        # Port 0: the Thrift service binds an ephemeral port and reports it back.
+        conf.update({
+            "spark.hadoop.hive.server2.thrift.port": "0",
+            "spark.hadoop.hive.server2.thrift.bind.host": "127.0.0.1",
+            "spark.hadoop.hive.server2.transport.mode": "binary",
+            "spark.hadoop.hive.server2.logging.operation.log.location":
+                str(state.tmp / "operation_logs"),
+        })
+    conf.update(user)
+    return conf
+
+
+LOG4J2_TEMPLATE = """\
+# Written by datamap-proxy at each engine start; edit [spark] conf instead.
+status = warn
+rootLogger.level = {level}
+rootLogger.appenderRef.file.ref = SparkFile
+appender.file.type = File
+appender.file.name = SparkFile
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{ISO8601}} %p %c{{1}}: %m%n%ex
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+logger.datanucleus.name = DataNucleus
+logger.datanucleus.level = warn
+logger.hivemeta.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
+logger.hivemeta.level = fatal
+"""
+
+
+def write_log4j2(state: StatePaths, level: str = "info") -> Path:
+    state.log4j2.write_text(LOG4J2_TEMPLATE.format(level=level, path=state.spark_log))
+    return state.log4j2
+
+
+class _StateLock:
+    """One engine per state directory: Derby allows one process, and two proxies writing
+    one warehouse would corrupt each other's datamaps."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> None:
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            owner = fh.read().strip() or "unknown"
+            fh.close()
+            raise EngineError(
+                f"state directory {self.path.parent} is in use by another engine "
+                f"(pid {owner}); stop it or use another --state-dir") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "<no output>"
+
+
+class _SparkApp:
+    """One JVM + SparkSession launched with stdout/stderr going to a file."""
+
+    def __init__(self, state: StatePaths, settings: SparkSettings, *, embedded: bool):
+        self.state = state
+        self.settings = settings
+        self.embedded = embedded
+        self.session: SparkSession | None = None
+        self._gateway: Any = None
+        self._out: IO[bytes] | None = None
+
+    def launch(self) -> SparkSession:
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
+        from pyspark.sql import SparkSession
+
+        if SparkContext._active_spark_context is not None:
+            raise EngineError("a SparkContext is already running in this process; "
+                              "one engine per process")
+        conf_map = build_conf(self.state, self.settings, embedded=self.embedded)
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # per-connection chatter
+        write_log4j2(self.state)
+        conf = SparkConf(loadDefaults=False)
+        for key, value in conf_map.items():
+            conf.set(key, value)
+        self._out = open(self.state.jvm_out, "ab")
+        log.info("engine: starting Spark JVM (master %s); Spark logs in %s",
+                 self.settings.master, self.state.spark_log)
+        try:
+            self._gateway = launch_gateway(
+                conf=conf, popen_kwargs={"stdout": self._out, "stderr": self._out})
+        except Exception as exc:
+            self._close_out()
+            raise EngineError(f"the Spark JVM did not start ({exc}); is Java 17+ on PATH or "
+                              f"JAVA_HOME set? Last JVM output ({self.state.jvm_out}):\n"
+                              f"{_tail(self.state.jvm_out)}") from exc
+        try:
+            sc = SparkContext(conf=conf, gateway=self._gateway)
+            self.session = SparkSession.builder.getOrCreate()
+        except Exception as exc:
+            self.stop()
+            raise EngineError(f"SparkContext failed to start: {exc}. See {self.state.spark_log}"
+                              ) from exc
+        log.info("engine: SparkSession up (Spark %s, master %s)", sc.version, sc.master)
+        return self.session
+
+    def stop(self) -> None:
+        from pyspark import SparkContext
+
+        session, self.session = self.session, None
+        if session is not None:
+            try:
+                session.stop()
+            except Exception:  # the JVM may already be gone; stopping must not fail
+                log.warning("engine: SparkSession.stop failed", exc_info=True)
+        gateway, self._gateway = self._gateway, None
+        if gateway is not None:
+            proc = getattr(gateway, "proc", None)
+            try:
+                gateway.shutdown()
+            except Exception:
+                log.debug("engine: gateway shutdown failed", exc_info=True)
+            if proc is not None:
+                try:
+                    proc.stdin.close()  # the JVM exits when its stdin pipe breaks
+                    proc.wait(timeout=20)
+                except Exception:
+                    proc.kill()
+                    proc.wait(timeout=10)
+            # Let a later engine in this process start a fresh JVM.
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        self._close_out()
+
+    def _close_out(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+
+class EmbeddedEngine:
+    """Local Spark with Hive support plus Spark's HiveThriftServer2, in this process."""
+
+    def __init__(self, state_dir: Path, spark: SparkSettings | Mapping | Any = None):
+        self.state = StatePaths(Path(state_dir).expanduser().resolve())
+        self.settings = spark_settings(spark)
+        self._lock = threading.Lock()
+        self._state_lock = _StateLock(self.state.lock)
+        self._app: _SparkApp | None = None
+        self._server: Any = None
+        self._address: tuple[str, int] | None = None
+
+    @property
+    def spark(self) -> "SparkSession":
+        if self._app is None or self._app.session is None:
+            raise EngineError("the embedded engine is not running")
+        return self._app.session
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        return self._address
+
+    def start(self) -> tuple[str, int]:
+        """Start Spark and its Thrift server; return the Thrift server's (host, port).
+        Blocking, tens of seconds. Idempotent while running."""
+        with self._lock:
+            if self._address is not None:
+                return self._address
+            t0 = time.monotonic()
+            self.state.create()
+            self._state_lock.acquire()
+            log.info("engine: state directory %s", self.state.root)
+            app = _SparkApp(self.state, self.settings, embedded=True)
+            try:
+                session = app.launch()
+                self._app = app
+                log.info("engine: starting Spark Thrift server")
+                self._server, port = self._start_thrift_server(session)
+            except BaseException:
+                self._stop_locked()
+                app.stop()
+                raise
+            self._address = ("127.0.0.1", port)
+            log.info("engine: Spark Thrift server on 127.0.0.1:%d (%.1f s)",
+                     port, time.monotonic() - t0)
+            return self._address
+
+    def _start_thrift_server(self, session: "SparkSession") -> tuple[Any, int]:
+        jvm = session.sparkContext._jvm
+        hts = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
+        try:
+            # Spark 4: (SparkSession, exitOnError). False: a failure raises here instead of
+            # calling System.exit in our process.
+            server = hts.startWithSparkSession(session._jsparkSession, False)
+        except Exception as exc:
+            if "startWithSparkSession" not in str(exc):
+                raise EngineError(f"Spark Thrift server failed to start: {exc}. "
+                                  f"See {self.state.spark_log}") from exc
+            server = hts.startWithContext(session._jsparkSession.sqlContext())
+        deadline = time.monotonic() + PORT_WAIT_S
+        while True:
+            port = self._thrift_port(server)
+            if port:
+                return server, port
+            if time.monotonic() > deadline:
+                raise EngineError("Spark Thrift server started but never bound a port; "
+                                  f"see {self.state.spark_log}")
+            time.sleep(0.1)
+
+    @staticmethod
+    def _thrift_port(server: Any) -> int:
+        for service in server.getServices():
+            name = service.getClass().getName()
+            if name.endswith("ThriftBinaryCLIService") or name.endswith("ThriftHttpCLIService"):
+                return int(service.getPortNumber())
+        return 0
+
+    def stop(self) -> None:
+        """Stop the Thrift server, Spark and the JVM. Blocking; idempotent."""
+        with self._lock:
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            log.info("engine: stopping Spark Thrift server")
+            try:
+                server.stop()
+            except Exception:
+                log.warning("engine: Thrift server stop failed", exc_info=True)
+        app, self._app = self._app, None
+        if app is not None:
+            log.info("engine: stopping Spark")
+            app.stop()
+        self._address = None
+        self._state_lock.release()
+
+
+def open_pipeline_session(state_dir: Path, spark: SparkSettings | Mapping | Any = None
+                          ) -> "SparkSession":
+    """Remote mode: a SparkSession for pipeline jobs, sharing the upstream's metastore.
+
+    The JVM's output and Spark's logs go to the state dir as in embedded mode. Stop it with
+    `session.stop()` (the JVM exits with this process)."""
+    settings = spark_settings(spark)
+    state = StatePaths(Path(state_dir).expanduser().resolve())
+    state.create()
+    if not settings.metastore_uris and "spark.hadoop.hive.metastore.uris" not in settings.conf:
+        log.warning("engine: no [spark] metastore_uris: the pipeline session uses a private "
+                    "Derby metastore in %s and will not see the upstream's tables", state.root)
+    app = _SparkApp(state, settings, embedded=False)
+    return app.launch()
