@@ -66,6 +66,15 @@ class Sts:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
+    def open_sessions(self) -> int:
+        """How many HiveServer2 sessions are open right now. STS creates one operation-log
+        directory per session at OpenSession and deletes it at CloseSession, so counting
+        them needs no access to the server's internals."""
+        oplogs = self.workdir / "oplogs"
+        if not oplogs.is_dir():
+            return 0
+        return sum(1 for p in oplogs.iterdir() if p.is_dir())
+
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the server's process group, then SIGKILL if it lingers. Idempotent."""
         if self._proc.poll() is None:
@@ -142,6 +151,8 @@ def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, 
     log_path = workdir / f"sts-{attempt}.log"
     derby_home = workdir / "derby"
     derby_home.mkdir(exist_ok=True)
+    for sub in ("scratch", "scratch-local", "oplogs", "tmp"):
+        (workdir / sub).mkdir(exist_ok=True)
     cmd = [
         str(SPARK_HOME / "bin" / "spark-submit"),
         "--master", "local[2]",
