@@ -1,0 +1,69 @@
+"""Result sets of SHOW DATAMAP and SHOW SEGMENTS, with exactly contract.md's columns."""
+from __future__ import annotations
+
+import json
+from typing import Iterable, Sequence
+
+from proxy.datamaps.catalog import BaseSegment, Catalog, DatamapRecord, DatamapSegment, format_time
+from proxy.router import LocalResult
+
+SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
+    ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
+)
+SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
+    ("Load Time Taken", "string"), ("Rows", "bigint"), ("Files", "int"),
+    ("Extra Info", "string"),
+)
+
+
+def format_properties(props: dict[str, str] | Iterable[tuple[str, str]]) -> str:
+    items = props.items() if isinstance(props, dict) else props
+    return ", ".join(f"'{k}'='{v}'" for k, v in sorted(items))
+
+
+def format_seconds(seconds: float | None) -> str:
+    return "NA" if seconds is None else f"{seconds:.3f}s"
+
+
+def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None) -> tuple[str, ...]:
+    return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
+            rec.status, "NA" if sync is None else json.dumps(sync))
+
+
+def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord]) -> LocalResult:
+    rows = [datamap_row(r, catalog.sync_status(r.db, r.name)) for r in records]
+    return LocalResult(SHOW_DATAMAP_COLUMNS, rows)
+
+
+def datamap_segment_row(seg: DatamapSegment) -> tuple:
+    status = _STATUS.get(seg.status, seg.status)
+    info = {t: list(ids) for t, ids in sorted(seg.extra_info.items())}
+    return (seg.id, status, format_time(seg.load_start), format_seconds(seg.load_seconds),
+            seg.rows, len(seg.files), json.dumps(info))
+
+
+def base_segment_row(seg: BaseSegment) -> tuple:
+    return (seg.id, _STATUS.get(seg.status, seg.status), format_time(seg.load_start),
+            format_seconds(seg.load_seconds), seg.rows, len(seg.files), "")
+
+
+# CarbonData's spelling of segment status in SHOW SEGMENTS.
+_STATUS = {"SUCCESS": "Success", "MARKED_FOR_DELETE": "Marked for Delete",
+           "COMPACTED": "Compacted", "FAILED": "Failed",
+           "INSERT_IN_PROGRESS": "Insert In Progress"}
+
+
+def show_segments(catalog: Catalog, table: str) -> LocalResult | None:
+    """Segments of a datamap table ("db.<name>_table") or of a base table, newest first.
+    None when `table` is neither a datamap table nor a base table with datamaps (the
+    caller reports 42S02)."""
+    rec = catalog.datamap_by_table(table)
+    if rec is not None:
+        segs = catalog.segments(rec.db, rec.name)
+        return LocalResult(SHOW_SEGMENTS_COLUMNS, [datamap_segment_row(s) for s in segs])
+    if not catalog.list_datamaps(base_table=table) and not catalog.base_segments(table, False):
+        return None
+    segs = sorted(catalog.base_segments(table, live_only=False), key=lambda s: -int(s.id))
+    return LocalResult(SHOW_SEGMENTS_COLUMNS, [base_segment_row(s) for s in segs])

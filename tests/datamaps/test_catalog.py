@@ -1,0 +1,253 @@
+"""Catalog store: CRUD, segments and publish, concurrency, restart, migration."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+
+import pytest
+
+from proxy.datamaps import catalog as cat
+from proxy.datamaps.catalog import Catalog, CatalogError
+from proxy.datamaps.show import SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps, show_segments
+from rewriter.api import DatamapDefinition, StoredColumn
+
+DEFN = DatamapDefinition(
+    name="agg", database="db1", table="db1.agg_table",
+    select_sql="SELECT country, sum(price) AS p FROM db1.sales GROUP BY country",
+    base_tables=("db1.sales",),
+    columns=(StoredColumn("country", "group", "db1.sales.country", "string"),
+             StoredColumn("p", "agg", "sum(db1.sales.price)", "decimal(20,2)", "sum")),
+    is_aggregate=True)
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    c = Catalog.in_state_dir(tmp_path)
+    yield c
+    c.close()
+
+
+def _create(c, name="agg", lazy=False, tables=("db1.sales",)):
+    return c.create_datamap("db1", name, provider="mv", select_sql=DEFN.select_sql,
+                            base_tables=tables, lazy=lazy,
+                            properties={"sort_columns": "country", "table_blocksize": "64"},
+                            definition=DEFN)
+
+
+def test_create_get_list_drop(catalog):
+    v0 = catalog.version()
+    rec = _create(catalog)
+    assert catalog.version() > v0
+    assert rec.table == "db1.agg_table" and rec.qualified == "db1.agg"
+    assert rec.status == cat.DISABLED and rec.definition == DEFN and rec.compiled_version == 1
+    assert catalog.get_datamap("db1", "agg") == rec
+    assert catalog.get_datamap("db1", "nope") is None
+    assert [r.name for r in catalog.list_datamaps()] == ["agg"]
+    assert [r.name for r in catalog.list_datamaps(base_table="db1.sales")] == ["agg"]
+    assert catalog.list_datamaps(base_table="db1.other") == []
+    assert catalog.list_datamaps(db="db2") == []
+    assert catalog.datamap_by_table("db1.agg_table").name == "agg"
+    assert catalog.datamap_by_table("db1.sales") is None
+    with pytest.raises(CatalogError) as e:
+        _create(catalog)
+    assert e.value.sqlstate == "42710" and "db1.agg already exists" in str(e.value)
+    removed, segs = catalog.drop_datamap("db1", "agg")
+    assert removed.name == "agg" and segs == []
+    assert catalog.get_datamap("db1", "agg") is None
+    with pytest.raises(CatalogError) as e:
+        catalog.drop_datamap("db1", "agg")
+    assert e.value.sqlstate == "42S02" and "db1.agg does not exist" in str(e.value)
+    with pytest.raises(CatalogError) as e:
+        catalog.set_status("db1", "agg", cat.ENABLED)
+    assert e.value.sqlstate == "42S02"
+
+
+def test_status_and_events(catalog):
+    _create(catalog, lazy=True)
+    assert "deferred" in catalog.get_datamap("db1", "agg").status_reason
+    catalog.set_status("db1", "agg", cat.ENABLED)
+    changed = catalog.disable_on_table_change("db1.sales", "db1.sales changed")
+    assert [r.name for r in changed] == ["agg"]
+    rec = catalog.get_datamap("db1", "agg")
+    assert rec.status == cat.DISABLED and rec.status_reason == "db1.sales changed"
+    assert [e.kind for e in catalog.events("db1", "agg")] == ["created", "enabled", "disabled"]
+
+
+def test_segments_publish_and_sync(catalog):
+    _create(catalog)
+    assert catalog.sync_status("db1", "agg") is None
+    b0 = catalog.add_base_segment("db1.sales", ["file:/w/b.parquet", "file:/w/a.parquet"],
+                                  rows=10, load_seconds=0.5)
+    b1 = catalog.add_base_segment("db1.sales", ["file:/w/c.parquet"], source="discovered")
+    assert (b0.id, b1.id) == ("0", "1") and b0.files == ("file:/w/a.parquet", "file:/w/b.parquet")
+    assert catalog.base_files("db1.sales") == {"file:/w/a.parquet", "file:/w/b.parquet",
+                                               "file:/w/c.parquet"}
+    assert [s.id for s in catalog.pending_base_segments("db1", "agg")["db1.sales"]] == ["0", "1"]
+    assert not catalog.is_in_sync("db1", "agg")
+
+    s0 = catalog.begin_segment("db1", "agg", {"db1.sales": ["0", "1"]})
+    assert catalog.visible_segments("db1", "agg") == []
+    v = catalog.version()
+    catalog.publish_segment("db1", "agg", s0, rows=3, files=["p0"], seconds=1.25, kind="built")
+    assert catalog.version() > v
+    assert catalog.get_datamap("db1", "agg").status == cat.ENABLED
+    assert catalog.is_in_sync("db1", "agg")
+    sync = catalog.sync_status("db1", "agg")
+    assert sync["db1.sales"] == "1" and "loadEndTime" in sync
+
+    b2 = catalog.add_base_segment("db1.sales", ["file:/w/d.parquet"])
+    assert not catalog.is_in_sync("db1", "agg")
+    s1 = catalog.begin_segment("db1", "agg", {"db1.sales": [b2.id]})
+    catalog.publish_segment("db1", "agg", s1, rows=2, kind="refreshed")
+    assert [s.id for s in catalog.visible_segments("db1", "agg")] == ["0", "1"]
+    assert catalog.is_in_sync("db1", "agg")
+
+    # compaction: one commit swaps the visible set
+    s2 = catalog.begin_segment("db1", "agg", {"db1.sales": ["0", "1", "2"]})
+    catalog.publish_segment("db1", "agg", s2, rows=4, supersedes=[s0, s1], kind="compacted")
+    assert [s.id for s in catalog.visible_segments("db1", "agg")] == ["2"]
+    assert {s.id for s in catalog.garbage_segments("db1", "agg")} == {"0", "1"}
+    catalog.mark_dropped("db1", "agg", ["0", "1"])
+    assert catalog.garbage_segments("db1", "agg") == []
+    assert catalog.is_in_sync("db1", "agg")
+
+    # a failed refresh never becomes visible and disables the datamap
+    catalog.add_base_segment("db1.sales", ["file:/w/e.parquet"])
+    s3 = catalog.begin_segment("db1", "agg", {"db1.sales": ["3"]})
+    catalog.fail_segment("db1", "agg", s3, "executor lost")
+    rec = catalog.get_datamap("db1", "agg")
+    assert rec.status == cat.DISABLED and rec.status_reason == "executor lost"
+    assert [s.id for s in catalog.visible_segments("db1", "agg")] == ["2"]
+    with pytest.raises(CatalogError):
+        catalog.publish_segment("db1", "agg", s3, rows=1)
+    kinds = [e.kind for e in catalog.events("db1", "agg")]
+    assert kinds == ["created", "built", "refreshed", "compacted", "failed"]
+
+    # overwrite: all live base segments go
+    assert catalog.mark_base_deleted("db1.sales") == 4
+    assert catalog.base_segments("db1.sales") == []
+    assert len(catalog.base_segments("db1.sales", live_only=False)) == 4
+    nxt = catalog.add_base_segment("db1.sales", ["file:/w/f.parquet"])
+    assert nxt.id == "4"   # ids are never reused
+
+    _, segs = catalog.drop_datamap("db1", "agg")
+    assert [s.id for s in segs] == ["0", "1", "2", "3"]
+    _create(catalog)
+    assert catalog.begin_segment("db1", "agg", {}) == "0"
+    catalog.forget_base_table("db1.sales")
+    assert catalog.base_segments("db1.sales", live_only=False) == []
+
+
+def test_begin_segment_unknown_datamap(catalog):
+    with pytest.raises(CatalogError) as e:
+        catalog.begin_segment("db1", "ghost", {})
+    assert e.value.sqlstate == "42S02" and "db1.ghost" in str(e.value)
+
+
+def test_show_rows(catalog):
+    _create(catalog)
+    res = show_datamaps(catalog, catalog.list_datamaps())
+    assert [c for c, _ in res.columns] == ["DataMapName", "ClassName", "Associated Table",
+                                            "DataMap Properties", "DataMap Status", "Sync Status"]
+    assert res.columns == SHOW_DATAMAP_COLUMNS
+    assert res.rows == [("agg", "mv", "db1.agg_table",
+                         "'sort_columns'='country', 'table_blocksize'='64'", "DISABLED", "NA")]
+    catalog.add_base_segment("db1.sales", ["a"], rows=5, load_seconds=0.25)
+    sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    catalog.publish_segment("db1", "agg", sid, rows=2, files=["x", "y"], seconds=2.0, kind="built")
+    row = show_datamaps(catalog, catalog.list_datamaps()).rows[0]
+    assert row[4] == "ENABLED"
+    sync = json.loads(row[5])
+    assert list(sync) == ["db1.sales", "loadEndTime"] and sync["db1.sales"] == "0"
+
+    segs = show_segments(catalog, "db1.agg_table")
+    assert [c for c, _ in segs.columns] == ["SegmentSequenceId", "Status", "Load Start Time",
+                                             "Load Time Taken", "Rows", "Files", "Extra Info"]
+    assert segs.columns == SHOW_SEGMENTS_COLUMNS
+    (sid_, status, start, took, rows, files, extra), = segs.rows
+    assert (sid_, status, took, rows, files) == ("0", "Success", "2.000s", 2, 2)
+    assert json.loads(extra) == {"db1.sales": ["0"]} and len(start) == 23
+    base = show_segments(catalog, "db1.sales")
+    assert base.rows[0][:2] == ("0", "Success") and base.rows[0][4:] == (5, 1, "")
+    assert show_segments(catalog, "db1.unknown") is None
+
+
+def test_concurrent_threads(tmp_path):
+    """Two threads (each like an asyncio worker thread) and a second connection to the
+    same file: no lost updates, ids unique, version bumped once per change."""
+    a = Catalog.in_state_dir(tmp_path)
+    b = Catalog.in_state_dir(tmp_path)   # another process/replica on the same file
+    _create(a)
+    v0 = a.version()
+    ids: list[str] = []
+    errors: list[BaseException] = []
+
+    def work(c: Catalog, n: int):
+        try:
+            for i in range(n):
+                seg = c.add_base_segment("db1.sales", [f"f{threading.get_ident()}-{i}"])
+                ids.append(seg.id)
+                sid = c.begin_segment("db1", "agg", {"db1.sales": [seg.id]})
+                c.publish_segment("db1", "agg", sid, rows=1)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(c, 40)) for c in (a, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(map(int, ids)) == list(range(120))
+    assert len(a.visible_segments("db1", "agg")) == 120
+    assert a.is_in_sync("db1", "agg") and b.is_in_sync("db1", "agg")
+    assert a.version() == v0 + 120 * 3
+    a.close(), b.close()
+
+
+def test_restart_keeps_everything(tmp_path):
+    c = Catalog.in_state_dir(tmp_path)
+    _create(c)
+    c.add_base_segment("db1.sales", ["f1"])
+    sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    c.publish_segment("db1", "agg", sid, rows=7, kind="built")
+    version = c.version()
+    c.close()
+    c = Catalog.in_state_dir(tmp_path)
+    assert c.version() == version
+    rec = c.get_datamap("db1", "agg")
+    assert rec.status == cat.ENABLED and rec.definition == DEFN
+    assert c.visible_segments("db1", "agg")[0].rows == 7
+    assert c.add_base_segment("db1.sales", ["f2"]).id == "1"
+    c.close()
+
+
+def test_migration_from_version_0(tmp_path):
+    path = tmp_path / "catalog.db"
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 0
+    raw.execute("CREATE TABLE unrelated (x)")   # a version-0 file may hold anything else
+    raw.commit(), raw.close()
+    c = Catalog(path)
+    assert c.schema_version() == cat.SCHEMA_VERSION >= 1
+    assert c.version() == 0
+    _create(c)
+    c.close()
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    raw.execute(f"PRAGMA user_version = {cat.SCHEMA_VERSION + 1}")
+    raw.commit(), raw.close()
+    with pytest.raises(CatalogError) as e:
+        Catalog(path)
+    assert "newer than this program supports" in str(e.value)
+
+
+def test_failed_migration_rolls_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(cat, "MIGRATIONS", cat.MIGRATIONS + ["CREATE TABLE broken (;"])
+    monkeypatch.setattr(cat, "SCHEMA_VERSION", len(cat.MIGRATIONS))
+    with pytest.raises(sqlite3.Error):
+        Catalog(tmp_path / "c.db")
+    raw = sqlite3.connect(tmp_path / "c.db")
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert raw.execute("SELECT count(*) FROM sqlite_master WHERE name = 'datamaps'").fetchone()[0] == 0
