@@ -1,0 +1,223 @@
+"""Spark tier for the rewriter: one in-process SparkSession per test session and generated data
+for every table in tests/fixtures/rewriter/schema.yaml.
+
+The data is small but nasty on purpose: NULLs in every nullable column, duplicate keys,
+negative numbers, decimals at rounding edges (x.xx5 averages), timestamps over several days
+that sit on minute/hour/day boundaries, and join keys that sometimes do not match, so
+inner and outer joins differ. Deterministic (fixed seed, values rendered as strings and cast
+by Spark so the session time zone interprets timestamps).
+
+The session time zone is fixed to Asia/Kathmandu (+05:45, no DST): a zone whose offset is
+not a whole hour makes UTC-vs-local bucketing mistakes visible.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "rewriter" / "schema.yaml"
+SESSION_TZ = "Asia/Kathmandu"
+SEED = 20261122
+
+
+def load_schemas() -> dict:
+    with open(SCHEMA_FILE) as f:
+        raw = yaml.safe_load(f)
+    return {db: {t: {c: str(ty) for c, ty in cols.items()} for t, cols in tables.items()}
+            for db, tables in raw.items()}
+
+
+# --- generation ---------------------------------------------------------------------------
+
+COUNTRIES = ["china", "usa", "india", "UK", "", "france"]
+CITIES = ["beijing", "shanghai", "ny", "la", "delhi", "london", "paris", "Paris"]
+CATEGORIES = ["food", "toys", "books", "tools"]
+BRANDS = ["acme", "zeta", "omega"]
+REGIONS = ["north", "south", "east", "west"]
+KINDS = ["click", "view", "buy", "refund"]
+STATUSES = ["open", "paid", "shipped", "cancelled"]
+SEGMENTS = ["retail", "corporate", "smb"]
+BASE_TS = datetime(2026, 3, 28, 22, 0, 0)    # several days incl. month end
+
+
+def _maybe(rng: random.Random, value, p_null: float = 0.08):
+    return None if rng.random() < p_null else value
+
+
+def _timestamp(rng: random.Random) -> str:
+    # mix of exact boundaries (hh:00:00, hh:mm:00, midnight) and arbitrary instants
+    r = rng.random()
+    day = rng.randrange(0, 6)
+    if r < 0.15:
+        t = BASE_TS.replace(hour=0) + timedelta(days=day)                      # midnight
+    elif r < 0.35:
+        t = BASE_TS + timedelta(days=day, hours=rng.randrange(0, 24))          # hour start
+    elif r < 0.55:
+        t = BASE_TS + timedelta(days=day, minutes=rng.randrange(0, 24 * 60))   # minute start
+    elif r < 0.65:
+        # one second / one microsecond before a 15-minute boundary
+        t = BASE_TS + timedelta(days=day, minutes=15 * rng.randrange(1, 96))
+        t -= timedelta(seconds=1) if rng.random() < 0.5 else timedelta(microseconds=1)
+    else:
+        t = BASE_TS + timedelta(seconds=rng.randrange(0, 6 * 86400),
+                                microseconds=rng.choice([0, 0, 123456, 999999]))
+    return t.isoformat(sep=" ")
+
+
+def _decimal(rng: random.Random, scale: int, lo: int, hi: int) -> str:
+    # values at rounding edges: many end in 5 at the last digit, some negative, a few zero
+    cents = rng.randrange(lo, hi)
+    if rng.random() < 0.3:
+        cents = cents - cents % 10 + 5
+    return str(Decimal(cents).scaleb(-scale))
+
+
+def _double(rng: random.Random) -> str:
+    return repr(rng.choice([0.1, 0.2, 0.3, -1.5, 2.5, 1e-3, 0.0, -0.0]) if rng.random() < 0.3
+                else round(rng.uniform(-100, 100), rng.choice([1, 3, 6])))
+
+
+def generate_rows(schemas: dict, seed: int = SEED) -> dict[str, list[dict]]:
+    """'db.table' -> rows (dicts of column -> string value or None)."""
+    rng = random.Random(seed)
+    out: dict[str, list[dict]] = {}
+
+    items = []
+    for i in range(60):
+        item_id = i % 50 + 1 if i < 55 else None                 # ids 1..5 duplicated, NULLs
+        items.append({"item_id": item_id, "name": _maybe(rng, f"item{i}"),
+                      "category": _maybe(rng, rng.choice(CATEGORIES)),
+                      "brand": _maybe(rng, rng.choice(BRANDS)),
+                      "weight": _maybe(rng, _double(rng))})
+    out["default.item"] = items
+
+    stores = []
+    for i in range(14):
+        stores.append({"store_id": (i % 12) + 1 if i < 13 else None,   # 1,2 duplicated
+                       "store_name": _maybe(rng, f"store{i}"),
+                       "region": _maybe(rng, rng.choice(REGIONS)),
+                       "size": _maybe(rng, rng.randrange(-5, 500))})
+    out["default.store"] = stores
+
+    sales = []
+    for i in range(2500):
+        ts = _maybe(rng, _timestamp(rng), 0.05)
+        d = (_maybe(rng, ts[:10], 0.1) if ts else
+             _maybe(rng, (BASE_TS.date() + timedelta(days=rng.randrange(0, 6))).isoformat()))
+        yr = int(d[:4]) if d and rng.random() < 0.95 else rng.choice([None, 2025])
+        mo = int(d[5:7]) if d and rng.random() < 0.95 else rng.choice([None, 12])
+        sales.append({
+            "id": _maybe(rng, i // 2 if i % 7 == 0 else i, 0.02),       # duplicate ids
+            "country": _maybe(rng, rng.choice(COUNTRIES)),
+            "city": _maybe(rng, rng.choice(CITIES)),
+            "sex": _maybe(rng, rng.choice(["m", "f"])),
+            "year": yr, "month": mo, "day": d, "ts": ts,
+            "quantity": _maybe(rng, rng.choice([rng.randrange(-20, 100), 0, 1, 2147483])),
+            "price": _maybe(rng, _decimal(rng, 2, -5000, 99999)),
+            "discount": _maybe(rng, _double(rng)),
+            "item_id": _maybe(rng, rng.randrange(1, 58)),               # 51..57 match nothing
+            "store_id": _maybe(rng, rng.randrange(1, 15)),              # 13, 14 match nothing
+        })
+    out["default.sales"] = sales
+
+    events = []
+    for i in range(2000):
+        ts = _maybe(rng, _timestamp(rng), 0.05)
+        events.append({
+            "event_id": _maybe(rng, (i if i % 9 else i - 1) + 10_000_000_000, 0.02),
+            "user_id": _maybe(rng, rng.randrange(-3, 40)),
+            "event_time": ts,
+            "event_date": _maybe(rng, ts[:10] if ts else "2026-03-30", 0.1),
+            "kind": _maybe(rng, rng.choice(KINDS)),
+            "amount": _maybe(rng, _decimal(rng, 4, -100000, 10_000_000)),
+            "score": _maybe(rng, _double(rng)),
+        })
+    out["default.events"] = events
+
+    customers = []
+    for i in range(40):
+        customers.append({"customer": f"c{i % 35}" if i < 38 else None,
+                          "segment": _maybe(rng, rng.choice(SEGMENTS)),
+                          "country": _maybe(rng, rng.choice(COUNTRIES))})
+    out["shop.customers"] = customers
+
+    orders = []
+    for i in range(800):
+        orders.append({
+            "order_id": _maybe(rng, i if i % 11 else i - 1, 0.02),
+            "customer": _maybe(rng, f"c{rng.randrange(0, 45)}"),         # c35..c44 unmatched
+            "order_date": _maybe(rng, (date(2026, 3, 25) + timedelta(days=rng.randrange(0, 14))
+                                       ).isoformat()),
+            "total": _maybe(rng, _decimal(rng, 2, -10000, 500000)),
+            "status": _maybe(rng, rng.choice(STATUSES)),
+        })
+    out["shop.orders"] = orders
+
+    for name, rows in out.items():
+        db, t = name.split(".")
+        cols = schemas[db][t]
+        for r in rows:
+            assert set(r) == set(cols), (name, set(r) ^ set(cols))
+            for c, v in r.items():
+                r[c] = None if v is None else str(v)
+    return out
+
+
+# --- Spark ---------------------------------------------------------------------------------
+
+def make_spark(tmp: Path):
+    os.environ.setdefault("PYSPARK_PYTHON", "python3")
+    from pyspark.sql import SparkSession
+    return (SparkSession.builder.master("local[2]")
+            .appName("rewriter-spark-tier")
+            .config("spark.sql.catalogImplementation", "in-memory")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.default.parallelism", "2")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.session.timeZone", SESSION_TZ)
+            .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
+            .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp / 'derby'}")
+            .config("spark.local.dir", str(tmp / "local"))
+            .config("spark.driver.memory", "1g")
+            .config("spark.sql.adaptive.enabled", "false")
+            .getOrCreate())
+
+
+def load_tables(spark, schemas: dict, rows: dict[str, list[dict]]) -> None:
+    """Create every table as a cached parquet table with the exact declared column types."""
+    from pyspark.sql.types import StringType, StructField, StructType
+    for db in schemas:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
+    for name, data in rows.items():
+        db, t = name.split(".")
+        cols = schemas[db][t]
+        st = StructType([StructField(c, StringType(), True) for c in cols])
+        df = spark.createDataFrame([tuple(r[c] for c in cols) for r in data], st)
+        typed = df.selectExpr(*[f"CAST(`{c}` AS {ty}) AS `{c}`" for c, ty in cols.items()])
+        typed.coalesce(1).write.format("parquet").mode("overwrite").saveAsTable(name)
+        spark.sql(f"CACHE TABLE {name}")
+
+
+@pytest.fixture(scope="session")
+def schemas() -> dict:
+    return load_schemas()
+
+
+@pytest.fixture(scope="session")
+def spark(schemas):
+    tmp = Path(tempfile.mkdtemp(prefix="rewriter-spark-"))
+    session = make_spark(tmp)
+    try:
+        load_tables(session, schemas, generate_rows(schemas))
+        yield session
+    finally:
+        session.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
