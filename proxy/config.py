@@ -1,0 +1,156 @@
+"""Frozen settings. Precedence: defaults < TOML file (--config) < environment
+DATAMAP_PROXY_<SECTION>_<KEY> < command-line flags.
+
+Parsed once at start-up; the hot path only reads attributes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "DATAMAP_PROXY_"
+
+
+class ConfigError(ValueError):
+    """A bad setting: names the source and the key."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 10000
+    auth: str = "none"                  # none (SASL PLAIN) | nosasl
+    users_file: str | None = None       # PLAIN checked against this file when set
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    max_frame_bytes: int = 104_857_600
+    idle_session_timeout: float = 7 * 24 * 3600.0   # seconds; <= 0 disables
+    idle_operation_timeout: float = 5 * 24 * 3600.0
+    shutdown_grace: float = 30.0
+    login_timeout: float = 20.0
+    long_poll_timeout: float = 5.0
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    host: str | None = None
+    port: int = 10000
+    auth: str = "plain"                 # plain | nosasl
+    user: str | None = None             # None: connect as the client's user
+    password: str | None = None
+    connect_timeout: float = 30.0
+    call_timeout: float = 3600.0        # one Thrift call (a blocking ExecuteStatement can be long)
+    max_protocol: int = 10              # TProtocolVersion V11 (index 10)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    driver_memory: str = "2g"
+    conf: Mapping[str, str] = field(default_factory=dict)
+    metastore_uris: str | None = None
+    ui: bool = False
+
+
+@dataclass(frozen=True)
+class StateSettings:
+    dir: str = "./.datamap-proxy"
+
+
+@dataclass(frozen=True)
+class Settings:
+    server: ServerSettings = field(default_factory=ServerSettings)
+    upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    state: StateSettings = field(default_factory=StateSettings)
+
+
+SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
+            "spark": SparkSettings, "state": StateSettings}
+_CHOICES = {("server", "auth"): ("none", "nosasl"), ("upstream", "auth"): ("plain", "nosasl")}
+
+
+def _coerce(section: str, key: str, value: Any, source: str) -> Any:
+    f = {f.name: f for f in dataclasses.fields(SECTIONS[section])}.get(key)
+    if f is None:
+        raise ConfigError(f"{source}: unknown setting [{section}] {key}")
+    typ = str(f.type)
+    try:
+        if key == "conf":
+            if isinstance(value, str):        # env: "k=v,k2=v2"
+                value = dict(kv.split("=", 1) for kv in value.split(",") if kv.strip())
+            if not isinstance(value, Mapping):
+                raise ValueError("expected a table of key = value")
+            return {str(k): str(v) for k, v in value.items()}
+        if value is None or (isinstance(value, str) and value == "" and "None" in typ):
+            return None
+        if typ.startswith("int"):
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            value = int(value)
+        elif typ.startswith("float"):
+            value = float(value)
+        elif typ.startswith("bool"):
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError("expected true or false")
+                value = low in ("true", "1", "yes")
+            else:
+                value = bool(value)
+        else:
+            value = str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{source}: bad value {value!r} for [{section}] {key}: {e}") from None
+    choices = _CHOICES.get((section, key))
+    if choices and value not in choices:
+        raise ConfigError(f"{source}: [{section}] {key} must be one of {', '.join(choices)}, got {value!r}")
+    if key in ("port",) and not (0 <= value <= 65535):
+        raise ConfigError(f"{source}: [{section}] {key} out of range: {value}")
+    if key == "max_protocol" and not (0 <= value <= 10):
+        raise ConfigError(f"{source}: [upstream] max_protocol must be 0..10 (V1..V11), got {value}")
+    return value
+
+
+def _merge(layers: dict[str, dict[str, Any]], section: str, key: str, value: Any, source: str) -> None:
+    if section not in SECTIONS:
+        raise ConfigError(f"{source}: unknown section [{section}]")
+    layers.setdefault(section, {})[key] = _coerce(section, key, value, source)
+
+
+def load(config_file: str | os.PathLike | None = None,
+         env: Mapping[str, str] | None = None,
+         flags: Mapping[str, Mapping[str, Any]] | None = None) -> Settings:
+    """Build Settings. `flags` is {section: {key: value}} with None meaning "not given"."""
+    values: dict[str, dict[str, Any]] = {}
+    if config_file is not None:
+        path = Path(config_file)
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path}: invalid TOML: {e}") from None
+        for section, table in data.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"config file {path}: {section} must be a [section]")
+            for key, value in table.items():
+                _merge(values, section, key, value, f"config file {path}")
+    env = os.environ if env is None else env
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        section, _, key = rest.partition("_")
+        if section not in SECTIONS or not key:
+            continue    # e.g. DATAMAP_PROXY_TEST_* used by others; not ours
+        _merge(values, section, key, value, f"environment {name}")
+    for section, table in (flags or {}).items():
+        for key, value in table.items():
+            if value is not None:
+                _merge(values, section, key, value, f"flag --{key.replace('_', '-')}")
+    return Settings(**{s: cls(**values.get(s, {})) for s, cls in SECTIONS.items()})

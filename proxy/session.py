@@ -1,0 +1,58 @@
+"""Per-client session state (no I/O). The upstream connection object is attached by
+service.py but never used from here."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.handles import HandleRegistry, hex_id
+from proxy.operations import Operation
+
+REWRITE_KEY = "datamap.rewrite.enabled"
+
+
+@dataclass(eq=False)
+class Session:
+    user: str
+    protocol: int                         # negotiated TProtocolVersion (int)
+    client_protocol: int
+    configuration: dict[str, str] = field(default_factory=dict)   # as sent at OpenSession
+    handle: Any = None                    # client-visible THandleIdentifier
+    upstream: Any = None                  # proxy.upstream.UpstreamSession
+    current_db: str = "default"
+    conf: dict[str, str] = field(default_factory=dict)             # SET k=v the proxy saw
+    client_info: dict[str, str] = field(default_factory=dict)
+    operations: HandleRegistry[Operation] = field(
+        default_factory=lambda: HandleRegistry("OperationHandle"))
+    created: float = field(default_factory=time.monotonic)
+    last_access: float = field(default_factory=time.monotonic)
+    peer: str = "-"
+
+    def __post_init__(self) -> None:
+        self.conf.setdefault(REWRITE_KEY, "true")
+        db = self.configuration.get("use:database")
+        if db:
+            self.current_db = db.strip("`").lower()
+
+    @property
+    def id(self) -> str:
+        return hex_id(self.handle)
+
+    @property
+    def rewrite_enabled(self) -> bool:
+        return self.conf.get(REWRITE_KEY, "true") == "true"
+
+    @property
+    def columnar(self) -> bool:
+        """Result sets are columnar from V6 (index 5) on."""
+        return self.protocol >= 5
+
+    def touch(self) -> None:
+        self.last_access = time.monotonic()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since last use; a session with running operations is never idle."""
+        if any(op.state.running for op in self.operations.values()):
+            return 0.0
+        return now - self.last_access

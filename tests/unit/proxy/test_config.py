@@ -1,0 +1,54 @@
+import pytest
+
+from proxy.config import ConfigError, load
+
+
+def test_defaults():
+    s = load(env={})
+    assert (s.server.host, s.server.port, s.server.auth) == ("127.0.0.1", 10000, "none")
+    assert s.server.max_frame_bytes == 104857600 and s.state.dir == "./.datamap-proxy"
+    assert s.upstream.auth == "plain" and s.upstream.max_protocol == 10
+
+
+def test_precedence_file_env_flags(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[server]\nport = 1111\nhost = "0.0.0.0"\nauth = "nosasl"\n'
+                 '[spark]\nconf = { "spark.x" = "1" }\n[upstream]\nhost = "h"\n')
+    s = load(f, env={})
+    assert (s.server.port, s.server.host, s.server.auth) == (1111, "0.0.0.0", "nosasl")
+    assert s.spark.conf == {"spark.x": "1"} and s.upstream.host == "h"
+    s = load(f, env={"DATAMAP_PROXY_SERVER_PORT": "2222", "DATAMAP_PROXY_UPSTREAM_CALL_TIMEOUT": "5"})
+    assert s.server.port == 2222 and s.server.host == "0.0.0.0" and s.upstream.call_timeout == 5.0
+    s = load(f, env={"DATAMAP_PROXY_SERVER_PORT": "2222"},
+             flags={"server": {"port": 3333, "host": None}})
+    assert s.server.port == 3333 and s.server.host == "0.0.0.0"
+
+
+@pytest.mark.parametrize("env,msg", [
+    ({"DATAMAP_PROXY_SERVER_PORT": "abc"}, "DATAMAP_PROXY_SERVER_PORT"),
+    ({"DATAMAP_PROXY_SERVER_AUTH": "kerberos"}, "must be one of"),
+    ({"DATAMAP_PROXY_SERVER_NOPE": "1"}, "unknown setting [server] nope"),
+    ({"DATAMAP_PROXY_SPARK_UI": "maybe"}, "[spark] ui"),
+])
+def test_bad_values_name_source_and_key(env, msg):
+    with pytest.raises(ConfigError) as ei:
+        load(env=env)
+    assert msg in str(ei.value)
+
+
+def test_bad_file(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("[server\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load(f, env={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "missing.toml", env={})
+    f.write_text("[bogus]\nx=1\n")
+    with pytest.raises(ConfigError, match=r"unknown section \[bogus\]"):
+        load(f, env={})
+
+
+def test_frozen():
+    s = load(env={})
+    with pytest.raises(Exception):
+        s.server.port = 1
