@@ -1,0 +1,225 @@
+"""Helpers of the Spark meaning tier: materialise datamap tables the way their layout says,
+and compare the original query with its rewrite on real Spark.
+
+Comparison rules: same column names and Spark types (df.schema, nullability ignored); rows
+equal as multisets, floats within 1e-9 relative; when the query has ORDER BY the sequence of
+ORDER BY keys (those that are output columns) must be equal too; with LIMIT, rows tied with
+the last row's ORDER BY key may legitimately differ.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Iterable
+
+import sqlglot
+from sqlglot import exp
+
+from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinition
+from rewriter.timeseries import translate_sql
+
+REL_TOL = 1e-9
+SLICES = 3
+HIDDEN_SEGMENT = "9"     # written but not visible: a rewrite that reads it double-counts
+
+
+# --- materialisation ---------------------------------------------------------------------------
+
+@dataclass
+class Materialiser:
+    """Creates datamap tables; reuses a table when the same definition and variant is asked
+    again (cases share datamaps), which keeps the tier within its time budget."""
+    spark: Any
+    schemas: dict
+
+    def __post_init__(self):
+        self._state: dict[str, tuple] = {}
+
+    def _drop(self, table: str) -> None:
+        self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+        self._state.pop(table, None)
+
+    def full(self, d: DatamapDefinition) -> Candidate:
+        """One segment '0' built by build_sql(definition, {}) -- one row per group."""
+        key = ("full", d.select_sql, d.database, d.build_sql({}))
+        if self._state.get(d.table) != key:
+            self._drop(d.table)
+            self.spark.sql(f"CREATE TABLE {d.table} USING parquet AS "
+                           f"SELECT b.*, '0' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b")
+            self._state[d.table] = key
+        return Candidate(definition=d, one_row_per_group=True)
+
+    @staticmethod
+    def sliceable(d: DatamapDefinition) -> str | None:
+        """The base table whose rows can be split into disjoint slices such that the
+        datamap's rows over the slices partition its rows over the whole table: the first
+        table when every join is inner or left (it is the preserved side) and no table is
+        used twice. None when no such table exists."""
+        if len(set(d.base_tables)) != len(d.base_tables):
+            return None
+        if any(k.lower() not in ("inner", "left", "join", "") for k in d.join_kinds):
+            return None
+        return d.base_tables[0]
+
+    def segmented(self, d: DatamapDefinition) -> Candidate:
+        """Segments '0','1','2' = the datamap built over 3 disjoint hash slices of its first
+        base table (partial aggregates: several rows per group), plus an invisible segment
+        holding a full extra copy. Visible segments are passed in the Candidate."""
+        fact = self.sliceable(d)
+        assert fact is not None
+        db, t = fact.split(".")
+        cols = ", ".join(f"`{c}`" for c in self.schemas[db][t])
+        parts = []
+        for k in range(SLICES):
+            view = f"dm_slice_{k}"
+            self.spark.sql(
+                f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {cols} FROM "
+                f"(SELECT *, pmod(hash(*), {SLICES}) AS dm_slice__k FROM {fact}) WHERE dm_slice__k = {k}")
+            parts.append(f"SELECT b.*, '{k}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({fact: view})}) b")
+        parts.append(f"SELECT b.*, '{HIDDEN_SEGMENT}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b")
+        key = ("segmented", d.select_sql, d.database, tuple(parts))
+        if self._state.get(d.table) != key:
+            self._drop(d.table)
+            self.spark.sql(f"CREATE TABLE {d.table} USING parquet AS {' UNION ALL '.join(parts)}")
+            self._state[d.table] = key
+        return Candidate(definition=d, one_row_per_group=False,
+                         segments=tuple(str(k) for k in range(SLICES)))
+
+    def drop_all(self) -> None:
+        for t in list(self._state):
+            self._drop(t)
+
+
+# --- comparison ----------------------------------------------------------------------------
+
+def _sort_key(v: Any):
+    if v is None:
+        return (0, "")
+    if isinstance(v, float):
+        if math.isnan(v):
+            return (1, "nan")
+        return (2, float(f"{v:.6g}"))
+    if isinstance(v, (int, Decimal)):
+        return (2, v)
+    if isinstance(v, (list, tuple, dict)):
+        return (3, repr(v))
+    return (4, v)       # str, date, datetime, bool: comparable within one column
+
+
+def _row_key(row: tuple):
+    return tuple(_sort_key(v) for v in row)
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def rows_equal(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
+
+
+def multiset_diff(left: list[tuple], right: list[tuple]) -> tuple[list, list]:
+    """Rows only in left, rows only in right (multiset semantics, float tolerance)."""
+    ls, rs = sorted(left, key=_row_key), sorted(right, key=_row_key)
+    if len(ls) == len(rs) and all(rows_equal(a, b) for a, b in zip(ls, rs)):
+        return [], []
+    unmatched = list(rs)
+    only_left = []
+    for a in ls:
+        for i, b in enumerate(unmatched):
+            if rows_equal(a, b):
+                del unmatched[i]
+                break
+        else:
+            only_left.append(a)
+    return only_left, unmatched
+
+
+def _order_key_positions(tree: exp.Expression, names: list[str]) -> list[int] | None:
+    """Output positions of the top-level ORDER BY keys; None if any key is not an output."""
+    order = tree.args.get("order")
+    if order is None:
+        return []
+    lowered = [n.lower() for n in names]
+    out = []
+    for o in order.expressions:
+        e = o.this
+        if isinstance(e, exp.Literal) and not e.is_string:
+            out.append(int(e.this) - 1)
+            continue
+        if isinstance(e, exp.Column) and not e.table and e.name.lower() in lowered:
+            out.append(lowered.index(e.name.lower()))
+            continue
+        # an expression that is also a projected output (same text)
+        sel = tree.selects if isinstance(tree, exp.Select) else []
+        texts = [s.unalias().sql(dialect="spark").lower() for s in sel]
+        t = e.sql(dialect="spark").lower()
+        if t in texts:
+            out.append(texts.index(t))
+            continue
+        return None
+    return out
+
+
+@dataclass
+class Outcome:
+    original_sql: str
+    rewritten_sql: str
+    problems: list[str]
+
+    def report(self) -> str:
+        return ("\n".join(self.problems) + f"\n  original:  {self.original_sql}"
+                f"\n  rewritten: {self.rewritten_sql}")
+
+
+def _fmt_rows(rows: Iterable[tuple], limit: int = 8) -> str:
+    rows = list(rows)
+    more = f" ... (+{len(rows) - limit})" if len(rows) > limit else ""
+    return "; ".join(repr(r) for r in rows[:limit]) + more
+
+
+def compare(spark, original: str, rewritten: str, schemas: dict, current_db: str) -> Outcome:
+    """Run both statements and list every difference (empty list: equivalent)."""
+    spark.sql(f"USE {current_db}")
+    orig_sql = translate_sql(original, schemas, current_db)
+    problems: list[str] = []
+    odf, rdf = spark.sql(orig_sql), spark.sql(rewritten)
+    oschema = [(f.name, f.dataType.simpleString()) for f in odf.schema.fields]
+    rschema = [(f.name, f.dataType.simpleString()) for f in rdf.schema.fields]
+    if oschema != rschema:
+        problems.append(f"schema differs: original {oschema} vs rewritten {rschema}")
+    orows = [tuple(r) for r in odf.collect()]
+    rrows = [tuple(r) for r in rdf.collect()]
+    tree = sqlglot.parse_one(orig_sql, read="spark")
+    limited = tree.args.get("limit") is not None
+    keys = _order_key_positions(tree, [n for n, _ in oschema])
+    if len(orows) != len(rrows):
+        problems.append(f"row count differs: original {len(orows)} vs rewritten {len(rrows)}")
+    if keys and keys is not None:
+        okeys = [tuple(r[i] for i in keys) for r in orows]
+        rkeys = [tuple(r[i] for i in keys) for r in rrows]
+        if not all(rows_equal(a, b) for a, b in zip(okeys, rkeys)):
+            problems.append("ORDER BY key sequence differs: first mismatch at "
+                            + str(next(i for i, (a, b) in enumerate(zip(okeys, rkeys))
+                                       if not rows_equal(a, b))))
+        if limited and orows:
+            last = okeys[-1]
+            orows = [r for r, k in zip(orows, okeys) if not rows_equal(k, last)]
+            rrows = [r for r, k in zip(rrows, rkeys) if not rows_equal(k, last)]
+    elif limited and tree.args.get("order") is None:
+        # LIMIT without ORDER BY: any n rows are right; only the count is comparable
+        orows, rrows = [], []
+    only_o, only_r = multiset_diff(orows, rrows)
+    if only_o or only_r:
+        problems.append(f"rows differ: {len(only_o)} only in original [{_fmt_rows(only_o)}], "
+                        f"{len(only_r)} only in rewritten [{_fmt_rows(only_r)}]")
+    return Outcome(orig_sql, rewritten, problems)
