@@ -1,0 +1,158 @@
+"""Rewriter decision-time benchmark (a script, not a test).
+
+    python bench/rewrite.py [--iterations N] [--counts 1,100,1000] [--seed S]
+
+50 tables (10 facts, 40 dimensions) in database `bench`; 1 / 100 / 1,000 registered datamaps,
+most over other tables, ~3% over the benchmark query's fact table (one of them able to
+answer it). For each datamap count it prints, in milliseconds:
+
+  bi        a typical BI query (fact + 2 dimension joins, 6 aggregates, filters, group by 4),
+            a different literal every iteration so no cache can answer it   target p50 <= 5
+  untouched a query over a table no datamap uses (literal varies)            target p50 <= 0.5
+  repeated  one identical statement again and again (cache)                  target p50 <= 0.1
+
+plus the time to compile the definitions and build the index. Ratios come from one run on
+one machine; compare runs only against each other.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import rewriter  # noqa: E402
+from rewriter.api import Candidate  # noqa: E402
+
+FACTS = [f"f{i}" for i in range(10)]
+DIMS = [f"d{i}" for i in range(40)]
+FACT_COLS = {"id": "bigint", "k1": "int", "k2": "int", "k3": "int", "ts": "timestamp",
+             "qty": "int", "amount": "decimal(12,2)", "price": "double", "cost": "decimal(10,2)",
+             "status": "string", "country": "string", "city": "string"}
+DIM_COLS = {"id": "int", "name": "string", "category": "string", "region": "string",
+            "size": "int"}
+FACT_DIMS = ["status", "country", "city"]
+DIM_ATTRS = ["name", "category", "region"]
+MEASURES = ["qty", "amount", "price", "cost"]
+
+
+def schemas() -> dict:
+    tables = {f: dict(FACT_COLS) for f in FACTS}
+    tables.update({d: dict(DIM_COLS) for d in DIMS})
+    return {"bench": tables}
+
+
+def dims_of(fact: str) -> list[str]:
+    """Each fact joins three dimensions through k1, k2, k3."""
+    i = int(fact[1:])
+    return [DIMS[(4 * i + k) % 40] for k in range(3)]
+
+
+def random_datamap(rng: random.Random, fact: str) -> str:
+    dims = dims_of(fact)
+    used = rng.sample(range(3), rng.randint(0, 2))
+    frm = f"{fact} f" + "".join(
+        f" JOIN {dims[k]} x{k} ON f.k{k + 1} = x{k}.id" for k in sorted(used))
+    groups = rng.sample([f"f.{c}" for c in FACT_DIMS], rng.randint(1, 3))
+    for k in used:
+        groups += rng.sample([f"x{k}.{a}" for a in DIM_ATTRS], rng.randint(1, 2))
+    aggs = ["count(*) AS cnt"] + [f"{fn}(f.{m}) AS {fn}_{m}" for m in rng.sample(MEASURES, 3)
+                                  for fn in rng.sample(["sum", "min", "max", "avg"], 2)]
+    return (f"SELECT {', '.join(groups)}, {', '.join(aggs)} FROM {frm} "
+            f"GROUP BY {', '.join(groups)}")
+
+
+QUERY_FACT = "f0"
+ANSWERING_DM = ("SELECT f.status, f.country, x0.region, x1.category, count(*) AS cnt, "
+                "sum(f.qty) AS sq, sum(f.amount) AS sa, count(f.price) AS cp, sum(f.price) AS sp, "
+                "min(f.cost) AS mc, max(f.amount) AS ma FROM f0 f JOIN d0 x0 ON f.k1 = x0.id "
+                "JOIN d1 x1 ON f.k2 = x1.id GROUP BY f.status, f.country, x0.region, x1.category")
+
+
+def bi_query(n: int) -> str:
+    return ("SELECT x0.region, x1.category, f.country, f.status, sum(f.qty) AS qty, "
+            "sum(f.amount) AS amount, count(*) AS orders, avg(f.price) AS avg_price, "
+            "min(f.cost) AS min_cost, max(f.amount) AS max_amount "
+            "FROM f0 f JOIN d0 x0 ON f.k1 = x0.id JOIN d1 x1 ON f.k2 = x1.id "
+            f"WHERE f.country IN ('c{n % 7}', 'c{n % 11}') AND x0.region <> 'r{n}' "
+            "GROUP BY x0.region, x1.category, f.country, f.status ORDER BY qty DESC LIMIT 100")
+
+
+def untouched_query(n: int) -> str:
+    return (f"SELECT y.name, count(*) AS c, sum(y.size) AS s FROM d39 y "
+            f"WHERE y.size > {n} GROUP BY y.name")
+
+
+def build(count: int, seed: int, sch: dict) -> tuple[list[Candidate], float]:
+    rng = random.Random(seed)
+    defs = []
+    t0 = time.perf_counter()
+    for n in range(count):
+        if n == 0:
+            sql = ANSWERING_DM
+        elif rng.random() < 0.03:
+            sql = random_datamap(rng, QUERY_FACT)
+        else:
+            sql = random_datamap(rng, rng.choice(FACTS[1:]))
+        d = rewriter.compile_datamap(f"dm{n}", sql, sch, "bench")
+        defs.append(Candidate(definition=d, rows=rng.randint(10, 10_000_000) if n else 1000))
+    return defs, time.perf_counter() - t0
+
+
+def timed(fn, iterations: int) -> list[float]:
+    out = []
+    for i in range(iterations):
+        t0 = time.perf_counter_ns()
+        fn(i)
+        out.append((time.perf_counter_ns() - t0) / 1e6)
+    return out
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=300)
+    ap.add_argument("--counts", default="1,100,1000")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if not hasattr(rewriter, "DatamapIndex") or not hasattr(rewriter, "compile_datamap"):
+        print("rewriter.DatamapIndex / compile_datamap not implemented yet", file=sys.stderr)
+        return 2
+    assert all(f"d39" not in dims_of(f) for f in FACTS), "d39 must be untouched by datamaps"
+    sch = schemas()
+    print(f"{'datamaps':>8} {'compile s':>9} {'index ms':>8} | {'bi p50':>7} {'bi p90':>7} "
+          f"{'hit':>4} | {'untouched p50':>13} {'p90':>6} | {'repeated p50':>12} {'p90':>6}")
+    for count in [int(c) for c in args.counts.split(",")]:
+        cands, compile_s = build(count, args.seed, sch)
+        t0 = time.perf_counter()
+        index = rewriter.DatamapIndex(cands, sch, 1)
+        index_ms = (time.perf_counter() - t0) * 1e3
+        # warm up (imports, first-use caches) outside the measurement
+        for i in range(5):
+            index.rewrite(bi_query(-1 - i), "bench")
+            index.rewrite(untouched_query(-1 - i), "bench")
+        hit = index.rewrite(bi_query(10**6), "bench")
+        bi = timed(lambda i: index.rewrite(bi_query(i), "bench"), args.iterations)
+        untouched = timed(lambda i: index.rewrite(untouched_query(i), "bench"), args.iterations)
+        same = bi_query(42)
+        index.rewrite(same, "bench")
+        repeated = timed(lambda i: index.rewrite(same, "bench"), args.iterations)
+        print(f"{count:>8} {compile_s:>9.2f} {index_ms:>8.1f} | {pct(bi, 50):>7.3f} "
+              f"{pct(bi, 90):>7.3f} {'yes' if hit.used else 'NO':>4} | {pct(untouched, 50):>13.3f} "
+              f"{pct(untouched, 90):>6.3f} | {pct(repeated, 50):>12.4f} {pct(repeated, 90):>6.4f}")
+        if not hit.used:
+            print(f"  note: the BI query was not answered by a datamap: "
+                  f"{hit.skipped.get('dm0', '(no reason)')}")
+    print("targets: bi p50 <= 5 ms at 1000; untouched p50 <= 0.5 ms; repeated p50 <= 0.1 ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
