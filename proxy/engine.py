@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -81,9 +82,12 @@ def spark_settings(obj: Any) -> SparkSettings:
     conf = get("conf", {}) or {}
     if not isinstance(conf, Mapping):
         raise EngineError(f"[spark] conf must be a table of key = value, got {type(conf).__name__}")
+    memory = str(get("driver_memory", "") or "").strip()
+    if memory and not re.fullmatch(r"\d+[kKmMgGtT]?[bB]?", memory):
+        raise EngineError(f"[spark] driver_memory {memory!r} is not a size like 2g or 768m")
     return SparkSettings(
         master=str(get("master", "") or "local[*]"),
-        driver_memory=str(get("driver_memory", "") or ""),
+        driver_memory=memory,
         conf={str(k): _conf_value(v) for k, v in conf.items()},
         metastore_uris=tuple(u for u in uris if u),
         ui=bool(ui),
@@ -231,11 +235,20 @@ class _StateLock:
             self._fh = None
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, since: int = 0, lines: int = 15) -> str:
+    """What the JVM wrote to `path` after byte offset `since`: its error lines when there
+    are some (spark-submit prints its usage text after the one line that matters), else
+    the last `lines` lines."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as fh:
+            fh.seek(since)
+            text = fh.read().decode("utf-8", "replace")
     except OSError:
-        return "<no output>"
+        return ""
+    all_lines = text.splitlines()
+    errors = [l for l in all_lines
+              if re.search(r"error|exception|invalid|could not|not allowed", l, re.I)]
+    return "\n".join((errors or all_lines)[-lines:])
 
 
 class _SparkApp:
@@ -264,6 +277,7 @@ class _SparkApp:
         for key, value in conf_map.items():
             conf.set(key, value)
         self._out = open(self.state.jvm_out, "ab")
+        offset = self._out.tell()
         log.info("engine: starting Spark JVM (master %s); Spark logs in %s",
                  self.settings.master, self.state.spark_log)
         try:
@@ -271,9 +285,10 @@ class _SparkApp:
                 conf=conf, popen_kwargs={"stdout": self._out, "stderr": self._out})
         except Exception as exc:
             self._close_out()
-            raise EngineError(f"the Spark JVM did not start ({exc}); is Java 17+ on PATH or "
-                              f"JAVA_HOME set? Last JVM output ({self.state.jvm_out}):\n"
-                              f"{_tail(self.state.jvm_out)}") from exc
+            output = _tail(self.state.jvm_out, offset)
+            hint = (f"its output ({self.state.jvm_out}):\n{output}" if output else
+                    "it printed nothing; is Java 17+ on PATH or JAVA_HOME set?")
+            raise EngineError(f"the Spark JVM exited during start-up ({exc}); {hint}") from exc
         try:
             sc = SparkContext(conf=conf, gateway=self._gateway)
             self.session = SparkSession.builder.getOrCreate()

@@ -42,9 +42,12 @@ def test_settings_defaults_for_missing_or_none():
     assert spark_settings({"master": None, "conf": None}).master == "local[*]"
 
 
-def test_settings_reject_non_table_conf():
+def test_settings_reject_non_table_conf_and_bad_memory():
     with pytest.raises(EngineError, match="conf must be a table"):
         spark_settings({"conf": "spark.x=1"})
+    with pytest.raises(EngineError, match="driver_memory 'lots' is not a size"):
+        spark_settings({"driver_memory": "lots"})
+    assert spark_settings({"driver_memory": "768m"}).driver_memory == "768m"
 
 
 def test_embedded_conf_keeps_everything_in_the_state_dir(tmp_path: Path):
