@@ -254,6 +254,56 @@ def rollup_expr(fine_bucket_col: exp.Expression, fine: str, coarse: str,
     return bucket_expr(fine_bucket_col, c)
 
 
+# --- filters on the raw time column ----------------------------------------------------------
+
+_TS_LITERAL = re.compile(
+    r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?\s*$")
+
+
+def is_aligned(value: str, gran: str) -> bool:
+    """True when the timestamp/date literal text `value` (as Spark reads it, in the session
+    time zone) is the start of a `gran` bucket. Unparseable text (zones, offsets,
+    out-of-range fields) is never aligned.
+
+    Why it matters: for an aligned X, `col >= X` <=> `bucket(col) >= X` and
+    `col < X` <=> `bucket(col) < X` (the bucket is monotone and bucket(X) = X), so such a
+    filter on the raw column can be evaluated on a stored bucket column. `>` and `<=` are
+    never equivalent (X + 1 second is in X's bucket)."""
+    import datetime as _dt
+    g = normalize_granularity(gran)
+    m = _TS_LITERAL.match(value)
+    if not m:
+        return False
+    y, mo, d, h, mi, sec, frac = m.groups()
+    try:
+        t = _dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0))
+    except ValueError:
+        return False
+    if frac and int(frac) != 0:
+        return False
+    if g == "second":
+        return True
+    if t.second:
+        return False
+    if g == "minute":
+        return True
+    if g in _N_MINUTE:
+        return t.minute % _N_MINUTE[g] == 0
+    if t.minute:
+        return False
+    if g == "hour":
+        return True
+    if t.hour:
+        return False
+    if g == "day":
+        return True
+    if g == "week":
+        return t.weekday() == 0
+    if g == "month":
+        return t.day == 1
+    return t.day == 1 and t.month == 1
+
+
 # --- whole statements -------------------------------------------------------------------
 
 _HAS_TIMESERIES = re.compile(r"timeseries\s*\(", re.IGNORECASE)

@@ -372,3 +372,22 @@ def test_spark_refused_rollups_really_differ(spark):
         if (f, c) == ("week", "year"):
             continue    # the data spans no new year; the lattice refuses it for the same reason
         assert n > 0, (f, c)
+
+
+# --- is_aligned ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,gran,ok", [
+    ("2026-03-30 00:00:00", "day", True), ("2026-03-30", "day", True), ("2026-03-30", "week", True),
+    ("2026-03-31", "week", False), ("2026-03-01", "month", True), ("2026-03-02", "month", False),
+    ("2026-01-01 00:00:00", "year", True), ("2026-02-01", "year", False),
+    ("2026-03-30 13:00:00", "hour", True), ("2026-03-30 13:00:00", "day", False),
+    ("2026-03-30 13:45:00", "fifteen_minute", True), ("2026-03-30 13:45:00", "thirty_minute", False),
+    ("2026-03-30 13:40:00", "ten_minute", True), ("2026-03-30 13:40:00", "fifteen_minute", False),
+    ("2026-03-30 13:41:00", "minute", True), ("2026-03-30 13:41:00", "five_minute", False),
+    ("2026-03-30 13:41:07", "second", True), ("2026-03-30 13:41:07", "minute", False),
+    ("2026-03-30 13:41:07.000", "second", True), ("2026-03-30 13:41:07.5", "second", False),
+    ("2026-03-30T00:00:00", "day", True), ("2026-03-30 00:00:00+05:45", "day", False),
+    ("2026-02-30", "day", False), ("yesterday", "day", False), ("", "day", False),
+])
+def test_is_aligned(value, gran, ok):
+    assert ts.is_aligned(value, gran) is ok
