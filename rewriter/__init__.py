@@ -15,5 +15,8 @@ API (see rewriter/api.py for the data shapes):
 Any exception inside rewrite() is caught by the caller, which forwards the original SQL.
 """
 from rewriter.api import (  # noqa: F401
-    Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult, Schemas, StoredColumn,
+    SEGMENT_COLUMN, Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult, Schemas,
+    StoredColumn,
 )
+from rewriter.layout import build_sql, compile_datamap  # noqa: F401,E402
+from rewriter.index import DatamapIndex, rewrite  # noqa: F401,E402

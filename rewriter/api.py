@@ -51,6 +51,11 @@ class DatamapDefinition:
     is_aggregate: bool               # SPJG (True) or SPJ projection-only (False)
     join_kinds: tuple[str, ...] = () # one per join, in order: "inner" | "left" | ...
     version: int = 1                 # compiled-form version; bump when the layout logic changes
+    # Filled by compile_datamap (added fields): the definition fully qualified (db.table AS
+    # alias, qualified columns; what the matcher recompiles from without current_db), and
+    # the SELECT that materialises `columns` over the base tables (what build_sql reads).
+    qualified_sql: str = ""
+    build_select: str = ""
 
     def build_sql(self, sources: Mapping[str, str] | None = None) -> str:
         """SELECT that produces exactly `columns` (same names, order, types) from the base

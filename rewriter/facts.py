@@ -1,0 +1,275 @@
+"""Facts of one qualified SELECT block: the SPJG normal form the matcher works on.
+
+Columns are rewritten to the canonical `db.table.column` form (table aliases disappear;
+self-joins are refused, so a table name identifies one table reference). Facts:
+  edges       the FROM list: (kind, "db.table", alias, ON conjuncts) in FROM order; inner
+              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE)
+  preds       canonical conjuncts of WHERE and inner ON, each classified as
+                eq        column = column  (builds the equivalence classes)
+                range     column op constant / column IN (constants)
+                residual  anything else
+  rep         column key -> representative of its equivalence class (non-trivial only)
+  ranges      representative -> Range (intersection of that class's range conjuncts)
+  group       canonical grouping expressions
+  outputs     (output name, canonical expression) — aggregates still inside
+  having, order: canonical
+A block the matcher cannot reason about raises Unsupported(reason).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from rewriter import ranges as R
+from rewriter.normalize import (DIALECT, canonical_expr, canonical_predicate, column_key,
+                                conjuncts, is_constant, key_of, nondeterministic)
+
+
+class Unsupported(Exception):
+    """This block is outside what the rewriter handles; the reason is one line."""
+
+
+@dataclass
+class Pred:
+    expr: exp.Expression
+    kind: str                       # eq | range | residual
+    cols: tuple[str, ...] = ()      # eq: both columns; range: the column
+    range: R.Range | None = None
+
+
+@dataclass
+class Edge:
+    kind: str                       # from | inner | left
+    table: str                      # db.table
+    alias: str
+    on: list[exp.Expression] = field(default_factory=list)   # canonical, left joins only
+    on_key: str = ""
+
+
+@dataclass
+class Facts:
+    select: exp.Select
+    edges: list[Edge]
+    preds: list[Pred]
+    rep: dict[str, str]
+    ranges: dict[str, R.Range]
+    group: list[exp.Expression]
+    outputs: list[tuple[str | None, exp.Expression]]
+    having: exp.Expression | None
+    order: list[exp.Expression]
+    distinct: bool
+    is_aggregate: bool
+    column_types: dict[str, str]
+    output_aliases: list[str]       # the qualified block's own aliases (ORDER BY may use them)
+
+    @property
+    def tables(self) -> frozenset[str]:
+        return frozenset(e.table for e in self.edges)
+
+    def table_of_alias(self) -> dict[str, str]:
+        return {e.alias: e.table for e in self.edges}
+
+
+# Spark aggregate functions sqlglot may parse as anonymous calls: never treat them as scalar.
+AGG_NAMES = frozenset({
+    "count_if", "bool_and", "bool_or", "every", "any", "some", "collect_list", "collect_set",
+    "percentile", "percentile_approx", "approx_percentile", "first", "first_value", "last",
+    "last_value", "mode", "median", "kurtosis", "skewness", "var_pop", "var_samp", "variance",
+    "stddev", "stddev_pop", "stddev_samp", "std", "bit_and", "bit_or", "bit_xor", "max_by",
+    "min_by", "try_sum", "try_avg", "histogram_numeric", "count_min_sketch", "hll_sketch_agg",
+    "hll_union_agg", "array_agg", "regr_count", "regr_avgx", "regr_avgy", "regr_sxx", "regr_sxy",
+    "regr_syy", "regr_slope", "regr_intercept", "regr_r2", "corr", "covar_pop", "covar_samp",
+    "approx_count_distinct", "listagg", "string_agg", "grouping", "grouping_id", "mean",
+    "product", "any_value", "sum_distinct",
+})
+
+_UNSUPPORTED_ARGS = ("exclude", "operation_modifiers", "for_", "laterals", "pivots", "qualify", "windows", "sort", "cluster",
+                     "distribute", "into", "prewhere", "connect", "match", "kind", "locks",
+                     "sample", "settings", "format", "options")
+
+
+def is_aggregate_call(node: exp.Expression) -> bool:
+    """An aggregate applied to the block's groups (not a window function)."""
+    if isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous) and node.name.lower() in AGG_NAMES):
+        parent = node.parent
+        return not (isinstance(parent, exp.Window) and parent.this is node)
+    return False
+
+
+def has_aggregate(e: exp.Expression) -> bool:
+    return any(is_aggregate_call(n) for n in e.walk())
+
+
+def extract(select: exp.Select, schemas, names: list[str | None] | None) -> Facts:
+    """Facts of a qualified SELECT (it is not modified). `names` are Spark's output names
+    computed before qualification (None entries: unknown)."""
+    for arg in _UNSUPPORTED_ARGS:
+        if select.args.get(arg):
+            raise Unsupported(f"{arg.upper()} clause is not supported")
+    for key, value in select.args.items():
+        if key == "with_" or value is None:
+            continue
+        for part in value if isinstance(value, list) else [value]:
+            if not isinstance(part, exp.Expression):
+                continue
+            for node in part.walk():
+                if isinstance(node, (exp.Select, exp.Subquery, exp.SetOperation)):
+                    raise Unsupported("subquery inside the block")
+                if isinstance(node, (exp.Lateral, exp.Explode)):
+                    raise Unsupported("LATERAL VIEW / generator")
+            nd = nondeterministic(part)
+            if nd:
+                raise Unsupported(f"non-deterministic function {nd}")
+
+    edges, aliases = _edges(select, schemas)
+    types: dict[str, str] = {}
+
+    def canon_cols(e: exp.Expression) -> exp.Expression:
+        for col in list(e.find_all(exp.Column)):
+            if isinstance(col.this, exp.Star):
+                raise Unsupported("unexpanded *")
+            tbl = aliases.get(col.table)
+            if tbl is None:
+                raise Unsupported(f"column {col.sql(DIALECT)} does not belong to the block")
+            db, t = tbl.split(".", 1)
+            ctype = schemas[db][t].get(col.name)
+            new = exp.Column(this=exp.to_identifier(col.name), table=exp.to_identifier(t),
+                             db=exp.to_identifier(db))
+            types[column_key(new)] = ctype
+            if col is e:
+                return new
+            col.replace(new)
+        return e
+
+    preds: list[Pred] = []
+    raw_preds = conjuncts(select.args.get("where").this) if select.args.get("where") else []
+    for edge_expr, edge in zip(_join_ons(select), edges):
+        if edge.kind == "inner":
+            raw_preds.extend(conjuncts(edge_expr))
+        elif edge.kind == "left":
+            on = [canon_cols(c) for cond in conjuncts(edge_expr) for c in canonical_predicate(cond)]
+            edge.on = on
+            edge.on_key = "&".join(sorted(key_of(c) for c in on))
+    for raw in raw_preds:
+        for c in canonical_predicate(raw):
+            preds.append(_classify(canon_cols(c), types))
+
+    rep = _equivalence(preds)
+    rngs: dict[str, R.Range] = {}
+    for p in preds:
+        if p.kind == "range":
+            r = rep.get(p.cols[0], p.cols[0])
+            rngs[r] = rngs[r].intersect(p.range) if r in rngs else p.range
+
+    group_node = select.args.get("group")
+    if group_node and any(group_node.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
+        raise Unsupported("GROUPING SETS / CUBE / ROLLUP")
+    group = [canon_cols(canonical_expr(g)) for g in (group_node.expressions if group_node else [])]
+    outputs = []
+    output_aliases = []
+    for i, item in enumerate(select.expressions):
+        inner = item.this if isinstance(item, exp.Alias) else item
+        output_aliases.append(item.alias_or_name)
+        name = names[i] if names is not None and i < len(names) else item.alias_or_name
+        outputs.append((name, canon_cols(canonical_expr(inner))))
+    having = select.args.get("having")
+    having_expr = canon_cols(canonical_expr(having.this)) if having else None
+    order = []
+    if select.args.get("order"):
+        for o in select.args["order"].expressions:
+            ref = o.this
+            if isinstance(ref, exp.Column) and not ref.table and ref.name in output_aliases:
+                order.append(("alias", (o, output_aliases.index(ref.name))))
+            else:
+                item = o.copy()
+                item.set("this", canon_cols(canonical_expr(o.this)))
+                order.append(("expr", item))
+    is_agg = bool(group) or any(has_aggregate(e) for _, e in outputs) or having is not None
+    return Facts(select=select, edges=edges, preds=preds, rep=rep, ranges=rngs, group=group,
+                 outputs=outputs, having=having_expr, order=order,
+                 distinct=bool(select.args.get("distinct")), is_aggregate=is_agg,
+                 column_types=types, output_aliases=output_aliases)
+
+
+def _join_ons(select: exp.Select) -> list[exp.Expression | None]:
+    return [None] + [j.args.get("on") for j in select.args.get("joins") or []]
+
+
+def _edges(select: exp.Select, schemas) -> tuple[list[Edge], dict[str, str]]:
+    from_ = select.args.get("from_")
+    if from_ is None:
+        raise Unsupported("no FROM")
+    items = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
+    edges, aliases, seen = [], {}, set()
+    for rel, join in items:
+        if not isinstance(rel, exp.Table) or rel.args.get("joins"):
+            raise Unsupported("FROM item is not a base table")
+        if not rel.db or rel.args.get("catalog"):
+            raise Unsupported(f"{rel.name} is not a base table")
+        if rel.args.get("sample") or rel.args.get("version") or rel.args.get("partition") \
+                or rel.args.get("hints") or rel.args.get("pivots") or rel.args.get("laterals"):
+            raise Unsupported(f"table modifier on {rel.name}")
+        name = f"{rel.db}.{rel.name}"
+        if rel.db not in schemas or rel.name not in schemas[rel.db]:
+            raise Unsupported(f"no schema for table {name}")
+        if name in seen:
+            raise Unsupported(f"self-join of {name}")
+        seen.add(name)
+        alias = rel.alias_or_name
+        if join is None:
+            kind = "from"
+        else:
+            side = (join.side or "").upper()
+            jkind = (join.kind or "").upper()
+            if join.args.get("using") or join.args.get("method"):
+                raise Unsupported("USING / NATURAL join")
+            if side == "" and jkind in ("", "INNER", "CROSS"):
+                kind = "inner"
+            elif side == "LEFT" and jkind in ("", "OUTER"):
+                kind = "left"
+                if join.args.get("on") is None:
+                    raise Unsupported("LEFT JOIN without ON")
+            else:
+                raise Unsupported(f"{(side + ' ' + jkind).strip()} JOIN is not supported")
+        aliases[alias] = name
+        edges.append(Edge(kind=kind, table=name, alias=alias))
+    return edges, aliases
+
+
+def _classify(c: exp.Expression, types: dict[str, str]) -> Pred:
+    if isinstance(c, exp.EQ) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Column):
+        a, b = column_key(c.this), column_key(c.expression)
+        if a != b:
+            return Pred(c, "eq", tuple(sorted((a, b))))
+    if isinstance(c, (exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE)) and isinstance(c.this, exp.Column) \
+            and is_constant(c.expression):
+        k = column_key(c.this)
+        v = R.literal_value(c.expression, types.get(k))
+        if v is not None:
+            return Pred(c, "range", (k,), R.range_of(type(c), v))
+    if isinstance(c, exp.In) and isinstance(c.this, exp.Column) and not c.args.get("query") \
+            and c.expressions and all(is_constant(x) for x in c.expressions):
+        k = column_key(c.this)
+        vals = [R.literal_value(x, types.get(k)) for x in c.expressions]
+        if None not in vals:
+            return Pred(c, "range", (k,), R.points(vals))
+    return Pred(c, "residual")
+
+
+def _equivalence(preds: list[Pred]) -> dict[str, str]:
+    parent: dict[str, str] = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for p in preds:
+        if p.kind == "eq":
+            a, b = find(p.cols[0]), find(p.cols[1])
+            if a != b:
+                lo, hi = sorted((a, b))
+                parent[hi] = lo
+                parent.setdefault(lo, lo)
+    return {k: find(k) for k in parent}

@@ -1,0 +1,209 @@
+"""DatamapIndex: the datamaps of one catalog version, ready to answer rewrite(sql, db).
+
+Cost model of a decision:
+  * text pre-check: a query whose text names none of the indexed base tables is returned
+    unchanged without parsing (regex over the table names);
+  * datamaps are indexed by base table; a block is matched only against datamaps whose
+    tables it contains (Calcite's pre-filter), so the count of datamaps elsewhere does not
+    matter;
+  * definitions are compiled once per index (and cached across indexes by their text);
+  * results are cached in an LRU keyed on (sql text, current_db); a catalog change builds a
+    new index (new `version`), which starts with an empty cache.
+Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
+own; among several datamaps answering a block the one with the fewest rows wins (then the
+fewest grouping columns, then the name).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections import OrderedDict, defaultdict
+
+from sqlglot import exp
+
+from rewriter.api import Candidate, DatamapDefinitionError, RewriteResult
+from rewriter.facts import Unsupported, extract
+from rewriter.layout import Compiled, compile_internal
+from rewriter.match import Match, match
+from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
+                                spark_output_name)
+
+log = logging.getLogger(__name__)
+
+_COMPILE_CACHE: "OrderedDict[tuple, Compiled]" = OrderedDict()
+_COMPILE_CACHE_SIZE = 4096
+
+
+def _compiled(definition, schemas, schema_key) -> Compiled:
+    key = (definition.name, definition.qualified_sql or definition.select_sql, definition.database,
+           definition.table, definition.version, schema_key)
+    c = _COMPILE_CACHE.get(key)
+    if c is None:
+        c = compile_internal(definition, schemas)
+        _COMPILE_CACHE[key] = c
+        if len(_COMPILE_CACHE) > _COMPILE_CACHE_SIZE:
+            _COMPILE_CACHE.popitem(last=False)
+    else:
+        _COMPILE_CACHE.move_to_end(key)
+    c.definition = definition
+    return c
+
+
+def _schema_key(schemas) -> tuple:
+    return tuple(sorted((db, t, tuple(cols.items())) for db, ts in schemas.items() for t, cols in ts.items()))
+
+
+class DatamapIndex:
+    def __init__(self, candidates, schemas, version: int = 0, cache_size: int = 2048):
+        self.version = version
+        self.schemas = schemas
+        self.schema = make_schema(schemas)
+        self.candidates: dict[str, Candidate] = {}
+        self.compiled: dict[str, Compiled] = {}
+        self.broken: dict[str, str] = {}
+        self.by_table: dict[str, list[str]] = defaultdict(list)
+        skey = _schema_key(schemas)
+        for cand in candidates:
+            name = cand.definition.name
+            self.candidates[name] = cand
+            for t in cand.definition.base_tables:
+                self.by_table[t].append(name)
+            try:
+                self.compiled[name] = _compiled(cand.definition, schemas, skey)
+            except DatamapDefinitionError as e:
+                self.broken[name] = f"definition no longer compiles: {e}"
+        bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)
+        self._precheck = re.compile(r"\b(" + "|".join(re.escape(b) for b in bare) + r")\b", re.I) if bare else None
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = cache_size
+
+    # ------------------------------------------------------------------ public
+    def rewrite(self, sql: str, current_db: str) -> RewriteResult:
+        key = (sql, current_db)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped))
+        res = self._rewrite(sql, current_db)
+        self._cache[key] = res
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return RewriteResult(res.sql, res.rewritten, list(res.used), dict(res.skipped))
+
+    # ------------------------------------------------------------------ work
+    def _rewrite(self, sql: str, current_db: str) -> RewriteResult:
+        unchanged = RewriteResult(sql=sql, rewritten=False)
+        if self._precheck is None or not self._precheck.search(sql):
+            return unchanged
+        try:
+            tree = parse(sql)
+        except NormalizeError:
+            return unchanged
+        if not isinstance(tree, (exp.Select, exp.SetOperation, exp.Subquery)):
+            return unchanged
+        current_db = (current_db or "default").lower()
+        touched = self._touched(tree, current_db)
+        if not touched:
+            return unchanged
+        skipped: dict[str, str] = {}
+        originals = list(tree.find_all(exp.Select))
+        names = [None if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+                             for e in s.expressions) else [spark_output_name(e) for e in s.expressions]
+                 for s in originals]
+        qtree = tree.copy()
+        try:
+            qualify_tree(qtree, self.schema, current_db)
+        except (NormalizeError, Exception) as e:  # sqlglot raises several error types
+            for n in touched:
+                skipped[n] = f"query does not resolve: {str(e).splitlines()[0]}"
+            return RewriteResult(sql, False, [], skipped)
+        qualified = list(qtree.find_all(exp.Select))
+        if len(qualified) != len(originals):
+            return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
+        used: list[str] = []
+        replaced = False
+        for orig, qsel, nm in zip(originals, qualified, names):
+            m = self._rewrite_block(qsel, nm, skipped)
+            if m is None:
+                continue
+            if orig.args.get("with_") is not None:
+                m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
+            if orig is tree:
+                tree = m.select
+            else:
+                orig.replace(m.select)
+            replaced = True
+            if m.datamap not in used:
+                used.append(m.datamap)
+        for n in used:
+            skipped.pop(n, None)
+        for n in touched:
+            if n not in used and n not in skipped:
+                skipped[n] = "no query block reads its tables"
+        if not replaced:
+            return RewriteResult(sql, False, [], skipped)
+        return RewriteResult(tree.sql(DIALECT), True, used, skipped)
+
+    def _touched(self, tree: exp.Expression, current_db: str) -> list[str]:
+        out: dict[str, None] = {}
+        for t in tree.find_all(exp.Table):
+            full = f"{(t.db or current_db).lower()}.{t.name.lower()}"
+            for n in self.by_table.get(full, ()):
+                out[n] = None
+        return list(out)
+
+    def _rewrite_block(self, qsel: exp.Select, names, skipped) -> Match | None:
+        tables = set()
+        from_ = qsel.args.get("from_")
+        rels = ([from_.this] if from_ else []) + [j.this for j in qsel.args.get("joins") or []]
+        for r in rels:
+            if isinstance(r, exp.Table) and r.db:
+                tables.add(f"{r.db}.{r.name}")
+        cands = []
+        for t in tables:
+            for n in self.by_table.get(t, ()):
+                if n not in cands:
+                    cands.append(n)
+        if not cands:
+            return None
+        try:
+            facts = extract(qsel, self.schemas, names)
+        except Unsupported as e:
+            for n in cands:
+                skipped.setdefault(n, f"query block not supported: {e}")
+            return None
+        except Exception as e:  # never let a block take the statement down
+            log.exception("fact extraction failed")
+            for n in cands:
+                skipped.setdefault(n, f"query block not supported: internal error {type(e).__name__}")
+            return None
+        aliases = {e.alias for e in facts.edges}
+        found: list[tuple[tuple, Match]] = []
+        for n in cands:
+            if n in self.broken:
+                skipped[n] = self.broken[n]
+                continue
+            comp = self.compiled[n]
+            cand = self.candidates[n]
+            alias = n if n not in aliases else f"{n}_dm"
+            try:
+                m = match(facts, comp, cand, alias)
+            except Exception as e:  # a bug must not fail the query: forward it unchanged
+                log.exception("matching %s failed", n)
+                m = f"internal error while matching ({type(e).__name__})"
+            if isinstance(m, str):
+                skipped[n] = m
+                continue
+            cost = (cand.rows if cand.rows is not None else float("inf"), len(comp.group) + len(comp.plain), n)
+            found.append((cost, m))
+        if not found:
+            return None
+        found.sort(key=lambda x: x[0])
+        best = found[0][1]
+        for _, m in found[1:]:
+            skipped[m.datamap] = f"datamap {best.datamap} is cheaper for the same query block"
+        return best
+
+
+def rewrite(sql: str, candidates, schemas, current_db: str) -> RewriteResult:
+    return DatamapIndex(candidates, schemas).rewrite(sql, current_db)

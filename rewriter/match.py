@@ -1,0 +1,187 @@
+"""Facts of a query block x a compiled datamap -> the rewritten block, or a reason.
+
+Order of the checks (each a rule in rewriter/rules/):
+  1. match_tables        same tables and joins; extra query tables become query-delta joins
+  2. compensate_filters  datamap predicate implied by the query; the compensating conjuncts
+  3. grain               exact (one datamap row per query group: use stored columns as they
+                         are) or rollup (re-aggregate); partial datamaps always roll up
+  4. derive_expression / rollup_aggregate  for grouping, outputs, HAVING, ORDER BY,
+                         compensating predicates and query-delta ON conditions
+The result is a new SELECT over the datamap table that keeps the query's output names
+(every output aliased to the original name), DISTINCT, HAVING, ORDER BY, LIMIT and window
+functions on top.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from rewriter.api import SEGMENT_COLUMN, Candidate
+from rewriter.facts import Facts, has_aggregate
+from rewriter.layout import Compiled
+from rewriter.normalize import DIALECT, ident, key_of
+from rewriter.rules.compensate_filters import compensate_filters
+from rewriter.rules.derive_expression import NoDerive, derive_expression
+from rewriter.rules.match_tables import match_tables
+from rewriter.rules.rollup_aggregate import NeedsReaggregation
+
+
+@dataclass
+class Ctx:
+    name: str
+    rep: dict
+    view_alias: str
+    view_map: dict
+    agg_map: dict
+    extra_aliases: dict
+    datamap_is_aggregate: bool
+    reagg: bool
+    global_agg: bool
+    column_types: dict = field(default_factory=dict)
+    filter_ctx: "Ctx | None" = None
+
+    def column_type(self, col: exp.Column):
+        return self.column_types.get(".".join(p.name for p in col.parts))
+
+
+@dataclass
+class Match:
+    select: exp.Select
+    datamap: str
+    rollup: bool
+
+
+def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match | str:
+    d = comp.facts
+    extra = match_tables(q, d)
+    if isinstance(extra, str):
+        return extra
+    comp_preds = compensate_filters(q, d)
+    if isinstance(comp_preds, str):
+        return comp_preds
+    rep = q.rep
+    if comp.definition.is_aggregate:
+        view_map = {key_of(e, rep): c for e, c in comp.group}
+    else:
+        view_map = {key_of(e, rep): c for e, c in comp.plain}
+    agg_map = {}
+    for kind, arg, c in comp.aggs:
+        agg_map.setdefault((kind, "" if arg is None else key_of(arg, rep)), c)
+    if comp.definition.is_aggregate and not q.is_aggregate and not q.distinct:
+        return "query is not an aggregate; the datamap holds one row per group"
+    exact = (comp.definition.is_aggregate and q.is_aggregate and cand.one_row_per_group and not extra
+             and {key_of(g, rep) for g in q.group} == set(view_map)
+             and len(q.group) == len({key_of(g, rep) for g in q.group})
+             and all(key_of(g, rep) in view_map for g in q.group))
+    ctx = Ctx(name=comp.definition.name, rep=rep, view_alias=view_alias, view_map=view_map,
+              agg_map=agg_map, extra_aliases={e.table: e.alias for e in extra},
+              datamap_is_aggregate=comp.definition.is_aggregate, reagg=not exact,
+              global_agg=not q.group, column_types=q.column_types)
+    # Compensating conjuncts are derived with the datamap's own equivalences only: the
+    # query's may rest on the very conjunct being compensated (a = b would become a = a).
+    drep = d.rep
+    source = comp.group if comp.definition.is_aggregate else comp.plain
+    ctx.filter_ctx = Ctx(name=ctx.name, rep=drep, view_alias=view_alias,
+                         view_map={key_of(e, drep): c for e, c in source}, agg_map={},
+                         extra_aliases=ctx.extra_aliases, datamap_is_aggregate=ctx.datamap_is_aggregate,
+                         reagg=ctx.reagg, global_agg=ctx.global_agg, column_types=q.column_types)
+    try:
+        try:
+            sel = _build(q, comp, cand, ctx, extra, comp_preds)
+        except NeedsReaggregation:
+            ctx.reagg = True
+            sel = _build(q, comp, cand, ctx, extra, comp_preds)
+    except NoDerive as e:
+        return str(e)
+    return Match(select=sel, datamap=comp.definition.name, rollup=ctx.reagg)
+
+
+def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_preds) -> exp.Select:
+    agg_d = comp.definition.is_aggregate
+    rollup = agg_d and ctx.reagg and q.is_aggregate
+    sel = exp.Select()
+    outs = []
+    final_names = []
+    for i, (name, e) in enumerate(q.outputs):
+        if name is None:
+            raise NoDerive(f"output {i + 1} has no alias and Spark's name for it is not known")
+        final_names.append(name)
+        outs.append(exp.alias_(derive_expression(e, ctx), ident(name), quoted=None))
+    sel.set("expressions", outs)
+    if q.distinct:
+        sel.set("distinct", exp.Distinct())
+    sel.set("from_", exp.From(this=_view_relation(comp, cand, ctx.view_alias)))
+
+    # query-delta joins: ON = their own conditions (left) or the conjuncts that reference them
+    remaining = list(comp_preds)
+    joins = []
+    joined = {None}
+    for e in extra:
+        table = exp.Table(this=exp.to_identifier(e.table.split(".", 1)[1]),
+                          db=exp.to_identifier(e.table.split(".", 1)[0]),
+                          alias=exp.TableAlias(this=exp.to_identifier(e.alias)))
+        joined.add(e.table)
+        if e.kind == "left":
+            on = [derive_expression(c, ctx.filter_ctx) for c in e.on]
+            joins.append(exp.Join(this=table, side="LEFT", on=exp.and_(*on)))
+            continue
+        mine = [c for c in remaining if _owners(c, ctx) and _owners(c, ctx) <= joined and e.table in _owners(c, ctx)]
+        remaining = [c for c in remaining if not any(c is m for m in mine)]
+        on = [derive_expression(c, ctx.filter_ctx, groups_only=True) for c in mine]
+        joins.append(exp.Join(this=table, on=exp.and_(*on)) if on else exp.Join(this=table, kind="CROSS"))
+    if joins:
+        sel.set("joins", joins)
+    where = [derive_expression(c, ctx.filter_ctx, groups_only=True) for c in remaining]
+    if q.is_aggregate and agg_d and not rollup and q.having is not None:
+        where.append(derive_expression(q.having, ctx))
+    if where:
+        sel.set("where", exp.Where(this=exp.and_(*where)))
+    if q.is_aggregate and (rollup or not agg_d):
+        if q.group:
+            sel.set("group", exp.Group(expressions=[derive_expression(g, ctx, groups_only=True) for g in q.group]))
+        if q.having is not None:
+            sel.set("having", exp.Having(this=derive_expression(q.having, ctx)))
+    elif q.distinct or not q.is_aggregate:
+        pass
+    if q.order:
+        sel.set("order", exp.Order(expressions=[_order_item(o, q, ctx, final_names) for o in q.order]))
+    for arg in ("limit", "offset"):
+        if q.select.args.get(arg) is not None:
+            sel.set(arg, q.select.args[arg].copy())
+    return sel
+
+
+def _owners(c: exp.Expression, ctx: Ctx) -> set:
+    """Query-delta tables a conjunct references (None stands for the datamap's tables)."""
+    out = set()
+    for col in c.find_all(exp.Column):
+        t = f"{col.db}.{col.table}"
+        out.add(t if t in ctx.extra_aliases else None)
+    return out
+
+
+def _order_item(o, q: Facts, ctx: Ctx, final_names) -> exp.Expression:
+    kind, value = o
+    if kind == "alias":
+        ordered, idx = value
+        new = ordered.copy()
+        new.set("this", exp.Column(this=ident(final_names[idx])))
+        return new
+    new = value.copy()
+    new.set("this", derive_expression(value.this, ctx))
+    return new
+
+
+def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expression:
+    db, table = comp.definition.table.split(".", 1)
+    if cand.segments is None:
+        return exp.Table(this=exp.to_identifier(table), db=exp.to_identifier(db),
+                         alias=exp.TableAlias(this=exp.to_identifier(alias)))
+    inner = exp.Select(expressions=[exp.Column(this=ident(c.name)) for c in comp.definition.columns])
+    inner.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(table), db=exp.to_identifier(db))))
+    segs = [exp.Literal.string(s) for s in cand.segments]
+    cond = exp.In(this=exp.Column(this=exp.to_identifier(SEGMENT_COLUMN)), expressions=segs) if segs \
+        else exp.false()
+    inner.set("where", exp.Where(this=cond))
+    return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))

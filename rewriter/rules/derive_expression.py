@@ -1,0 +1,59 @@
+"""Rule: rewrite a query expression over the datamap's columns.
+
+Whole sub-expressions are matched by canonical key (columns mapped to the query's
+equivalence-class representatives, so any member of a class serves): a sub-expression
+equal to a stored grouping/projected expression becomes a reference to that column. A
+column of a query-delta table keeps its alias. Aggregate calls go to `rollup_aggregate`
+(aggregate datamaps) or are recomputed over the datamap rows (projection-only datamaps,
+whose rows are the base rows). Anything left over base columns cannot be computed: the
+rule fails with the column's name. Correct because the datamap's column holds exactly that
+expression's value for the rows it represents.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter.facts import is_aggregate_call
+from rewriter.normalize import key_of
+
+_LEAVES = (exp.Literal, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Null, exp.Boolean)
+
+
+class NoDerive(Exception):
+    """The expression cannot be computed from the datamap; the message is the reason."""
+
+
+def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> exp.Expression:
+    """A fresh expression over ctx.view_alias's columns (and query-delta tables)."""
+    if isinstance(node, _LEAVES):
+        return node.copy()
+    if isinstance(node, exp.Column):
+        alias = ctx.extra_aliases.get(f"{node.db}.{node.table}")
+        if alias is not None:
+            return exp.Column(this=exp.to_identifier(node.name), table=exp.to_identifier(alias))
+    hit = ctx.view_map.get(key_of(node, ctx.rep))
+    if hit is not None:
+        return exp.Column(this=exp.to_identifier(hit), table=exp.to_identifier(ctx.view_alias))
+    if is_aggregate_call(node):
+        if groups_only:
+            raise NoDerive(f"aggregate {node.sql('spark')} where a grouping expression is needed")
+        if ctx.datamap_is_aggregate:
+            from rewriter.rules.rollup_aggregate import rollup_aggregate
+            return rollup_aggregate(node, ctx)
+        return _rebuild(node, ctx, groups_only)
+    if isinstance(node, exp.Column):
+        raise NoDerive(f"column {node.table}.{node.name} is not in datamap {ctx.name}")
+    return _rebuild(node, ctx, groups_only)
+
+
+def _rebuild(node: exp.Expression, ctx, groups_only: bool) -> exp.Expression:
+    args = {}
+    for k, v in node.args.items():
+        if isinstance(v, exp.Expression):
+            args[k] = derive_expression(v, ctx, groups_only)
+        elif isinstance(v, list):
+            args[k] = [derive_expression(x, ctx, groups_only) if isinstance(x, exp.Expression) else x for x in v]
+        else:
+            args[k] = v
+    new = type(node)(**args)
+    return new

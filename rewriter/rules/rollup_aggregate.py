@@ -1,0 +1,107 @@
+"""Rule: compute a query aggregate from a datamap's stored partial aggregates.
+
+Rollup table (each correct over any partition of the base rows into datamap rows, which
+is also why partial per-segment rows are fine):
+  sum(x)            -> sum(sum_x)      cast back to Spark's sum type (decimal(p+10,s))
+  count(*), count(x)-> sum(count)      coalesce(…, 0) for a global aggregate: count over no
+                                       rows is 0, sum over no rows is NULL
+  min(x), max(x)    -> min/max of the stored min/max, or of x when x is a grouping column
+  avg(x)            -> sum(sum_x) / sum(count_x), typed as Spark's avg: double for
+                       integral/floating x; for decimal(p,s) the same decimal division
+                       Spark's Average does, cast to decimal(p+4,s+4)
+  agg(DISTINCT e)   -> agg(DISTINCT e') when e is computable from grouping columns: every
+                       datamap row stands for ≥ 1 base rows with those grouping values
+On an exact grain match (ctx.reagg False) the stored column is used directly. Anything
+else (stddev, percentile, avg of a stored avg, count(DISTINCT) of a non-grouping column)
+fails with a reason.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter import sparktypes
+from rewriter.normalize import key_of
+from rewriter.rules.derive_expression import NoDerive, derive_expression
+
+
+class NeedsReaggregation(Exception):
+    """Raised on an exact-grain attempt when an aggregate can only be rolled up."""
+
+
+def _col(ctx, name: str) -> exp.Column:
+    return exp.Column(this=exp.to_identifier(name), table=exp.to_identifier(ctx.view_alias))
+
+
+def _cast(e: exp.Expression, t: str) -> exp.Expression:
+    return exp.Cast(this=e, to=exp.DataType.build(t, dialect="spark"))
+
+
+def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
+    name = node.sql("spark")
+    arg = node.this if isinstance(node, exp.AggFunc) else None
+    if not isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)):
+        raise NoDerive(f"aggregate {name} cannot be derived from a datamap")
+    if node.args.get("ignore_nulls") is not None or (isinstance(node, exp.Count) and node.args.get("big_int") is False):
+        raise NoDerive(f"aggregate {name} cannot be derived from a datamap")
+    if isinstance(arg, exp.Distinct):
+        if not ctx.reagg:
+            raise NeedsReaggregation()
+        try:
+            inner = [derive_expression(x, ctx, groups_only=True) for x in arg.expressions]
+        except NoDerive:
+            raise NoDerive(f"{name}: DISTINCT argument is not a datamap grouping column")
+        return type(node)(this=exp.Distinct(expressions=inner))
+    star = isinstance(node, exp.Count) and (arg is None or isinstance(arg, exp.Star) or
+                                            (isinstance(arg, exp.Literal) and not arg.is_string))
+    k = "" if star else key_of(arg, ctx.rep)
+
+    def stored(kind):
+        return ctx.agg_map.get((kind, k))
+
+    if isinstance(node, exp.Count):
+        col = stored("count_star" if star else "count")
+        if col is None:
+            raise NoDerive(f"{name} is not stored in datamap {ctx.name}")
+        if not ctx.reagg:
+            return _col(ctx, col)
+        total = exp.Sum(this=_col(ctx, col))
+        return exp.Coalesce(this=total, expressions=[exp.Literal.number(0)]) if ctx.global_agg else total
+    if isinstance(node, (exp.Min, exp.Max)):
+        col = stored("min" if isinstance(node, exp.Min) else "max")
+        if col is not None:
+            return _col(ctx, col) if not ctx.reagg else type(node)(this=_col(ctx, col))
+        if not ctx.reagg:
+            raise NeedsReaggregation()
+        try:
+            return type(node)(this=derive_expression(arg, ctx, groups_only=True))
+        except NoDerive:
+            raise NoDerive(f"{name} is not stored in datamap {ctx.name}")
+    arg_type = sparktypes.infer(arg, ctx.column_type)
+    if isinstance(node, exp.Sum):
+        col = stored("sum")
+        if col is None:
+            raise NoDerive(f"{name} is not stored in datamap {ctx.name}")
+        if not ctx.reagg:
+            return _col(ctx, col)
+        st = sparktypes.sum_type(arg_type)
+        if st is None:
+            raise NoDerive(f"{name}: cannot determine its type")
+        total = exp.Sum(this=_col(ctx, col))
+        return _cast(total, st) if st.startswith("decimal") else total
+    # avg
+    s, c = stored("sum"), stored("count")
+    if s is None or c is None:
+        raise NoDerive(f"{name} needs sum and count of its argument stored in datamap {ctx.name}")
+    at = sparktypes.avg_type(arg_type)
+    if at is None:
+        raise NoDerive(f"{name}: cannot determine its type")
+    if ctx.reagg:
+        num, den = exp.Sum(this=_col(ctx, s)), exp.Sum(this=_col(ctx, c))
+    else:
+        num, den = _col(ctx, s), _col(ctx, c)
+    if at.startswith("decimal"):
+        st = sparktypes.sum_type(arg_type)
+        num = _cast(num, st) if ctx.reagg else num
+        div = exp.Div(this=num, expression=_cast(den, "decimal(20,0)"))
+        return _cast(div, at)
+    return exp.Div(this=num, expression=den)
