@@ -195,3 +195,65 @@ class LocalRowSource:
         self._last_batch = len(batch)
         rowset = build_rowset(self.types, batch, start, self.protocol >= 5)
         return rowset, bool(batch) and self.pos < len(self.rows)
+
+
+# ---------------------------------------------------------------- upstream rowsets -> rows
+
+_TYPE_NAMES = {
+    _T.BOOLEAN_TYPE: "boolean", _T.TINYINT_TYPE: "tinyint", _T.SMALLINT_TYPE: "smallint",
+    _T.INT_TYPE: "int", _T.BIGINT_TYPE: "bigint", _T.FLOAT_TYPE: "float",
+    _T.DOUBLE_TYPE: "double", _T.STRING_TYPE: "string", _T.TIMESTAMP_TYPE: "timestamp",
+    _T.BINARY_TYPE: "binary", _T.ARRAY_TYPE: "array", _T.MAP_TYPE: "map",
+    _T.STRUCT_TYPE: "struct", _T.UNION_TYPE: "uniontype", _T.DECIMAL_TYPE: "decimal",
+    _T.NULL_TYPE: "void", _T.DATE_TYPE: "date", _T.VARCHAR_TYPE: "string",
+    _T.CHAR_TYPE: "string", _T.INTERVAL_YEAR_MONTH_TYPE: "interval year to month",
+    _T.INTERVAL_DAY_TIME_TYPE: "interval day to second",
+    _T.TIMESTAMPLOCALTZ_TYPE: "timestamp",
+}
+
+
+def schema_columns(schema: T.TTableSchema | None) -> list[tuple[str, str]]:
+    """TTableSchema -> [(name, spark type name)] (decimal keeps precision and scale)."""
+    out = []
+    for c in (schema.columns if schema and schema.columns else []):
+        entry = c.typeDesc.types[0] if c.typeDesc and c.typeDesc.types else None
+        prim = entry.primitiveEntry if entry is not None else None
+        if prim is None:
+            out.append((c.columnName, "string"))
+            continue
+        name = _TYPE_NAMES.get(prim.type, "string")
+        if prim.type == _T.DECIMAL_TYPE and prim.typeQualifiers:
+            q = prim.typeQualifiers.qualifiers or {}
+            p, s = q.get("precision"), q.get("scale")
+            if p is not None and s is not None:
+                name = f"decimal({p.i32Value},{s.i32Value})"
+        out.append((c.columnName, name))
+    return out
+
+
+def _is_null(nulls: bytes, i: int) -> bool:
+    b = i >> 3
+    return b < len(nulls) and bool(nulls[b] & (1 << (i & 7)))
+
+
+def decode_rowset(rowset: T.TRowSet | None, ncols: int) -> list[tuple]:
+    """Columnar or row-based TRowSet -> list of row tuples (None for NULL)."""
+    if rowset is None:
+        return []
+    if rowset.columns:
+        cols = []
+        for col in rowset.columns:
+            inner = next(v for v in (col.boolVal, col.byteVal, col.i16Val, col.i32Val, col.i64Val,
+                                     col.doubleVal, col.stringVal, col.binaryVal) if v is not None)
+            nulls = inner.nulls or b""
+            cols.append([None if _is_null(nulls, i) else v for i, v in enumerate(inner.values)])
+        return list(zip(*cols)) if cols else []
+    rows = []
+    for r in rowset.rows or []:
+        vals = []
+        for cv in r.colVals:
+            holder = next((v for v in (cv.boolVal, cv.byteVal, cv.i16Val, cv.i32Val, cv.i64Val,
+                                       cv.doubleVal, cv.stringVal) if v is not None), None)
+            vals.append(None if holder is None else holder.value)
+        rows.append(tuple(vals))
+    return rows

@@ -1,0 +1,196 @@
+"""Command line: `datamap-proxy serve | users add | doctor`."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import getpass
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from proxy import config as cfg
+
+log = logging.getLogger("proxy")
+
+
+def _hostport(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="datamap-proxy",
+                                description="HiveServer2 proxy in front of Spark Thrift Server "
+                                            "that answers BI queries from datamaps")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the proxy",
+                       description="Settings: defaults < TOML file (--config) < environment "
+                                   "DATAMAP_PROXY_<SECTION>_<KEY> < these flags.")
+    s.add_argument("--config", metavar="FILE", help="TOML settings file")
+    s.add_argument("--host", help="listen address [server] host (default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="listen port [server] port (default 10000; 0 = any)")
+    s.add_argument("--auth", choices=["none", "nosasl"],
+                   help="client transport: none = SASL PLAIN (any user unless --users-file), nosasl = raw")
+    s.add_argument("--users-file", metavar="FILE", help="PLAIN users file (datamap-proxy users add)")
+    s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
+    s.add_argument("--tls-key", metavar="FILE", help="PEM private key for --tls-cert")
+    s.add_argument("--max-frame-bytes", type=int, help="largest Thrift message/frame accepted")
+    s.add_argument("--idle-session-timeout", type=float, metavar="SECONDS")
+    s.add_argument("--idle-operation-timeout", type=float, metavar="SECONDS")
+    s.add_argument("--shutdown-grace", type=float, metavar="SECONDS",
+                   help="how long SIGTERM waits for running statements")
+    s.add_argument("--upstream", type=_hostport, metavar="HOST:PORT",
+                   help="existing Spark Thrift Server; without it an embedded Spark is started")
+    s.add_argument("--upstream-auth", choices=["plain", "nosasl"], help="transport towards Spark")
+    s.add_argument("--upstream-user", help="connect to Spark as this user (default: the client's)")
+    s.add_argument("--upstream-password", help="password for --upstream-user")
+    s.add_argument("--upstream-max-protocol", type=int, metavar="N",
+                   help="cap the protocol version sent upstream (0..10 = V1..V11)")
+    s.add_argument("--upstream-call-timeout", type=float, metavar="SECONDS")
+    s.add_argument("--spark-master", help="[spark] master for the embedded engine / pipeline")
+    s.add_argument("--state-dir", metavar="DIR", help="[state] dir (default ./.datamap-proxy)")
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+
+    u = sub.add_parser("users", help="manage the PLAIN users file")
+    usub = u.add_subparsers(dest="users_command", required=True)
+    ua = usub.add_parser("add", help="add or replace a user (password from stdin or prompt)")
+    ua.add_argument("name")
+    ua.add_argument("--users-file", metavar="FILE", help="default: [server] users_file or <state dir>/users")
+    ua.add_argument("--config", metavar="FILE")
+
+    sub.add_parser("doctor", help="check the installation", add_help=False)
+    return p
+
+
+def _flags(a: argparse.Namespace) -> dict:
+    up_host = up_port = None
+    if a.upstream:
+        up_host, up_port = a.upstream
+    return {
+        "server": {"host": a.host, "port": a.port, "auth": a.auth, "users_file": a.users_file,
+                   "tls_cert": a.tls_cert, "tls_key": a.tls_key, "max_frame_bytes": a.max_frame_bytes,
+                   "idle_session_timeout": a.idle_session_timeout,
+                   "idle_operation_timeout": a.idle_operation_timeout,
+                   "shutdown_grace": a.shutdown_grace},
+        "upstream": {"host": up_host, "port": up_port, "auth": a.upstream_auth,
+                     "user": a.upstream_user, "password": a.upstream_password,
+                     "max_protocol": a.upstream_max_protocol, "call_timeout": a.upstream_call_timeout},
+        "spark": {"master": a.spark_master},
+        "state": {"dir": a.state_dir},
+    }
+
+
+def build_router(settings: cfg.Settings):
+    """The statement router. Components append their StatementHandlers here."""
+    from proxy import statements
+    from proxy.router import Router
+    router = Router()
+    statements.install(router)
+    return router
+
+
+async def _serve(settings: cfg.Settings) -> int:
+    from proxy.auth import AllowAll, UsersFile
+    from proxy.server import ProxyServer
+
+    from proxy.auth import AuthError
+    try:
+        authenticator = UsersFile(settings.server.users_file) if settings.server.users_file else AllowAll()
+    except AuthError as e:
+        log.error("%s", e)
+        return 2
+    engine = None
+    if settings.upstream.host is None:
+        try:
+            from proxy.engine import EmbeddedEngine
+        except ImportError as e:
+            log.error("no --upstream given and the embedded engine is unavailable (%s); "
+                      "start with --upstream HOST:PORT", e)
+            return 2
+        engine = EmbeddedEngine(Path(settings.state.dir), settings.spark)
+        log.info("starting embedded Spark (state dir %s)", settings.state.dir)
+        try:
+            host, port = await asyncio.to_thread(engine.start)
+        except Exception as e:  # noqa: BLE001 - report and exit non-zero
+            log.error("embedded Spark failed to start: %s", e)
+            await asyncio.to_thread(engine.stop)
+            return 1
+        settings = dataclasses.replace(settings, upstream=dataclasses.replace(
+            settings.upstream, host=host, port=port))
+    server = ProxyServer(settings, build_router(settings), authenticator=authenticator)
+    try:
+        host, port = await server.start()
+    except OSError as e:
+        log.error("cannot listen on %s:%s: %s", settings.server.host, settings.server.port, e.strerror or e)
+        if engine is not None:
+            await asyncio.to_thread(engine.stop)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port, settings.server.auth,
+             ", TLS" if settings.server.tls_cert else "", settings.upstream.host,
+             settings.upstream.port, settings.upstream.auth)
+    log.info("ready")
+    await stop.wait()
+    log.info("shutting down: draining for up to %.0fs", settings.server.shutdown_grace)
+    await server.shutdown()
+    if engine is not None:
+        await asyncio.to_thread(engine.stop)
+    log.info("stopped")
+    return 0
+
+
+def _users_add(a: argparse.Namespace) -> int:
+    from proxy.auth import AuthError, add_user
+    settings = cfg.load(a.config)
+    path = a.users_file or settings.server.users_file or str(Path(settings.state.dir) / "users")
+    if sys.stdin.isatty():
+        pw = getpass.getpass(f"Password for {a.name}: ")
+        if getpass.getpass("Again: ") != pw:
+            print("error: passwords differ", file=sys.stderr)
+            return 1
+    else:
+        pw = sys.stdin.readline().rstrip("\r\n")
+    try:
+        add_user(path, a.name, pw)
+    except AuthError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"user {a.name} written to {path}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "doctor":
+        try:
+            from proxy.doctor import main as doctor_main
+        except ImportError as e:
+            print(f"error: doctor is not available in this build ({e})", file=sys.stderr)
+            return 2
+        return doctor_main(argv[1:]) or 0
+    a = build_parser().parse_args(argv)
+    if a.command == "users":
+        return _users_add(a)
+    logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
+                        stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = cfg.load(a.config, flags=_flags(a))
+    except cfg.ConfigError as e:
+        log.error("%s", e)
+        return 2
+    try:
+        return asyncio.run(_serve(settings))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
