@@ -185,12 +185,14 @@ def impyla_connect(host: str, port: int, *, auth: str = "PLAIN", database: str |
                          timeout=timeout, **kw)
 
 
-def impyla_execute(cursor, sql: str) -> Result:
+def impyla_execute(cursor, sql: str, *, fetch: bool = True) -> Result:
+    """Execute (+ fetchall when `fetch`). impyla 0.24 crashes fetching the empty 'Result'
+    set that Spark returns for DDL/DML, so pass fetch=False for those."""
     from impala import error as impala_error
     try:
         cursor.execute(sql)
-        rows = cursor.fetchall() if cursor.description is not None else []
-    except impala_error.HiveServer2Error as e:
+        rows = cursor.fetchall() if fetch and cursor.description is not None else []
+    except impala_error.Error as e:
         raise ClientError(getattr(e, "sqlstate", None), str(e)) from e
     desc = cursor.description or []
     return Result([d[0] for d in desc], [d[1] for d in desc], [tuple(r) for r in rows])

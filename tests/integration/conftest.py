@@ -1,0 +1,218 @@
+"""Real-stack fixtures: one Spark Thrift Server (STS) for the whole session, the proxy in
+front of it, and a `target` parameter so every test runs against both:
+
+    target = direct  -> the STS itself (proves the test and the harness are right)
+    target = proxy   -> `python -m proxy serve --upstream <sts>` (the thing under test)
+
+A test computes its observation through `target`; through the proxy it must equal the same
+observation made directly (`reference(...)`, cached from the direct run of the same test).
+If the proxy cannot start, every proxy-side test FAILS with the proxy's output; nothing is
+skipped. `pytest --targets=direct` narrows the run while developing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.support.clients import jdbc_url
+from tests.support.proxy_proc import ProxyProc, start_proxy
+from tests.support.sts import Sts, start_sts
+
+ALL_TARGETS = ("direct", "proxy")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str          # "direct" | "proxy"
+    host: str
+    port: int
+    nosasl: bool = False
+
+    def jdbc(self, database: str = "default", params: str = "") -> str:
+        return jdbc_url(self.host, self.port, database, nosasl=self.nosasl, params=params)
+
+    @property
+    def pyhive_auth(self) -> str:
+        return "NOSASL" if self.nosasl else "NONE"
+
+    @property
+    def impyla_auth(self) -> str:
+        return "NOSASL" if self.nosasl else "PLAIN"
+
+
+def pytest_generate_tests(metafunc):
+    if "target" in metafunc.fixturenames:
+        wanted = [t.strip() for t in metafunc.config.getoption("--targets").split(",") if t.strip()]
+        unknown = set(wanted) - set(ALL_TARGETS)
+        if unknown:
+            raise pytest.UsageError(f"--targets: unknown target(s) {sorted(unknown)}; "
+                                    f"expected some of {ALL_TARGETS}")
+        metafunc.parametrize("target", wanted, indirect=True)
+
+
+def pytest_collection_modifyitems(items):
+    # Everything here needs a real Spark Thrift Server.
+    for item in items:
+        if "/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def itest_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("integration")
+
+
+@pytest.fixture(scope="session")
+def sts(itest_dir) -> Sts:
+    server = start_sts(itest_dir / "sts")
+    yield server
+    server.stop()
+
+
+class _ProxyHolder:
+    """Starts the shared proxy once; remembers a start failure so that every proxy-side test
+    fails fast with the same message instead of retrying a slow start."""
+
+    def __init__(self):
+        self.proc: ProxyProc | None = None
+        self.error: str | None = None
+
+
+@pytest.fixture(scope="session")
+def _proxy_holder(sts, itest_dir):
+    holder = _ProxyHolder()
+    yield holder
+    if holder.proc is not None:
+        holder.proc.stop()
+
+
+@pytest.fixture
+def proxy(_proxy_holder, sts, itest_dir) -> ProxyProc:
+    h = _proxy_holder
+    if h.proc is None and h.error is None:
+        try:
+            h.proc = start_proxy(itest_dir / "proxy", (sts.host, sts.port))
+        except Exception as exc:  # noqa: BLE001 - reported verbatim below
+            h.error = f"{type(exc).__name__}: {exc}"
+    if h.error is not None:
+        pytest.fail(f"the proxy could not be started, so this proxy-side test fails:\n{h.error}",
+                    pytrace=False)
+    if not h.proc.alive():
+        pytest.fail(f"the shared proxy died (exit code {h.proc.returncode}); log "
+                    f"{h.proc.log_path}", pytrace=False)
+    return h.proc
+
+
+@pytest.fixture(scope="session")
+def direct(sts) -> Target:
+    return Target("direct", sts.host, sts.port)
+
+
+@pytest.fixture
+def target(request, direct) -> Target:
+    if request.param == "direct":
+        return direct
+    p = request.getfixturevalue("proxy")
+    return Target("proxy", p.host, p.port)
+
+
+@pytest.fixture(scope="session")
+def _reference_cache() -> dict:
+    return {}
+
+
+@pytest.fixture
+def reference(request, direct, _reference_cache) -> Callable[[str, Callable[[Target], Any]], Any]:
+    """reference(key, observe) -> observe(direct), computed once per test function and key.
+    The direct-side run of a test fills the cache; the proxy-side run reuses it."""
+    def get(key: str, observe: Callable[[Target], Any]) -> Any:
+        k = (request.node.module.__name__, request.node.originalname, key)
+        if k not in _reference_cache:
+            _reference_cache[k] = observe(direct)
+        return _reference_cache[k]
+    return get
+
+
+@pytest.fixture
+def observe(target, reference):
+    """observe(key, fn): run fn(target); through the proxy, assert it equals fn(direct).
+    Returns the target's observation."""
+    def run(key: str, fn: Callable[[Target], Any]) -> Any:
+        got = fn(target)
+        if target.name == "direct":
+            reference(key, lambda _d: got)
+        else:
+            want = reference(key, fn)
+            if isinstance(got, dict) and isinstance(want, dict) and got.keys() == want.keys():
+                for part in got:   # name the first differing part (e.g. the RPC)
+                    assert got[part] == want[part], (
+                        f"{key}/{part}: through the proxy differs from Spark direct\n"
+                        f"  proxy : {got[part]!r}\n  direct: {want[part]!r}")
+            assert got == want, (f"{key}: through the proxy differs from Spark direct\n"
+                                 f"  proxy : {got!r}\n  direct: {want!r}")
+        return got
+    return run
+
+
+# --------------------------------------------------------------------------- shared data
+
+ITEST_DB = "itest"
+
+TYPES_DDL = """(
+  c_tinyint TINYINT, c_smallint SMALLINT, c_int INT, c_bigint BIGINT,
+  c_float FLOAT, c_double DOUBLE, c_decimal DECIMAL(38,10), c_string STRING,
+  c_boolean BOOLEAN, c_date DATE, c_timestamp TIMESTAMP, c_binary BINARY,
+  c_array ARRAY<INT>, c_map MAP<STRING,INT>, c_struct STRUCT<a:INT,b:STRING>
+) USING parquet"""
+
+# Extremes, empties, a nested NULL, a comma and a quote in text, and a row of NULLs.
+TYPES_ROWS = [
+    "(CAST(127 AS TINYINT), CAST(32767 AS SMALLINT), 2147483647, 9223372036854775807L, "
+    "CAST(1.5 AS FLOAT), 2.25D, 1234567890123456789012345678.0123456789BD, "
+    "'héllo, \"world\"', true, DATE'2024-02-29', TIMESTAMP'2024-02-29 23:59:59.123456', "
+    "X'00FF10', array(1, NULL, 3), map('a', 1, 'b', NULL), named_struct('a', 1, 'b', 'x'))",
+    "(CAST(-128 AS TINYINT), CAST(-32768 AS SMALLINT), -2147483648, -9223372036854775808L, "
+    "CAST(-3.25 AS FLOAT), -1.0E300D, -0.0000000001BD, '', false, DATE'1970-01-01', "
+    "TIMESTAMP'1970-01-01 00:00:00', X'', array(), map(), named_struct('a', NULL, 'b', NULL))",
+    "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+]
+
+TYPES_COLUMNS = ["c_tinyint", "c_smallint", "c_int", "c_bigint", "c_float", "c_double",
+                 "c_decimal", "c_string", "c_boolean", "c_date", "c_timestamp", "c_binary",
+                 "c_array", "c_map", "c_struct"]
+
+
+def types_statements(table: str) -> list[str]:
+    """DDL + DML that create `table` and fill it with TYPES_ROWS."""
+    return [f"DROP TABLE IF EXISTS {table}",
+            f"CREATE TABLE {table} {TYPES_DDL}",
+            f"INSERT INTO {table} VALUES " + ", ".join(TYPES_ROWS)]
+
+
+def types_select(table: str) -> str:
+    return f"SELECT * FROM {table} ORDER BY c_int DESC NULLS LAST"
+
+
+META_DB = "imeta"          # never changed by tests: metadata listings stay comparable
+USE_DB = "iuse"            # for use:database / database= tests
+
+
+@pytest.fixture(scope="session")
+def itest_db(sts) -> str:
+    """Created directly on the STS, once: every database the suite uses (so that GetSchemas
+    is stable), `itest.all_types` (TYPES_ROWS), and in `imeta` a table `meta_cols_t` with
+    every type plus a view `meta_view_v`."""
+    from tests.support.clients import RawHS2
+    with RawHS2(sts.host, sts.port) as raw:
+        for db in (ITEST_DB, META_DB, USE_DB):
+            raw.execute(f"CREATE DATABASE IF NOT EXISTS {db}")
+        for stmt in types_statements(f"{ITEST_DB}.all_types"):
+            raw.execute(stmt)
+        raw.execute(f"CREATE TABLE IF NOT EXISTS {META_DB}.meta_cols_t {TYPES_DDL}")
+        raw.execute(f"CREATE OR REPLACE VIEW {META_DB}.meta_view_v AS "
+                    f"SELECT c_int, c_string FROM {META_DB}.meta_cols_t")
+        raw.execute(f"CREATE TABLE IF NOT EXISTS {USE_DB}.marker_t (x INT) USING parquet")
+    return ITEST_DB
