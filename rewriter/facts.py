@@ -163,7 +163,8 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None) -> Fact
             rngs[r] = rngs[r].intersect(p.range) if r in rngs else p.range
 
     group_node = select.args.get("group")
-    if group_node and any(group_node.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
+    if group_node and (any(group_node.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals"))
+                       or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group_node.expressions)):
         raise Unsupported("GROUPING SETS / CUBE / ROLLUP")
     group = [canon_cols(canonical_expr(g)) for g in (group_node.expressions if group_node else [])]
     outputs = []

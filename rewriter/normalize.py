@@ -90,7 +90,7 @@ def spark_output_name(e: exp.Expression) -> str | None:
         return e.alias
     if isinstance(e, exp.Column):
         return e.name if not isinstance(e.this, exp.Star) else None
-    if isinstance(e, exp.Cast) and not isinstance(e, exp.TryCast):
+    if isinstance(e, exp.Cast) and not e.args.get("safe"):
         return _pretty(e.this)          # Spark names a top-level cast after its operand
     return _pretty(e)
 
@@ -106,6 +106,10 @@ def _pretty(e: exp.Expression) -> str | None:
         return "true" if e.this else "false"
     if isinstance(e, exp.Null):
         return "NULL"
+    if isinstance(e, exp.Cast) and not e.args.get("safe"):
+        inner = _pretty(e.this)
+        to = e.to.sql(DIALECT).upper().replace(", ", ",")
+        return None if inner is None else f"CAST({inner} AS {to})"
     if isinstance(e, exp.Neg):
         inner = _pretty(e.this)
         if isinstance(e.this, exp.Literal) and inner is not None:
