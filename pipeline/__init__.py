@@ -1,0 +1,17 @@
+"""PySpark jobs that keep datamap tables: full build, incremental append, compaction.
+
+No asyncio and no proxy import: every function takes a SparkSession, a compiled
+DatamapDefinition (rewriter/api.py) and plain data, and blocks. The proxy reserves segment
+ids and publishes results in its catalog; see pipeline/jobs.py for the order of steps and
+the incremental (delta) rule, pipeline/files.py for base-table file listing and
+"only these files" readers, pipeline/table.py for the datamap table layout.
+"""
+from pipeline.files import list_files, normalize_path, read_files, register_files_view  # noqa: F401
+from pipeline.jobs import (  # noqa: F401
+    DeltaPlan, RefreshResult, cleanup_orphans, compact, drop, full_build, incremental_append,
+    plan_delta, reaggregate,
+)
+from pipeline.table import (  # noqa: F401
+    PipelineError, SegmentWrite, create_table, drop_segments, list_segments, read_segments,
+    table_exists,
+)

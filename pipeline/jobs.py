@@ -1,0 +1,216 @@
+"""Datamap maintenance jobs: full build, incremental append, compaction, drop, cleanup.
+
+Every job takes a SparkSession, a compiled DatamapDefinition and plain data (segment ids,
+file lists), writes at most one new partition of the datamap table and returns what it
+wrote. It never touches the catalog: the caller reserves the segment id first, publishes
+the result afterwards (one commit), and only then drops superseded partitions.
+
+Incremental maintenance relies on the datamap being linear in each changed base table:
+for R = f(T1, ..., Tn) with Ti = Oi + Ni (old and new files),
+    f(O1+N1, ..., On+Nn) - f(O1, ..., On) = sum over changed k of f(O1..Ok-1, Nk, Tk+1..Tn)
+(new rows of A joined with all of B, plus old A joined with new B: new-with-new is counted
+once). A join is linear in a table when that table's rows are never NULL-extended or
+anti-matched: every table of an inner-join chain, and the left (preserved) side of left
+joins. Anything else returns `full_rebuild=True` and writes nothing. Aggregates are stored
+as partial aggregates that re-aggregate (sum, count -> sum, min, max), so a refresh's rows
+can simply be appended as a new segment.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
+
+from pipeline.files import normalize_path, quote_table, read_files
+from pipeline.table import (
+    PipelineError, SegmentWrite, drop_segments, drop_table, list_segments, read_segments,
+    write_segment,
+)
+from rewriter.api import DatamapDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Side = Literal["old", "new", "all"]
+_INNER = frozenset({"inner", "cross", "join", ""})
+_LINEAR_FOR_LEFT_INPUT = _INNER | {"left", "left outer", "left_outer"}
+
+
+@dataclass(frozen=True)
+class DeltaPlan:
+    """How to compute the rows a refresh appends. Each term maps every base table to the
+    part of it that term reads; the delta is the union of the terms."""
+    terms: tuple[Mapping[str, Side], ...] = ()
+    full_rebuild: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    write: SegmentWrite | None = None       # None: nothing new, or a full rebuild is needed
+    full_rebuild: bool = False
+    reason: str = ""
+    terms: int = 0
+
+
+def _linear_in(definition: DatamapDefinition, k: int) -> bool:
+    kinds = [j.strip().lower() for j in definition.join_kinds]
+    if len(kinds) != len(definition.base_tables) - 1:
+        # Join shape not described per table: only a pure inner-join block is safe.
+        return all(j in _INNER for j in kinds)
+    if any(j not in _LINEAR_FOR_LEFT_INPUT for j in kinds[k:]):
+        return False
+    return k == 0 or kinds[k - 1] in _INNER
+
+
+def plan_delta(definition: DatamapDefinition, changed: Iterable[str]) -> DeltaPlan:
+    """Decide how to refresh after the tables in `changed` got new files (pure logic)."""
+    tables = list(definition.base_tables)
+    changed_set = {t for t in changed if t in tables}
+    if not changed_set:
+        return DeltaPlan()
+    for t in sorted(changed_set):
+        if tables.count(t) > 1:
+            return DeltaPlan(full_rebuild=True,
+                             reason=f"{t} appears more than once in the datamap (self join)")
+    for k, t in enumerate(tables):
+        if t in changed_set and not _linear_in(definition, k):
+            return DeltaPlan(full_rebuild=True,
+                             reason=f"{t} changed on the NULL-extended side of an outer join")
+    terms = []
+    order = [t for t in tables if t in changed_set]
+    for i, target in enumerate(order):
+        term: dict[str, Side] = {}
+        for t in tables:
+            if t == target:
+                term[t] = "new"
+            elif t in changed_set and order.index(t) < i:
+                term[t] = "old"
+            else:
+                term[t] = "all"
+        terms.append(term)
+    return DeltaPlan(tuple(terms))
+
+
+def reaggregate(definition: DatamapDefinition, df: "DataFrame") -> "DataFrame":
+    """Merge partial-aggregate rows of the same group (sum, count -> sum, min, max)."""
+    from pyspark.sql import functions as F
+    if not definition.is_aggregate:
+        return df
+    keys = [c.name for c in definition.columns if c.role != "agg"]
+    aggs = []
+    for c in definition.columns:
+        if c.role != "agg":
+            continue
+        fn = {"sum": F.sum, "count": F.sum, "count_star": F.sum, "min": F.min,
+              "max": F.max}.get(c.agg or "")
+        if fn is None:
+            raise PipelineError(f"Column {c.name} of datamap {definition.database}."
+                                f"{definition.name} has aggregate {c.agg!r}, which cannot be "
+                                "re-aggregated", "0A000")
+        aggs.append(fn(F.col(f"`{c.name}`")).alias(c.name))
+    grouped = df.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(*aggs)
+    return grouped.select(*[f"`{c.name}`" for c in definition.columns])
+
+
+def full_build(spark: "SparkSession", definition: DatamapDefinition, segment_id: str,
+               properties: Mapping[str, str] | None = None) -> SegmentWrite:
+    """Compute the whole datamap from its base tables into segment `segment_id`."""
+    started = time.monotonic()
+    df = spark.sql(definition.build_sql({}))
+    return write_segment(spark, definition, df, segment_id, properties, started)
+
+
+def incremental_append(spark: "SparkSession", definition: DatamapDefinition, segment_id: str,
+                       new_files: Mapping[str, Sequence[str]],
+                       old_files: Mapping[str, Sequence[str]] | None = None,
+                       properties: Mapping[str, str] | None = None) -> RefreshResult:
+    """Append the rows that `new_files` (per base table) add to the datamap.
+
+    `old_files[t]` are the files the datamap already covers; when a table has no entry,
+    "old" means every current file of t that is not in `new_files[t]`. Returns
+    `full_rebuild=True` (and writes nothing) when the delta rule does not apply."""
+    started = time.monotonic()
+    new = {t: tuple(normalize_path(f) for f in fs) for t, fs in new_files.items() if fs}
+    plan = plan_delta(definition, new)
+    if plan.full_rebuild:
+        return RefreshResult(full_rebuild=True, reason=plan.reason)
+    if not plan.terms:
+        return RefreshResult(reason="no new files")
+    views: dict[tuple[str, Side], str] = {}
+    try:
+        parts = []
+        for term in plan.terms:
+            sources = {}
+            for table, side in term.items():
+                if table not in new and side == "all":
+                    continue  # unchanged table: read it as it is
+                key = (table, side)
+                if key not in views:
+                    views[key] = _register(spark, table, side, new.get(table, ()),
+                                           (old_files or {}).get(table), len(views))
+                sources[table] = views[key]
+            parts.append(spark.sql(definition.build_sql(sources)))
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p)
+        if len(parts) > 1:
+            df = reaggregate(definition, df)
+        write = write_segment(spark, definition, df, segment_id, properties, started)
+    finally:
+        for view in views.values():
+            spark.catalog.dropTempView(view)
+    return RefreshResult(write=write, terms=len(plan.terms))
+
+
+def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
+              old: Sequence[str] | None, seq: int) -> str:
+    from pipeline.files import file_path_column
+    if side == "new":
+        df = read_files(spark, table, new)
+    elif old is not None:
+        df = read_files(spark, table, list(old) + (list(new) if side == "all" else []))
+    else:
+        base = spark.table(table)
+        df = base if side == "all" else base.where(~file_path_column(spark, table).isin(
+            list(new))).select(*base.columns)
+    name = f"dm_{side}_{seq}_{table.replace('.', '_')}_{uuid.uuid4().hex[:12]}"
+    df.createOrReplaceTempView(name)
+    return name
+
+
+def compact(spark: "SparkSession", definition: DatamapDefinition,
+            segment_ids: Sequence[str], new_segment_id: str,
+            properties: Mapping[str, str] | None = None) -> SegmentWrite:
+    """Merge segments into one new segment: groups re-aggregated (sum, count -> sum, min,
+    max); projection-only datamaps concatenated."""
+    if not segment_ids:
+        raise PipelineError(f"Nothing to compact for datamap {definition.database}."
+                            f"{definition.name}: no segments given", "42000")
+    started = time.monotonic()
+    df = reaggregate(definition, read_segments(spark, definition, segment_ids))
+    return write_segment(spark, definition, df, new_segment_id, properties, started)
+
+
+def drop(spark: "SparkSession", definition: DatamapDefinition) -> None:
+    """Drop the datamap table and its files."""
+    drop_table(spark, definition)
+
+
+def cleanup_orphans(spark: "SparkSession", definition: DatamapDefinition,
+                    keep: Iterable[str]) -> list[str]:
+    """Drop partitions whose segment ids are not in `keep` (the catalog's visible segments):
+    leftovers of crashed or superseded jobs. Returns the dropped ids. Run at start, when no
+    job of this datamap is writing."""
+    keep_set = {str(k) for k in keep}
+    orphans = [s for s in list_segments(spark, definition) if s not in keep_set]
+    drop_segments(spark, definition, orphans)
+    return orphans
+
+
+__all__ = [
+    "DeltaPlan", "RefreshResult", "SegmentWrite", "PipelineError", "plan_delta", "reaggregate",
+    "full_build", "incremental_append", "compact", "drop", "cleanup_orphans", "drop_segments",
+    "list_segments", "quote_table",
+]

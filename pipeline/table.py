@@ -1,0 +1,180 @@
+"""The datamap table `<db>.<name>_table`: create, write one segment partition, drop.
+
+Layout: the definition's stored columns in order, then SEGMENT_COLUMN (string), Parquet,
+partitioned by SEGMENT_COLUMN. Every write goes to a fresh partition named by a segment id
+the caller reserved in the catalog, so readers (who only read visible segment ids) never
+see a half-written segment; the caller publishes it with one catalog commit.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from pipeline.files import normalize_path, quote_table
+from rewriter.api import SEGMENT_COLUMN, DatamapDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class PipelineError(Exception):
+    """A pipeline job refused or failed; `sqlstate` per contract.md."""
+
+    def __init__(self, message: str, sqlstate: str = "HY000"):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+@dataclass(frozen=True)
+class SegmentWrite:
+    """What one job wrote: the caller records it and publishes it in the catalog."""
+    segment_id: str
+    rows: int
+    files: tuple[str, ...]
+    seconds: float
+
+
+def _q(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"
+
+
+def _segment_literal(segment_id: str) -> str:
+    if not segment_id.isdigit():
+        raise PipelineError(f"Bad datamap segment id {segment_id!r}: expected a whole number")
+    return f"'{segment_id}'"
+
+
+def table_exists(spark: "SparkSession", table: str) -> bool:
+    return spark.catalog.tableExists(table)
+
+
+def create_table(spark: "SparkSession", definition: DatamapDefinition,
+                 properties: Mapping[str, str] | None = None) -> None:
+    """CREATE TABLE IF NOT EXISTS for the datamap table. TABLE_BLOCKSIZE (MB) becomes the
+    Parquet row-group size of every file written to it."""
+    props = {k.lower(): v for k, v in (properties or {}).items()}
+    cols = ", ".join(f"{_q(c.name)} {c.type}" for c in definition.columns)
+    options = ""
+    if props.get("table_blocksize"):
+        size = int(props["table_blocksize"]) * 1024 * 1024
+        options = f" OPTIONS ('parquet.block.size' = '{size}')"
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote_table(definition.table)} ({cols}, "
+              f"{_q(SEGMENT_COLUMN)} STRING) USING parquet{options} "
+              f"PARTITIONED BY ({_q(SEGMENT_COLUMN)})")
+
+
+def drop_table(spark: "SparkSession", definition: DatamapDefinition) -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {quote_table(definition.table)}")
+
+
+def sort_columns(definition: DatamapDefinition,
+                 properties: Mapping[str, str] | None) -> list[str]:
+    """SORT_COLUMNS as stored column names; unknown names are an error naming them."""
+    props = {k.lower(): v for k, v in (properties or {}).items()}
+    raw = [c.strip().lower() for c in props.get("sort_columns", "").split(",") if c.strip()]
+    known = {c.name.lower(): c.name for c in definition.columns}
+    missing = [c for c in raw if c not in known]
+    if missing:
+        raise PipelineError(f"SORT_COLUMNS of datamap {definition.database}.{definition.name} "
+                            f"name unknown columns: {', '.join(missing)} (columns: "
+                            f"{', '.join(known.values())})", "42000")
+    return [known[c] for c in raw]
+
+
+def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "DataFrame",
+                  segment_id: str, properties: Mapping[str, str] | None = None,
+                  started: float | None = None) -> SegmentWrite:
+    """Write `df` (the definition's columns, by name) as partition `segment_id`."""
+    started = time.monotonic() if started is None else started
+    literal = _segment_literal(segment_id)
+    create_table(spark, definition, properties)
+    df = df.selectExpr(*[f"CAST({_q(c.name)} AS {c.type}) AS {_q(c.name)}"
+                         for c in definition.columns])
+    order = sort_columns(definition, properties)
+    if order:
+        df = df.sortWithinPartitions(*order)
+    view = f"dm_write_{definition.name}_{segment_id}"
+    df.createOrReplaceTempView(view)
+    try:
+        cols = ", ".join(_q(c.name) for c in definition.columns)
+        # A retried job starts clean. INSERT INTO, not OVERWRITE: compaction reads the same
+        # table. A static partition means no extra sort by it undoes SORT_COLUMNS.
+        drop_segments(spark, definition, [segment_id])
+        result = spark.sql(f"INSERT INTO TABLE {quote_table(definition.table)} "
+                           f"PARTITION ({_q(SEGMENT_COLUMN)} = {literal}) "
+                           f"SELECT {cols} FROM {view}")
+    finally:
+        spark.catalog.dropTempView(view)
+    rows = _written_rows(result)
+    if rows is None:
+        rows, files = segment_stats(spark, definition, segment_id)
+    else:
+        files = segment_files(spark, definition, segment_id)
+    return SegmentWrite(segment_id, rows, files, time.monotonic() - started)
+
+
+def _written_rows(result: "DataFrame") -> int | None:
+    """Rows the INSERT wrote, from the write command's metrics (saves a counting job)."""
+    try:
+        plan = result._jdf.queryExecution().executedPlan()
+        if plan.getClass().getSimpleName() == "CommandResultExec":
+            plan = plan.commandPhysicalPlan()
+        metrics = plan.metrics()
+        if metrics.contains("numOutputRows"):
+            return int(metrics.apply("numOutputRows").value())
+    except Exception:  # noqa: BLE001 - a different plan shape: count instead
+        return None
+    return None
+
+
+def segment_files(spark: "SparkSession", definition: DatamapDefinition,
+                  segment_id: str) -> tuple[str, ...]:
+    """Data files of one partition (a listing, no Spark job)."""
+    spark.catalog.refreshTable(definition.table)
+    marker = f"/{SEGMENT_COLUMN}={segment_id}/"
+    return tuple(sorted(normalize_path(f) for f in spark.table(definition.table).inputFiles()
+                        if marker in f))
+
+
+def segment_stats(spark: "SparkSession", definition: DatamapDefinition,
+                  segment_id: str) -> tuple[int, tuple[str, ...]]:
+    """(rows, files) of one written partition, in one small job."""
+    spark.catalog.refreshTable(definition.table)
+    stats = spark.sql(
+        f"SELECT _metadata.file_path AS f, count(*) AS n FROM {quote_table(definition.table)} "
+        f"WHERE {_q(SEGMENT_COLUMN)} = {_segment_literal(segment_id)} GROUP BY 1").collect()
+    return (sum(r["n"] for r in stats),
+            tuple(sorted(normalize_path(r["f"]) for r in stats)))
+
+
+def read_segments(spark: "SparkSession", definition: DatamapDefinition,
+                  segment_ids: Sequence[str]) -> "DataFrame":
+    from pyspark.sql import functions as F
+    ids = [str(i) for i in segment_ids]
+    for i in ids:
+        _segment_literal(i)
+    return (spark.table(definition.table).where(F.col(SEGMENT_COLUMN).isin(ids))
+            .select(*[c.name for c in definition.columns]))
+
+
+def list_segments(spark: "SparkSession", definition: DatamapDefinition) -> list[str]:
+    """Segment ids that exist as partitions of the datamap table."""
+    if not table_exists(spark, definition.table):
+        return []
+    out = []
+    for row in spark.sql(f"SHOW PARTITIONS {quote_table(definition.table)}").collect():
+        key, _, value = row[0].partition("=")
+        if key == SEGMENT_COLUMN:
+            out.append(value)
+    return sorted(out, key=lambda v: (len(v), v))
+
+
+def drop_segments(spark: "SparkSession", definition: DatamapDefinition,
+                  segment_ids: Sequence[str]) -> None:
+    """Remove partitions (superseded segments, after the catalog stopped showing them)."""
+    if not segment_ids or not table_exists(spark, definition.table):
+        return
+    specs = ", ".join(f"PARTITION ({_q(SEGMENT_COLUMN)} = {_segment_literal(str(i))})"
+                      for i in segment_ids)
+    spark.sql(f"ALTER TABLE {quote_table(definition.table)} DROP IF EXISTS {specs}")

@@ -1,0 +1,198 @@
+"""Pipeline jobs on a real local SparkSession: full build and incremental refresh equal a
+full recomputation; the inner-join delta rule with both sides changed; left joins;
+compaction keeps answers with fewer rows; orphan cleanup.
+
+The datamap definitions are built by hand (as compile_datamap would), and build_sql is a
+tiny stand-in defined here (test only) that fills the base tables into a SQL template.
+"""
+from __future__ import annotations
+
+import uuid
+import pytest
+
+import rewriter
+from pipeline import (
+    cleanup_orphans, compact, drop, full_build, incremental_append, list_files, list_segments,
+    read_files, read_segments, reaggregate,
+)
+from pipeline.files import quote_table
+from pipeline.table import PipelineError, segment_stats, table_exists
+from rewriter.api import DatamapDefinition, StoredColumn
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+TEMPLATES: dict[str, str] = {}
+
+
+def _stand_in_build_sql(definition: DatamapDefinition, sources) -> str:
+    return TEMPLATES[definition.name].format(*[sources.get(t, t) for t in definition.base_tables])
+
+
+@pytest.fixture(autouse=True)
+def stand_in_build_sql(monkeypatch):
+    monkeypatch.setattr(rewriter, "build_sql", _stand_in_build_sql, raising=False)
+
+
+def _defn(db, name, template, tables, columns, is_aggregate, kinds=()):
+    TEMPLATES[name] = template
+    return DatamapDefinition(name=name, database=db, table=f"{db}.{name}_table",
+                             select_sql=template.format(*tables), base_tables=tuple(tables),
+                             columns=tuple(StoredColumn(*c) for c in columns),
+                             is_aggregate=is_aggregate, join_kinds=tuple(kinds))
+
+
+def _tables(spark, db):
+    tag = uuid.uuid4().hex[:6]
+    sales, store = f"{db}.sales_{tag}", f"{db}.store_{tag}"
+    spark.sql(f"CREATE TABLE {sales} (id INT, country STRING, qty INT, price DECIMAL(10,2), "
+              "store_id INT) USING parquet")
+    spark.sql(f"CREATE TABLE {store} (store_id INT, region STRING) USING parquet")
+    return sales, store
+
+
+def _rows(df):
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def _expected(spark, definition):
+    cols = ", ".join(f"CAST(`{c.name}` AS {c.type}) AS `{c.name}`" for c in definition.columns)
+    return _rows(spark.sql(f"SELECT {cols} FROM ({definition.build_sql({})}) q"))
+
+
+def _answer(spark, definition, segments):
+    return _rows(reaggregate(definition, read_segments(spark, definition, segments)))
+
+
+def _agg_sales(db, sales):
+    return _defn(db, f"agg_{sales.split('.')[1]}",
+                 "SELECT country, sum(qty) AS sum_qty, count(*) AS cnt, count(price) AS cnt_price,"
+                 " min(price) AS min_price, max(price) AS max_price FROM {0} GROUP BY country",
+                 [sales], [("country", "group", "country", "string"),
+                           ("sum_qty", "agg", "sum(qty)", "bigint", "sum"),
+                           ("cnt", "agg", "count(*)", "bigint", "count_star"),
+                           ("cnt_price", "agg", "count(price)", "bigint", "count"),
+                           ("min_price", "agg", "min(price)", "decimal(10,2)", "min"),
+                           ("max_price", "agg", "max(price)", "decimal(10,2)", "max")], True)
+
+
+def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
+    spark = pipeline_spark
+    sales, _ = _tables(spark, pipe_db)
+    spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', -3, NULL, 2), "
+              "(2, 'us', -3, NULL, 2), (3, NULL, NULL, 7.25, NULL)")
+    spark.sql(f"INSERT INTO {sales} VALUES (4, 'cn', 10, -2.00, 1)")
+    d = _agg_sales(pipe_db, sales)
+    props = {"sort_columns": "country", "table_blocksize": "1"}
+    files0 = list_files(spark, sales)
+    assert files0 and all(f.startswith("file:/") and not f.startswith("file:///") for f in files0)
+
+    w0 = full_build(spark, d, "0", props)
+    assert (w0.segment_id, w0.rows) == ("0", 3) and w0.files and w0.seconds > 0
+    assert segment_stats(spark, d, "0") == (w0.rows, w0.files)
+    assert _answer(spark, d, ["0"]) == _expected(spark, d)
+    storage = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {d.table}").collect()}
+    assert "parquet.block.size=1048576" in storage["Storage Properties"]
+
+    spark.sql(f"INSERT INTO {sales} VALUES (5, 'cn', 1, 9.99, 3), (6, 'fr', 2, 0.01, 3), "
+              "(7, NULL, 4, NULL, 1)")
+    files1 = list_files(spark, sales)
+    new = sorted(set(files1) - set(files0))
+    assert new
+    r1 = incremental_append(spark, d, "1", {sales: new}, properties=props)
+    assert not r1.full_rebuild and r1.write.rows == 3 and r1.terms == 1
+    assert _answer(spark, d, ["0", "1"]) == _expected(spark, d)
+
+    assert incremental_append(spark, d, "2", {sales: []}).write is None
+    assert list_segments(spark, d) == ["0", "1"]
+
+    w3 = compact(spark, d, ["0", "1"], "3", props)
+    assert w3.rows == len(_expected(spark, d)) < w0.rows + r1.write.rows
+    assert _rows(read_segments(spark, d, ["3"])) == _expected(spark, d)   # one row per group
+    assert cleanup_orphans(spark, d, keep=["3"]) == ["0", "1"]
+    assert list_segments(spark, d) == ["3"]
+    with pytest.raises(PipelineError, match="no segments given"):
+        compact(spark, d, [], "4")
+    drop(spark, d)
+    assert not table_exists(spark, d.table)
+
+
+def test_inner_join_delta_with_both_sides_changed(pipeline_spark, pipe_db):
+    spark = pipeline_spark
+    sales, store = _tables(spark, pipe_db)
+    spark.sql(f"INSERT INTO {store} VALUES (1, 'north'), (2, 'south'), (2, 'south2'), "
+              "(NULL, 'nowhere')")
+    spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', 3, 2.00, 2), "
+              "(3, 'us', 3, 2.00, 2), (4, 'fr', 1, 1.00, 4), (5, 'fr', 1, 1.00, NULL)")
+    spj = _defn(pipe_db, f"spj_{store.split('.')[1]}",
+                "SELECT s.id AS id, s.qty AS qty, t.region AS region FROM {0} s "
+                "JOIN {1} t ON s.store_id = t.store_id",
+                [sales, store], [("id", "column", "s.id", "int"),
+                                 ("qty", "column", "s.qty", "int"),
+                                 ("region", "column", "t.region", "string")], False, ["inner"])
+    agg = _defn(pipe_db, f"aggj_{store.split('.')[1]}",
+                "SELECT t.region AS region, sum(s.qty) AS sum_qty, count(*) AS cnt FROM {0} s "
+                "JOIN {1} t ON s.store_id = t.store_id GROUP BY t.region",
+                [sales, store], [("region", "group", "t.region", "string"),
+                                 ("sum_qty", "agg", "sum(s.qty)", "bigint", "sum"),
+                                 ("cnt", "agg", "count(*)", "bigint", "count_star")],
+                True, ["inner"])
+    old_sales, old_store = list_files(spark, sales), list_files(spark, store)
+    full_build(spark, spj, "0")
+    full_build(spark, agg, "0")
+
+    # new sales match old and new stores; new stores match old and new sales
+    spark.sql(f"INSERT INTO {sales} VALUES (6, 'cn', 7, 3.00, 2), (7, 'de', 8, 4.00, 5), "
+              "(8, 'de', 9, 4.00, 1)")
+    spark.sql(f"INSERT INTO {store} VALUES (4, 'east'), (5, 'west'), (2, 'south3')")
+    new = {sales: sorted(set(list_files(spark, sales)) - set(old_sales)),
+           store: sorted(set(list_files(spark, store)) - set(old_store))}
+    # old files given for one table, derived ("every file not new") for the other
+    r = incremental_append(spark, spj, "1", new, old_files={sales: old_sales})
+    assert r.terms == 2 and not r.full_rebuild
+    got = _rows(read_segments(spark, spj, ["0", "1"]))
+    assert got == _expected(spark, spj)
+    assert len(got) == 13   # new x new (7 x west) counted exactly once
+
+    r = incremental_append(spark, agg, "1", new, old_files={sales: old_sales, store: old_store})
+    assert r.terms == 2 and r.write.rows == 6       # one row per region inside the segment
+    assert _answer(spark, agg, ["0", "1"]) == _expected(spark, agg)
+
+
+def test_left_join_incremental_on_left_full_on_right(pipeline_spark, pipe_db):
+    spark = pipeline_spark
+    sales, store = _tables(spark, pipe_db)
+    spark.sql(f"INSERT INTO {store} VALUES (1, 'north'), (2, 'south')")
+    spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', 3, 2.00, 3)")
+    d = _defn(pipe_db, f"lj_{store.split('.')[1]}",
+              "SELECT s.id AS id, t.region AS region FROM {0} s "
+              "LEFT JOIN {1} t ON s.store_id = t.store_id",
+              [sales, store], [("id", "column", "s.id", "int"),
+                               ("region", "column", "t.region", "string")], False, ["left"])
+    before = list_files(spark, sales)
+    full_build(spark, d, "0")
+    spark.sql(f"INSERT INTO {sales} VALUES (3, 'fr', 1, 1.00, 2), (4, 'fr', 1, 1.00, NULL)")
+    new = sorted(set(list_files(spark, sales)) - set(before))
+    r = incremental_append(spark, d, "1", {sales: new})
+    assert r.write.rows == 2
+    assert _rows(read_segments(spark, d, ["0", "1"])) == _expected(spark, d)
+
+    store_before = list_files(spark, store)
+    spark.sql(f"INSERT INTO {store} VALUES (3, 'east')")   # sales id 2 stops being NULL-extended
+    new_store = sorted(set(list_files(spark, store)) - set(store_before))
+    r = incremental_append(spark, d, "2", {store: new_store})
+    assert r.full_rebuild and r.write is None and store in r.reason
+    assert list_segments(spark, d) == ["0", "1"]
+    w = full_build(spark, d, "2")
+    assert _rows(read_segments(spark, d, ["2"])) == _expected(spark, d) and w.rows == 4
+
+
+def test_read_files_accepts_both_spellings(pipeline_spark, pipe_db):
+    spark = pipeline_spark
+    sales, _ = _tables(spark, pipe_db)
+    spark.sql(f"INSERT INTO {sales} VALUES (1, 'a', 1, 1.00, 1)")
+    first = list_files(spark, sales)
+    spark.sql(f"INSERT INTO {sales} VALUES (2, 'b', 2, 2.00, 2)")
+    spelled = ["file:///" + f[len("file:/"):] for f in first]
+    assert [r.id for r in read_files(spark, sales, spelled).collect()] == [1]
+    assert read_files(spark, sales, []).count() == 0
+    assert quote_table("a.b") == "`a`.`b`"
