@@ -23,35 +23,12 @@ from sqlglot import exp
 
 from rewriter.api import Candidate, DatamapDefinitionError, RewriteResult
 from rewriter.facts import Unsupported, extract
-from rewriter.layout import Compiled, compile_internal
+from rewriter.layout import Compiled, compiled_for, schema_key
 from rewriter.match import Match, match
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
 
 log = logging.getLogger(__name__)
-
-_COMPILE_CACHE: "OrderedDict[tuple, Compiled]" = OrderedDict()
-_COMPILE_CACHE_SIZE = 4096
-
-
-def _compiled(definition, schemas, schema_key) -> Compiled:
-    key = (definition.name, definition.qualified_sql or definition.select_sql, definition.database,
-           definition.table, definition.version, schema_key)
-    c = _COMPILE_CACHE.get(key)
-    if c is None:
-        c = compile_internal(definition, schemas)
-        _COMPILE_CACHE[key] = c
-        if len(_COMPILE_CACHE) > _COMPILE_CACHE_SIZE:
-            _COMPILE_CACHE.popitem(last=False)
-    else:
-        _COMPILE_CACHE.move_to_end(key)
-    c.definition = definition
-    return c
-
-
-def _schema_key(schemas) -> tuple:
-    return tuple(sorted((db, t, tuple(cols.items())) for db, ts in schemas.items() for t, cols in ts.items()))
-
 
 class DatamapIndex:
     def __init__(self, candidates, schemas, version: int = 0, cache_size: int = 2048):
@@ -62,14 +39,14 @@ class DatamapIndex:
         self.compiled: dict[str, Compiled] = {}
         self.broken: dict[str, str] = {}
         self.by_table: dict[str, list[str]] = defaultdict(list)
-        skey = _schema_key(schemas)
+        skey = schema_key(schemas)
         for cand in candidates:
             name = cand.definition.name
             self.candidates[name] = cand
             for t in cand.definition.base_tables:
                 self.by_table[t].append(name)
             try:
-                self.compiled[name] = _compiled(cand.definition, schemas, skey)
+                self.compiled[name] = compiled_for(cand.definition, schemas, skey)
             except DatamapDefinitionError as e:
                 self.broken[name] = f"definition no longer compiles: {e}"
         bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)

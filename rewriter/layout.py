@@ -17,6 +17,7 @@ missing from the projection or ungrouped projected columns (42000).
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -42,8 +43,43 @@ class Compiled:
     granularity: str | None = None
 
 
+# Compiled forms by (definition identity, schema): compile_datamap fills it, so the index
+# built right after a CREATE does not compile the same definition again.
+_CACHE: "OrderedDict[tuple, Compiled]" = OrderedDict()
+_CACHE_SIZE = 4096
+
+
+def schema_key(schemas) -> tuple:
+    return tuple(sorted((db, t, tuple(cols.items())) for db, ts in schemas.items() for t, cols in ts.items()))
+
+
+def _cache_key(d: DatamapDefinition, skey) -> tuple:
+    return (d.name, d.qualified_sql or d.select_sql, d.database, d.table, d.version,
+            tuple(c.name for c in d.columns), skey)
+
+
+def _remember(key, comp: Compiled) -> None:
+    _CACHE[key] = comp
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+
+
 def compile_datamap(name: str, select_sql: str, schemas, current_db: str) -> DatamapDefinition:
-    return _compile(name, select_sql, schemas, current_db).definition
+    comp = _compile(name, select_sql, schemas, current_db)
+    _remember(_cache_key(comp.definition, schema_key(schemas)), comp)
+    return comp.definition
+
+
+def compiled_for(definition: DatamapDefinition, schemas, skey=None) -> Compiled:
+    """The matcher's form of a catalog definition (cached)."""
+    key = _cache_key(definition, skey if skey is not None else schema_key(schemas))
+    comp = _CACHE.get(key)
+    if comp is None:
+        comp = compile_internal(definition, schemas)
+        _remember(key, comp)
+    else:
+        _CACHE.move_to_end(key)
+    return comp
 
 
 def compile_internal(definition: DatamapDefinition, schemas) -> Compiled:

@@ -61,10 +61,9 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     if isinstance(comp_preds, str):
         return comp_preds
     rep = q.rep
-    if comp.definition.is_aggregate:
-        view_map = {key_of(e, rep): c for e, c in comp.group}
-    else:
-        view_map = {key_of(e, rep): c for e, c in comp.plain}
+    view_map: dict[str, str] = {}
+    for e, c in (comp.group if comp.definition.is_aggregate else comp.plain):
+        view_map.setdefault(key_of(e, rep), c)
     agg_map = {}
     for kind, arg, c in comp.aggs:
         agg_map.setdefault((kind, "" if arg is None else key_of(arg, rep)), c)

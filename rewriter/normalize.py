@@ -338,8 +338,11 @@ def nondeterministic(e: exp.Expression) -> str | None:
     for node in e.walk():
         if isinstance(node, NONDETERMINISTIC_CLASSES):
             return node.sql(DIALECT)
-        if isinstance(node, exp.Anonymous) and node.name.lower() in NONDETERMINISTIC_NAMES:
-            return node.name.lower()
+        if isinstance(node, exp.Anonymous):
+            if node.name.lower() in NONDETERMINISTIC_NAMES:
+                return node.name.lower()
+        elif isinstance(node, exp.Func) and node.key.lower() in NONDETERMINISTIC_NAMES:
+            return node.key.lower()
     return None
 
 

@@ -34,6 +34,8 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
     hit = ctx.view_map.get(key_of(node, ctx.rep))
     if hit is not None:
         return exp.Column(this=exp.to_identifier(hit), table=exp.to_identifier(ctx.view_alias))
+    if isinstance(node, exp.Filter) and ctx.datamap_is_aggregate:
+        raise NoDerive(f"aggregate FILTER clause in {node.sql('spark')} is not supported")
     if is_aggregate_call(node):
         if groups_only:
             raise NoDerive(f"aggregate {node.sql('spark')} where a grouping expression is needed")

@@ -17,6 +17,8 @@ fails with a reason.
 """
 from __future__ import annotations
 
+import functools
+
 from sqlglot import exp
 
 from rewriter import sparktypes
@@ -32,8 +34,13 @@ def _col(ctx, name: str) -> exp.Column:
     return exp.Column(this=exp.to_identifier(name), table=exp.to_identifier(ctx.view_alias))
 
 
+@functools.lru_cache(maxsize=256)
+def _datatype(t: str) -> exp.DataType:
+    return exp.DataType.build(t, dialect="spark")
+
+
 def _cast(e: exp.Expression, t: str) -> exp.Expression:
-    return exp.Cast(this=e, to=exp.DataType.build(t, dialect="spark"))
+    return exp.Cast(this=e, to=_datatype(t).copy())
 
 
 def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
