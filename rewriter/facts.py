@@ -138,9 +138,10 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None) -> Fact
                              db=exp.to_identifier(db))
             types[column_key(new)] = ctype
             if col is e:
-                return new
-            col.replace(new)
-        return e
+                e = new
+            else:
+                col.replace(new)
+        return canonical_buckets(e, types)
 
     preds: list[Pred] = []
     raw_preds = conjuncts(select.args.get("where").this) if select.args.get("where") else []
@@ -191,6 +192,29 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None) -> Fact
                  outputs=outputs, having=having_expr, order=order,
                  distinct=bool(select.args.get("distinct")), is_aggregate=is_agg,
                  column_types=types, output_aliases=output_aliases)
+
+
+def canonical_buckets(e: exp.Expression, types: dict[str, str]) -> exp.Expression:
+    """timeseries(col, 'gran'), date_trunc('<unit>', col) and the n-minute form -> one form
+    (rewriter.timeseries.bucket_expr), so a datamap bucket matches any spelling of it."""
+    from rewriter import timeseries as ts
+    for node in list(e.walk()):
+        if not isinstance(node, (exp.Anonymous, exp.TimestampTrunc, exp.Sub)):
+            continue
+        try:
+            found = ts.bucket_of(node)
+            if found is None:
+                continue
+            col, gran = found
+            ctype = types.get(column_key(col)) if isinstance(col, exp.Column) else None
+            ts.check_granularity(gran, ctype, what=node.sql(DIALECT))
+        except ValueError as err:
+            raise Unsupported(str(err)) from None
+        new = ts.bucket_expr(col, gran)
+        if node is e:
+            return new
+        node.replace(new)
+    return e
 
 
 def _join_ons(select: exp.Select) -> list[exp.Expression | None]:

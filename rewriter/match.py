@@ -40,6 +40,7 @@ class Ctx:
     global_agg: bool
     column_types: dict = field(default_factory=dict)
     filter_ctx: "Ctx | None" = None
+    buckets: list = field(default_factory=list)     # (column key, granularity, view column, type)
 
     def column_type(self, col: exp.Column):
         return self.column_types.get(".".join(p.name for p in col.parts))
@@ -77,6 +78,7 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
               agg_map=agg_map, extra_aliases={e.table: e.alias for e in extra},
               datamap_is_aggregate=comp.definition.is_aggregate, reagg=not exact,
               global_agg=not q.group, column_types=q.column_types)
+    ctx.buckets = _buckets(comp, rep, q.column_types)
     # Compensating conjuncts are derived with the datamap's own equivalences only: the
     # query's may rest on the very conjunct being compensated (a = b would become a = a).
     drep = d.rep
@@ -149,6 +151,19 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
         if q.select.args.get(arg) is not None:
             sel.set(arg, q.select.args[arg].copy())
     return sel
+
+
+def _buckets(comp: Compiled, rep, column_types) -> list:
+    from rewriter import timeseries as ts
+    out = []
+    for e, c in comp.group:
+        if isinstance(e, (exp.TimestampTrunc, exp.Paren, exp.Sub)):
+            found = ts.bucket_of(e)
+            if found is not None and isinstance(found[0], exp.Column):
+                col = found[0]
+                ctype = column_types.get(".".join(p.name for p in col.parts))
+                out.append((key_of(col, rep), found[1], c, ctype))
+    return out
 
 
 def _owners(c: exp.Expression, ctx: Ctx) -> set:

@@ -45,7 +45,28 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
         return _rebuild(node, ctx, groups_only)
     if isinstance(node, exp.Column):
         raise NoDerive(f"column {node.table}.{node.name} is not in datamap {ctx.name}")
+    if ctx.buckets and isinstance(node, (exp.TimestampTrunc, exp.Paren, exp.Sub)):
+        rolled = _roll_up_bucket(node, ctx)
+        if rolled is not None:
+            return rolled
     return _rebuild(node, ctx, groups_only)
+
+
+def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
+    """A coarser time bucket from a stored finer bucket of the same column (timeseries
+    rollup: only when every coarse bucket is a union of fine buckets, per
+    rewriter.timeseries.is_rollup — never week->month, never ten->fifteen minutes)."""
+    from rewriter import timeseries as ts
+    found = ts.bucket_of(node)
+    if found is None:
+        return None
+    col, gran = found
+    k = key_of(col, ctx.rep)
+    for col_key, fine, view_col, ctype in ctx.buckets:
+        if col_key == k and ts.is_rollup(fine, gran):
+            stored = exp.Column(this=exp.to_identifier(view_col), table=exp.to_identifier(ctx.view_alias))
+            return ts.rollup_expr(stored, fine, gran, ctype)
+    return None
 
 
 def _rebuild(node: exp.Expression, ctx, groups_only: bool) -> exp.Expression:
