@@ -9,12 +9,26 @@ source "$(dirname "$0")/common.sh"
 init_dir "${1:-}"
 components=${COMPONENTS:-metastore spark-master spark-worker thrift-server proxy}
 trap 'echo "start.sh: failed; stopping what was started" >&2; "$DEPLOY_LOCAL/stop.sh" "$DIR"' ERR
+# The metastore starts in the background while the Spark master and worker come up: they
+# do not depend on each other, and the Thrift server needs all three.
+ms_pid=""
 for c in $components; do
     case $c in
-        metastore|spark-master|spark-worker|thrift-server|proxy) "$DEPLOY_LOCAL/$c.sh" "$DIR" ;;
+        metastore)
+            if [[ " $components " == *" spark-master "* ]]; then
+                "$DEPLOY_LOCAL/metastore.sh" "$DIR" & ms_pid=$!
+            else
+                "$DEPLOY_LOCAL/metastore.sh" "$DIR"
+            fi ;;
+        spark-master|spark-worker|thrift-server|proxy)
+            if [[ -n "$ms_pid" && $c != spark-master && $c != spark-worker ]]; then
+                wait "$ms_pid"; ms_pid=""
+            fi
+            "$DEPLOY_LOCAL/$c.sh" "$DIR" ;;
         *) die "unknown component '$c'" ;;
     esac
 done
+if [[ -n "$ms_pid" ]]; then wait "$ms_pid"; fi
 trap - ERR
 {
     echo "METASTORE_URI=thrift://127.0.0.1:$(cat "$DIR/ports/metastore" 2>/dev/null)"

@@ -20,7 +20,7 @@ class DriverError(AssertionError):
 
 class SparkDriver:
     def __init__(self, mode: str, state_dir: Path, settings: dict, log_path: Path,
-                 *, timeout: float = 150.0):
+                 *, timeout: float = 150.0, wait: bool = True):
         self.log_path = log_path
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
@@ -37,7 +37,13 @@ class SparkDriver:
             stderr=self._log, text=True, bufsize=1, start_new_session=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True, name="driver-stdout").start()
-        self.hello = self._next(timeout)
+        self.hello: dict[str, Any] | None = self._next(timeout) if wait else None
+
+    def wait_ready(self, timeout: float = 150.0) -> dict[str, Any]:
+        """The driver's first message ({"ready": ...} or {"error": ...})."""
+        if self.hello is None:
+            self.hello = self._next(timeout)
+        return self.hello
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None

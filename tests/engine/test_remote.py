@@ -1,0 +1,154 @@
+"""Remote topology, for real, on one machine, started by the deploy/local scripts:
+a standalone Hive metastore, a Spark standalone master + worker, a Spark Thrift Server
+executing on that worker, and a pipeline SparkSession (proxy.engine.open_pipeline_session,
+in a subprocess) on the same cluster and metastore. Tables cross in both directions."""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.engine.driver_client import SparkDriver
+from tests.support.clients import pyhive_connect, pyhive_execute
+from tests.support.sts import free_port
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy" / "local"
+CORE = "metastore spark-master spark-worker thrift-server"
+
+
+def _run(script: str, *args: str, env: dict | None = None, timeout: float = 300):
+    proc = subprocess.run([str(DEPLOY / script), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory):
+    """start.sh with everything but the proxy; meanwhile, a pipeline session (local[2]
+    driver, the topology's metastore) starts in a subprocess: its Hive client connects
+    lazily, at the first query, so both start-ups overlap."""
+    root = tmp_path_factory.mktemp("topology")
+    ms_port = free_port()
+    start = subprocess.Popen([str(DEPLOY / "start.sh"), str(root)], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, "COMPONENTS": CORE,
+                                  "METASTORE_PORT": str(ms_port)})
+    pipeline = SparkDriver("pipeline", root / "pipeline-state",
+                           _pipeline_settings(f"thrift://127.0.0.1:{ms_port}",
+                                              str(root / "warehouse")),
+                           root / "pipeline.log", wait=False)
+    try:
+        out, _ = start.communicate(timeout=300)
+        assert start.returncode == 0, out
+        env = dict(line.split("=", 1) for line in
+                   (root / "topology.env").read_text().splitlines() if "=" in line)
+        env["DIR"] = str(root)
+        yield env, pipeline
+    finally:
+        if start.poll() is None:
+            start.kill()
+        pipeline.close()
+        pipeline.kill()
+        stopped = _run("stop.sh", str(root), timeout=120)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        leftover = list((root / "pids").glob("*.pid"))
+        assert not leftover, f"stop.sh left {leftover}"
+
+
+def _sts(topology) -> tuple[str, int]:
+    host, port = topology[0]["THRIFT_SERVER"].split(":")
+    return host, int(port)
+
+
+def _query(host: str, port: int, *statements: str):
+    conn = pyhive_connect(host, port)
+    try:
+        cur = conn.cursor()
+        return [pyhive_execute(cur, s).rows for s in statements]
+    finally:
+        conn.close()
+
+
+def _pipeline_settings(metastore_uri: str, warehouse: str) -> dict:
+    """What a [spark] section for the pipeline session says. local[2]: the Thrift server is
+    the one that runs on the cluster here (the proxy.sh topology uses the cluster for both)."""
+    return {"master": "local[2]", "driver_memory": "768m", "metastore_uris": metastore_uri,
+            "conf": {"spark.sql.warehouse.dir": warehouse,
+                     "spark.sql.shuffle.partitions": "4"}}
+
+
+def test_scripts_are_valid_bash():
+    for script in DEPLOY.glob("*.sh"):
+        proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{script.name}: {proc.stderr}"
+        assert os.access(script, os.X_OK) or script.name == "common.sh", script.name
+
+
+def test_scripts_refuse_missing_dir_and_missing_dependencies(tmp_path: Path):
+    usage = _run("metastore.sh")
+    assert usage.returncode != 0 and "usage: metastore.sh DIR" in usage.stderr
+    orphan = _run("thrift-server.sh", str(tmp_path))
+    assert orphan.returncode != 0 and "no metastore in" in orphan.stderr
+
+
+def test_thrift_server_runs_queries_on_cluster_executors(topology):
+    host, port = _sts(topology)
+    rows = _query(host, port,
+                  "CREATE TABLE sts_sales (id INT, region STRING, amount DOUBLE) USING parquet",
+                  "INSERT INTO sts_sales VALUES (1, 'north', 10.5), (2, 'south', NULL), "
+                  "(3, 'north', -2.25)",
+                  "SELECT region, SUM(amount), COUNT(*) FROM sts_sales GROUP BY region "
+                  "ORDER BY region")
+    assert rows[-1] == [("north", 8.25, 2), ("south", None, 1)]
+    # Tasks ran in an executor launched by the standalone worker, not in the driver.
+    logs = glob.glob(f"{topology[0]['DIR']}/spark-worker/work/app-*/*/stderr")
+    assert logs, "the worker launched no executor"
+    assert any("Finished task" in Path(p).read_text(errors="replace") for p in logs)
+
+
+def test_pipeline_session_shares_the_metastore_both_ways(topology):
+    host, port = _sts(topology)
+    env, drv = topology
+    _query(host, port,
+           "CREATE TABLE IF NOT EXISTS from_sts (k STRING, v BIGINT) USING parquet",
+           "INSERT INTO from_sts VALUES ('a', 1), ('b', NULL), ('a', -3)")
+    hello = drv.wait_ready(180)
+    assert "error" not in hello, hello
+    print(f"pipeline session start-up: {hello['seconds']} s")
+    # Sees the table created through the Thrift server...
+    assert drv.sql("SELECT k, SUM(v), COUNT(*) FROM from_sts GROUP BY k ORDER BY k") == [
+        ["a", -2, 2], ["b", None, 1]]
+    # ...and what it writes is visible through the Thrift server.
+    drv.sql("CREATE TABLE from_pipeline USING parquet AS "
+            "SELECT k, COUNT(v) AS n FROM from_sts GROUP BY k")
+    assert _query(host, port, "SELECT k, n FROM from_pipeline ORDER BY k") == [
+        [("a", 2), ("b", 0)]]
+    assert "stopped" in (drv.close() or {}), drv.tail()
+    # The pipeline session had no private Derby metastore.
+    assert not (Path(env["DIR"]) / "pipeline-state" / "metastore_db").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("proxy.cli") is None
+                    or not (REPO / "proxy" / "__main__.py").exists(),
+                    reason="the gateway's CLI (proxy/cli.py, proxy/__main__.py) is not there yet")
+def test_proxy_in_remote_mode_forwards_to_the_thrift_server(topology):
+    host, port = _sts(topology)
+    _query(host, port, "CREATE TABLE IF NOT EXISTS via_proxy (x INT) USING parquet",
+           "INSERT INTO via_proxy VALUES (7), (8)")
+    env, _ = topology
+    started = _run("proxy.sh", env["DIR"], timeout=120)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        proxy_port = int((Path(env["DIR"]) / "ports" / "proxy").read_text())
+        assert _query("127.0.0.1", proxy_port, "SELECT SUM(x) FROM via_proxy") == [[(15,)]]
+    finally:
+        stopped = _run("stop.sh", env["DIR"], "proxy", timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
