@@ -107,7 +107,7 @@ class DatamapIndex:
             qualify_tree(qtree, self.schema, current_db)
         except (NormalizeError, Exception) as e:  # sqlglot raises several error types
             for n in touched:
-                skipped[n] = f"query does not resolve: {str(e).splitlines()[0]}"
+                skipped[n] = self.broken.get(n) or f"query does not resolve: {str(e).splitlines()[0]}"
             return RewriteResult(sql, False, [], skipped)
         qualified = list(qtree.find_all(exp.Select))
         if len(qualified) != len(originals):
