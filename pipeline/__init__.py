@@ -6,7 +6,9 @@ ids and publishes results in its catalog; see pipeline/jobs.py for the order of 
 the incremental (delta) rule, pipeline/files.py for base-table file listing and
 "only these files" readers, pipeline/table.py for the datamap table layout.
 """
-from pipeline.files import list_files, normalize_path, read_files, register_files_view  # noqa: F401
+from pipeline.files import (  # noqa: F401
+    list_files, normalize_path, read_files, register_files_view, table_schemas,
+)
 from pipeline.jobs import (  # noqa: F401
     DeltaPlan, RefreshResult, cleanup_orphans, compact, drop, full_build, incremental_append,
     plan_delta, reaggregate,

@@ -71,3 +71,15 @@ def register_files_view(spark: "SparkSession", table: str, files: Sequence[str],
     name = f"dm_{tag}_{table.replace('.', '_')}_{uuid.uuid4().hex[:12]}"
     read_files(spark, table, files).createOrReplaceTempView(name)
     return name
+
+
+def table_schemas(spark: "SparkSession", tables: Iterable[str]) -> dict:
+    """Schemas (rewriter/api.py shape: db -> table -> column -> Spark type string) of
+    `tables` ("db.table"), as compile_datamap needs them."""
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for table in tables:
+        db, _, name = table.lower().partition(".")
+        fields = spark.table(table).schema.fields
+        out.setdefault(db, {})[name] = {f.name.lower(): f.dataType.simpleString()
+                                        for f in fields}
+    return out

@@ -1,44 +1,27 @@
 """Pipeline jobs on a real local SparkSession: full build and incremental refresh equal a
 full recomputation; the inner-join delta rule with both sides changed; left joins;
-compaction keeps answers with fewer rows; orphan cleanup.
-
-The datamap definitions are built by hand (as compile_datamap would), and build_sql is a
-tiny stand-in defined here (test only) that fills the base tables into a SQL template.
+compaction keeps answers with fewer rows; orphan cleanup. Definitions come from the
+rewriter's compile_datamap over the tables' real schemas.
 """
 from __future__ import annotations
 
 import uuid
+
 import pytest
 
-import rewriter
 from pipeline import (
     cleanup_orphans, compact, drop, full_build, incremental_append, list_files, list_segments,
-    read_files, read_segments, reaggregate,
+    read_files, read_segments, reaggregate, table_schemas,
 )
 from pipeline.files import quote_table
 from pipeline.table import PipelineError, segment_stats, table_exists
-from rewriter.api import DatamapDefinition, StoredColumn
+from rewriter import compile_datamap
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
-TEMPLATES: dict[str, str] = {}
 
-
-def _stand_in_build_sql(definition: DatamapDefinition, sources) -> str:
-    return TEMPLATES[definition.name].format(*[sources.get(t, t) for t in definition.base_tables])
-
-
-@pytest.fixture(autouse=True)
-def stand_in_build_sql(monkeypatch):
-    monkeypatch.setattr(rewriter, "build_sql", _stand_in_build_sql, raising=False)
-
-
-def _defn(db, name, template, tables, columns, is_aggregate, kinds=()):
-    TEMPLATES[name] = template
-    return DatamapDefinition(name=name, database=db, table=f"{db}.{name}_table",
-                             select_sql=template.format(*tables), base_tables=tuple(tables),
-                             columns=tuple(StoredColumn(*c) for c in columns),
-                             is_aggregate=is_aggregate, join_kinds=tuple(kinds))
+def _defn(spark, db, name, sql, tables):
+    return compile_datamap(name, sql, table_schemas(spark, tables), db)
 
 
 def _tables(spark, db):
@@ -63,16 +46,10 @@ def _answer(spark, definition, segments):
     return _rows(reaggregate(definition, read_segments(spark, definition, segments)))
 
 
-def _agg_sales(db, sales):
-    return _defn(db, f"agg_{sales.split('.')[1]}",
-                 "SELECT country, sum(qty) AS sum_qty, count(*) AS cnt, count(price) AS cnt_price,"
-                 " min(price) AS min_price, max(price) AS max_price FROM {0} GROUP BY country",
-                 [sales], [("country", "group", "country", "string"),
-                           ("sum_qty", "agg", "sum(qty)", "bigint", "sum"),
-                           ("cnt", "agg", "count(*)", "bigint", "count_star"),
-                           ("cnt_price", "agg", "count(price)", "bigint", "count"),
-                           ("min_price", "agg", "min(price)", "decimal(10,2)", "min"),
-                           ("max_price", "agg", "max(price)", "decimal(10,2)", "max")], True)
+def _agg_sales(spark, db, sales):
+    return _defn(spark, db, f"agg_{sales.split('.')[1]}",
+                 f"SELECT country, sum(qty), count(*), count(price), min(price), max(price), "
+                 f"avg(price) FROM {sales} GROUP BY country", [sales])
 
 
 def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
@@ -81,7 +58,7 @@ def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
     spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', -3, NULL, 2), "
               "(2, 'us', -3, NULL, 2), (3, NULL, NULL, 7.25, NULL)")
     spark.sql(f"INSERT INTO {sales} VALUES (4, 'cn', 10, -2.00, 1)")
-    d = _agg_sales(pipe_db, sales)
+    d = _agg_sales(spark, pipe_db, sales)
     props = {"sort_columns": "country", "table_blocksize": "1"}
     files0 = list_files(spark, sales)
     assert files0 and all(f.startswith("file:/") and not f.startswith("file:///") for f in files0)
@@ -123,19 +100,13 @@ def test_inner_join_delta_with_both_sides_changed(pipeline_spark, pipe_db):
               "(NULL, 'nowhere')")
     spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', 3, 2.00, 2), "
               "(3, 'us', 3, 2.00, 2), (4, 'fr', 1, 1.00, 4), (5, 'fr', 1, 1.00, NULL)")
-    spj = _defn(pipe_db, f"spj_{store.split('.')[1]}",
-                "SELECT s.id AS id, s.qty AS qty, t.region AS region FROM {0} s "
-                "JOIN {1} t ON s.store_id = t.store_id",
-                [sales, store], [("id", "column", "s.id", "int"),
-                                 ("qty", "column", "s.qty", "int"),
-                                 ("region", "column", "t.region", "string")], False, ["inner"])
-    agg = _defn(pipe_db, f"aggj_{store.split('.')[1]}",
-                "SELECT t.region AS region, sum(s.qty) AS sum_qty, count(*) AS cnt FROM {0} s "
-                "JOIN {1} t ON s.store_id = t.store_id GROUP BY t.region",
-                [sales, store], [("region", "group", "t.region", "string"),
-                                 ("sum_qty", "agg", "sum(s.qty)", "bigint", "sum"),
-                                 ("cnt", "agg", "count(*)", "bigint", "count_star")],
-                True, ["inner"])
+    spj = _defn(spark, pipe_db, f"spj_{store.split('.')[1]}",
+                f"SELECT s.id, s.qty, t.region FROM {sales} s JOIN {store} t "
+                "ON s.store_id = t.store_id", [sales, store])
+    agg = _defn(spark, pipe_db, f"aggj_{store.split('.')[1]}",
+                f"SELECT t.region, sum(s.qty), count(*) FROM {sales} s, {store} t "
+                "WHERE s.store_id = t.store_id GROUP BY t.region", [sales, store])
+    assert spj.join_kinds == ("inner",) and not spj.is_aggregate and agg.is_aggregate
     old_sales, old_store = list_files(spark, sales), list_files(spark, store)
     full_build(spark, spj, "0")
     full_build(spark, agg, "0")
@@ -163,11 +134,10 @@ def test_left_join_incremental_on_left_full_on_right(pipeline_spark, pipe_db):
     sales, store = _tables(spark, pipe_db)
     spark.sql(f"INSERT INTO {store} VALUES (1, 'north'), (2, 'south')")
     spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', 3, 2.00, 3)")
-    d = _defn(pipe_db, f"lj_{store.split('.')[1]}",
-              "SELECT s.id AS id, t.region AS region FROM {0} s "
-              "LEFT JOIN {1} t ON s.store_id = t.store_id",
-              [sales, store], [("id", "column", "s.id", "int"),
-                               ("region", "column", "t.region", "string")], False, ["left"])
+    d = _defn(spark, pipe_db, f"lj_{store.split('.')[1]}",
+              f"SELECT s.id, t.region FROM {sales} s LEFT JOIN {store} t "
+              "ON s.store_id = t.store_id", [sales, store])
+    assert d.join_kinds == ("left",)
     before = list_files(spark, sales)
     full_build(spark, d, "0")
     spark.sql(f"INSERT INTO {sales} VALUES (3, 'fr', 1, 1.00, 2), (4, 'fr', 1, 1.00, NULL)")
