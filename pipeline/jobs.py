@@ -129,7 +129,9 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
     """Append the rows that `new_files` (per base table) add to the datamap.
 
     `old_files[t]` are the files the datamap already covers; when a table has no entry,
-    "old" means every current file of t that is not in `new_files[t]`. Returns
+    "old" means every current file of t that is not in `new_files[t]`. Pass the catalog's
+    snapshot for every base table: then files another load adds while this job runs are
+    left for the next refresh instead of being joined twice. Returns
     `full_rebuild=True` (and writes nothing) when the delta rule does not apply."""
     started = time.monotonic()
     new = {t: tuple(normalize_path(f) for f in fs) for t, fs in new_files.items() if fs}
@@ -144,8 +146,8 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
         for term in plan.terms:
             sources = {}
             for table, side in term.items():
-                if table not in new and side == "all":
-                    continue  # unchanged table: read it as it is
+                if table not in new and side == "all" and table not in (old_files or {}):
+                    continue  # unchanged table, no snapshot given: read it as it is
                 key = (table, side)
                 if key not in views:
                     views[key] = _register(spark, table, side, new.get(table, ()),

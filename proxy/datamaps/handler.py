@@ -1,0 +1,111 @@
+"""Router StatementHandlers for datamaps (proxy/router.py).
+
+`DatamapDdlHandler`: datamap DDL and EXPLAIN -> Local decisions whose runners call the
+DatamapService in a thread (builds take long; the protocol layer reports RUNNING).
+Syntax errors are rejected at once (42000). `SET datamap.rewrite.enabled` is left to
+proxy/statements.py.
+
+`DatamapSelectHandler`: a query -> Rewrite(sql) when the rewriter answers it from ENABLED,
+in-sync datamaps (or translates timeseries()); otherwise None, so the next handler or the
+default PassThrough forwards it unchanged. Runs on the event loop: it only reads the
+catalog version and, when that changed, rebuilds the index (a few small SQLite reads).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from proxy.datamaps import ddl
+from proxy.datamaps.service import DatamapService
+from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
+from rewriter.api import RewriteResult
+
+log = logging.getLogger("proxy.datamaps")
+
+REWRITE_KEY = "datamap.rewrite.enabled"
+PLAN_COLUMNS = (("plan", "string"),)
+_QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:select|with|from|\()",
+                    re.IGNORECASE | re.DOTALL)
+
+
+def rewrite_enabled(ctx: StatementContext) -> bool:
+    return str(ctx.conf.get(REWRITE_KEY, "true")).strip().lower() != "false"
+
+
+class DatamapDdlHandler:
+    def __init__(self, service: DatamapService):
+        self.service = service
+
+    def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
+        try:
+            stmt = ddl.parse(statement)
+        except ddl.DdlError as e:
+            return Reject(e.message, e.sqlstate)
+        if stmt is None or isinstance(stmt, ddl.SetRewrite):
+            return None
+        if isinstance(stmt, ddl.Explain):
+            return Local(self._explain_runner(ctx, stmt), note="datamap:explain")
+        method = {
+            ddl.CreateDatamap: self.service.create, ddl.DropDatamap: self.service.drop,
+            ddl.ShowDatamaps: self.service.show, ddl.RebuildDatamap: self.service.rebuild,
+            ddl.CompactDatamap: self.service.compact,
+            ddl.ShowSegments: self.service.show_segments,
+        }[type(stmt)]
+        current_db = ctx.current_db
+
+        async def run(_upstream) -> LocalResult:
+            return await asyncio.to_thread(method, stmt, current_db)
+        return Local(run, note=f"datamap:{type(stmt).__name__}")
+
+    def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
+        enabled = rewrite_enabled(ctx)
+        current_db = ctx.current_db
+        service = self.service
+
+        async def run(upstream) -> LocalResult:
+            result = RewriteResult(stmt.query, False)
+            if enabled:
+                try:
+                    index = await asyncio.to_thread(service.index)
+                    result = index.rewrite(stmt.query, current_db)
+                except Exception:  # noqa: BLE001 - explain what would really be sent
+                    log.warning("rewrite failed during EXPLAIN; showing the original",
+                                exc_info=True)
+            mode = f"{stmt.mode.upper()} " if stmt.mode else ""
+            plan = await upstream(f"EXPLAIN {mode}{result.sql}")
+            upstream_text = "\n".join(str(r[0]) for r in plan.rows)
+            return LocalResult(PLAN_COLUMNS, [(explain_header(result) + "\n" + upstream_text,)])
+        return run
+
+
+def explain_header(result: RewriteResult) -> str:
+    """contract.md's EXPLAIN preamble, ending with the blank line."""
+    lines = ["== Datamap Rewrite =="]
+    if result.used:
+        lines += [f"Hit mv DataMap: {name}" for name in result.used]
+    else:
+        lines.append("No datamap hit")
+    lines.append(f"Rewritten SQL: {result.sql}")
+    if not result.used:
+        lines += [f"Skipped {name}: {reason}" for name, reason in result.skipped.items()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+class DatamapSelectHandler:
+    def __init__(self, service: DatamapService):
+        self.service = service
+
+    def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
+        if not _QUERY.match(statement) or not rewrite_enabled(ctx):
+            return None
+        try:
+            result = self.service.index().rewrite(statement, ctx.current_db)
+        except Exception:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
+            log.warning("rewrite failed; forwarding the original statement", exc_info=True)
+            return None
+        if not result.rewritten or result.sql == statement:
+            return None
+        note = ",".join(f"mv:{n}" for n in result.used) or "timeseries"
+        return Rewrite(result.sql, note=note)

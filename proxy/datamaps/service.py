@@ -1,0 +1,393 @@
+"""Datamap maintenance orchestration: the catalog plus the pipeline on one SparkSession.
+
+Every method blocks (SQLite, py4j); asyncio callers use `asyncio.to_thread`. The order of
+a refresh is always: sync the base tables' file listings into base segments -> reserve a
+datamap segment id -> pipeline job writes that partition -> one catalog commit publishes
+it (and hides what it supersedes) -> drop superseded partitions. A failed job marks its
+segment FAILED and disables the datamap; it never becomes visible.
+
+Client-facing failures are `proxy.errors.ClientError` with the contract's SQLSTATE.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from pipeline import (
+    cleanup_orphans, compact, create_table, drop, full_build, incremental_append, list_files,
+    plan_delta, table_exists, table_schemas,
+)
+from pipeline.table import PipelineError, drop_segments
+from proxy.datamaps import ddl
+from proxy.datamaps.catalog import ENABLED, Catalog, CatalogError, DatamapRecord
+from proxy.datamaps.show import show_datamaps, show_segments
+from proxy.errors import ClientError
+from proxy.router import LocalResult
+from rewriter import compile_datamap
+from rewriter.api import Candidate, DatamapDefinitionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("proxy.datamaps")
+EMPTY = LocalResult(columns=(), rows=())
+
+
+def _client(exc: Exception) -> ClientError:
+    return ClientError(str(exc), getattr(exc, "sqlstate", "HY000") or "HY000")
+
+
+def _spark_error(exc: Exception, what: str) -> ClientError:
+    text = str(exc)
+    if "TABLE_OR_VIEW_NOT_FOUND" in text or "Table or view not found" in text:
+        return ClientError(f"{what}: {text.splitlines()[0]}", "42S02")
+    return ClientError(f"{what}: {text.splitlines()[0] if text else type(exc).__name__}",
+                       "HY000")
+
+
+def referenced_tables(sql: str, current_db: str) -> list[str]:
+    """"db.table" names a SELECT reads (CTE names excluded), without duplicates."""
+    import sqlglot
+    from sqlglot import exp
+    try:
+        tree = sqlglot.parse_one(sql, dialect="spark")
+    except sqlglot.errors.ParseError as e:
+        raise ClientError(f"Cannot parse the datamap's SELECT: {e}", "42000") from None
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out: list[str] = []
+    for t in tree.find_all(exp.Table):
+        if not t.name or (not t.db and t.name.lower() in ctes):
+            continue
+        name = f"{(t.db or current_db).lower()}.{t.name.lower()}"
+        if name not in out:
+            out.append(name)
+    return out
+
+
+class DatamapService:
+    """`spark_provider()` returns the SparkSession pipeline jobs run on (created lazily by
+    the engine). `schemas_provider(tables)` returns their Schemas; by default read from
+    Spark and cached until a datamap over the table is refreshed or rebuilt."""
+
+    def __init__(self, catalog: Catalog, spark_provider: Callable[[], "SparkSession"],
+                 schemas_provider: Callable[[Iterable[str]], dict] | None = None):
+        self.catalog = catalog
+        self._spark_provider = spark_provider
+        self._schemas_provider = schemas_provider
+        self._schema_cache: dict[str, dict[str, str]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._index = None
+        self._index_version = -1
+        self._index_guard = threading.Lock()
+
+    # -- helpers -------------------------------------------------------------------------
+    @property
+    def spark(self) -> "SparkSession":
+        return self._spark_provider()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def schemas(self, tables: Iterable[str], refresh: bool = False) -> dict:
+        tables = list(tables)
+        missing = [t for t in tables if refresh or t not in self._schema_cache]
+        if missing:
+            try:
+                got = (self._schemas_provider(missing) if self._schemas_provider
+                       else table_schemas(self.spark, missing))
+            except ClientError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Spark's AnalysisException et al.
+                raise _spark_error(e, "Cannot read the schema of " + ", ".join(missing))
+            for db, ts in got.items():
+                for t, cols in ts.items():
+                    self._schema_cache[f"{db}.{t}"] = dict(cols)
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for t in tables:
+            db, _, name = t.partition(".")
+            if t in self._schema_cache:
+                out.setdefault(db, {})[name] = self._schema_cache[t]
+        return out
+
+    def _resolve(self, name: ddl.Name, on_table: ddl.Name | None, current_db: str) -> tuple[str, str]:
+        db = name.db or (on_table.db if on_table else None) or current_db
+        return db, name.name
+
+    def _require(self, name: ddl.Name, on_table: ddl.Name | None,
+                 current_db: str) -> DatamapRecord:
+        db, dm = self._resolve(name, on_table, current_db)
+        rec = self.catalog.get_datamap(db, dm)
+        if rec is None:
+            raise ClientError(f"Datamap {db}.{dm} does not exist", "42S02")
+        if on_table is not None and on_table.qualified(current_db) not in rec.base_tables:
+            raise ClientError(f"Datamap {db}.{dm} does not exist on table "
+                              f"{on_table.qualified(current_db)}", "42S02")
+        return rec
+
+    # -- DDL -----------------------------------------------------------------------------
+    def create(self, stmt: ddl.CreateDatamap, current_db: str) -> LocalResult:
+        tables = referenced_tables(stmt.select_sql, current_db)
+        schemas = self.schemas(tables)
+        try:
+            definition = compile_datamap(
+                stmt.name.name, stmt.select_sql, schemas, stmt.name.db or current_db)
+        except DatamapDefinitionError as e:
+            raise _client(e) from None
+        db = stmt.name.db or definition.database
+        definition = dataclasses.replace(definition, database=db,
+                                         table=f"{db}.{stmt.name.name}_table")
+        if stmt.on_table is not None:
+            on = stmt.on_table.qualified(current_db)
+            if on not in definition.base_tables:
+                raise ClientError(f"ON TABLE {on} of datamap {db}.{stmt.name.name} is not a "
+                                  f"table of its SELECT ({', '.join(definition.base_tables)})",
+                                  "42000")
+        with self._lock(f"{db}.{stmt.name.name}"):
+            if self.catalog.get_datamap(db, stmt.name.name) is not None:
+                if stmt.if_not_exists:
+                    return EMPTY
+                raise ClientError(f"Datamap {db}.{stmt.name.name} already exists", "42710")
+            if table_exists(self.spark, definition.table):
+                raise ClientError(f"Cannot create datamap {db}.{stmt.name.name}: table "
+                                  f"{definition.table} already exists", "42710")
+            try:
+                rec = self.catalog.create_datamap(
+                    db, stmt.name.name, provider=stmt.provider, select_sql=stmt.select_sql,
+                    original_sql=stmt.original_sql, base_tables=definition.base_tables,
+                    lazy=stmt.lazy, properties=stmt.props, definition=definition)
+            except CatalogError as e:
+                if e.sqlstate == "42710" and stmt.if_not_exists:
+                    return EMPTY
+                raise _client(e) from None
+            try:
+                create_table(self.spark, definition, rec.properties)
+                if not stmt.lazy:
+                    self._refresh_locked(rec)
+            except Exception as e:
+                self._drop_everything(rec)
+                if isinstance(e, ClientError):
+                    raise
+                raise _spark_error(e, f"Creating datamap {db}.{stmt.name.name} failed") from e
+        return EMPTY
+
+    def drop(self, stmt: ddl.DropDatamap, current_db: str) -> LocalResult:
+        try:
+            rec = self._require(stmt.name, stmt.on_table, current_db)
+        except ClientError:
+            if stmt.if_exists:
+                return EMPTY
+            raise
+        with self._lock(rec.qualified):
+            self._drop_everything(rec)
+        return EMPTY
+
+    def _drop_everything(self, rec: DatamapRecord) -> None:
+        try:
+            self.catalog.drop_datamap(rec.db, rec.name)   # first: no reader is sent to it
+        except CatalogError:
+            pass
+        if rec.definition is not None:
+            drop(self.spark, rec.definition)
+
+    def show(self, stmt: ddl.ShowDatamaps, current_db: str) -> LocalResult:
+        if stmt.on_table is None:
+            return show_datamaps(self.catalog, self.catalog.list_datamaps())
+        table = stmt.on_table.qualified(current_db)
+        return show_datamaps(self.catalog, self.catalog.list_datamaps(base_table=table))
+
+    def show_segments(self, stmt: ddl.ShowSegments, current_db: str) -> LocalResult:
+        table = stmt.table.qualified(current_db)
+        result = show_segments(self.catalog, table)
+        if result is None:
+            raise ClientError(f"Table {table} has no segments: it is neither a datamap table "
+                              "nor a base table of a datamap", "42S02")
+        return result
+
+    def rebuild(self, stmt: ddl.RebuildDatamap, current_db: str) -> LocalResult:
+        rec = self._require(stmt.name, stmt.on_table, current_db)
+        self.refresh(rec.db, rec.name)
+        return EMPTY
+
+    def compact(self, stmt: ddl.CompactDatamap, current_db: str) -> LocalResult:
+        rec = self._require(stmt.name, None, current_db)
+        with self._lock(rec.qualified):
+            visible = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
+            if stmt.mode == "custom":
+                unknown = [i for i in stmt.segment_ids if i not in visible]
+                if unknown:
+                    raise ClientError(f"Segment {', '.join(unknown)} of datamap {rec.qualified}"
+                                      f" is not a valid segment (valid: {', '.join(visible)})",
+                                      "42S02")
+                ids = list(stmt.segment_ids)
+            else:
+                # MINOR and MAJOR both merge every visible segment: segments here are
+                # small refresh deltas, and one segment per datamap is the cheapest to read.
+                ids = visible
+            if len(ids) < 2:
+                return EMPTY
+            merged: dict[str, set[str]] = {}
+            for seg in self.catalog.visible_segments(rec.db, rec.name):
+                if seg.id in ids:
+                    for t, bids in seg.extra_info.items():
+                        merged.setdefault(t, set()).update(bids)
+            sid = self.catalog.begin_segment(rec.db, rec.name, merged)
+            try:
+                w = compact(self.spark, rec.definition, ids, sid, rec.properties)
+            except Exception as e:
+                self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {e}",
+                                          disable=False)
+                raise _spark_error(e, f"Compacting datamap {rec.qualified} failed") from e
+            self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
+                                         seconds=w.seconds, supersedes=ids, kind="compacted",
+                                         enable=rec.status == ENABLED)
+            self._drop_garbage(rec)
+        return EMPTY
+
+    # -- maintenance ---------------------------------------------------------------------
+    def sync_base_files(self, table: str, source: str = "discovered") -> bool:
+        """Cut a base segment for files the catalog does not know yet. Returns True when
+        known files disappeared (overwrite, truncate, delete): a full rebuild is due."""
+        with self._lock(f"base:{table}"):
+            current = set(list_files(self.spark, table))
+            known = self.catalog.base_files(table)
+            if known - current:
+                self.catalog.mark_base_deleted(table)
+                if current:
+                    self.catalog.add_base_segment(table, sorted(current), source=source)
+                return True
+            if current - known:
+                self.catalog.add_base_segment(table, sorted(current - known), source=source)
+            return False
+
+    def refresh(self, db: str, name: str) -> None:
+        """Bring the datamap in sync (REBUILD / after a load): incremental when possible."""
+        rec = self.catalog.get_datamap(db, name)
+        if rec is None:
+            raise ClientError(f"Datamap {db}.{name} does not exist", "42S02")
+        with self._lock(rec.qualified):
+            self._refresh_locked(rec)
+
+    def _refresh_locked(self, rec: DatamapRecord) -> None:
+        defn = rec.definition
+        try:
+            rewritten = [self.sync_base_files(t) for t in dict.fromkeys(defn.base_tables)]
+        except Exception as e:  # noqa: BLE001
+            raise _spark_error(e, f"Listing the base tables of datamap {rec.qualified} failed")
+        visible = self.catalog.visible_segments(rec.db, rec.name)
+        if any(rewritten) or not visible:
+            self._build(rec, [s.id for s in visible])
+            return
+        pending = {t: segs for t, segs in
+                   self.catalog.pending_base_segments(rec.db, rec.name).items() if segs}
+        if not pending:
+            if self.catalog.get_datamap(rec.db, rec.name).status != ENABLED:
+                self.catalog.set_status(rec.db, rec.name, ENABLED, "")
+            return
+        plan = plan_delta(defn, pending)
+        if plan.full_rebuild:
+            self._build(rec, [s.id for s in visible])
+            return
+        covered = self.catalog.covered_base_segments(rec.db, rec.name)
+        old_files = {t: [f for s in self.catalog.base_segments(t) if s.id in covered.get(t, ())
+                         for f in s.files] for t in defn.base_tables}
+        new_files = {t: [f for s in segs for f in s.files] for t, segs in pending.items()}
+        sid = self.catalog.begin_segment(rec.db, rec.name,
+                                         {t: [s.id for s in segs] for t, segs in pending.items()})
+        try:
+            res = incremental_append(self.spark, defn, sid, new_files, old_files, rec.properties)
+        except Exception as e:
+            self.catalog.fail_segment(rec.db, rec.name, sid, f"refresh failed: {e}")
+            raise _spark_error(e, f"Refreshing datamap {rec.qualified} failed") from e
+        if res.write is None:   # the plan said incremental; nothing was written
+            self.catalog.fail_segment(rec.db, rec.name, sid, res.reason or "nothing written",
+                                      disable=False)
+            if res.full_rebuild:
+                self._build(rec, [s.id for s in visible])
+            return
+        self.catalog.publish_segment(rec.db, rec.name, sid, rows=res.write.rows,
+                                     files=res.write.files, seconds=res.write.seconds,
+                                     kind="refreshed")
+
+    def _build(self, rec: DatamapRecord, supersede: list[str]) -> None:
+        live = {t: [s.id for s in self.catalog.base_segments(t)] for t in rec.base_tables}
+        sid = self.catalog.begin_segment(rec.db, rec.name, live)
+        try:
+            w = full_build(self.spark, rec.definition, sid, rec.properties)
+        except Exception as e:
+            self.catalog.fail_segment(rec.db, rec.name, sid, f"build failed: {e}")
+            if isinstance(e, PipelineError):
+                raise _client(e) from e
+            raise _spark_error(e, f"Building datamap {rec.qualified} failed") from e
+        self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
+                                     seconds=w.seconds, supersedes=supersede, kind="built")
+        self._drop_garbage(rec)
+
+    def _drop_garbage(self, rec: DatamapRecord) -> None:
+        garbage = [s.id for s in self.catalog.garbage_segments(rec.db, rec.name)]
+        if garbage:
+            try:
+                drop_segments(self.spark, rec.definition, garbage)
+                self.catalog.mark_dropped(rec.db, rec.name, garbage)
+            except Exception:  # noqa: BLE001 - invisible anyway; recover() retries
+                log.warning("could not drop segments %s of %s", garbage, rec.qualified,
+                            exc_info=True)
+
+    def after_load(self, table: str, source: str = "proxy-load") -> None:
+        """A statement that passed through the proxy changed `table`: cut its segment,
+        refresh the non-lazy datamaps over it, disable the lazy ones."""
+        recs = self.catalog.list_datamaps(base_table=table)
+        if not recs:
+            return
+        self.sync_base_files(table, source)
+        self.catalog.disable_on_table_change(table, f"base table {table} changed")
+        for rec in recs:
+            if not rec.lazy:
+                self.refresh(rec.db, rec.name)
+
+    def recover(self) -> dict[str, list[str]]:
+        """At start: segments left INSERT_IN_PROGRESS by a crash are failed, and partitions
+        the catalog does not show are dropped. Returns the dropped ids per datamap."""
+        dropped: dict[str, list[str]] = {}
+        for rec in self.catalog.list_datamaps():
+            for seg in self.catalog.segments(rec.db, rec.name):
+                if seg.status == "INSERT_IN_PROGRESS":
+                    self.catalog.fail_segment(rec.db, rec.name, seg.id,
+                                              "interrupted by a restart", disable=False)
+            keep = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
+            gone = cleanup_orphans(self.spark, rec.definition, keep)
+            self.catalog.mark_dropped(rec.db, rec.name, gone)
+            dropped[rec.qualified] = gone
+        return dropped
+
+    # -- rewriting -----------------------------------------------------------------------
+    def candidates(self) -> list[Candidate]:
+        """ENABLED, in-sync datamaps with their visible segments and row counts."""
+        out = []
+        for rec in self.catalog.list_datamaps():
+            if rec.definition is None or not self.catalog.is_in_sync(rec.db, rec.name):
+                continue
+            visible = self.catalog.visible_segments(rec.db, rec.name)
+            out.append(Candidate(rec.definition,
+                                 rows=sum(s.rows or 0 for s in visible),
+                                 one_row_per_group=len(visible) <= 1,
+                                 segments=tuple(s.id for s in visible)))
+        return out
+
+    def index(self):
+        """The rewriter's DatamapIndex for the current catalog version (rebuilt on change)."""
+        version = self.catalog.version()
+        if self._index is not None and self._index_version == version:
+            return self._index
+        with self._index_guard:
+            if self._index is None or self._index_version != version:
+                from rewriter import DatamapIndex
+                cands = self.candidates()
+                tables = sorted({t for c in cands for t in c.definition.base_tables})
+                self._index = DatamapIndex(cands, self.schemas(tables), version)
+                self._index_version = version
+            return self._index
+

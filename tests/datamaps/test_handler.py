@@ -1,0 +1,175 @@
+"""Decisions of the datamap StatementHandlers (no Spark: a real catalog, schemas given as
+data, and a Spark provider that fails if a decision ever needed Spark)."""
+from __future__ import annotations
+
+import pytest
+
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, explain_header
+from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
+from proxy.errors import ClientError
+from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
+from rewriter import compile_datamap
+from rewriter.api import RewriteResult
+
+SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
+                             "ts": "timestamp"}}}
+AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
+
+
+def _no_spark():
+    raise AssertionError("a decision must not need Spark")
+
+
+@pytest.fixture
+def service(tmp_path):
+    catalog = Catalog.in_state_dir(tmp_path)
+    svc = DatamapService(catalog, _no_spark,
+                         schemas_provider=lambda tables: {
+                             db: {t: cols for t, cols in ts.items() if f"{db}.{t}" in tables}
+                             for db, ts in SCHEMAS.items()})
+    yield svc
+    catalog.close()
+
+
+def _ctx(**conf):
+    return StatementContext("s1", "me", "db1", dict(conf), 10)
+
+
+def _add_built_datamap(svc, name="agg", sql=AGG, lazy=False):
+    d = compile_datamap(name, sql, SCHEMAS, "db1")
+    c = svc.catalog
+    c.create_datamap("db1", name, provider="mv", select_sql=sql, base_tables=d.base_tables,
+                     lazy=lazy, definition=d)
+    if not c.base_segments("db1.sales"):
+        c.add_base_segment("db1.sales", ["file:/w/a.parquet"])
+    sid = c.begin_segment("db1", name, {"db1.sales": ["0"]})
+    c.publish_segment("db1", name, sid, rows=5, kind="built")
+    return d
+
+
+async def _upstream(sql):
+    assert sql.startswith("EXPLAIN ")
+    return LocalResult((("plan", "string"),), [(f"== Physical Plan ==\nScan for: {sql[8:]}",)])
+
+
+def test_ddl_decisions(service):
+    h = DatamapDdlHandler(service)
+    assert h(_ctx(), "SELECT 1") is None
+    assert h(_ctx(), "SET datamap.rewrite.enabled = false") is None   # proxy/statements.py
+    assert h(_ctx(), "EXPLAIN CODEGEN SELECT 1") is None
+    rej = h(_ctx(), "CREATE DATAMAP d USING mv AS SELECT 1")
+    assert isinstance(rej, Reject) and rej.sqlstate == "42000" and "'mv'" in rej.message
+    rej = h(_ctx(), "CREATE DATAMAP d USING 'lucene' AS SELECT 1")
+    assert isinstance(rej, Reject) and rej.sqlstate == "0A000"
+    for sql, note in [("CREATE DATAMAP d USING 'mv' AS SELECT 1", "CreateDatamap"),
+                      ("DROP DATAMAP d", "DropDatamap"), ("SHOW DATAMAP", "ShowDatamaps"),
+                      ("REBUILD DATAMAP d", "RebuildDatamap"),
+                      ("ALTER DATAMAP d COMPACT 'MAJOR'", "CompactDatamap"),
+                      ("SHOW SEGMENTS FOR TABLE t", "ShowSegments"),
+                      ("EXPLAIN SELECT 1", "explain")]:
+        decision = h(_ctx(), sql)
+        assert isinstance(decision, Local) and decision.note.endswith(note), sql
+
+
+async def test_catalog_only_runners(service):
+    h = DatamapDdlHandler(service)
+    assert await h(_ctx(), "DROP DATAMAP IF EXISTS ghost").runner(_upstream) == EMPTY
+    for sql, state, text in [("DROP DATAMAP ghost", "42S02", "Datamap db1.ghost does not exist"),
+                             ("REBUILD DATAMAP db2.ghost", "42S02", "db2.ghost"),
+                             ("ALTER DATAMAP ghost COMPACT 'MINOR'", "42S02", "db1.ghost"),
+                             ("SHOW SEGMENTS FOR TABLE nothing", "42S02", "db1.nothing")]:
+        with pytest.raises(ClientError) as e:
+            await h(_ctx(), sql).runner(_upstream)
+        assert e.value.sqlstate == state and text in str(e.value), sql
+
+    _add_built_datamap(service)
+    shown = await h(_ctx(), "SHOW DATAMAP ON TABLE sales").runner(_upstream)
+    assert [r[:5] for r in shown.rows] == [("agg", "mv", "db1.agg_table", "", "ENABLED")]
+    assert (await h(_ctx(), "SHOW MATERIALIZED VIEWS ON TABLE db1.other").runner(_upstream)).rows == []
+    segs = await h(_ctx(), "SHOW SEGMENTS FOR TABLE agg_table").runner(_upstream)
+    assert [r[0] for r in segs.rows] == ["0"]
+    with pytest.raises(ClientError) as e:
+        await h(_ctx(), "DROP DATAMAP agg ON TABLE db1.other").runner(_upstream)
+    assert e.value.sqlstate == "42S02" and "on table db1.other" in str(e.value)
+    with pytest.raises(ClientError) as e:
+        await h(_ctx(), "ALTER DATAMAP agg COMPACT 'CUSTOM' WHERE SEGMENT.ID IN (0, 7)"
+                ).runner(_upstream)
+    assert e.value.sqlstate == "42S02" and "Segment 7" in str(e.value)
+    # a single visible segment: nothing to compact, no Spark needed
+    assert await h(_ctx(), "ALTER DATAMAP agg COMPACT 'MAJOR'").runner(_upstream) == EMPTY
+
+
+def test_select_rewrites_from_enabled_in_sync_datamaps(service):
+    h = DatamapSelectHandler(service)
+    q = "SELECT country, sum(qty) FROM sales GROUP BY country"
+    assert h(_ctx(), q) is None                      # no datamap yet
+    _add_built_datamap(service)
+    d = h(_ctx(), q)
+    assert isinstance(d, Rewrite) and "agg_table" in d.sql and d.note == "mv:agg"
+    assert "dm_segment_id" in d.sql                  # reads only visible segments
+    assert h(_ctx(**{"datamap.rewrite.enabled": "false"}), q) is None
+    assert h(_ctx(), "INSERT INTO sales SELECT * FROM sales") is None
+    # a new base segment the datamap has not seen: out of sync, no rewrite
+    service.catalog.add_base_segment("db1.sales", ["file:/w/b.parquet"])
+    assert h(_ctx(), q) is None
+    sid = service.catalog.begin_segment("db1", "agg", {"db1.sales": ["1"]})
+    service.catalog.publish_segment("db1", "agg", sid, rows=2)
+    assert isinstance(h(_ctx(), q), Rewrite)
+    service.catalog.set_status("db1", "agg", "DISABLED", "test")
+    assert h(_ctx(), q) is None
+
+
+def test_select_handler_forwards_on_rewriter_failure(service, monkeypatch):
+    _add_built_datamap(service)
+
+    def boom():
+        raise RuntimeError("index exploded")
+    monkeypatch.setattr(service, "index", boom)
+    assert DatamapSelectHandler(service)(_ctx(), "SELECT country FROM sales") is None
+
+
+def test_candidates_carry_rows_and_segments(service):
+    _add_built_datamap(service)
+    sid = service.catalog.begin_segment("db1", "agg", {"db1.sales": []})
+    service.catalog.publish_segment("db1", "agg", sid, rows=3)
+    (cand,) = service.candidates()
+    assert cand.rows == 8 and cand.segments == ("0", "1") and not cand.one_row_per_group
+    v = service.catalog.version()
+    assert service.index() is service.index()        # cached per catalog version
+    service.catalog.record_event("db1", "agg", "note")
+    assert service.catalog.version() != v and service.index().version == service.catalog.version()
+
+
+async def test_explain(service):
+    h = DatamapDdlHandler(service)
+    res = await h(_ctx(), "EXPLAIN SELECT country, sum(qty) FROM sales GROUP BY country"
+                  ).runner(_upstream)
+    assert res.columns == (("plan", "string"),)
+    text = res.rows[0][0]
+    assert text.startswith("== Datamap Rewrite ==\nNo datamap hit\nRewritten SQL: SELECT country")
+    assert "\n\n== Physical Plan ==" in text
+    _add_built_datamap(service)
+    text = (await h(_ctx(), "EXPLAIN EXTENDED SELECT country, sum(qty) FROM sales GROUP BY "
+                    "country").runner(_upstream)).rows[0][0]
+    lines = text.split("\n")
+    assert lines[:2] == ["== Datamap Rewrite ==", "Hit mv DataMap: agg"]
+    assert lines[2].startswith("Rewritten SQL: ") and "agg_table" in lines[2]
+    assert lines[3] == "" and lines[4] == "== Physical Plan =="
+    assert "Scan for: SELECT" not in lines[5] or "agg_table" in lines[5]
+    text = (await h(_ctx(), "EXPLAIN SELECT id FROM sales WHERE qty > 1").runner(_upstream)).rows[0][0]
+    assert "No datamap hit" in text and "Skipped agg: " in text
+
+
+def test_explain_header_format():
+    r = RewriteResult("SELECT 1", False, [], {"a": "no match", "b": "disabled"})
+    assert explain_header(r) == ("== Datamap Rewrite ==\nNo datamap hit\nRewritten SQL: SELECT 1\n"
+                                 "Skipped a: no match\nSkipped b: disabled\n")
+
+
+def test_referenced_tables():
+    assert sorted(referenced_tables("WITH x AS (SELECT * FROM s) SELECT * FROM x JOIN db2.t "
+                                    "ON 1=1 JOIN S ON 1=1", "db1")) == ["db1.s", "db2.t"]
+    with pytest.raises(ClientError) as e:
+        referenced_tables("SELECT FROM FROM (", "db1")
+    assert e.value.sqlstate == "42000"
