@@ -122,6 +122,8 @@ class ProxyServer:
         finally:
             try:
                 await asyncio.shield(self.service.connection_closed(conn))
+            except asyncio.CancelledError:
+                pass          # shutdown: close_all() owns the remaining sessions
             except Exception:  # noqa: BLE001
                 log.exception("cleaning up connection %s", peer_s)
             writer.close()

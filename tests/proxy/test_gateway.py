@@ -1,0 +1,272 @@
+"""Gateway behaviour through the proxy with real Spark: unknown RPCs, local statements
+(row-based and columnar), handles, faults, probes, limits, shutdown."""
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+from thrift.Thrift import TApplicationException
+
+from proxy.thrift import codec, sasl
+from proxy.thrift.gen.TCLIService import ttypes as T
+from tests.support.clients import impyla_connect, pyhive_connect
+from tests.support.proxy_proc import start_proxy
+from tests.support.sts import free_port
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+class Raw:
+    """Minimal blocking HS2 client on the proxy's own codec (SASL PLAIN or NOSASL)."""
+
+    def __init__(self, host, port, user="me", use_sasl=True):
+        self.s = socket.create_connection((host, port), timeout=60)
+        self.sasl = use_sasl
+        self.buf = bytearray()
+        self.frames = sasl.FrameDecoder(1 << 30)
+        if use_sasl:
+            self.s.sendall(sasl.PlainClient(user, "x").initial())
+            hdr = self._recv_exact(5)
+            status, n = struct.unpack("!BI", hdr)
+            payload = self._recv_exact(n)
+            assert status == sasl.COMPLETE, payload
+
+    def _recv_exact(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.s.recv(n - len(out))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return out
+
+    def send_raw(self, data: bytes) -> bytes:
+        self.s.sendall(sasl.encode_frame(data) if self.sasl else data)
+        while True:
+            n = codec.message_length(self.buf) if self.buf else None
+            if n is not None:
+                out = bytes(self.buf[:n])
+                del self.buf[:n]
+                return out
+            chunk = self.s.recv(1 << 20)
+            if not chunk:
+                raise EOFError("proxy closed the connection")
+            if self.sasl:
+                for p in self.frames.feed(chunk):
+                    self.buf += p
+            else:
+                self.buf += chunk
+
+    def call(self, name, req, seqid=0):
+        return codec.decode_reply(self.send_raw(codec.encode_call(name, seqid, req)), name)
+
+    def open(self, protocol=T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, config=None):
+        resp = self.call("OpenSession", T.TOpenSessionReq(client_protocol=protocol, username="me",
+                                                           configuration=config))
+        assert resp.status.statusCode == 0, resp.status
+        self.session = resp.sessionHandle
+        return resp
+
+    def execute(self, sql, run_async=False):
+        return self.call("ExecuteStatement", T.TExecuteStatementReq(
+            sessionHandle=self.session, statement=sql, runAsync=run_async))
+
+    def fetch(self, op, n=100, orientation=T.TFetchOrientation.FETCH_NEXT, fetch_type=0):
+        return self.call("FetchResults", T.TFetchResultsReq(
+            operationHandle=op, orientation=orientation, maxRows=n, fetchType=fetch_type))
+
+    def close(self):
+        self.s.close()
+
+
+def test_unknown_method_keeps_connection_open(gw_proxy):
+    c = Raw(gw_proxy.host, gw_proxy.port)
+    c.open()
+    reply = c.send_raw(codec.encode("GetLog", codec.CALL, 77, T.TCloseOperationReq()))
+    with pytest.raises(TApplicationException) as ei:
+        codec.decode_reply(reply, "GetLog")
+    assert ei.value.type == TApplicationException.UNKNOWN_METHOD
+    assert codec.decode_header(reply) == ("GetLog", codec.EXCEPTION, 77)
+    resp = c.execute("select 1")
+    assert resp.status.statusCode == 0
+    c.close()
+
+
+@pytest.mark.parametrize("protocol", [4, 5, 9, 10])   # V5 row-based, V6+ columnar, V10, V11
+def test_local_set_statement_every_protocol(gw_proxy, protocol):
+    c = Raw(gw_proxy.host, gw_proxy.port)
+    opened = c.open(protocol)
+    assert opened.serverProtocolVersion == protocol          # STS 4.3 speaks V11
+    r = c.execute("SET datamap.rewrite.enabled=false")
+    assert r.status.statusCode == 0 and r.operationHandle.hasResultSet
+    op = r.operationHandle
+    st = c.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=op))
+    assert st.operationState == T.TOperationState.FINISHED_STATE
+    meta = c.call("GetResultSetMetadata", T.TGetResultSetMetadataReq(operationHandle=op))
+    assert [col.columnName for col in meta.schema.columns] == ["key", "value"]
+    f = c.fetch(op)
+    if protocol >= 5:
+        assert f.results.rows == []
+        assert f.results.columns[1].stringVal.values == ["false"]
+    else:
+        assert f.results.columns is None
+        assert f.results.rows[0].colVals[1].stringVal.value == "false"
+    assert not f.hasMoreRows
+    empty = c.fetch(op)
+    assert not empty.hasMoreRows
+    again = c.fetch(op, orientation=T.TFetchOrientation.FETCH_FIRST)
+    assert again.status.statusCode == 0
+    logs = c.fetch(op, fetch_type=1)
+    assert logs.status.statusCode == 0
+    assert c.call("CloseOperation", T.TCloseOperationReq(operationHandle=op)).status.statusCode == 0
+    assert c.call("CloseOperation", T.TCloseOperationReq(operationHandle=op)).status.statusCode == 0
+    show = c.execute("SET datamap.rewrite.enabled")
+    rows = c.fetch(show.operationHandle)
+    values = (rows.results.columns[1].stringVal.values if protocol >= 5
+              else [rows.results.rows[0].colVals[1].stringVal.value])
+    assert values == ["false"]
+    c.close()
+
+
+def test_setting_is_per_session(gw_proxy):
+    a, b = Raw(gw_proxy.host, gw_proxy.port), Raw(gw_proxy.host, gw_proxy.port)
+    a.open(), b.open()
+    a.execute("SET datamap.rewrite.enabled=false")
+    r = b.execute("SET datamap.rewrite.enabled")
+    assert b.fetch(r.operationHandle).results.columns[1].stringVal.values == ["true"]
+    bad = a.execute("SET datamap.rewrite.enabled=perhaps")
+    assert bad.status.statusCode == T.TStatusCode.ERROR_STATUS
+    assert bad.status.sqlState == "42000" and "perhaps" in bad.status.errorMessage
+    a.close(), b.close()
+
+
+def test_invalid_handles_are_errors(gw_proxy):
+    c = Raw(gw_proxy.host, gw_proxy.port)
+    c.open()
+    bogus = T.TOperationHandle(operationId=T.THandleIdentifier(guid=b"\x01" * 16, secret=b"\x02" * 16),
+                               operationType=0, hasResultSet=True)
+    st = c.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=bogus))
+    assert st.status.statusCode == T.TStatusCode.ERROR_STATUS
+    assert "Invalid OperationHandle" in st.status.errorMessage
+    info = c.call("GetInfo", T.TGetInfoReq(sessionHandle=T.TSessionHandle(sessionId=bogus.operationId),
+                                           infoType=17))
+    assert "Invalid SessionHandle" in info.status.errorMessage
+    ok = c.call("GetInfo", T.TGetInfoReq(sessionHandle=c.session, infoType=17))
+    assert ok.infoValue.stringValue == "Spark SQL"
+    c.close()
+
+
+def test_passthrough_rows_and_errors_pyhive_impyla(gw_proxy):
+    conn = pyhive_connect(gw_proxy.host, gw_proxy.port)
+    cur = conn.cursor()
+    cur.execute("select id, if(id = 1, null, cast(id as string)) s from range(3)")
+    assert cur.fetchall() == [(0, "0"), (1, None), (2, "2")]
+    with pytest.raises(Exception, match="TABLE_OR_VIEW_NOT_FOUND"):
+        cur.execute("select * from no_such_table_x")
+    cur.execute("select 5")           # session still usable after an error
+    assert cur.fetchall() == [(5,)]
+    conn.close()
+    ic = impyla_connect(gw_proxy.host, gw_proxy.port)
+    icur = ic.cursor()
+    icur.execute("SET datamap.rewrite.enabled")   # impyla: GetLog/CloseImpalaOperation probes
+    assert icur.fetchall() == [("datamap.rewrite.enabled", "true")]
+    icur.execute("select 2")
+    assert icur.fetchall() == [(2,)]
+    ic.close()
+
+
+def test_disconnect_closes_upstream_session(gw_proxy, gw_sts):
+    oplogs = gw_sts.workdir / "oplogs"     # STS keeps one directory per open session
+
+    def dirs():
+        return set(p.name for p in oplogs.iterdir()) if oplogs.is_dir() else set()
+    before = dirs()
+    c = Raw(gw_proxy.host, gw_proxy.port)
+    c.open()
+    c.execute("select 1")
+    deadline = time.time() + 10
+    while not (dirs() - before) and time.time() < deadline:
+        time.sleep(0.2)
+    mine = dirs() - before
+    assert len(mine) == 1
+    c.close()                         # no CloseSession: TCP drop
+    deadline = time.time() + 15
+    while mine & dirs() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not (mine & dirs())
+
+
+def test_upstream_cut_mid_query_fails_only_that_session(gw_proxy, gw_relay):
+    victim, other = Raw(gw_proxy.host, gw_proxy.port), Raw(gw_proxy.host, gw_proxy.port)
+    victim.open()
+    other.open()
+    idx = len(gw_relay.pairs) - 2          # victim's upstream connection
+    r = victim.execute("select count(*) from range(100000000) a", run_async=True)
+    assert r.status.statusCode == 0
+    gw_relay.cut(idx)
+    t0 = time.time()
+    st = victim.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=r.operationHandle))
+    assert time.time() - t0 < 10
+    assert st.status.statusCode == T.TStatusCode.ERROR_STATUS
+    assert "Spark Thrift Server" in st.status.errorMessage and st.status.sqlState == "08S01"
+    ok = other.execute("select 3")
+    assert ok.status.statusCode == 0
+    fresh = Raw(gw_proxy.host, gw_proxy.port)
+    fresh.open()
+    assert fresh.execute("select 4").status.statusCode == 0
+    for c in (victim, other, fresh):
+        c.close()
+
+
+def test_upstream_down_at_open_session(gw_dir):
+    p = start_proxy(gw_dir / "proxy-down", ("127.0.0.1", free_port()))
+    try:
+        c = Raw(p.host, p.port)
+        resp = c.call("OpenSession", T.TOpenSessionReq(client_protocol=9, username="me"))
+        assert resp.status.statusCode == T.TStatusCode.ERROR_STATUS
+        assert "Cannot connect to Spark Thrift Server" in resp.status.errorMessage
+        assert resp.status.sqlState == "08S01"
+        c.close()
+    finally:
+        assert p.stop(check=True) == 0
+
+
+def test_probes_garbage_and_oversize_do_not_hurt_server(gw_dir, gw_relay):
+    p = start_proxy(gw_dir / "proxy-limits", ("127.0.0.1", gw_relay.port),
+                    extra_args=["--max-frame-bytes", "65536"])
+    try:
+        socket.create_connection((p.host, p.port)).close()                 # health probe
+        s = socket.create_connection((p.host, p.port))
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")                     # wrong protocol
+        s.settimeout(10)
+        assert s.recv(100) == b""
+        s.close()
+        c = Raw(p.host, p.port)
+        c.open()
+        with pytest.raises((EOFError, ConnectionError)):                    # oversized message
+            c.execute("select '" + "x" * 100_000 + "'")
+        c.close()
+        ok = Raw(p.host, p.port)
+        ok.open()
+        assert ok.execute("select 1").status.statusCode == 0
+        ok.close()
+        log = p.log_path.read_text()
+        assert "exceeds 65536" in log and "0x47" in log
+    finally:
+        assert p.stop(check=True) == 0
+
+
+def test_nosasl_mode_and_mismatch_messages(gw_dir, gw_relay):
+    p = start_proxy(gw_dir / "proxy-nosasl", ("127.0.0.1", gw_relay.port), auth="nosasl")
+    try:
+        c = Raw(p.host, p.port, use_sasl=False)
+        c.open(5)
+        r = c.execute("SET datamap.rewrite.enabled")
+        assert c.fetch(r.operationHandle).results.columns[1].stringVal.values == ["true"]
+        c.close()
+        with pytest.raises(AssertionError, match="NOSASL"):
+            Raw(p.host, p.port)                   # SASL client -> clear BAD message
+    finally:
+        assert p.stop(check=True) == 0
