@@ -11,6 +11,7 @@ import pytest
 
 from tests.engine.driver_client import DriverError, SparkDriver
 from tests.support.clients import jdbc_url, pyhive_connect, pyhive_execute, run_beeline
+from tests.support.sts import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -64,6 +65,16 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
         assert bl.errors == [], bl.stderr[-2000:]
         assert bl.results[0].rows == [("north", "2"), ("south", "1")]
         assert {r[1] for r in bl.results[1].rows} >= {"sales", "from_pipeline"}
+
+        # doctor, while the engine runs: the state dir is locked (a warning, not a failure)
+        # and its Thrift server answers a real OpenSession.
+        from proxy import doctor
+        lines: list[str] = []
+        target = doctor.Target("127.0.0.1", free_port(), state.resolve(), (host, port),
+                               "plain", "doctor", "x", (), 10.0)
+        assert doctor.report(doctor.run_checks(target), lines.append) == 0, lines
+        assert any(l.startswith("[WARN] state dir lock") for l in lines), lines
+        assert any("OpenSession ok" in l for l in lines), lines
 
         # The Thrift server listens on loopback only.
         addr = _non_loopback_address()

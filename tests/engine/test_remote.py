@@ -152,3 +152,19 @@ def test_proxy_in_remote_mode_forwards_to_the_thrift_server(topology):
     finally:
         stopped = _run("stop.sh", env["DIR"], "proxy", timeout=60)
         assert stopped.returncode == 0, stopped.stderr
+
+
+def test_doctor_probes_the_real_thrift_server_and_metastore(topology, capsys):
+    from proxy import doctor
+
+    env, _ = topology
+    args = ["--upstream", env["THRIFT_SERVER"], "--metastore-uris", env["METASTORE_URI"],
+            "--state-dir", str(Path(env["DIR"]) / "doctor-state"), "--port", str(free_port())]
+    assert doctor.main(args) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"[PASS] upstream {env['THRIFT_SERVER']}" in out and "OpenSession ok" in out
+    assert f"[PASS] metastore {env['METASTORE_URI']}" in out and "default" in out
+    # Wrong transport: the server speaks SASL, doctor is told NOSASL.
+    assert doctor.main(args + ["--upstream-auth", "nosasl", "--timeout", "5"]) == 1
+    out = capsys.readouterr().out
+    assert "OpenSession failed" in out and "--upstream-auth plain" in out
