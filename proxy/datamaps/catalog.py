@@ -541,12 +541,23 @@ class Catalog:
         return {t: [s for s in self.base_segments(t) if s.id not in covered.get(t, set())]
                 for t in rec.base_tables}
 
+    def covers_deleted_base_segments(self, db: str, name: str) -> bool:
+        """True when a visible segment was built from base segments that are no longer live
+        (INSERT OVERWRITE, TRUNCATE, ...): its rows are stale and only a full rebuild fixes
+        that."""
+        for table, ids in self.covered_base_segments(db, name).items():
+            live = {s.id for s in self.base_segments(table)}
+            if ids - live:
+                return True
+        return False
+
     def is_in_sync(self, db: str, name: str) -> bool:
         """ENABLED and every live base segment is covered."""
         rec = self.get_datamap(db, name)
         if rec is None or rec.status != ENABLED:
             return False
-        return not any(self.pending_base_segments(db, name).values())
+        return (not any(self.pending_base_segments(db, name).values())
+                and not self.covers_deleted_base_segments(db, name))
 
     def sync_status(self, db: str, name: str) -> dict[str, str] | None:
         """SHOW DATAMAP's Sync Status: last synchronised base segment per base table and the

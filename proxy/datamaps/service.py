@@ -278,7 +278,8 @@ class DatamapService:
         except Exception as e:  # noqa: BLE001
             raise _spark_error(e, f"Listing the base tables of datamap {rec.qualified} failed")
         visible = self.catalog.visible_segments(rec.db, rec.name)
-        if any(rewritten) or not visible:
+        if (any(rewritten) or not visible
+                or self.catalog.covers_deleted_base_segments(rec.db, rec.name)):
             self._build(rec, [s.id for s in visible])
             return
         pending = {t: segs for t, segs in

@@ -251,3 +251,15 @@ def test_failed_migration_rolls_back(tmp_path, monkeypatch):
     raw = sqlite3.connect(tmp_path / "c.db")
     assert raw.execute("PRAGMA user_version").fetchone()[0] == 0
     assert raw.execute("SELECT count(*) FROM sqlite_master WHERE name = 'datamaps'").fetchone()[0] == 0
+
+
+def test_overwritten_base_segments_make_a_datamap_stale(catalog):
+    _create(catalog)
+    catalog.add_base_segment("db1.sales", ["a"])
+    sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    catalog.publish_segment("db1", "agg", sid, rows=1, kind="built")
+    assert catalog.is_in_sync("db1", "agg")
+    assert not catalog.covers_deleted_base_segments("db1", "agg")
+    catalog.mark_base_deleted("db1.sales")
+    assert catalog.covers_deleted_base_segments("db1", "agg")
+    assert not catalog.is_in_sync("db1", "agg")   # nothing pending, but stale

@@ -1,0 +1,111 @@
+"""DatamapService end to end on a real SparkSession: DDL through the router handlers,
+loads, incremental refresh, rewrite answers equal Spark's, compaction, lazy datamaps,
+overwrite -> full rebuild, recovery of orphan partitions, drop."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from pipeline import list_segments
+from pipeline.table import create_table
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
+from proxy.datamaps.service import DatamapService
+from proxy.errors import ClientError
+from proxy.router import Rewrite, StatementContext
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+async def _no_upstream(sql):
+    raise AssertionError(f"DDL must not go upstream: {sql}")
+
+
+def _rows(spark, sql):
+    return sorted((tuple(r) for r in spark.sql(sql).collect()), key=repr)
+
+
+async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
+    spark = pipeline_spark
+    t = f"sales_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {pipe_db}.{t} (country STRING, qty INT) USING parquet")
+    spark.sql(f"INSERT INTO {pipe_db}.{t} VALUES ('cn', 1), ('us', 2), (NULL, 3), ('cn', -4)")
+    catalog = Catalog.in_state_dir(tmp_path)
+    svc = DatamapService(catalog, lambda: spark)
+    ddl, select = DatamapDdlHandler(svc), DatamapSelectHandler(svc)
+    ctx = StatementContext("s", "me", pipe_db, {}, 10)
+
+    async def run(sql):
+        return await ddl(ctx, sql).runner(_no_upstream)
+
+    await run(f"CREATE DATAMAP agg ON TABLE {t} USING 'mv' DMPROPERTIES ('sort_columns'="
+              f"'country') AS SELECT country, sum(qty), count(*) FROM {t} GROUP BY country")
+    await run(f"CREATE DATAMAP lazy USING 'mv' WITH DEFERRED REBUILD AS SELECT country, max(qty)"
+              f" FROM {t} GROUP BY country")
+    with pytest.raises(ClientError) as e:
+        await run(f"CREATE DATAMAP agg USING 'mv' AS SELECT country FROM {t}")
+    assert e.value.sqlstate == "42710"
+    await run(f"CREATE DATAMAP IF NOT EXISTS agg USING 'mv' AS SELECT country FROM {t}")
+    with pytest.raises(ClientError) as e:
+        await run(f"CREATE DATAMAP nope USING 'mv' AS SELECT a FROM {pipe_db}.missing_table")
+    assert e.value.sqlstate == "42S02" and "missing_table" in str(e.value)
+    spark.sql(f"CREATE TABLE {pipe_db}.taken_table (x INT) USING parquet")
+    with pytest.raises(ClientError) as e:
+        await run(f"CREATE DATAMAP taken USING 'mv' AS SELECT country FROM {t}")
+    assert e.value.sqlstate == "42710" and f"{pipe_db}.taken_table" in str(e.value)
+
+    shown = {r[0]: r for r in (await run("SHOW DATAMAP")).rows}
+    assert shown["agg"][4] == "ENABLED" and shown["lazy"][4:] == ("DISABLED", "NA")
+    assert f'"{pipe_db}.{t}": "0"' in shown["agg"][5]
+
+    q = f"SELECT country, sum(qty) AS s FROM {pipe_db}.{t} GROUP BY country"
+    d = select(ctx, q)
+    assert isinstance(d, Rewrite) and "agg_table" in d.sql
+    assert _rows(spark, d.sql) == _rows(spark, q)
+
+    # a load through the proxy: one new base segment, incremental refresh of agg
+    spark.sql(f"INSERT INTO {pipe_db}.{t} VALUES ('fr', 5), ('cn', 6)")
+    svc.after_load(f"{pipe_db}.{t}")
+    segs = (await run(f"SHOW SEGMENTS FOR TABLE agg_table")).rows
+    assert [(r[0], r[1], r[6]) for r in segs] == [
+        ("1", "Success", f'{{"{pipe_db}.{t}": ["1"]}}'),
+        ("0", "Success", f'{{"{pipe_db}.{t}": ["0"]}}')]
+    d = select(ctx, q)
+    assert isinstance(d, Rewrite) and _rows(spark, d.sql) == _rows(spark, q)
+    assert catalog.get_datamap(pipe_db, "lazy").status == "DISABLED"
+
+    await run("ALTER DATAMAP agg COMPACT 'MINOR'")
+    assert [s.id for s in catalog.visible_segments(pipe_db, "agg")] == ["2"]
+    assert list_segments(spark, catalog.get_datamap(pipe_db, "agg").definition) == ["2"]
+    d = select(ctx, q)
+    assert isinstance(d, Rewrite) and _rows(spark, d.sql) == _rows(spark, q)
+
+    await run("REBUILD DATAMAP lazy")
+    assert catalog.get_datamap(pipe_db, "lazy").status == "ENABLED"
+    ql = f"SELECT country, max(qty) FROM {pipe_db}.{t} GROUP BY country"
+    d = select(ctx, ql)
+    assert isinstance(d, Rewrite) and "lazy_table" in d.sql and _rows(spark, d.sql) == _rows(spark, ql)
+
+    # overwrite: files disappear -> full rebuild replaces every segment
+    spark.sql(f"INSERT OVERWRITE TABLE {pipe_db}.{t} VALUES ('de', 7)")
+    svc.after_load(f"{pipe_db}.{t}")
+    assert [s.id for s in catalog.visible_segments(pipe_db, "agg")] == ["3"]
+    assert _rows(spark, select(ctx, q).sql) == [("de", 7)]
+    assert catalog.get_datamap(pipe_db, "lazy").status == "DISABLED"
+    assert select(ctx, ql) is None
+
+    # a crash left a partition the catalog does not show
+    agg_def = catalog.get_datamap(pipe_db, "agg").definition
+    create_table(spark, agg_def)
+    spark.sql(f"INSERT INTO {agg_def.table} PARTITION (dm_segment_id='99') "
+              "SELECT 'zz', 1, 1")
+    assert svc.recover()[f"{pipe_db}.agg"] == ["99"]
+    assert list_segments(spark, agg_def) == ["3"]
+
+    await run("DROP DATAMAP agg")
+    await run(f"DROP MATERIALIZED VIEW {pipe_db}.lazy")
+    assert not spark.catalog.tableExists(agg_def.table)
+    assert (await run("SHOW DATAMAPS")).rows == []
+    assert select(ctx, q) is None
+    catalog.close()
