@@ -101,9 +101,10 @@ def has_aggregate(e: exp.Expression) -> bool:
     return any(is_aggregate_call(n) for n in e.walk())
 
 
-def extract(select: exp.Select, schemas, names: list[str | None] | None) -> Facts:
-    """Facts of a qualified SELECT (it is not modified). `names` are Spark's output names
-    computed before qualification (None entries: unknown)."""
+def extract(select: exp.Select, schemas, names: list[str | None] | None, in_place: bool = False) -> Facts:
+    """Facts of a qualified SELECT. `names` are Spark's output names computed before
+    qualification (None entries: unknown). in_place=True lets the facts reuse (and change)
+    the select's own expressions: for a disposable tree, it saves the copies."""
     for arg in _UNSUPPORTED_ARGS:
         if select.args.get(arg):
             raise Unsupported(f"{arg.upper()} clause is not supported")
@@ -167,16 +168,16 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None) -> Fact
     if group_node and (any(group_node.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals"))
                        or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group_node.expressions)):
         raise Unsupported("GROUPING SETS / CUBE / ROLLUP")
-    group = [canon_cols(canonical_expr(g)) for g in (group_node.expressions if group_node else [])]
+    group = [canon_cols(canonical_expr(g, copy=not in_place)) for g in (group_node.expressions if group_node else [])]
     outputs = []
     output_aliases = []
     for i, item in enumerate(select.expressions):
         inner = item.this if isinstance(item, exp.Alias) else item
         output_aliases.append(item.alias_or_name)
         name = names[i] if names is not None and i < len(names) else item.alias_or_name
-        outputs.append((name, canon_cols(canonical_expr(inner))))
+        outputs.append((name, canon_cols(canonical_expr(inner, copy=not in_place))))
     having = select.args.get("having")
-    having_expr = canon_cols(canonical_expr(having.this)) if having else None
+    having_expr = canon_cols(canonical_expr(having.this, copy=not in_place)) if having else None
     order = []
     if select.args.get("order"):
         for o in select.args["order"].expressions:

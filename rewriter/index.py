@@ -102,7 +102,7 @@ class DatamapIndex:
         names = [None if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
                              for e in s.expressions) else [spark_output_name(e) for e in s.expressions]
                  for s in originals]
-        qtree = tree.copy()
+        qtree = tree          # qualified in place; the original is parsed again on a hit
         try:
             qualify_tree(qtree, self.schema, current_db)
         except (NormalizeError, Exception) as e:  # sqlglot raises several error types
@@ -114,8 +114,11 @@ class DatamapIndex:
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
         used: list[str] = []
         replaced = False
-        for orig, qsel, nm in zip(originals, qualified, names):
-            m = self._rewrite_block(qsel, nm, skipped)
+        matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
+        if any(m is not None for m in matches):
+            tree = parse(sql)
+            originals = list(tree.find_all(exp.Select))
+        for orig, m in zip(originals, matches):
             if m is None:
                 continue
             if orig.args.get("with_") is not None:
@@ -159,7 +162,7 @@ class DatamapIndex:
         if not cands:
             return None
         try:
-            facts = extract(qsel, self.schemas, names)
+            facts = extract(qsel, self.schemas, names, in_place=True)
         except Unsupported as e:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
@@ -170,30 +173,36 @@ class DatamapIndex:
                 skipped.setdefault(n, f"query block not supported: internal error {type(e).__name__}")
             return None
         aliases = {e.alias for e in facts.edges}
-        found: list[tuple[tuple, Match]] = []
+        # Try the cheapest first and stop at the first that answers: the rest cannot be
+        # cheaper, so they are not matched (keeps the decision cost flat in their number).
+        order = []
         for n in cands:
             if n in self.broken:
                 skipped[n] = self.broken[n]
                 continue
             comp = self.compiled[n]
+            if not comp.facts.tables <= facts.tables:
+                skipped[n] = f"datamap table {sorted(comp.facts.tables - facts.tables)[0]} is not in the query"
+                continue
             cand = self.candidates[n]
+            order.append(((cand.rows if cand.rows is not None else float("inf"),
+                           len(comp.group) + len(comp.plain), n), n))
+        order.sort()
+        best = None
+        for _, n in order:
+            if best is not None:
+                skipped[n] = f"datamap {best.datamap} is cheaper for the same query block"
+                continue
             alias = n if n not in aliases else f"{n}_dm"
             try:
-                m = match(facts, comp, cand, alias)
+                m = match(facts, self.compiled[n], self.candidates[n], alias)
             except Exception as e:  # a bug must not fail the query: forward it unchanged
                 log.exception("matching %s failed", n)
                 m = f"internal error while matching ({type(e).__name__})"
             if isinstance(m, str):
                 skipped[n] = m
-                continue
-            cost = (cand.rows if cand.rows is not None else float("inf"), len(comp.group) + len(comp.plain), n)
-            found.append((cost, m))
-        if not found:
-            return None
-        found.sort(key=lambda x: x[0])
-        best = found[0][1]
-        for _, m in found[1:]:
-            skipped[m.datamap] = f"datamap {best.datamap} is cheaper for the same query block"
+            else:
+                best = m
         return best
 
 

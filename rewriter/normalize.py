@@ -273,10 +273,11 @@ def _make_in(col: exp.Expression, values: list[exp.Expression]) -> exp.Expressio
     return exp.In(this=col, expressions=ordered)
 
 
-def canonical_expr(e: exp.Expression) -> exp.Expression:
-    """Fresh canonical copy of a value expression (parentheses dropped; sqlglot regenerates
-    them where precedence needs them)."""
-    e = e.copy()
+def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
+    """Canonical form of a value expression (parentheses dropped; sqlglot regenerates them
+    where precedence needs them). copy=False works on `e` itself (a disposable tree)."""
+    if copy:
+        e = e.copy()
     for node in list(e.walk()):
         if isinstance(node, exp.Paren) and node is not e:
             node.replace(node.this)

@@ -43,8 +43,21 @@ def _cast(e: exp.Expression, t: str) -> exp.Expression:
     return exp.Cast(this=e, to=_datatype(t).copy())
 
 
+class _Lazy:
+    """SQL text of a node, rendered only when a reason is actually formatted."""
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+    def __str__(self):
+        return self.node.sql("spark")
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
-    name = node.sql("spark")
+    name = _Lazy(node)
     arg = node.this if isinstance(node, exp.AggFunc) else None
     if not isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)):
         raise NoDerive(f"aggregate {name} cannot be derived from a datamap")
