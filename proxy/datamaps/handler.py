@@ -9,6 +9,11 @@ proxy/statements.py.
 in-sync datamaps (or translates timeseries()); otherwise None, so the next handler or the
 default PassThrough forwards it unchanged. Runs on the event loop: it only reads the
 catalog version and, when that changed, rebuilds the index (a few small SQLite reads).
+
+`DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap ->
+PassThrough(after=...) that cuts the new base segment and refreshes the datamaps.
+
+Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ import re
 
 from proxy.datamaps import ddl
 from proxy.datamaps.service import DatamapService
-from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
+from proxy.router import (
+    Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
+)
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -109,3 +116,54 @@ class DatamapSelectHandler:
             return None
         note = ",".join(f"mv:{n}" for n in result.used) or "timeseries"
         return Rewrite(result.sql, note=note)
+
+
+_NAME = r"(?P<name>(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+))?)"
+_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+_LOADS = [
+    re.compile(_LEAD + r"insert\s+(?:into|overwrite)\s+(?:table\s+)?" + _NAME, re.I | re.S),
+    re.compile(_LEAD + r"load\s+data\s+(?:local\s+)?inpath\s+(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+               r"\s+(?:overwrite\s+)?into\s+table\s+" + _NAME, re.I | re.S),
+    re.compile(_LEAD + r"truncate\s+table\s+" + _NAME, re.I | re.S),
+]
+
+
+def loaded_table(statement: str, current_db: str) -> str | None:
+    """"db.table" that an INSERT / LOAD DATA / TRUNCATE statement writes, else None."""
+    for pattern in _LOADS:
+        m = pattern.match(statement)
+        if m:
+            parts = [p.strip() for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*\Z)",
+                                                  m.group("name"))]
+            parts = [p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts]
+            parts = [p.lower() for p in parts]
+            return ".".join(parts) if len(parts) == 2 else f"{current_db}.{parts[0]}"
+    return None
+
+
+class DatamapLoadHandler:
+    """Loads into base tables of datamaps: forward unchanged, then (after the upstream
+    statement FINISHED) cut the table's new segment and refresh / disable its datamaps.
+    Writes into a datamap table itself are rejected: its rows belong to the proxy."""
+
+    def __init__(self, service: DatamapService):
+        self.service = service
+
+    def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
+        table = loaded_table(statement, ctx.current_db)
+        if table is None:
+            return None
+        try:
+            if self.service.catalog.datamap_by_table(table) is not None:
+                return Reject(f"Table {table} holds a datamap's rows and cannot be written "
+                              "directly; use REBUILD DATAMAP", "0A000")
+            if not self.service.catalog.list_datamaps(base_table=table):
+                return None
+        except Exception:  # noqa: BLE001 - the catalog is unavailable: forward the load
+            log.warning("catalog lookup failed for a load of %s", table, exc_info=True)
+            return None
+        service = self.service
+
+        async def after(_upstream) -> None:
+            await asyncio.to_thread(service.after_load, table)
+        return PassThrough(after=after)

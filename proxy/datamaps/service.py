@@ -133,8 +133,7 @@ class DatamapService:
         tables = referenced_tables(stmt.select_sql, current_db)
         schemas = self.schemas(tables)
         try:
-            definition = compile_datamap(
-                stmt.name.name, stmt.select_sql, schemas, stmt.name.db or current_db)
+            definition = compile_datamap(stmt.name.name, stmt.select_sql, schemas, current_db)
         except DatamapDefinitionError as e:
             raise _client(e) from None
         db = stmt.name.db or definition.database
@@ -343,11 +342,30 @@ class DatamapService:
         recs = self.catalog.list_datamaps(base_table=table)
         if not recs:
             return
-        self.sync_base_files(table, source)
+        try:
+            self.sync_base_files(table, source)
+        except Exception as e:  # noqa: BLE001 - the load itself succeeded upstream
+            log.warning("cannot list %s after a load; disabling its datamaps", table,
+                        exc_info=True)
+            for rec in recs:
+                self._disable(rec, f"base table {table} changed and could not be listed: {e}")
+            return
         self.catalog.disable_on_table_change(table, f"base table {table} changed")
         for rec in recs:
-            if not rec.lazy:
+            if rec.lazy:
+                continue
+            try:
                 self.refresh(rec.db, rec.name)
+            except Exception as e:  # noqa: BLE001 - never serve it stale; the load stands
+                log.warning("refresh of %s after a load of %s failed", rec.qualified, table,
+                            exc_info=True)
+                self._disable(rec, f"refresh after a load of {table} failed: {e}")
+
+    def _disable(self, rec: DatamapRecord, reason: str) -> None:
+        try:
+            self.catalog.set_status(rec.db, rec.name, "DISABLED", reason[:500])
+        except CatalogError:
+            pass  # dropped meanwhile
 
     def recover(self) -> dict[str, list[str]]:
         """At start: segments left INSERT_IN_PROGRESS by a crash are failed, and partitions

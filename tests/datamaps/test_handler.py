@@ -173,3 +173,35 @@ def test_referenced_tables():
     with pytest.raises(ClientError) as e:
         referenced_tables("SELECT FROM FROM (", "db1")
     assert e.value.sqlstate == "42000"
+
+
+@pytest.mark.parametrize("sql,table", [
+    ("INSERT INTO sales VALUES (1)", "db1.sales"),
+    ("insert overwrite table DB2.`Sales` select 1", "db2.sales"),
+    ("/* x */ INSERT INTO TABLE `db2`.`a``b` SELECT 1", "db2.a`b"),
+    ("LOAD DATA LOCAL INPATH '/tmp/x y.csv' OVERWRITE INTO TABLE sales", "db1.sales"),
+    ("load data inpath \"/tmp/x\" into table db3.t", "db3.t"),
+    ("TRUNCATE TABLE sales", "db1.sales"),
+    ("SELECT * FROM sales", None),
+    ("INSERTINTO sales", None),
+])
+def test_loaded_table(sql, table):
+    from proxy.datamaps.handler import loaded_table
+    assert loaded_table(sql, "db1") == table
+
+
+async def test_load_decisions(service, monkeypatch):
+    from proxy.datamaps.handler import DatamapLoadHandler
+    from proxy.router import PassThrough
+    h = DatamapLoadHandler(service)
+    assert h(_ctx(), "INSERT INTO sales VALUES ('x', 1)") is None     # no datamap over it
+    _add_built_datamap(service)
+    d = h(_ctx(), "INSERT INTO sales VALUES ('x', 1)")
+    assert isinstance(d, PassThrough) and d.after is not None
+    calls = []
+    monkeypatch.setattr(service, "after_load", lambda table: calls.append(table))
+    await d.after(_upstream)
+    assert calls == ["db1.sales"]
+    assert h(_ctx(), "INSERT INTO db1.other VALUES (1)") is None
+    rej = h(_ctx(), "INSERT INTO agg_table VALUES ('x', 1, '0')")
+    assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "db1.agg_table" in rej.message
