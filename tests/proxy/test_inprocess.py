@@ -1,0 +1,127 @@
+"""The protocol layer with router decisions (Rewrite, Local with upstream SQL, PassThrough
+with an `after` hook), idle timeouts and PLAIN users, the proxy running in-process against
+real Spark."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from proxy import auth, config
+from proxy.router import Local, LocalResult, PassThrough, Rewrite, Router
+from proxy.server import ProxyServer
+from proxy.thrift.gen.TCLIService import ttypes as T
+from tests.proxy.test_gateway import Raw
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+def _settings(upstream, **server):
+    return config.load(env={}, flags={"server": {"port": 0, **server},
+                                      "upstream": {"host": upstream.host, "port": upstream.port}})
+
+
+async def _start(settings, router, authenticator=None):
+    srv = ProxyServer(settings, router, authenticator=authenticator)
+    host, port = await srv.start()
+    return srv, host, port
+
+
+async def test_rewrite_local_and_after_hook(gw_sts):
+    seen: list = []
+
+    async def after(upstream):
+        res = await upstream("select count(*) from gw_hook_t")
+        seen.append(res.rows[0][0])
+
+    async def local(upstream):
+        res = await upstream("select 40 + 2 as x")
+        return LocalResult(columns=[("answer", "int")], rows=[(res.rows[0][0],), (None,)])
+
+    async def failing_after(upstream):
+        raise RuntimeError("hook exploded")
+
+    def handler(ctx, sql):
+        s = sql.strip().lower()
+        if s.startswith("insert into gw_hook_t"):
+            return PassThrough(after=after)
+        if s == "select 'orig'":
+            return Rewrite(sql="select 'rewritten'", note="test")
+        if s == "ask":
+            return Local(local, note="ask")
+        if s.startswith("insert into gw_hook_fail"):
+            return PassThrough(after=failing_after)
+        return None
+
+    srv, host, port = await _start(_settings(gw_sts), Router(handlers=[handler]))
+    try:
+        def client():
+            c = Raw(host, port)
+            c.open()
+            for sql in ("drop table if exists gw_hook_t", "create table gw_hook_t (a int) using parquet",
+                        "drop table if exists gw_hook_fail", "create table gw_hook_fail (a int) using parquet"):
+                assert c.execute(sql).status.statusCode == 0
+            # async: the client must not see FINISHED before the hook ran
+            r = c.execute("insert into gw_hook_t values (1), (2)", run_async=True)
+            while True:
+                st = c.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=r.operationHandle))
+                if st.operationState not in (0, 1, 7):
+                    break
+            assert st.operationState == T.TOperationState.FINISHED_STATE and seen == [2]
+            # sync: ExecuteStatement returns after the hook
+            r = c.execute("insert into gw_hook_t values (3)")
+            assert r.status.statusCode == 0 and seen == [2, 3]
+            # hook failure -> ERROR with the cause
+            r = c.execute("insert into gw_hook_fail values (1)")
+            assert r.status.statusCode == T.TStatusCode.ERROR_STATUS
+            assert "hook exploded" in r.status.errorMessage
+            r = c.execute("select 'orig'")
+            f = c.fetch(r.operationHandle)
+            assert f.results.columns[0].stringVal.values == ["rewritten"]
+            r = c.execute("ask")
+            f = c.fetch(r.operationHandle)
+            assert f.results.columns[0].i32Val.values == [42, 0]
+            assert f.results.columns[0].i32Val.nulls == b"\x02"
+            c.execute("drop table gw_hook_t")
+            c.execute("drop table gw_hook_fail")
+            c.close()
+        await asyncio.to_thread(client)
+    finally:
+        await srv.shutdown(grace=5)
+
+
+async def test_idle_session_timeout(gw_sts):
+    srv, host, port = await _start(_settings(gw_sts, idle_session_timeout=1.0), Router())
+    try:
+        def client():
+            c = Raw(host, port)
+            c.open()
+            time.sleep(3.5)
+            r = c.execute("select 1")
+            assert r.status.statusCode == T.TStatusCode.ERROR_STATUS
+            assert "Invalid SessionHandle" in r.status.errorMessage
+            c.close()
+        await asyncio.to_thread(client)
+    finally:
+        await srv.shutdown(grace=5)
+
+
+async def test_users_file_plain(gw_sts, tmp_path):
+    users = tmp_path / "users"
+    auth.add_user(users, "alice", "wonder")
+    srv, host, port = await _start(_settings(gw_sts, users_file=str(users)), Router(),
+                                   auth.UsersFile(users))
+    try:
+        def client():
+            from pyhive import hive
+            conn = hive.connect(host, port, username="alice", password="wonder", auth="LDAP")
+            cur = conn.cursor()
+            cur.execute("select current_user()")
+            assert cur.fetchall() == [("alice",)]
+            conn.close()
+            with pytest.raises(Exception):
+                hive.connect(host, port, username="alice", password="wrong", auth="LDAP")
+        await asyncio.to_thread(client)
+    finally:
+        await srv.shutdown(grace=5)
