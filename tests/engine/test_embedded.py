@@ -3,7 +3,13 @@ pytest process), PyHive and beeline against its in-process Spark Thrift server, 
 SparkSession used as the pipeline session, and a restart on the same state directory."""
 from __future__ import annotations
 
+import os
+import re
+import signal
 import socket
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +19,8 @@ from tests.engine.driver_client import DriverError, SparkDriver
 from tests.support.clients import jdbc_url, pyhive_connect, pyhive_execute, run_beeline
 from tests.support.sts import free_port
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+REPO = Path(__file__).resolve().parents[2]
 
 SETTINGS = {"master": "local[2]", "driver_memory": "1g", "ui": False,
             "conf": {"spark.sql.shuffle.partitions": "4"}}
@@ -59,12 +66,8 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
                          "GROUP BY region ORDER BY region") == [["north", "8.25"], ["south", None]]
         first.sql("CREATE TABLE from_pipeline USING parquet AS "
                   "SELECT region, COUNT(*) AS n FROM sales GROUP BY region")
-        bl = run_beeline(jdbc_url(host, port), [
-            "SELECT region, n FROM from_pipeline ORDER BY region",
-            "SHOW TABLES"], workdir=tmp_path / "beeline")
-        assert bl.errors == [], bl.stderr[-2000:]
-        assert bl.results[0].rows == [("north", "2"), ("south", "1")]
-        assert {r[1] for r in bl.results[1].rows} >= {"sales", "from_pipeline"}
+        assert _query(port, "SELECT region, n FROM from_pipeline ORDER BY region") == [
+            [("north", 2), ("south", 1)]]
 
         # doctor, while the engine runs: the state dir is locked (a warning, not a failure)
         # and its Thrift server answers a real OpenSession.
@@ -98,17 +101,125 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
     assert " INFO SparkContext" not in driver_log
     assert "engine: Spark Thrift server on 127.0.0.1:" in driver_log
 
-    # Restart on the same state dir: tables and rows survive.
-    again = SparkDriver("embedded", state, SETTINGS, tmp_path / "driver2.log")
+    # Restart on the same state dir, this time as users run it: `python -m proxy serve`
+    # with no --upstream. Tables and rows survive; beeline and PyHive go through the proxy.
+    serve = ServeProc(tmp_path / "serve", state)
     try:
-        assert "error" not in again.hello, again.hello
-        _, port2 = again.hello["ready"]
-        rows = _query(port2, "SELECT COUNT(*), COUNT(amount) FROM sales",
-                      "SELECT region, n FROM from_pipeline ORDER BY region")
-        assert rows == [[(3, 2)], [("north", 2), ("south", 1)]]
-        assert "stopped" in (again.close() or {}), again.tail()
+        print(f"proxy serve (embedded) start-up to ready: {serve.ready_seconds:.1f} s")
+        rows = _query(serve.port, "SELECT COUNT(*), COUNT(amount) FROM sales",
+                      "SELECT region, n FROM from_pipeline ORDER BY region",
+                      "INSERT INTO sales VALUES (4, 'east', 1.00)")
+        assert rows[:2] == [[(3, 2)], [("north", 2), ("south", 1)]]
+        bl = run_beeline(jdbc_url("127.0.0.1", serve.port), [
+            "SELECT region, COUNT(*) FROM sales GROUP BY region ORDER BY region",
+            "SHOW TABLES"], workdir=tmp_path / "beeline")
+        assert bl.errors == [], bl.stderr[-2000:]
+        assert bl.results[0].rows == [("east", "1"), ("north", "2"), ("south", "1")]
+        assert {r[1] for r in bl.results[1].rows} >= {"sales", "from_pipeline"}
+        _measure(serve)
+        assert serve.stop() == 0, serve.tail()
+        assert serve.jvm_pids_alive() == [], "the embedded JVM outlived the proxy"
     finally:
-        again.kill()
+        serve.kill()
+    assert list(serve.cwd.iterdir()) == [], list(serve.cwd.iterdir())
+
+
+class ServeProc:
+    """`python -m proxy serve` in embedded mode, as a subprocess in its own process group."""
+
+    def __init__(self, workdir: Path, state: Path, timeout: float = 240.0):
+        self.cwd = workdir / "cwd"
+        self.cwd.mkdir(parents=True)
+        self.log_path = workdir / "serve.log"
+        self.port = free_port()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        env.update({"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
+                    "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4"})
+        self._log = open(self.log_path, "wb")
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--state-dir", str(state), "--spark-master", "local[2]"],
+            cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        while not re.search(r"\bready\b", self.log_path.read_text(errors="replace")):
+            if self.proc.poll() is not None or time.monotonic() - t0 > timeout:
+                self.kill()
+                raise AssertionError(f"proxy serve did not get ready:\n{self.tail()}")
+            time.sleep(0.2)
+        self.ready_seconds = time.monotonic() - t0
+        m = re.search(r"engine: Spark Thrift server on 127\.0\.0\.1:(\d+)",
+                      self.log_path.read_text(errors="replace"))
+        assert m, self.tail()
+        self.engine_port = int(m.group(1))
+        self.jvm_pids = self._children(self.proc.pid)
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        out = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                out += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return out
+
+    def jvm_pids_alive(self) -> list[int]:
+        return [p for p in self.jvm_pids if Path(f"/proc/{p}").exists()
+                and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self, timeout: float = 90.0) -> int:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(30)
+        if not self._log.closed:
+            self._log.close()
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _measure(serve: ServeProc, n: int = 30) -> None:
+    """Print (not assert: the machine is shared) the idle RSS and the added latency of a
+    tiny query through the proxy versus straight to the embedded Thrift server."""
+    time.sleep(2)
+    jvm_kb = sum(_rss_kb(p) for p in serve.jvm_pids if Path(f"/proc/{p}").exists())
+    print(f"idle RSS: proxy python {_rss_kb(serve.proc.pid) / 1024:.0f} MiB, "
+          f"embedded JVM {jvm_kb / 1024:.0f} MiB")
+    medians = {}
+    for name, port in (("direct", serve.engine_port), ("proxy", serve.port)):
+        conn = pyhive_connect("127.0.0.1", port)
+        try:
+            cur = conn.cursor()
+            samples = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                cur.execute("SELECT 1")
+                cur.fetchall()
+                samples.append(time.perf_counter() - t0)
+        finally:
+            conn.close()
+        medians[name] = statistics.median(samples[5:]) * 1000
+    print(f"SELECT 1 median: direct {medians['direct']:.1f} ms, proxy {medians['proxy']:.1f} ms,"
+          f" added {medians['proxy'] - medians['direct']:.1f} ms")
 
 
 def _non_loopback_address() -> str | None:
