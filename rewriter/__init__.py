@@ -2,17 +2,33 @@
 
 API (see rewriter/api.py for the data shapes):
     compile_datamap(name, select_sql, schemas, current_db) -> DatamapDefinition
-        raises DatamapDefinitionError (with sqlstate) for definitions it refuses.
-    build_sql(definition, sources) -> str
-        the SELECT that materialises the datamap table (see DatamapDefinition.build_sql).
+        raises DatamapDefinitionError(message, sqlstate): 42S02 unknown table/column,
+        0A000 LIMIT / UNION / HAVING / window / subquery / SELECT * / DISTINCT or unsupported
+        aggregate / non-deterministic / several timeseries granularities, 42000 parse error,
+        grouping expression not projected, projected column neither grouped nor aggregated.
+        Layout: grouping expressions -> role "group"; sum/count/count(*)/min/max -> role
+        "agg" (avg(x) -> sum(x) + count(x)); projection-only definitions -> role "column".
+        definition.table is "<db>.<name>_table"; the segment column is never in `columns`.
+    build_sql(definition, sources) / definition.build_sql(sources) -> str
+        the SELECT producing exactly `columns`; sources maps "db.table" -> relation to read
+        instead (keeps the table's alias).
     DatamapIndex(candidates, schemas, version).rewrite(sql, current_db) -> RewriteResult
-        built once per catalog version; indexes datamaps by base-table set; caches results.
+        built once per catalog version; definitions compiled once (cached by text + schema);
+        datamaps indexed by base table; LRU cache on (sql, current_db). `skipped` has a
+        one-line reason for every candidate over a table the query reads that was not used.
     rewrite(sql, candidates, schemas, current_db) -> RewriteResult
         convenience wrapper around a throw-away DatamapIndex.
-    translate_timeseries(sql, current_db) -> str
-        timeseries(col, 'gran') -> Spark SQL, for queries no datamap answers.
+    translate_timeseries(sql, schemas=None, current_db="default") -> str
+        timeseries(col, 'gran') -> Spark SQL (rewriter.timeseries.translate_sql); rewrite()
+        already applies it to whatever no datamap answered.
 
-Any exception inside rewrite() is caught by the caller, which forwards the original SQL.
+How a statement is rewritten (modules in order): normalize.py (parse, Spark output names,
+qualify, canonical forms) -> facts.py (one SPJG fact set per SELECT block) -> match.py with
+rules/ (match_tables, compensate_filters, derive_expression, rollup_aggregate) -> index.py
+(candidates per block, cheapest first, emit). Every SELECT block — subqueries, CTEs, UNION
+branches, wrapped BI queries — is rewritten on its own; a block the rewriter cannot prove
+equivalent is left as written. Any exception inside rewrite() is caught by the caller,
+which forwards the original SQL.
 """
 from rewriter.api import (  # noqa: F401
     SEGMENT_COLUMN, Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult, Schemas,
@@ -20,3 +36,9 @@ from rewriter.api import (  # noqa: F401
 )
 from rewriter.layout import build_sql, compile_datamap  # noqa: F401,E402
 from rewriter.index import DatamapIndex, rewrite  # noqa: F401,E402
+
+
+def translate_timeseries(sql: str, schemas=None, current_db: str = "default") -> str:
+    """timeseries(col, 'gran') -> Spark SQL for a statement no datamap answers."""
+    from rewriter.timeseries import translate_sql
+    return translate_sql(sql, schemas, current_db)

@@ -90,8 +90,8 @@ def spark_output_name(e: exp.Expression) -> str | None:
         return e.alias
     if isinstance(e, exp.Column):
         return e.name if not isinstance(e.this, exp.Star) else None
-    if isinstance(e, exp.Cast) and not e.args.get("safe"):
-        return _pretty(e.this)          # Spark names a top-level cast after its operand
+    if isinstance(e, exp.Cast) and not e.args.get("safe") and isinstance(e.this, exp.Column):
+        return e.this.name              # Spark (ResolveAliases) names CAST(col AS t) after col
     return _pretty(e)
 
 
