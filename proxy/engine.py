@@ -281,8 +281,11 @@ class _SparkApp:
         log.info("engine: starting Spark JVM (master %s); Spark logs in %s",
                  self.settings.master, self.state.spark_log)
         try:
-            self._gateway = launch_gateway(
-                conf=conf, popen_kwargs={"stdout": self._out, "stderr": self._out})
+            # Own session: a signal to the proxy's process group (Ctrl-C, kill -TERM -pgid)
+            # must not kill Spark under running statements; the proxy stops it after
+            # draining, and the JVM exits by itself when our stdin pipe closes.
+            self._gateway = launch_gateway(conf=conf, popen_kwargs={
+                "stdout": self._out, "stderr": self._out, "start_new_session": True})
         except Exception as exc:
             self._close_out()
             output = _tail(self.state.jvm_out, offset)
