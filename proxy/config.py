@@ -30,7 +30,7 @@ class ServerSettings:
     max_frame_bytes: int = 104_857_600
     idle_session_timeout: float = 7 * 24 * 3600.0   # seconds; <= 0 disables
     idle_operation_timeout: float = 5 * 24 * 3600.0
-    shutdown_grace: float = 30.0
+    shutdown_grace: float = 20.0
     login_timeout: float = 20.0
     long_poll_timeout: float = 5.0
 

@@ -69,9 +69,9 @@ class ProxyServer:
         if self._server is not None:
             self._server.close()          # stop accepting
         deadline = time.monotonic() + grace
-        while (self.service.inflight or self.service.running_operations()) and time.monotonic() < deadline:
+        while self.service.busy() and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        if self.service.inflight or self.service.running_operations():
+        if self.service.busy():
             log.warning("shutdown grace period (%.0fs) over with %d calls in flight", grace,
                         self.service.inflight)
         if self._reaper is not None:

@@ -222,7 +222,7 @@ class Service:
             req.sessionHandle = client_session_handle
         if resp.operationHandle is not None and resp.status.statusCode in (0, 1):
             op = Operation(OpKind.UPSTREAM, resp.operationHandle.operationType, statement=name,
-                           decision="metadata")
+                           decision="metadata", state=OpState.FINISHED)
             resp.operationHandle = self._register_op(session, op, resp.operationHandle,
                                                      resp.operationHandle.operationType,
                                                      resp.operationHandle.hasResultSet)
@@ -289,7 +289,8 @@ class Service:
             return resp
         self._track_session_state(session, req.statement)
         op = Operation(OpKind.UPSTREAM, T.TOperationType.EXECUTE_STATEMENT,
-                       statement=req.statement, decision=label)
+                       statement=req.statement, decision=label,
+                       state=OpState.RUNNING if req.runAsync else OpState.FINISHED)
         resp.operationHandle = self._register_op(session, op, resp.operationHandle,
                                                  resp.operationHandle.operationType,
                                                  resp.operationHandle.hasResultSet)
@@ -413,7 +414,9 @@ class Service:
     async def _h_GetOperationStatus(self, conn, name, req: T.TGetOperationStatusReq, seqid):
         op = self._op(req.operationHandle)
         if op.kind is OpKind.UPSTREAM:
-            return await self._forward_op_call(op, name, req, seqid)
+            reply = await self._forward_op_call(op, name, req, seqid)
+            self._mirror_state(op, reply)
+            return reply
         if op.state.running:
             try:
                 await asyncio.wait_for(op.done.wait(), self.long_poll)
@@ -425,6 +428,16 @@ class Service:
             resp.errorCode = op.error.errorCode or 0
             resp.errorMessage = op.error.errorMessage
         return resp
+
+    @staticmethod
+    def _mirror_state(op: Operation, reply: bytes) -> None:
+        """Remember upstream's state (small reply) so shutdown can drain running statements."""
+        try:
+            resp = codec.decode_reply(reply, "GetOperationStatus")
+        except Exception:  # noqa: BLE001 - the client gets the reply as is
+            return
+        if resp.operationState is not None and resp.operationState in OpState._value2member_map_:
+            op.state = OpState(resp.operationState)   # mirrored, not driven: no transition check
 
     async def _h_GetResultSetMetadata(self, conn, name, req: T.TGetResultSetMetadataReq, seqid):
         op = self._op(req.operationHandle)
@@ -491,8 +504,10 @@ class Service:
             self._recently_closed.pop(next(iter(self._recently_closed)))
         if op.task is not None and not op.task.done():
             op.task.cancel()
-        final = op.state.name if op.kind is not OpKind.UPSTREAM else "-"
-        if op.kind is not OpKind.UPSTREAM and op.state is not OpState.CLOSED:
+        final = op.state.name
+        if op.kind is OpKind.UPSTREAM:
+            op.state = OpState.CLOSED
+        elif op.state is not OpState.CLOSED:
             op.to(OpState.CLOSED)
         self._log_statement(op.session, op, op.decision, final, time.monotonic() - op.created,
                             op.statement)
@@ -514,8 +529,16 @@ class Service:
     # ------------------------------------------------------------------ housekeeping
 
     def running_operations(self) -> int:
-        return sum(1 for op in self.operations.values()
-                   if op.kind is not OpKind.UPSTREAM and op.state.running)
+        """Statements still running (upstream ones as last reported to their client)."""
+        return sum(1 for op in self.operations.values() if op.state.running)
+
+    def busy(self, settle: float = 1.0) -> bool:
+        """In-flight calls, running statements, or results being fetched right now (an
+        operation touched within `settle` seconds): what a graceful shutdown waits for."""
+        if self.inflight or self.running_operations():
+            return True
+        now = time.monotonic()
+        return any(now - op.last_access < settle for op in self.operations.values())
 
     async def reap_idle(self, now: float | None = None) -> None:
         """Close idle sessions and idle terminal operations (server timer)."""

@@ -270,3 +270,26 @@ def test_nosasl_mode_and_mismatch_messages(gw_dir, gw_relay):
             Raw(p.host, p.port)                   # SASL client -> clear BAD message
     finally:
         assert p.stop(check=True) == 0
+
+
+def test_sigterm_drains_running_statement_then_exits_0(gw_dir, gw_relay):
+    import threading
+    p = start_proxy(gw_dir / "proxy-drain", ("127.0.0.1", gw_relay.port))
+    out: dict = {}
+
+    def run():
+        try:
+            conn = pyhive_connect(p.host, p.port)
+            cur = conn.cursor()
+            cur.execute("select reflect('java.lang.Thread', 'sleep', bigint(4000)) r, 7 n")
+            out["rows"] = cur.fetchall()
+        except Exception as e:  # noqa: BLE001 - reported below
+            out["error"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(2.0)                      # statement is running in Spark now
+    assert p.stop(timeout=40, check=True) == 0
+    t.join(30)
+    assert out.get("rows") == [("null", 7)], out
+    log = p.log_path.read_text()
+    assert "shutting down" in log and "stopped" in log
