@@ -1,4 +1,55 @@
 """datamap-proxy: a HiveServer2 (TCLIService) proxy in front of a Spark Thrift Server.
 
-(The architecture page is written by the gateway; see shared docs architecture.md.)
+BI clients (beeline/Hive JDBC, PyHive, impyla, ODBC) connect to the proxy exactly as they
+would to Spark. The proxy answers datamap DDL itself, rewrites queries a datamap can answer,
+and forwards everything else unchanged.
+
+Layers (I/O only at the edges: server.py, upstream.py, engine.py)
+-----------------------------------------------------------------
+::
+
+  client bytes
+     │  server.py      asyncio accept loop; one named task per connection. First byte
+     │                 decides the transport: 0x01 SASL START -> SASL PLAIN (thrift/sasl.py,
+     │                 credentials checked by auth.py), 0x80/0x00 raw Thrift -> NOSASL. TLS
+     │                 when a cert is configured. Frames/messages are bounded by
+     │                 max_frame_bytes; bad input closes that one connection, never the server.
+     ▼
+  thrift/codec.py      bytes <-> (method, type, seqid, args/result) with the C-accelerated
+     │                 binary protocol; skip-parser for NOSASL message boundaries;
+     │                 TApplicationException (UNKNOWN_METHOD for GetLog & co, same seqid).
+     ▼
+  service.py           one handler per TCLIService call. Every handle a client sees is
+     │                 minted here (handles.py: 16-byte guid + secret) and maps to a Session
+     │                 (session.py) or an Operation (operations.py: explicit state machine).
+     │                 Replies without handles (FetchResults, GetOperationStatus, ...) are
+     │                 relayed as upstream's bytes: row data is never decoded in pass-through.
+     │   ExecuteStatement -> router.py Router.decide(ctx, sql) -> Decision:
+     │     PassThrough / Rewrite   forwarded (Rewrite sends its SQL instead); with `after`
+     │                             the proxy polls upstream and awaits the hook before the
+     │                             client sees FINISHED.
+     │     Local                   runner() -> LocalResult served by results.py (columnar
+     │                             TRowSet for protocol >= V6, row-based below; FETCH_FIRST;
+     │                             long-poll GetOperationStatus up to 5 s).
+     │     Reject                  error status with the handler's SQLSTATE.
+     │   Handlers are appended to the Router by components (statements.py owns
+     │   `SET datamap.rewrite.enabled`; datamaps/ adds DDL; the rewriter adds Rewrite).
+     ▼
+  upstream.py          asyncio HS2 client to Spark: one connection + session per client
+                       session, opened as the client's user with its OpenSession
+                       configuration; protocol = min(client, Spark, configured max); one
+                       lock per connection; every await has a timeout; a broken connection
+                       fails that session's calls with SQLSTATE 08S01, nobody else's.
+
+errors.py turns any exception into a TStatus in one place (ClientError: our SQLSTATE;
+UpstreamError: Spark's status untouched; anything else: HY000 "Internal proxy error").
+config.py holds frozen settings (defaults < TOML < DATAMAP_PROXY_<SECTION>_<KEY> < flags).
+cli.py: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `users add`,
+`doctor`.
+
+Lifecycle
+---------
+Client disconnect closes its sessions upstream. Idle sessions/operations are reaped on a
+timer. SIGTERM/SIGINT: stop accepting, wait (shutdown_grace) for in-flight calls, running
+statements and results being fetched, close every upstream session, exit 0.
 """
