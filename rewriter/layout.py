@@ -26,7 +26,7 @@ from rewriter import sparktypes
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
 from rewriter.normalize import (DIALECT, NormalizeError, canonical_expr, key_of, make_schema,
-                                parse, qualify_tree, spark_output_name)
+                                ident, parse, qualify_tree, quote_unsafe, spark_output_name)
 
 STORABLE = (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)
 
@@ -119,6 +119,7 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
         qualify_tree(tree, make_schema(schemas), current_db)
     except NormalizeError as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "42S02") from e
+    quote_unsafe(tree)
     if tree.args.get("having"):
         raise DatamapDefinitionError(f"datamap {name}: HAVING is not supported in a datamap query", "0A000")
     if any(isinstance(n, exp.Window) for n in tree.walk()):
@@ -174,7 +175,7 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     def add(role, expr_sql_node, canon, col_name, ctype, agg=None):
         columns.append(StoredColumn(name=col_name, role=role, expr_sql=_translate(expr_sql_node, qtype).sql(DIALECT),
                                     type=ctype or "", agg=agg))
-        build_items.append(exp.alias_(_translate(expr_sql_node, qtype), col_name))
+        build_items.append(exp.alias_(_translate(expr_sql_node, qtype), ident(col_name)))
         comp.types[col_name] = ctype or ""
 
     for i, ((_, canon), q_item) in enumerate(zip(facts.outputs, qualified_items)):

@@ -119,9 +119,9 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
     joins = []
     joined = {None}
     for e in extra:
-        table = exp.Table(this=exp.to_identifier(e.table.split(".", 1)[1]),
-                          db=exp.to_identifier(e.table.split(".", 1)[0]),
-                          alias=exp.TableAlias(this=exp.to_identifier(e.alias)))
+        table = exp.Table(this=ident(e.table.split(".", 1)[1]),
+                          db=ident(e.table.split(".", 1)[0]),
+                          alias=exp.TableAlias(this=ident(e.alias)))
         joined.add(e.table)
         if e.kind == "left":
             on = [derive_expression(c, ctx.filter_ctx) for c in e.on]
@@ -190,12 +190,12 @@ def _order_item(o, q: Facts, ctx: Ctx, final_names) -> exp.Expression:
 def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expression:
     db, table = comp.definition.table.split(".", 1)
     if cand.segments is None:
-        return exp.Table(this=exp.to_identifier(table), db=exp.to_identifier(db),
-                         alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        return exp.Table(this=ident(table), db=ident(db),
+                         alias=exp.TableAlias(this=ident(alias)))
     inner = exp.Select(expressions=[exp.Column(this=ident(c.name)) for c in comp.definition.columns])
-    inner.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(table), db=exp.to_identifier(db))))
+    inner.set("from_", exp.From(this=exp.Table(this=ident(table), db=ident(db))))
     segs = [exp.Literal.string(s) for s in cand.segments]
-    cond = exp.In(this=exp.Column(this=exp.to_identifier(SEGMENT_COLUMN)), expressions=segs) if segs \
+    cond = exp.In(this=exp.Column(this=ident(SEGMENT_COLUMN)), expressions=segs) if segs \
         else exp.false()
     inner.set("where", exp.Where(this=cond))
-    return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+    return exp.Subquery(this=inner, alias=exp.TableAlias(this=ident(alias)))

@@ -355,9 +355,26 @@ def ident(name: str) -> exp.Identifier:
     return exp.Identifier(this=name, quoted=not _SAFE_NAME.match(name) or name in _RESERVED)
 
 
+def quote_unsafe(tree: exp.Expression) -> exp.Expression:
+    """Quote identifiers that need it (qualify creates unquoted aliases, e.g. AS order)."""
+    for node in tree.find_all(exp.Identifier):
+        if not node.quoted and (not _SAFE_NAME.match(node.this) or node.this in _RESERVED):
+            node.set("quoted", True)
+    return tree
+
+
 _RESERVED = frozenset({"select", "from", "where", "group", "order", "by", "limit", "having", "table",
                        "join", "on", "and", "or", "not", "as", "case", "when", "then", "else",
                        "end", "in", "is", "null", "true", "false", "year", "month", "day",
                        "date", "timestamp", "interval", "distinct", "all", "union", "left",
                        "right", "inner", "outer", "full", "cross", "with", "between", "like",
-                       "cast", "user", "current_date", "current_timestamp", "to", "over"})
+                       "cast", "user", "current_date", "current_timestamp", "to", "over", "group", "sum",
+                       "count", "min", "max", "avg", "window", "partition", "rows", "range",
+                       "values", "semi", "anti", "natural", "using", "except", "intersect",
+                       "minus", "lateral", "any", "some", "exists", "primary", "key", "create",
+                       "drop", "insert", "update", "delete", "into", "interval",
+                       "both", "leading", "trailing", "collate", "escape", "filter", "qualify",
+                       "unknown", "fetch", "offset", "only", "time", "zone", "at", "array",
+                       "map", "struct", "references", "constraint", "check", "foreign",
+                       "unique", "grant", "revoke", "authorization", "current_user",
+                       "session_user", "current_time", "distribute", "sort", "cluster"})

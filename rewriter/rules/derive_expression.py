@@ -14,7 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.facts import is_aggregate_call
-from rewriter.normalize import key_of
+from rewriter.normalize import ident, key_of
 
 _LEAVES = (exp.Literal, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Null, exp.Boolean)
 
@@ -30,10 +30,10 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
     if isinstance(node, exp.Column):
         alias = ctx.extra_aliases.get(f"{node.db}.{node.table}")
         if alias is not None:
-            return exp.Column(this=exp.to_identifier(node.name), table=exp.to_identifier(alias))
+            return exp.Column(this=ident(node.name), table=ident(alias))
     hit = ctx.view_map.get(key_of(node, ctx.rep))
     if hit is not None:
-        return exp.Column(this=exp.to_identifier(hit), table=exp.to_identifier(ctx.view_alias))
+        return exp.Column(this=ident(hit), table=ident(ctx.view_alias))
     if isinstance(node, exp.Filter) and ctx.datamap_is_aggregate:
         raise NoDerive(f"aggregate FILTER clause in {node.sql('spark')} is not supported")
     if is_aggregate_call(node):
@@ -64,7 +64,7 @@ def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
     k = key_of(col, ctx.rep)
     for col_key, fine, view_col, ctype in ctx.buckets:
         if col_key == k and ts.is_rollup(fine, gran):
-            stored = exp.Column(this=exp.to_identifier(view_col), table=exp.to_identifier(ctx.view_alias))
+            stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
             return ts.rollup_expr(stored, fine, gran, ctype)
     return None
 

@@ -22,7 +22,7 @@ import functools
 from sqlglot import exp
 
 from rewriter import sparktypes
-from rewriter.normalize import key_of
+from rewriter.normalize import ident, key_of
 from rewriter.rules.derive_expression import NoDerive, derive_expression
 
 
@@ -31,7 +31,7 @@ class NeedsReaggregation(Exception):
 
 
 def _col(ctx, name: str) -> exp.Column:
-    return exp.Column(this=exp.to_identifier(name), table=exp.to_identifier(ctx.view_alias))
+    return exp.Column(this=ident(name), table=ident(ctx.view_alias))
 
 
 @functools.lru_cache(maxsize=256)
