@@ -35,7 +35,7 @@ def test_build_sql_materialises_exactly_the_stored_columns_and_reads_sources():
     assert build_sql(d, {}) == (
         "SELECT s.country AS country, i.category AS category, SUM(s.quantity) AS q "
         "FROM default.sales AS s JOIN default.item AS i ON s.item_id = i.item_id "
-        "WHERE s.year >= 2020 GROUP BY s.country, i.category")
+        "WHERE s.`year` >= 2020 GROUP BY s.country, i.category")
     assert d.build_sql({"default.sales": "new_rows"}).startswith(
         "SELECT s.country AS country, i.category AS category, SUM(s.quantity) AS q FROM new_rows AS s JOIN")
 
