@@ -86,7 +86,8 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     ctx.filter_ctx = Ctx(name=ctx.name, rep=drep, view_alias=view_alias,
                          view_map={key_of(e, drep): c for e, c in source}, agg_map={},
                          extra_aliases=ctx.extra_aliases, datamap_is_aggregate=ctx.datamap_is_aggregate,
-                         reagg=ctx.reagg, global_agg=ctx.global_agg, column_types=q.column_types)
+                         reagg=ctx.reagg, global_agg=ctx.global_agg, column_types=q.column_types,
+                         buckets=_buckets(comp, drep, q.column_types))
     try:
         try:
             sel = _build(q, comp, cand, ctx, extra, comp_preds)

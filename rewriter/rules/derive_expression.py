@@ -45,6 +45,10 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
         return _rebuild(node, ctx, groups_only)
     if isinstance(node, exp.Column):
         raise NoDerive(f"column {node.table}.{node.name} is not in datamap {ctx.name}")
+    if ctx.buckets and isinstance(node, (exp.GTE, exp.LT)) and isinstance(node.this, exp.Column):
+        aligned = _aligned_bound(node, ctx)
+        if aligned is not None:
+            return aligned
     if ctx.buckets and isinstance(node, (exp.TimestampTrunc, exp.Paren, exp.Sub)):
         rolled = _roll_up_bucket(node, ctx)
         if rolled is not None:
@@ -66,6 +70,29 @@ def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
         if col_key == k and ts.is_rollup(fine, gran):
             stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
             return ts.rollup_expr(stored, fine, gran, ctype)
+    return None
+
+
+def _aligned_bound(node: exp.Expression, ctx) -> exp.Expression | None:
+    """`col >= X` / `col < X` on a raw time column the datamap only keeps as a bucket: when X
+    starts a bucket, bucket(col) >= X <=> col >= X (and likewise for <), because the bucket
+    is monotone and bucket(X) = X (rewriter.timeseries.is_aligned). Not for > or <=."""
+    from rewriter import timeseries as ts
+    if key_of(node.this, ctx.rep) in ctx.view_map:
+        return None                       # the raw column itself is stored: use it
+    bound = node.expression
+    text = None
+    if isinstance(bound, exp.Literal) and bound.is_string:
+        text = bound.this
+    elif isinstance(bound, exp.Cast) and isinstance(bound.this, exp.Literal) and bound.this.is_string:
+        text = bound.this.this
+    if text is None:
+        return None
+    k = key_of(node.this, ctx.rep)
+    for col_key, fine, view_col, _ in ctx.buckets:
+        if col_key == k and ts.is_aligned(text, fine):
+            stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
+            return type(node)(this=stored, expression=bound.copy())
     return None
 
 
