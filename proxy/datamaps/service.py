@@ -113,6 +113,14 @@ class DatamapService:
                 out.setdefault(db, {})[name] = self._schema_cache[t]
         return out
 
+    def invalidate_schemas(self, table: str | None = None) -> None:
+        """Forget cached schemas (of one table, or all): call after ALTER TABLE."""
+        if table is None:
+            self._schema_cache.clear()
+        else:
+            self._schema_cache.pop(table, None)
+        self._index_version = -1
+
     def _resolve(self, name: ddl.Name, on_table: ddl.Name | None, current_db: str) -> tuple[str, str]:
         db = name.db or (on_table.db if on_table else None) or current_db
         return db, name.name
@@ -343,6 +351,7 @@ class DatamapService:
         if not recs:
             return
         try:
+            self.schemas([table], refresh=True)   # here, in a worker thread, not on the loop
             self.sync_base_files(table, source)
         except Exception as e:  # noqa: BLE001 - the load itself succeeded upstream
             log.warning("cannot list %s after a load; disabling its datamaps", table,
