@@ -293,3 +293,31 @@ def test_sigterm_drains_running_statement_then_exits_0(gw_dir, gw_relay):
     assert out.get("rows") == [("null", 7)], out
     log = p.log_path.read_text()
     assert "shutting down" in log and "stopped" in log
+
+
+def test_tls(gw_dir, gw_relay):
+    import shutil
+    import subprocess
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    d = gw_dir / "tls"
+    d.mkdir(exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(d / "key.pem"), "-out", str(d / "cert.pem"), "-days", "1",
+                    "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    p = start_proxy(d / "proxy", ("127.0.0.1", gw_relay.port),
+                    extra_args=["--tls-cert", str(d / "cert.pem"), "--tls-key", str(d / "key.pem")])
+    try:
+        # In a child process: impyla's TLS path upsets CPython 3.11.7's AST recursion
+        # counter in the pytest process (SystemError at session end).
+        import sys
+        code = ("from impala import dbapi\n"
+                f"c = dbapi.connect(host='{p.host}', port={p.port}, auth_mechanism='PLAIN', "
+                "user='me', password='x', use_ssl=True, timeout=60)\n"
+                "cur = c.cursor(); cur.execute(\"select 'tls' as t\"); print(cur.fetchall())\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip() == "[('tls',)]", out.stderr[-2000:]
+        with pytest.raises(Exception):        # plaintext client on the TLS port
+            Raw(p.host, p.port)
+    finally:
+        assert p.stop(check=True) == 0
