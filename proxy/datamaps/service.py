@@ -47,14 +47,14 @@ def _spark_error(exc: Exception, what: str) -> ClientError:
                        "HY000")
 
 
-def referenced_tables(sql: str, current_db: str) -> list[str]:
+def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:
     """"db.table" names a SELECT reads (CTE names excluded), without duplicates."""
     import sqlglot
     from sqlglot import exp
     try:
         tree = sqlglot.parse_one(sql, dialect="spark")
     except sqlglot.errors.ParseError as e:
-        raise ClientError(f"Cannot parse the datamap's SELECT: {e}", "42000") from None
+        raise ClientError(f"Cannot parse the SELECT of {subject}: {e}", "42000") from None
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     out: list[str] = []
     for t in tree.find_all(exp.Table):
@@ -138,7 +138,8 @@ class DatamapService:
 
     # -- DDL -----------------------------------------------------------------------------
     def create(self, stmt: ddl.CreateDatamap, current_db: str) -> LocalResult:
-        tables = referenced_tables(stmt.select_sql, current_db)
+        tables = referenced_tables(stmt.select_sql, current_db,
+                                   f"datamap {stmt.name.qualified(current_db)}")
         schemas = self.schemas(tables)
         try:
             definition = compile_datamap(stmt.name.name, stmt.select_sql, schemas, current_db)
@@ -395,9 +396,16 @@ class DatamapService:
     def candidates(self) -> list[Candidate]:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
         out = []
+        names: set[str] = set()
         for rec in self.catalog.list_datamaps():
             if rec.definition is None or not self.catalog.is_in_sync(rec.db, rec.name):
                 continue
+            if rec.name in names:
+                # The rewriter keys candidates by bare name; never let two collide.
+                log.warning("datamap %s not offered: another database has a datamap of the "
+                            "same name", rec.qualified)
+                continue
+            names.add(rec.name)
             visible = self.catalog.visible_segments(rec.db, rec.name)
             out.append(Candidate(rec.definition,
                                  rows=sum(s.rows or 0 for s in visible),
