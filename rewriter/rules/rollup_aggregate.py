@@ -5,6 +5,8 @@ is also why partial per-segment rows are fine):
   sum(x)            -> sum(sum_x)      cast back to Spark's sum type (decimal(p+10,s))
   count(*), count(x)-> sum(count)      coalesce(…, 0) for a global aggregate: count over no
                                        rows is 0, sum over no rows is NULL
+  count(g)          -> sum(CASE WHEN g IS NULL THEN 0 ELSE count_star END) for a grouping
+                       expression g (all rows of a datamap row share g)
   min(x), max(x)    -> min/max of the stored min/max, or of x when x is a grouping column
   avg(x)            -> sum(sum_x) / sum(count_x), typed as Spark's avg: double for
                        integral/floating x; for decimal(p,s) the same decimal division
@@ -80,11 +82,24 @@ def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
 
     if isinstance(node, exp.Count):
         col = stored("count_star" if star else "count")
-        if col is None:
+        per_row = _col(ctx, col) if col is not None else None
+        star_col = ctx.agg_map.get(("count_star", ""))
+        if per_row is None and not star and star_col is not None:
+            # count(g) of a grouping expression g: the rows of a datamap row all share g,
+            # so they count fully when g is not NULL and not at all when it is
+            try:
+                g = derive_expression(arg, ctx, groups_only=True)
+            except NoDerive:
+                g = None
+            if g is not None:
+                per_row = exp.Case(ifs=[exp.If(this=exp.Is(this=g, expression=exp.Null()),
+                                                true=exp.Literal.number(0))],
+                                   default=_col(ctx, star_col))
+        if per_row is None:
             raise NoDerive(f"{name} is not stored in datamap {ctx.name}")
         if not ctx.reagg:
-            return _col(ctx, col)
-        total = exp.Sum(this=_col(ctx, col))
+            return per_row
+        total = exp.Sum(this=per_row)
         return exp.Coalesce(this=total, expressions=[exp.Literal.number(0)]) if ctx.global_agg else total
     if isinstance(node, (exp.Min, exp.Max)):
         col = stored("min" if isinstance(node, exp.Min) else "max")
