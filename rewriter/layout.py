@@ -41,6 +41,7 @@ class Compiled:
     plain: list[tuple[exp.Expression, str]] = field(default_factory=list)     # SPJ columns
     types: dict[str, str] = field(default_factory=dict)                       # column -> type
     granularity: str | None = None
+    keyed: dict = field(default_factory=dict)   # match.py's per-equivalence-shape key cache
 
 
 # Compiled forms by (definition identity, schema): compile_datamap fills it, so the index

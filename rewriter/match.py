@@ -62,12 +62,7 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     if isinstance(comp_preds, str):
         return comp_preds
     rep = q.rep
-    view_map: dict[str, str] = {}
-    for e, c in (comp.group if comp.definition.is_aggregate else comp.plain):
-        view_map.setdefault(key_of(e, rep), c)
-    agg_map = {}
-    for kind, arg, c in comp.aggs:
-        agg_map.setdefault((kind, "" if arg is None else key_of(arg, rep)), c)
+    view_map, agg_map = _maps(comp, rep)
     if comp.definition.is_aggregate and not q.is_aggregate and not q.distinct:
         return "query is not an aggregate; the datamap holds one row per group"
     exact = (comp.definition.is_aggregate and q.is_aggregate and cand.one_row_per_group and not extra
@@ -82,9 +77,8 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     # Compensating conjuncts are derived with the datamap's own equivalences only: the
     # query's may rest on the very conjunct being compensated (a = b would become a = a).
     drep = d.rep
-    source = comp.group if comp.definition.is_aggregate else comp.plain
     ctx.filter_ctx = Ctx(name=ctx.name, rep=drep, view_alias=view_alias,
-                         view_map={key_of(e, drep): c for e, c in source}, agg_map={},
+                         view_map=_maps(comp, drep)[0], agg_map={},
                          extra_aliases=ctx.extra_aliases, datamap_is_aggregate=ctx.datamap_is_aggregate,
                          reagg=ctx.reagg, global_agg=ctx.global_agg, column_types=q.column_types,
                          buckets=_buckets(comp, drep, q.column_types))
@@ -152,6 +146,25 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
         if q.select.args.get(arg) is not None:
             sel.set(arg, q.select.args[arg].copy())
     return sel
+
+
+def _maps(comp: Compiled, rep: dict) -> tuple[dict, dict]:
+    """Stored expression keys under a query's equivalence classes (cached per class shape:
+    repeated BI queries share it)."""
+    ck = tuple(sorted(rep.items()))
+    hit = comp.keyed.get(ck)
+    if hit is not None:
+        return hit
+    view_map: dict[str, str] = {}
+    for e, c in (comp.group if comp.definition.is_aggregate else comp.plain):
+        view_map.setdefault(key_of(e, rep), c)
+    agg_map: dict = {}
+    for kind, arg, c in comp.aggs:
+        agg_map.setdefault((kind, "" if arg is None else key_of(arg, rep)), c)
+    if len(comp.keyed) > 64:
+        comp.keyed.clear()
+    comp.keyed[ck] = (view_map, agg_map)
+    return view_map, agg_map
 
 
 def _buckets(comp: Compiled, rep, column_types) -> list:
