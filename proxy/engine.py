@@ -262,6 +262,10 @@ class _SparkApp:
         self._gateway: Any = None
         self._out: IO[bytes] | None = None
 
+    def alive(self) -> bool:
+        proc = getattr(self._gateway, "proc", None)
+        return self.session is not None and proc is not None and proc.poll() is None
+
     def launch(self) -> SparkSession:
         from pyspark import SparkConf, SparkContext
         from pyspark.java_gateway import launch_gateway
@@ -270,6 +274,11 @@ class _SparkApp:
         if SparkContext._active_spark_context is not None:
             raise EngineError("a SparkContext is already running in this process; "
                               "one engine per process")
+        if SparkContext._gateway is not None:
+            # Left by a session stopped without its JVM (session.stop()): SparkContext
+            # would silently reuse that JVM and ignore this launch's configuration.
+            SparkContext._gateway = None
+            SparkContext._jvm = None
         conf_map = build_conf(self.state, self.settings, embedded=self.embedded)
         logging.getLogger("py4j").setLevel(logging.WARNING)  # per-connection chatter
         write_log4j2(self.state)
@@ -357,6 +366,11 @@ class EmbeddedEngine:
     @property
     def address(self) -> tuple[str, int] | None:
         return self._address
+
+    def alive(self) -> bool:
+        """True while started and the Spark JVM process is still running (it can die on
+        its own, e.g. out of memory; the proxy then reports upstream errors)."""
+        return self._address is not None and self._app is not None and self._app.alive()
 
     def start(self) -> tuple[str, int]:
         """Start Spark and its Thrift server; return the Thrift server's (host, port).
@@ -447,4 +461,16 @@ def open_pipeline_session(state_dir: Path, spark: SparkSettings | Mapping | Any 
         log.warning("engine: no [spark] metastore_uris: the pipeline session uses a private "
                     "Derby metastore in %s and will not see the upstream's tables", state.root)
     app = _SparkApp(state, settings, embedded=False)
-    return app.launch()
+    session = app.launch()
+    session._datamap_proxy_app = app  # type: ignore[attr-defined]  # for close_pipeline_session
+    return session
+
+
+def close_pipeline_session(session: "SparkSession") -> None:
+    """Stop a session from open_pipeline_session and its JVM, so that another can be opened
+    in this process with a different configuration. Idempotent."""
+    app = getattr(session, "_datamap_proxy_app", None)
+    if app is not None:
+        app.stop()
+    else:
+        session.stop()

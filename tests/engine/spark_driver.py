@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     mode, state_dir, settings = argv[0], Path(argv[1]), json.loads(argv[2])
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
-    from proxy.engine import EmbeddedEngine, open_pipeline_session
+    from proxy.engine import EmbeddedEngine, close_pipeline_session, open_pipeline_session
 
     t0 = time.monotonic()
     engine = None
@@ -53,10 +53,15 @@ def main(argv: list[str]) -> int:
             _say({"error": f"{type(exc).__name__}: {exc}"})
     t1 = time.monotonic()
     if engine is not None:
+        alive_before = engine.alive()
         engine.stop()
         engine.stop()  # idempotent
+        if not alive_before or engine.alive():
+            _say({"error": f"alive() was {alive_before} before stop, {engine.alive()} after"})
+            return 1
     else:
-        spark.stop()
+        close_pipeline_session(spark)
+        close_pipeline_session(spark)  # idempotent
     _say({"stopped": round(time.monotonic() - t1, 2)})
     return 0
 

@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -116,7 +115,6 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
         assert bl.errors == [], bl.stderr[-2000:]
         assert bl.results[0].rows == [("east", "1"), ("north", "2"), ("south", "1")]
         assert {r[1] for r in bl.results[1].rows} >= {"sales", "from_pipeline"}
-        _measure(serve)
         assert serve.stop() == 0, serve.tail()
         assert serve.jvm_pids_alive() == [], "the embedded JVM outlived the proxy"
     finally:
@@ -188,38 +186,6 @@ class ServeProc:
             self.proc.wait(30)
         if not self._log.closed:
             self._log.close()
-
-
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def _measure(serve: ServeProc, n: int = 30) -> None:
-    """Print (not assert: the machine is shared) the idle RSS and the added latency of a
-    tiny query through the proxy versus straight to the embedded Thrift server."""
-    time.sleep(2)
-    jvm_kb = sum(_rss_kb(p) for p in serve.jvm_pids if Path(f"/proc/{p}").exists())
-    print(f"idle RSS: proxy python {_rss_kb(serve.proc.pid) / 1024:.0f} MiB, "
-          f"embedded JVM {jvm_kb / 1024:.0f} MiB")
-    medians = {}
-    for name, port in (("direct", serve.engine_port), ("proxy", serve.port)):
-        conn = pyhive_connect("127.0.0.1", port)
-        try:
-            cur = conn.cursor()
-            samples = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                cur.execute("SELECT 1")
-                cur.fetchall()
-                samples.append(time.perf_counter() - t0)
-        finally:
-            conn.close()
-        medians[name] = statistics.median(samples[5:]) * 1000
-    print(f"SELECT 1 median: direct {medians['direct']:.1f} ms, proxy {medians['proxy']:.1f} ms,"
-          f" added {medians['proxy'] - medians['direct']:.1f} ms")
 
 
 def _non_loopback_address() -> str | None:
