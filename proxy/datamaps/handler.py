@@ -11,7 +11,9 @@ default PassThrough forwards it unchanged. Runs on the event loop: it only reads
 catalog version and, when that changed, rebuilds the index (a few small SQLite reads).
 
 `DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap ->
-PassThrough(after=...) that cuts the new base segment and refreshes the datamaps.
+PassThrough(after=...) that cuts the new base segment and refreshes the datamaps; DROP
+TABLE of a base table -> PassThrough(after=...) that drops its datamaps; writes to or
+DROP TABLE of a datamap table are rejected.
 
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
@@ -128,17 +130,28 @@ _LOADS = [
 ]
 
 
+_DROP_TABLE = re.compile(_LEAD + r"drop\s+table\s+(?:if\s+exists\s+)?" + _NAME, re.I | re.S)
+
+
+def _qualify(raw: str, current_db: str) -> str:
+    parts = [p.strip() for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*\Z)", raw)]
+    parts = [(p[1:-1].replace("``", "`") if p.startswith("`") else p).lower() for p in parts]
+    return ".".join(parts) if len(parts) == 2 else f"{current_db}.{parts[0]}"
+
+
 def loaded_table(statement: str, current_db: str) -> str | None:
     """"db.table" that an INSERT / LOAD DATA / TRUNCATE statement writes, else None."""
     for pattern in _LOADS:
         m = pattern.match(statement)
         if m:
-            parts = [p.strip() for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*\Z)",
-                                                  m.group("name"))]
-            parts = [p[1:-1].replace("``", "`") if p.startswith("`") else p for p in parts]
-            parts = [p.lower() for p in parts]
-            return ".".join(parts) if len(parts) == 2 else f"{current_db}.{parts[0]}"
+            return _qualify(m.group("name"), current_db)
     return None
+
+
+def dropped_table(statement: str, current_db: str) -> str | None:
+    """"db.table" that a DROP TABLE statement drops, else None."""
+    m = _DROP_TABLE.match(statement)
+    return _qualify(m.group("name"), current_db) if m else None
 
 
 class DatamapLoadHandler:
@@ -152,7 +165,8 @@ class DatamapLoadHandler:
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         table = loaded_table(statement, ctx.current_db)
         if table is None:
-            return None
+            dropped = dropped_table(statement, ctx.current_db)
+            return self._drop(dropped) if dropped else None
         try:
             if self.service.catalog.datamap_by_table(table) is not None:
                 return Reject(f"Table {table} holds a datamap's rows and cannot be written "
@@ -166,4 +180,23 @@ class DatamapLoadHandler:
 
         async def after(_upstream) -> None:
             await asyncio.to_thread(service.after_load, table)
+        return PassThrough(after=after)
+
+    def _drop(self, table: str) -> Decision | None:
+        """DROP TABLE of a base table drops its datamaps afterwards (CarbonData's rule);
+        DROP TABLE of a datamap table is refused (DROP DATAMAP owns it)."""
+        try:
+            rec = self.service.catalog.datamap_by_table(table)
+            if rec is not None:
+                return Reject(f"Table {table} holds the rows of datamap {rec.qualified}; use "
+                              f"DROP DATAMAP {rec.name}", "0A000")
+            if not self.service.catalog.list_datamaps(base_table=table):
+                return None
+        except Exception:  # noqa: BLE001
+            log.warning("catalog lookup failed for DROP TABLE %s", table, exc_info=True)
+            return None
+        service = self.service
+
+        async def after(_upstream) -> None:
+            await asyncio.to_thread(service.after_drop_table, table)
         return PassThrough(after=after)

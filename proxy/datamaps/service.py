@@ -371,6 +371,23 @@ class DatamapService:
                             exc_info=True)
                 self._disable(rec, f"refresh after a load of {table} failed: {e}")
 
+    def after_drop_table(self, table: str) -> list[str]:
+        """The base table was dropped through the proxy: drop its datamaps (and their
+        tables) and forget its segments. Returns the dropped datamaps."""
+        gone = []
+        for rec in self.catalog.list_datamaps(base_table=table):
+            with self._lock(rec.qualified):
+                try:
+                    self._drop_everything(rec)
+                    gone.append(rec.qualified)
+                except Exception:  # noqa: BLE001 - at least keep it from being used
+                    log.warning("dropping datamap %s after DROP TABLE %s failed",
+                                rec.qualified, table, exc_info=True)
+                    self._disable(rec, f"base table {table} was dropped")
+        self.catalog.forget_base_table(table)
+        self._schema_cache.pop(table, None)
+        return gone
+
     def _disable(self, rec: DatamapRecord, reason: str) -> None:
         try:
             self.catalog.set_status(rec.db, rec.name, "DISABLED", reason[:500])

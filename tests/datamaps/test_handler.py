@@ -216,3 +216,27 @@ async def test_load_decisions(service, monkeypatch):
     assert h(_ctx(), "INSERT INTO db1.other VALUES (1)") is None
     rej = h(_ctx(), "INSERT INTO agg_table VALUES ('x', 1, '0')")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "db1.agg_table" in rej.message
+
+
+async def test_drop_table_decisions(service, monkeypatch):
+    from proxy.datamaps import service as service_mod
+    from proxy.datamaps.handler import DatamapLoadHandler, dropped_table
+    from proxy.router import PassThrough
+    assert dropped_table("DROP TABLE IF EXISTS `Db2`.t", "db1") == "db2.t"
+    assert dropped_table("drop table t", "db1") == "db1.t"
+    assert dropped_table("DROP VIEW t", "db1") is None
+    h = DatamapLoadHandler(service)
+    assert h(_ctx(), "DROP TABLE sales") is None
+    _add_built_datamap(service)
+    rej = h(_ctx(), "DROP TABLE agg_table")
+    assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "DROP DATAMAP agg" in rej.message
+    d = h(_ctx(), "DROP TABLE IF EXISTS db1.sales")
+    assert isinstance(d, PassThrough)
+    dropped_tables = []
+    monkeypatch.setattr(service_mod, "drop", lambda spark, definition: dropped_tables.append(
+        definition.table))
+    monkeypatch.setattr(service, "_spark_provider", lambda: None)
+    await d.after(_upstream)
+    assert dropped_tables == ["db1.agg_table"]
+    assert service.catalog.list_datamaps() == []
+    assert service.catalog.base_segments("db1.sales", live_only=False) == []
