@@ -11,6 +11,7 @@ skipped. `pytest --targets=direct` narrows the run while developing.
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -66,10 +67,29 @@ def itest_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sts(itest_dir) -> Sts:
-    server = start_sts(itest_dir / "sts")
-    yield server
-    server.stop()
+def sts_starts(request, itest_dir) -> dict[str, Future]:
+    """Start, in parallel, every Spark Thrift Server the selected tests need: "main" (SASL
+    PLAIN, the session's) and, when test_nosasl.py is selected, "nosasl". Start-up is
+    mostly JVM and Hive warm-up, so overlapping the two saves wall-clock time. Each server
+    is stopped at the end of the session."""
+    wanted = {"main": "NONE"}
+    if any("test_nosasl.py" in item.nodeid for item in request.session.items):
+        wanted["nosasl"] = "NOSASL"
+    pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="sts-start")
+    futures = {name: pool.submit(start_sts, itest_dir / f"sts-{name}", auth=auth)
+               for name, auth in wanted.items()}
+    yield futures
+    for fut in futures.values():
+        try:
+            fut.result().stop()
+        except Exception:  # noqa: BLE001 - a failed start was already reported by its user
+            pass
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def sts(sts_starts) -> Sts:
+    return sts_starts["main"].result()
 
 
 class _ProxyHolder:

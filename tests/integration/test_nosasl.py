@@ -9,20 +9,19 @@ from tests.integration.conftest import Target, TYPES_COLUMNS, types_select, type
 from tests.support.clients import (RawHS2, impyla_connect, impyla_execute, pyhive_connect,
                                    pyhive_execute, run_beeline)
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import start_sts
 
 TABLE = "default.nosasl_types"
 
 
 @pytest.fixture(scope="module")
-def sts(itest_dir):
-    # Shadows the session STS inside this module.
-    server = start_sts(itest_dir / "sts-nosasl", auth="NOSASL")
+def sts(sts_starts):
+    # Shadows the session STS inside this module; started alongside it (conftest), stopped
+    # at the end of the session.
+    server = sts_starts["nosasl"].result()
     with RawHS2(server.host, server.port, auth="NOSASL") as raw:
         for stmt in types_statements(TABLE):
             raw.execute(stmt)
-    yield server
-    server.stop()
+    return server
 
 
 @pytest.fixture(scope="module")
