@@ -115,8 +115,11 @@ class DatamapIndex:
         used: list[str] = []
         replaced = False
         matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
-        if any(m is not None for m in matches):
-            tree = parse(sql)
+        if len(matches) == 1 and matches[0] is not None and originals[0] is tree \
+                and tree.args.get("with_") is None:
+            originals = [tree]        # the whole statement is the rewritten block
+        elif any(m is not None for m in matches):
+            tree = parse(sql)         # the other blocks must be emitted as written
             originals = list(tree.find_all(exp.Select))
         for orig, m in zip(originals, matches):
             if m is None:
