@@ -62,7 +62,12 @@ class DatamapIndex:
         if hit is not None:
             self._cache.move_to_end(key)
             return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped))
-        res = self._rewrite(sql, current_db)
+        try:
+            res = self._rewrite(sql, current_db)
+        except Exception as e:  # a rewriter bug must never fail the statement: forward it as is
+            log.exception("rewrite failed; forwarding the statement unchanged")
+            res = RewriteResult(sql, False, [], {n: f"internal error ({type(e).__name__})"
+                                                 for n in self.candidates})
         self._cache[key] = res
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
