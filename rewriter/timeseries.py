@@ -339,9 +339,26 @@ def _column_type(col: exp.Expression, schemas: Mapping | None, current_db: str) 
     return hits[0][name]
 
 
+def _keep_output_names(tree: exp.Expression) -> None:
+    """Alias every unaliased SELECT item that contains timeseries() with the name Spark would
+    give it if timeseries were a function (`timeseries(ts, hour)`), so a column's name does
+    not depend on whether a datamap answered the query (the rewriter names it the same way).
+    """
+    from rewriter.normalize import spark_output_name   # lazy: normalize is the heavier module
+    for select in tree.find_all(exp.Select):
+        for item in select.expressions:
+            if isinstance(item, exp.Alias) or not any(
+                    _is_timeseries_call(n) for n in item.find_all(exp.Anonymous)):
+                continue
+            name = spark_output_name(item)
+            if name:
+                item.replace(exp.alias_(item.copy(), exp.to_identifier(name, quoted=True)))
+
+
 def translate_tree(tree: exp.Expression, schemas: Mapping | None = None,
                    current_db: str = "default") -> exp.Expression:
     """Replace every timeseries() call in `tree` (in place) and return the tree."""
+    _keep_output_names(tree)
     calls = [n for n in tree.find_all(exp.Anonymous) if _is_timeseries_call(n)]
     # innermost first, so a call nested in another call's argument is translated before it
     for call in reversed(calls):

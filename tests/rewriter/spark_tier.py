@@ -28,21 +28,30 @@ HIDDEN_SEGMENT = "9"     # written but not visible: a rewrite that reads it doub
 
 @dataclass
 class Materialiser:
-    """Creates datamap tables; reuses a table when the same definition and variant is asked
-    again (cases share datamaps), which keeps the tier within its time budget."""
+    """Creates datamap tables; reuses one when the same definition and layout is asked for
+    again (cases share datamaps), which keeps the tier within its time budget.
+
+    full       a parquet table, CREATE TABLE <table> AS build_sql(definition, {}) plus the
+               segment column ('0'): one row per group, stored as the pipeline stores it.
+    segmented  a view over 4 segments: the datamap built over 3 disjoint hash slices of its
+               first base table (partial aggregates, several rows per group) and an
+               invisible 4th segment holding a full copy that a correct rewrite never reads.
+               A view (not a table) because it is 4 builds per datamap and the machine is
+               shared; the stored columns are the same SELECTs the pipeline would write.
+    """
     spark: Any
     schemas: dict
 
     def __post_init__(self):
-        self._state: dict[str, tuple] = {}
+        self._state: dict[str, tuple] = {}       # table -> (kind, key)
+        self._slices: set[str] = set()
 
     def _drop(self, table: str) -> None:
-        self.spark.sql(f"DROP TABLE IF EXISTS {table}")
-        self._state.pop(table, None)
+        kind = self._state.pop(table, ("table",))[0]
+        self.spark.sql(f"DROP {'VIEW' if kind == 'view' else 'TABLE'} IF EXISTS {table}")
 
     def full(self, d: DatamapDefinition) -> Candidate:
-        """One segment '0' built by build_sql(definition, {}) -- one row per group."""
-        key = ("full", d.select_sql, d.database, d.build_sql({}))
+        key = ("table", d.build_sql({}))
         if self._state.get(d.table) != key:
             self._drop(d.table)
             self.spark.sql(f"CREATE TABLE {d.table} USING parquet AS "
@@ -62,26 +71,27 @@ class Materialiser:
             return None
         return d.base_tables[0]
 
+    def _slice(self, fact: str, k: int) -> str:
+        db, t = fact.split(".")
+        view = f"{db}.dm_slice__{t}_{k}"
+        if view not in self._slices:
+            cols = ", ".join(f"`{c}`" for c in self.schemas[db][t])
+            self.spark.sql(
+                f"CREATE OR REPLACE VIEW {view} AS SELECT {cols} FROM "
+                f"(SELECT *, pmod(hash(*), {SLICES}) AS dm_slice__k FROM {fact}) WHERE dm_slice__k = {k}")
+            self._slices.add(view)
+        return view
+
     def segmented(self, d: DatamapDefinition) -> Candidate:
-        """Segments '0','1','2' = the datamap built over 3 disjoint hash slices of its first
-        base table (partial aggregates: several rows per group), plus an invisible segment
-        holding a full extra copy. Visible segments are passed in the Candidate."""
         fact = self.sliceable(d)
         assert fact is not None
-        db, t = fact.split(".")
-        cols = ", ".join(f"`{c}`" for c in self.schemas[db][t])
-        parts = []
-        for k in range(SLICES):
-            view = f"dm_slice_{k}"
-            self.spark.sql(
-                f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {cols} FROM "
-                f"(SELECT *, pmod(hash(*), {SLICES}) AS dm_slice__k FROM {fact}) WHERE dm_slice__k = {k}")
-            parts.append(f"SELECT b.*, '{k}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({fact: view})}) b")
+        parts = [f"SELECT b.*, '{k}' AS {SEGMENT_COLUMN} FROM "
+                 f"({d.build_sql({fact: self._slice(fact, k)})}) b" for k in range(SLICES)]
         parts.append(f"SELECT b.*, '{HIDDEN_SEGMENT}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b")
-        key = ("segmented", d.select_sql, d.database, tuple(parts))
+        key = ("view", tuple(parts))
         if self._state.get(d.table) != key:
             self._drop(d.table)
-            self.spark.sql(f"CREATE TABLE {d.table} USING parquet AS {' UNION ALL '.join(parts)}")
+            self.spark.sql(f"CREATE VIEW {d.table} AS {' UNION ALL '.join(parts)}")
             self._state[d.table] = key
         return Candidate(definition=d, one_row_per_group=False,
                          segments=tuple(str(k) for k in range(SLICES)))
@@ -89,6 +99,9 @@ class Materialiser:
     def drop_all(self) -> None:
         for t in list(self._state):
             self._drop(t)
+        for v in self._slices:
+            self.spark.sql(f"DROP VIEW IF EXISTS {v}")
+        self._slices.clear()
 
 
 # --- comparison ----------------------------------------------------------------------------
@@ -187,39 +200,77 @@ def _fmt_rows(rows: Iterable[tuple], limit: int = 8) -> str:
     return "; ".join(repr(r) for r in rows[:limit]) + more
 
 
-def compare(spark, original: str, rewritten: str, schemas: dict, current_db: str) -> Outcome:
-    """Run both statements and list every difference (empty list: equivalent)."""
-    spark.sql(f"USE {current_db}")
-    orig_sql = translate_sql(original, schemas, current_db)
-    problems: list[str] = []
-    odf, rdf = spark.sql(orig_sql), spark.sql(rewritten)
-    oschema = [(f.name, f.dataType.simpleString()) for f in odf.schema.fields]
-    rschema = [(f.name, f.dataType.simpleString()) for f in rdf.schema.fields]
-    if oschema != rschema:
-        problems.append(f"schema differs: original {oschema} vs rewritten {rschema}")
-    orows = [tuple(r) for r in odf.collect()]
-    rrows = [tuple(r) for r in rdf.collect()]
-    tree = sqlglot.parse_one(orig_sql, read="spark")
+def _schema(df) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+
+
+def _diff_rows(tree: exp.Expression, names: list[str], orows: list[tuple],
+               rrows: list[tuple]) -> list[str]:
+    problems = []
     limited = tree.args.get("limit") is not None
-    keys = _order_key_positions(tree, [n for n, _ in oschema])
+    keys = _order_key_positions(tree, names)
     if len(orows) != len(rrows):
         problems.append(f"row count differs: original {len(orows)} vs rewritten {len(rrows)}")
-    if keys and keys is not None:
+    if keys:
         okeys = [tuple(r[i] for i in keys) for r in orows]
         rkeys = [tuple(r[i] for i in keys) for r in rrows]
-        if not all(rows_equal(a, b) for a, b in zip(okeys, rkeys)):
-            problems.append("ORDER BY key sequence differs: first mismatch at "
-                            + str(next(i for i, (a, b) in enumerate(zip(okeys, rkeys))
-                                       if not rows_equal(a, b))))
+        bad = [i for i, (a, b) in enumerate(zip(okeys, rkeys)) if not rows_equal(a, b)]
+        if bad:
+            problems.append(f"ORDER BY key sequence differs from row {bad[0]}")
         if limited and orows:
             last = okeys[-1]
             orows = [r for r, k in zip(orows, okeys) if not rows_equal(k, last)]
             rrows = [r for r, k in zip(rrows, rkeys) if not rows_equal(k, last)]
     elif limited and tree.args.get("order") is None:
-        # LIMIT without ORDER BY: any n rows are right; only the count is comparable
-        orows, rrows = [], []
+        orows, rrows = [], []      # LIMIT without ORDER BY: any n rows are right
     only_o, only_r = multiset_diff(orows, rrows)
     if only_o or only_r:
         problems.append(f"rows differ: {len(only_o)} only in original [{_fmt_rows(only_o)}], "
                         f"{len(only_r)} only in rewritten [{_fmt_rows(only_r)}]")
-    return Outcome(orig_sql, rewritten, problems)
+    return problems
+
+
+def compare_many(spark, original: str, rewrites: dict[str, str], schemas: dict,
+                 current_db: str) -> dict[str, Outcome]:
+    """Run the original and every rewrite; label -> Outcome (empty problems: equivalent).
+
+    Statements whose schema equals the original's and which have no top-level ORDER BY run
+    as ONE Spark job (tagged UNION ALL) -- each job costs far more than its rows here."""
+    spark.sql(f"USE {current_db}")
+    orig_sql = translate_sql(original, schemas, current_db)
+    tree = sqlglot.parse_one(orig_sql, read="spark")
+    odf = spark.sql(orig_sql)
+    oschema = _schema(odf)
+    names = [n for n, _ in oschema]
+    out: dict[str, Outcome] = {}
+    union: list[str] = []
+    separate: list[str] = []
+    for label, sql in rewrites.items():
+        problems = []
+        rschema = _schema(spark.sql(sql))
+        if rschema != oschema:
+            problems.append(f"schema differs: original {oschema} vs rewritten {rschema}")
+        out[label] = Outcome(orig_sql, sql, problems)
+        (separate if problems or tree.args.get("order") is not None else union).append(label)
+    rows: dict[str, list[tuple]] = {}
+    if union:
+        parts = [f"SELECT 0 AS dm__side, * FROM ({orig_sql}) dm__q"]
+        parts += [f"SELECT {i + 1}, * FROM ({rewrites[lb]}) dm__q{i}" for i, lb in enumerate(union)]
+        buckets: dict[int, list[tuple]] = {i: [] for i in range(len(union) + 1)}
+        for r in spark.sql(" UNION ALL ".join(parts)).collect():
+            buckets[r[0]].append(tuple(r)[1:])
+        rows[""] = buckets[0]
+        for i, lb in enumerate(union):
+            rows[lb] = buckets[i + 1]
+    if "" not in rows:
+        rows[""] = [tuple(r) for r in odf.collect()]
+    for lb in separate:
+        rows[lb] = [tuple(r) for r in spark.sql(rewrites[lb]).collect()]
+    for lb in rewrites:
+        out[lb].problems += _diff_rows(tree, names, rows[""], rows[lb])
+    return out
+
+
+def compare(spark, original: str, rewritten: str, schemas: dict, current_db: str) -> Outcome:
+    """Run both statements and list every difference (empty list: equivalent)."""
+    return compare_many(spark, original, {"rewritten": rewritten}, schemas, current_db)["rewritten"]

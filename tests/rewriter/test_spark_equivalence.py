@@ -1,15 +1,16 @@
 """Meaning tier: every must-hit fixture case runs on real Spark, original vs rewritten.
 
 For each case the datamaps are compiled with the core's compile_datamap and materialised
-as their layout says:
-  full       CREATE TABLE <definition.table> AS build_sql(definition, {}) -- one row per
-             group (skipped for `partial: true` cases);
-  segmented  for partial cases and for every aggregate datamap: 3 segments built over
-             disjoint hash slices of the first base table (several rows per group) plus an
-             invisible 4th segment holding a full copy; Candidate(one_row_per_group=False,
-             segments=('0','1','2')).
-Then rewrite() runs against those candidates, and the original and the rewritten SQL must
-give the same column names, types and rows (spark_tier.compare). Zero differences allowed:
+as their layout says (spark_tier.Materialiser):
+  one row per group   CREATE TABLE <definition.table> AS build_sql(definition, {})
+                      (not for `partial: true` cases);
+  partial segments    for partial cases and for every aggregate case: 3 segments built over
+                      disjoint hash slices of the first base table (several rows per group)
+                      plus an invisible 4th segment holding a full copy;
+                      Candidate(one_row_per_group=False, segments=('0','1','2')). Compiled
+                      under <name>__seg so both layouts exist side by side.
+Then rewrite() runs against each layout, and the original and every rewritten SQL must
+give the same column names, types and rows (spark_tier.compare_many, one Spark job). Zero differences allowed:
 a difference is a correctness bug in the rewriter, never a reason to edit the fixture.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ if not all(hasattr(core, n) for n in ("compile_datamap", "rewrite")):
     pytest.skip("rewriter core (compile_datamap, rewrite) not implemented yet",
                 allow_module_level=True)
 
-from tests.rewriter.spark_tier import Materialiser, compare  # noqa: E402
+from tests.rewriter.spark_tier import Materialiser, compare_many  # noqa: E402
 
 
 def _cases():
@@ -36,17 +37,14 @@ def _cases():
             continue
         data = yaml.safe_load(f.read_text()) or {}
         for i, case in enumerate(data.get("cases") or []):
-            title = case.get("title", f"case {i}")
-            partial = bool(case.get("partial", False))
-            variants = ["segmented"] if partial else ["full", "segmented"]
-            for v in variants:
-                out.append((v, f.stem, i, title, case))
-    # group by variant, then by datamap set, so materialised tables are reused across cases
-    out.sort(key=lambda c: (c[0], sorted((c[4].get("datamaps") or {}).items()), c[1], c[2]))
-    return [pytest.param(v, case, id=f"{v}:{stem}:{i}:{title}") for v, stem, i, title, case in out]
+            out.append((f.stem, i, case.get("title", f"case {i}"), case))
+    # cases sharing datamaps run next to each other so their tables are reused
+    out.sort(key=lambda c: (sorted((c[3].get("datamaps") or {}).items()), c[0], c[1]))
+    return [pytest.param(case, id=f"{stem}:{i}:{title}") for stem, i, title, case in out]
 
 
 CASES = _cases()
+SEG = "__seg"     # the segmented layout is compiled under <name>__seg so both tables coexist
 
 
 @pytest.fixture(scope="module")
@@ -57,28 +55,38 @@ def materialiser(spark, schemas):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("variant,case", CASES)
-def test_rewrite_returns_the_same_rows(variant, case, spark, schemas, materialiser):
+@pytest.mark.parametrize("case", CASES)
+def test_rewrite_returns_the_same_rows(case, spark, schemas, materialiser):
     current_db = case.get("current_db", "default")
-    definitions = [core.compile_datamap(name, sql, schemas, current_db)
-                   for name, sql in case["datamaps"].items()]
-    if variant == "segmented":
-        if not all(d.is_aggregate for d in definitions) and not case.get("partial"):
-            pytest.skip("segmented variant applies to aggregate datamaps and partial cases")
-        if not all(materialiser.sliceable(d) for d in definitions):
-            pytest.skip("no base table can be sliced without changing the join result "
-                        "(self join or right/full outer join)")
-        candidates = [materialiser.segmented(d) for d in definitions]
-    else:
-        candidates = [materialiser.full(d) for d in definitions]
-    result = core.rewrite(case["query"], candidates, schemas, current_db)
-    if not result.rewritten or not result.used:
-        if variant == "full":
-            pytest.fail(f"must-hit case not rewritten; skipped: {result.skipped}")
-        # partial aggregates may legitimately be refused (e.g. count distinct needs an exact match)
-        pytest.skip(f"not rewritten over partial segments: {result.skipped}")
-    for name in result.used:
-        d = next(d for d in definitions if d.name == name)
-        assert d.table.split(".")[-1] in result.sql, f"{name}: rewrite does not read {d.table}"
-    outcome = compare(spark, case["query"], result.sql, schemas, current_db)
-    assert not outcome.problems, outcome.report()
+    datamaps = case["datamaps"]
+    partial = bool(case.get("partial", False))
+    rewrites: dict[str, str] = {}
+    notes: list[str] = []
+
+    def run(label: str, candidates, definitions) -> None:
+        result = core.rewrite(case["query"], candidates, schemas, current_db)
+        if not result.rewritten or not result.used:
+            notes.append(f"{label}: not rewritten ({result.skipped})")
+            return
+        for name in result.used:
+            d = next(d for d in definitions if d.name == name)
+            assert d.table.split(".")[-1] in result.sql, f"{label} {name}: does not read {d.table}"
+        rewrites[label] = result.sql
+
+    full_defs = [core.compile_datamap(n, q, schemas, current_db) for n, q in datamaps.items()]
+    if not partial:
+        run("one row per group", [materialiser.full(d) for d in full_defs], full_defs)
+        assert rewrites, f"must-hit case not rewritten: {notes}"
+    if partial or all(d.is_aggregate for d in full_defs):
+        seg_defs = [core.compile_datamap(n + SEG, q, schemas, current_db)
+                    for n, q in datamaps.items()]
+        if all(materialiser.sliceable(d) for d in seg_defs):
+            run("partial segments", [materialiser.segmented(d) for d in seg_defs], seg_defs)
+            if partial:
+                assert rewrites, f"must-hit partial case not rewritten: {notes}"
+            # otherwise partial aggregates may legitimately be refused (count distinct, ...)
+    if not rewrites:
+        return
+    outcomes = compare_many(spark, case["query"], rewrites, schemas, current_db)
+    bad = {label: o.report() for label, o in outcomes.items() if o.problems}
+    assert not bad, "\n".join(f"[{label}] {text}" for label, text in bad.items())

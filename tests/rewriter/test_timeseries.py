@@ -234,7 +234,7 @@ def test_translate_sql_subqueries_cte_union():
         "WITH a AS (SELECT timeseries(event_time, 'minute') m FROM events) "
         "SELECT m FROM a UNION ALL SELECT timeseries(o.order_date, 'week') FROM shop.orders o "
         "WHERE o.order_date IN (SELECT timeseries(day, 'day') FROM sales)", SCHEMAS)
-    assert "TIMESERIES" not in out.upper()
+    assert "TIMESERIES(" not in out.replace("`timeseries(", "`")
     assert "DATE_TRUNC('MINUTE', event_time)" in out and "DATE_TRUNC('WEEK', o.order_date)" in out
 
 
@@ -254,13 +254,22 @@ def test_translate_sql_errors(sql, msg):
 
 def test_translate_sql_unknown_types_without_schemas():
     # without schemas the DATE check cannot be made; Spark itself then decides
-    assert translate_sql("SELECT timeseries(day, 'hour') FROM sales") == \
-        "SELECT DATE_TRUNC('HOUR', day) FROM sales"
+    assert translate_sql("SELECT timeseries(day, 'hour') AS h FROM sales") == \
+        "SELECT DATE_TRUNC('HOUR', day) AS h FROM sales"
     # use db-qualified tables, aliases and current_db
-    assert translate_sql("SELECT timeseries(order_date, 'day') FROM orders", SCHEMAS, "shop") == \
-        "SELECT DATE_TRUNC('DAY', order_date) FROM orders"
+    assert translate_sql("SELECT timeseries(order_date, 'day') d FROM orders", SCHEMAS, "shop") == \
+        "SELECT DATE_TRUNC('DAY', order_date) AS d FROM orders"
     with pytest.raises(ValueError):
         translate_sql("SELECT timeseries(order_date, 'hour') FROM orders", SCHEMAS, "shop")
+
+
+def test_translate_sql_keeps_function_style_output_names():
+    # an unaliased timeseries() column is named as Spark names a function call, the same name
+    # the rewriter gives it when a datamap answers
+    assert translate_sql("SELECT timeseries(ts, 'HOUR'), count(*) FROM sales GROUP BY 1") == \
+        "SELECT DATE_TRUNC('HOUR', ts) AS `timeseries(ts, HOUR)`, COUNT(*) FROM sales GROUP BY 1"
+    assert translate_sql("SELECT x FROM (SELECT timeseries(s.ts, 'day') FROM sales s) t") == \
+        "SELECT x FROM (SELECT DATE_TRUNC('DAY', s.ts) AS `timeseries(ts, day)` FROM sales AS s) AS t"
 
 
 def test_translate_sql_parse_error_is_value_error():
