@@ -122,11 +122,20 @@ async def _serve(settings: cfg.Settings) -> int:
             return 1
         settings = dataclasses.replace(settings, upstream=dataclasses.replace(
             settings.upstream, host=host, port=port))
-    server = ProxyServer(settings, build_router(settings), authenticator=authenticator)
+    from proxy.app import build_router as build_serve_router
+    try:
+        router, close_router = await build_serve_router(settings, engine)
+    except Exception as e:  # noqa: BLE001 - e.g. an unreadable catalog: report, exit non-zero
+        log.error("cannot set up datamaps: %s", e)
+        if engine is not None:
+            await asyncio.to_thread(engine.stop)
+        return 1
+    server = ProxyServer(settings, router, authenticator=authenticator)
     try:
         host, port = await server.start()
     except OSError as e:
         log.error("cannot listen on %s:%s: %s", settings.server.host, settings.server.port, e.strerror or e)
+        await close_router()
         if engine is not None:
             await asyncio.to_thread(engine.stop)
         return 1
@@ -141,6 +150,7 @@ async def _serve(settings: cfg.Settings) -> int:
     await stop.wait()
     log.info("shutting down: draining for up to %.0fs", settings.server.shutdown_grace)
     await server.shutdown()
+    await close_router()
     if engine is not None:
         await asyncio.to_thread(engine.stop)
     log.info("stopped")

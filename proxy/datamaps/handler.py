@@ -74,6 +74,9 @@ class DatamapDdlHandler:
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
+            if not enabled and _TIMESERIES.search(stmt.query):
+                sql = await asyncio.to_thread(translate_only, service, stmt.query, current_db)
+                result = RewriteResult(sql, sql != stmt.query)
             if enabled:
                 try:
                     index = await asyncio.to_thread(service.index)
@@ -107,17 +110,45 @@ class DatamapSelectHandler:
         self.service = service
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
-        if not _QUERY.match(statement) or not rewrite_enabled(ctx):
+        if not _QUERY.match(statement):
             return None
+        if not rewrite_enabled(ctx):
+            return self._timeseries_only(ctx, statement)
         try:
             result = self.service.index().rewrite(statement, ctx.current_db)
-        except Exception:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
-            log.warning("rewrite failed; forwarding the original statement", exc_info=True)
+        except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
+            if getattr(e, "forward_quietly", False):   # e.g. the pipeline session is starting
+                log.info("not rewriting yet (%s); forwarding the original statement", e)
+            else:
+                log.warning("rewrite failed; forwarding the original statement", exc_info=True)
             return None
         if not result.rewritten or result.sql == statement:
             return None
         note = ",".join(f"mv:{n}" for n in result.used) or "timeseries"
         return Rewrite(result.sql, note=note)
+
+
+    def _timeseries_only(self, ctx: StatementContext, statement: str) -> Decision | None:
+        """Datamap rewriting is off for the session, but timeseries() is proxy SQL that
+        Spark does not know: translate it all the same (no datamap is used)."""
+        if not _TIMESERIES.search(statement):
+            return None
+        sql = translate_only(self.service, statement, ctx.current_db)
+        return None if sql == statement else Rewrite(sql, note="timeseries")
+
+
+_TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
+
+
+def translate_only(service: DatamapService, statement: str, current_db: str) -> str:
+    """timeseries() -> Spark SQL, no datamaps; the original on any failure (logged)."""
+    from rewriter import translate_timeseries
+    schemas = getattr(service._index, "schemas", None)   # only what is known: no Spark call
+    try:
+        return translate_timeseries(statement, schemas, current_db)
+    except Exception:  # noqa: BLE001 - forward the original; Spark reports the function
+        log.warning("timeseries translation failed; forwarding the original", exc_info=True)
+        return statement
 
 
 _NAME = r"(?P<name>(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+))?)"

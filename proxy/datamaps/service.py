@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from pipeline import (
@@ -82,6 +83,8 @@ class DatamapService:
         self._index = None
         self._index_version = -1
         self._index_guard = threading.Lock()
+        self._hidden_at: dict[tuple[str, str], float] = {}
+        self.garbage_grace_s = 120.0   # see _drop_garbage
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -281,6 +284,7 @@ class DatamapService:
 
     def _refresh_locked(self, rec: DatamapRecord) -> None:
         defn = rec.definition
+        self._drop_garbage(rec)   # segments superseded long enough ago
         try:
             rewritten = [self.sync_base_files(t) for t in dict.fromkeys(defn.base_tables)]
         except Exception as e:  # noqa: BLE001
@@ -336,11 +340,24 @@ class DatamapService:
         self._drop_garbage(rec)
 
     def _drop_garbage(self, rec: DatamapRecord) -> None:
-        garbage = [s.id for s in self.catalog.garbage_segments(rec.db, rec.name)]
+        """Remove the partitions of invisible segments. A superseded segment (rebuild,
+        compaction) is kept for `garbage_grace_s` after it was first seen hidden: a query
+        rewritten just before the publish still names it and must find its rows. Such
+        segments are dropped by a later maintenance run on the datamap (or at restart by
+        recover()). Failed segments were never visible and go at once."""
+        now = time.monotonic()
+        garbage = []
+        for seg in self.catalog.garbage_segments(rec.db, rec.name):
+            key = (rec.qualified, seg.id)
+            hidden_at = self._hidden_at.setdefault(key, now)
+            if seg.status == "FAILED" or now - hidden_at >= self.garbage_grace_s:
+                garbage.append(seg.id)
         if garbage:
             try:
                 drop_segments(self.spark, rec.definition, garbage)
                 self.catalog.mark_dropped(rec.db, rec.name, garbage)
+                for sid in garbage:
+                    self._hidden_at.pop((rec.qualified, sid), None)
             except Exception:  # noqa: BLE001 - invisible anyway; recover() retries
                 log.warning("could not drop segments %s of %s", garbage, rec.qualified,
                             exc_info=True)

@@ -33,6 +33,7 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     spark.sql(f"INSERT INTO {pipe_db}.{t} VALUES ('cn', 1), ('us', 2), (NULL, 3), ('cn', -4)")
     catalog = Catalog.in_state_dir(tmp_path)
     svc = DatamapService(catalog, lambda: spark)
+    svc.garbage_grace_s = 0   # drop superseded partitions at once (default keeps them a while)
     ddl, select = DatamapDdlHandler(svc), DatamapSelectHandler(svc)
     ctx = StatementContext("s", "me", pipe_db, {}, 10)
 

@@ -1,0 +1,167 @@
+"""Assembles the statement Router that `datamap-proxy serve` runs with.
+
+    router, closer = await build_router(settings, engine)   # engine: EmbeddedEngine | None
+    ...serve...
+    await closer()
+
+Order of handlers: the gateway's own (`SET datamap.rewrite.enabled`, proxy/statements.py),
+then datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
+(proxy/datamaps/handler.py). The datamap catalog is SQLite at `<state dir>/catalog.db`.
+
+The SparkSession that pipeline jobs run on:
+  - embedded mode: the engine's own session (shared with its Thrift server);
+  - remote mode (`--upstream`): `open_pipeline_session` (a JVM of our own), opened lazily,
+    in a worker thread, by the first statement that needs it (datamap DDL, a load into a
+    base table of a datamap, a query while datamaps exist and their schemas are unknown).
+    Until then nothing Spark-related is paid for.
+The event loop never opens the session: a handler running on the loop that would need it
+gets `SparkNotReady`, forwards the original statement (always correct, only slower) and
+the session is opened in the background. Recovery (crash leftovers: interrupted segments,
+orphan partitions) runs once, before serving in embedded mode and right after the session
+opens in remote mode.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from proxy import statements
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.datamaps.service import DatamapService
+from proxy.router import Decision, Router, StatementContext
+
+log = logging.getLogger("proxy.app")
+
+Closer = Callable[[], Awaitable[None]]
+
+
+class SparkNotReady(RuntimeError):
+    """The pipeline session is not open yet and the caller runs on the event loop."""
+    forward_quietly = True   # DatamapSelectHandler: forward the original, log at INFO
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class LazySpark:
+    """The pipeline SparkSession, created once on first use (thread-safe). `opener()` blocks
+    (starts a JVM); `on_open(session)` runs once right after, still in the opening thread."""
+
+    def __init__(self, opener: Callable[[], Any], on_open: Callable[[Any], None] | None = None,
+                 closer: Callable[[Any], None] | None = None):
+        self._opener = opener
+        self._on_open = on_open
+        self._closer = closer
+        self._session: Any = None
+        self._lock = threading.Lock()
+        self._warming: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self._session is not None
+
+    def get(self) -> Any:
+        if self._session is not None:
+            return self._session
+        if _on_event_loop():
+            self.warm()
+            raise SparkNotReady("the pipeline Spark session is still starting")
+        with self._lock:
+            if self._session is None:
+                log.info("opening the pipeline Spark session")
+                session = self._opener()
+                try:
+                    if self._on_open is not None:
+                        self._on_open(session)
+                finally:
+                    self._session = session
+        return self._session
+
+    __call__ = get
+
+    def warm(self) -> None:
+        """Open the session in a background thread (no-op when open or opening)."""
+        if self._session is not None or (self._warming is not None and self._warming.is_alive()):
+            return
+
+        def run() -> None:
+            try:
+                self.get()
+                self.error = None
+            except Exception as e:  # noqa: BLE001 - reported; the next user retries
+                self.error = e
+                log.warning("opening the pipeline Spark session failed: %s", e, exc_info=True)
+        self._warming = threading.Thread(target=run, name="pipeline-session", daemon=True)
+        self._warming.start()
+
+    def close(self) -> None:
+        with self._lock:
+            session, self._session = self._session, None
+        if session is not None and self._closer is not None:
+            self._closer(session)
+
+
+def _recover(service: DatamapService) -> None:
+    try:
+        dropped = service.recover()
+    except Exception:  # noqa: BLE001 - serving beats refusing to start; logged loudly
+        log.error("datamap recovery failed; continuing", exc_info=True)
+        return
+    n = sum(len(v) for v in dropped.values())
+    if n:
+        log.info("datamap recovery dropped %d orphan partition(s): %s", n, dropped)
+
+
+def _warm_index(service: DatamapService) -> None:
+    """Read the schemas of the datamaps' tables now, so the first query does not."""
+    try:
+        service.index()
+    except Exception:  # noqa: BLE001 - the first query will retry (and forward meanwhile)
+        log.warning("could not prepare the rewrite index", exc_info=True)
+
+
+async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Closer]:
+    """The Router for `serve` and an async closer to await after the server stopped.
+
+    `engine` is the started EmbeddedEngine, or None in remote mode."""
+    state_dir = Path(settings.state.dir).expanduser().resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    catalog = Catalog.in_state_dir(state_dir)
+    holder: dict[str, DatamapService] = {}
+
+    if engine is not None:
+        spark = LazySpark(lambda: engine.spark)
+    else:
+        from proxy.engine import close_pipeline_session, open_pipeline_session
+        spark = LazySpark(lambda: open_pipeline_session(state_dir, settings.spark),
+                          on_open=lambda _s: (_recover(holder["service"]),
+                                              _warm_index(holder["service"])),
+                          closer=close_pipeline_session)
+    service = DatamapService(catalog, spark)
+    holder["service"] = service
+
+    if engine is not None:
+        await asyncio.to_thread(spark.get)
+        await asyncio.to_thread(_recover, service)
+        await asyncio.to_thread(_warm_index, service)
+
+    router = Router()
+    statements.install(router)
+    router.handlers += [DatamapDdlHandler(service), DatamapLoadHandler(service),
+                        DatamapSelectHandler(service)]
+
+    async def closer() -> None:
+        if engine is None:
+            await asyncio.to_thread(spark.close)
+        catalog.close()
+    return router, closer

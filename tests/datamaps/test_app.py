@@ -1,0 +1,103 @@
+"""proxy/app.py: the serve Router's assembly and the lazy pipeline session (pure logic:
+fake sessions, no Spark)."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from proxy import app, engine as engine_mod, statements
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.router import Local, PassThrough, Rewrite, StatementContext
+
+
+def _ctx(**conf):
+    return StatementContext("s", "me", "default", dict(conf), 10)
+
+
+def test_lazy_spark_opens_once_in_a_thread_never_on_the_loop():
+    calls = []
+    gate = threading.Event()
+
+    def opener():
+        calls.append(threading.current_thread().name)
+        gate.wait(5)
+        return "session"
+    opened = []
+    lazy = app.LazySpark(opener, on_open=opened.append)
+
+    async def on_loop():
+        with pytest.raises(app.SparkNotReady) as e:
+            lazy.get()
+        assert e.value.forward_quietly
+        with pytest.raises(app.SparkNotReady):
+            lazy()            # still starting: no second opener call
+    asyncio.run(on_loop())
+    gate.set()
+    deadline = time.monotonic() + 5
+    while not lazy.ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lazy.get() == "session" and calls == ["pipeline-session"] and opened == ["session"]
+
+    async def ready_on_loop():
+        return lazy.get()
+    assert asyncio.run(ready_on_loop()) == "session"
+
+
+def test_lazy_spark_failure_is_reported_and_retried():
+    attempts = []
+
+    def opener():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("no java")
+        return "s"
+    lazy = app.LazySpark(opener)
+    with pytest.raises(RuntimeError):
+        lazy.get()
+    assert not lazy.ready and lazy.get() == "s" and len(attempts) == 2
+    closed = []
+    lazy2 = app.LazySpark(lambda: "x", closer=closed.append)
+    lazy2.close()
+    assert closed == []          # never opened: nothing to close
+    lazy2.get()
+    lazy2.close()
+    assert closed == ["x"] and not lazy2.ready
+
+
+async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
+    engine = SimpleNamespace(spark=object())
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None)
+    router, closer = await app.build_router(settings, engine)
+    try:
+        kinds = [type(h) for h in router.handlers]
+        assert router.handlers[0] is statements.set_rewrite_enabled
+        assert kinds[1:] == [DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler]
+        assert (tmp_path / "state" / "catalog.db").is_file()
+        assert isinstance(router.decide(_ctx(), "SELECT 1"), PassThrough)
+        assert isinstance(router.decide(_ctx(), "SHOW DATAMAP"), Local)
+        q = "SELECT timeseries(ts, 'hour'), count(*) FROM t GROUP BY timeseries(ts, 'hour')"
+        for conf in ({}, {"datamap.rewrite.enabled": "false"}):
+            d = router.decide(_ctx(**conf), q)
+            assert isinstance(d, Rewrite) and "timeseries(ts" not in d.sql.lower().replace(
+                "`timeseries(ts, hour)`", ""), d
+            assert "date_trunc('hour', ts)" in d.sql.lower(), d
+    finally:
+        await closer()
+
+
+async def test_remote_router_opens_no_session_until_needed(tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr(engine_mod, "open_pipeline_session",
+                        lambda state_dir, spark=None: opened.append(state_dir) or "session")
+    monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
+    router, closer = await app.build_router(settings, None)
+    assert isinstance(router.decide(_ctx(), "SELECT a FROM t"), PassThrough)
+    assert isinstance(router.decide(_ctx(), "INSERT INTO t VALUES (1)"), PassThrough)
+    assert opened == []
+    await closer()
+    assert opened == []
