@@ -50,6 +50,12 @@ _SESSION_CALLS = ("GetInfo", "GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTab
                   "GetTableTypes", "GetColumns", "GetFunctions", "GetPrimaryKeys",
                   "GetCrossReference", "GetDelegationToken", "CancelDelegationToken",
                   "RenewDelegationToken", "UploadData", "DownloadData")
+_UPSTREAM_INFO_TYPES = frozenset({T.TGetInfoType.CLI_SERVER_NAME, T.TGetInfoType.CLI_DBMS_NAME,
+                                   T.TGetInfoType.CLI_DBMS_VER, T.TGetInfoType.CLI_ODBC_KEYWORDS})
+# HiveServer2 documents 128 for these; STS 4.3 cannot actually answer them.
+_LOCAL_INFO_LENGTHS = frozenset({T.TGetInfoType.CLI_MAX_COLUMN_NAME_LEN,
+                                 T.TGetInfoType.CLI_MAX_SCHEMA_NAME_LEN,
+                                 T.TGetInfoType.CLI_MAX_TABLE_NAME_LEN})
 _METADATA_CALLS = {"GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables", "GetTableTypes",
                    "GetColumns", "GetFunctions", "GetPrimaryKeys", "GetCrossReference",
                    "UploadData", "DownloadData"}
@@ -235,6 +241,21 @@ class Service:
             return await op.session.upstream.conn.call_raw(codec.encode_call(name, seqid, req))
         finally:
             req.operationHandle = saved
+
+    async def _h_GetInfo(self, conn, name, req: T.TGetInfoReq, seqid):
+        """Forward only the codes Spark implements: for any other code STS 4.3 fails to
+        serialise its own error reply and drops the connection (the session would die)."""
+        session = self._session(req.sessionHandle)
+        if req.infoType in _UPSTREAM_INFO_TYPES:
+            saved, req.sessionHandle = req.sessionHandle, session.upstream.handle
+            try:
+                return await session.upstream.conn.call_raw(codec.encode_call(name, seqid, req))
+            finally:
+                req.sessionHandle = saved
+        if req.infoType in _LOCAL_INFO_LENGTHS:
+            return T.TGetInfoResp(status=OK, infoValue=T.TGetInfoValue(lenValue=128))
+        label = T.TGetInfoType._VALUES_TO_NAMES.get(req.infoType, str(req.infoType))
+        raise ClientError(f"Unrecognized GetInfoType value: {label}", "HY096")
 
     async def _h_SetClientInfo(self, conn, name, req: T.TSetClientInfoReq, seqid):
         session = self._session(req.sessionHandle)

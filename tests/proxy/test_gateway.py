@@ -155,6 +155,11 @@ def test_invalid_handles_are_errors(gw_proxy):
     assert "Invalid SessionHandle" in info.status.errorMessage
     ok = c.call("GetInfo", T.TGetInfoReq(sessionHandle=c.session, infoType=17))
     assert ok.infoValue.stringValue == "Spark SQL"
+    # Codes STS cannot answer (it drops the connection) are answered here.
+    assert c.call("GetInfo", T.TGetInfoReq(sessionHandle=c.session, infoType=30)).infoValue.lenValue == 128
+    bad = c.call("GetInfo", T.TGetInfoReq(sessionHandle=c.session, infoType=47))
+    assert bad.status.statusCode == T.TStatusCode.ERROR_STATUS and "CLI_USER_NAME" in bad.status.errorMessage
+    assert c.execute("select 1").status.statusCode == 0
     c.close()
 
 

@@ -125,3 +125,20 @@ async def test_users_file_plain(gw_sts, tmp_path):
         await asyncio.to_thread(client)
     finally:
         await srv.shutdown(grace=5)
+
+
+async def test_idle_operation_timeout_closes_finished_operations(gw_sts):
+    srv, host, port = await _start(_settings(gw_sts, idle_operation_timeout=1.0), Router())
+    try:
+        def client():
+            c = Raw(host, port)
+            c.open()
+            r = c.execute("select 1")
+            time.sleep(3.5)
+            st = c.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=r.operationHandle))
+            assert "Invalid OperationHandle" in st.status.errorMessage
+            assert c.execute("select 2").status.statusCode == 0      # the session lives on
+            c.close()
+        await asyncio.to_thread(client)
+    finally:
+        await srv.shutdown(grace=5)
