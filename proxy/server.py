@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import ssl
+import struct
 import time
 
 from proxy.auth import AllowAll, Authenticator
@@ -253,7 +254,8 @@ class ProxyServer:
                     msg = bytes(stream[:n])
                     del stream[:n]
                     reply = await self.service.handle(conn, msg)
-                    writer.write(sasl.encode_frame(reply))
+                    writer.write(struct.pack("!I", len(reply)))   # no copy of big replies
+                    writer.write(reply)
                     await writer.drain()
             except (sasl.SaslError, codec.ProtocolError) as e:
                 log.warning("connection %s (user %s): %s; closing", conn.peer, conn.sasl_user, e)

@@ -174,6 +174,10 @@ class UpstreamSession:
         """Connect and OpenSession; returns upstream's response (status checked by caller)."""
         await self.conn.connect(user, password)
         proto = min(client_protocol, self.settings.max_protocol)
+        if self.settings.user and self.settings.user != user:
+            # A service account connects; the end user is impersonated (HS2 doAs).
+            configuration = dict(configuration or {})
+            configuration.setdefault("hive.server2.proxy.user", user)
         req = T.TOpenSessionReq(client_protocol=proto, username=self.settings.user or user,
                                 password=(self.settings.password if self.settings.user else password) or None,
                                 configuration=configuration)
