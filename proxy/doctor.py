@@ -251,31 +251,61 @@ class _SaslPlainTransport:
     def readAll(self, n: int) -> bytes: return self.read(n)
 
 
+@dataclass(frozen=True)
+class Hs2Probe:
+    protocol: str
+    settings: dict[str, str]          # SET key -> value as the server reports it
+
+
 def probe_hiveserver2(host: str, port: int, *, auth: str = "plain", user: str = "doctor",
-                      password: str = "doctor", timeout: float = 10.0) -> str:
-    """OpenSession + CloseSession against a HiveServer2 endpoint. Returns a description;
-    raises on failure (ConnectionError/OSError, PermissionError for auth, RuntimeError for
-    a server-side error status)."""
+                      password: str = "doctor", timeout: float = 10.0,
+                      show: tuple[str, ...] = ()) -> Hs2Probe:
+    """OpenSession, `SET key` for each key in `show`, CloseSession. Raises on failure
+    (ConnectionError/OSError, PermissionError for auth, RuntimeError for an error status)."""
     from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 
     from proxy.thrift.gen.TCLIService import TCLIService
-    from proxy.thrift.gen.TCLIService.ttypes import (TCloseSessionReq, TOpenSessionReq,
-                                                     TProtocolVersion)
+    from proxy.thrift.gen.TCLIService.ttypes import (TCloseOperationReq, TCloseSessionReq,
+                                                     TExecuteStatementReq, TFetchResultsReq,
+                                                     TOpenSessionReq, TProtocolVersion)
+
+    def ok(resp, what: str):
+        if resp.status.statusCode not in (0, 1):
+            raise RuntimeError(f"{what} failed: [{resp.status.sqlState}] "
+                               f"{resp.status.errorMessage}")
+        return resp
 
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         transport = _SaslPlainTransport(sock, user, password, sasl=(auth != "nosasl"))
         client = TCLIService.Client(TBinaryProtocol(transport))
-        resp = client.OpenSession(TOpenSessionReq(
+        resp = ok(client.OpenSession(TOpenSessionReq(
             client_protocol=TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10,
-            username=user, password=password))
-        if resp.status.statusCode not in (0, 1):
-            raise RuntimeError(f"OpenSession failed: [{resp.status.sqlState}] "
-                               f"{resp.status.errorMessage}")
-        client.CloseSession(TCloseSessionReq(sessionHandle=resp.sessionHandle))
+            username=user, password=password)), "OpenSession")
+        session = resp.sessionHandle
+        settings: dict[str, str] = {}
+        for key in show:
+            op = ok(client.ExecuteStatement(TExecuteStatementReq(
+                sessionHandle=session, statement=f"SET {key}", runAsync=False)),
+                f"SET {key}").operationHandle
+            rows = ok(client.FetchResults(TFetchResultsReq(operationHandle=op, maxRows=10)),
+                      f"fetching SET {key}").results
+            if rows is not None and rows.columns and len(rows.columns) >= 2:
+                values = rows.columns[1].stringVal.values
+                if values:
+                    settings[key] = values[0]
+            client.CloseOperation(TCloseOperationReq(operationHandle=op))
+        client.CloseSession(TCloseSessionReq(sessionHandle=session))
         version = TProtocolVersion._VALUES_TO_NAMES.get(resp.serverProtocolVersion,
                                                        resp.serverProtocolVersion)
-        return f"OpenSession ok (protocol {version})"
+        return Hs2Probe(str(version), settings)
+
+
+METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
+
+
+def _uri_set(text: str) -> set[str]:
+    return {u.strip().rstrip("/") for u in text.split(",") if u.strip()}
 
 
 def check_upstream(t: Target) -> list[Check]:
@@ -289,8 +319,9 @@ def check_upstream(t: Target) -> list[Check]:
                       "start the Spark Thrift Server (deploy/local/thrift-server.sh DIR, or "
                       "sbin/start-thriftserver.sh) or fix --upstream HOST:PORT")]
     try:
-        detail = probe_hiveserver2(host, port, auth=t.upstream_auth, user=t.upstream_user,
-                                   password=t.upstream_password, timeout=t.timeout)
+        probe = probe_hiveserver2(host, port, auth=t.upstream_auth, user=t.upstream_user,
+                                  password=t.upstream_password, timeout=t.timeout,
+                                  show=(METASTORE_KEY,))
     except PermissionError as exc:
         return [Check(name, FAIL, str(exc), "set [upstream] user/password for the server's "
                       "authentication, or --upstream-auth nosasl if it runs NOSASL")]
@@ -302,7 +333,22 @@ def check_upstream(t: Target) -> list[Check]:
                       f"hive.server2.authentication={'NOSASL' if other == 'nosasl' else 'NONE'}"
                       f", use --upstream-auth {other}; HTTP transport mode is not supported "
                       "upstream")]
-    return [Check(name, PASS, detail)]
+    checks = [Check(name, PASS, f"OpenSession ok (protocol {probe.protocol})")]
+    theirs = probe.settings.get(METASTORE_KEY, "")
+    if theirs in ("", "<undefined>"):
+        checks.append(Check("shared metastore", WARN, "the upstream does not report "
+                            f"{METASTORE_KEY}: it may use its own embedded Derby metastore, "
+                            "which pipeline jobs cannot share",
+                            "run the Thrift server with --conf spark.hadoop.hive.metastore."
+                            "uris=thrift://HOST:9083 and give the proxy the same [spark] "
+                            "metastore_uris (or ignore if it is set in its hive-site.xml)"))
+    elif t.metastore_uris and _uri_set(theirs) != _uri_set(",".join(t.metastore_uris)):
+        checks.append(Check("shared metastore", FAIL, f"the upstream uses {theirs} but "
+                            f"[spark] metastore_uris is {','.join(t.metastore_uris)}",
+                            f"set [spark] metastore_uris = \"{theirs}\""))
+    elif t.metastore_uris:
+        checks.append(Check("shared metastore", PASS, f"upstream and pipeline both use {theirs}"))
+    return checks
 
 
 # --------------------------------------------------------------------------- metastore

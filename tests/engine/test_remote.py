@@ -164,6 +164,12 @@ def test_doctor_probes_the_real_thrift_server_and_metastore(topology, capsys):
     out = capsys.readouterr().out
     assert f"[PASS] upstream {env['THRIFT_SERVER']}" in out and "OpenSession ok" in out
     assert f"[PASS] metastore {env['METASTORE_URI']}" in out and "default" in out
+    assert f"[PASS] shared metastore" in out
+    # A pipeline pointed at another metastore than the Thrift server's is caught.
+    other = ["--metastore-uris", f"thrift://127.0.0.1:{free_port()}"]
+    assert doctor.main(args + other) == 1
+    out = capsys.readouterr().out
+    assert "[FAIL] shared metastore" in out and env["METASTORE_URI"] in out
     # Wrong transport: the server speaks SASL, doctor is told NOSASL.
     assert doctor.main(args + ["--upstream-auth", "nosasl", "--timeout", "5"]) == 1
     out = capsys.readouterr().out
