@@ -39,6 +39,7 @@ settings.register_profile(
     "deep", max_examples=2000, deadline=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                            HealthCheck.filter_too_much])
+settings.register_profile("quick", settings.get_profile("ci"), max_examples=25)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 POOL_SIZE = 36 if PROFILE == "deep" else 14
