@@ -265,9 +265,8 @@ def probe_hiveserver2(host: str, port: int, *, auth: str = "plain", user: str = 
     from thrift.protocol.TBinaryProtocol import TBinaryProtocol
 
     from proxy.thrift.gen.TCLIService import TCLIService
-    from proxy.thrift.gen.TCLIService.ttypes import (TCloseOperationReq, TCloseSessionReq,
-                                                     TExecuteStatementReq, TFetchResultsReq,
-                                                     TOpenSessionReq, TProtocolVersion)
+    from proxy.thrift.gen.TCLIService.ttypes import (TCloseSessionReq, TOpenSessionReq,
+                                                     TProtocolVersion)
 
     def ok(resp, what: str):
         if resp.status.statusCode not in (0, 1):
@@ -284,21 +283,39 @@ def probe_hiveserver2(host: str, port: int, *, auth: str = "plain", user: str = 
             username=user, password=password)), "OpenSession")
         session = resp.sessionHandle
         settings: dict[str, str] = {}
-        for key in show:
-            op = ok(client.ExecuteStatement(TExecuteStatementReq(
-                sessionHandle=session, statement=f"SET {key}", runAsync=False)),
-                f"SET {key}").operationHandle
-            rows = ok(client.FetchResults(TFetchResultsReq(operationHandle=op, maxRows=10)),
-                      f"fetching SET {key}").results
-            if rows is not None and rows.columns and len(rows.columns) >= 2:
-                values = rows.columns[1].stringVal.values
-                if values:
-                    settings[key] = values[0]
-            client.CloseOperation(TCloseOperationReq(operationHandle=op))
-        client.CloseSession(TCloseSessionReq(sessionHandle=session))
+        try:
+            for key in show:
+                value = _show_setting(client, session, key)
+                if value is not None:
+                    settings[key] = value
+            client.CloseSession(TCloseSessionReq(sessionHandle=session))
+        except OSError:
+            pass  # slow first statement: report what we have; the server drops the session
         version = TProtocolVersion._VALUES_TO_NAMES.get(resp.serverProtocolVersion,
                                                        resp.serverProtocolVersion)
         return Hs2Probe(str(version), settings)
+
+
+def _show_setting(client, session, key: str) -> str | None:
+    """`SET key` on an open session: the value, or None when the server refuses."""
+    from proxy.thrift.gen.TCLIService.ttypes import (TCloseOperationReq, TExecuteStatementReq,
+                                                     TFetchResultsReq)
+
+    resp = client.ExecuteStatement(TExecuteStatementReq(
+        sessionHandle=session, statement=f"SET {key}", runAsync=False))
+    if resp.status.statusCode not in (0, 1):
+        return None
+    op = resp.operationHandle
+    try:
+        fetched = client.FetchResults(TFetchResultsReq(operationHandle=op, maxRows=10))
+        rows = fetched.results if fetched.status.statusCode in (0, 1) else None
+        if rows is not None and rows.columns and len(rows.columns) >= 2:
+            col = rows.columns[1].stringVal
+            if col is not None and col.values:
+                return col.values[0]
+        return None
+    finally:
+        client.CloseOperation(TCloseOperationReq(operationHandle=op))
 
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
@@ -335,7 +352,12 @@ def check_upstream(t: Target) -> list[Check]:
                       "upstream")]
     checks = [Check(name, PASS, f"OpenSession ok (protocol {probe.protocol})")]
     theirs = probe.settings.get(METASTORE_KEY, "")
-    if theirs in ("", "<undefined>"):
+    if METASTORE_KEY not in probe.settings:
+        checks.append(Check("shared metastore", WARN, "could not read the upstream's "
+                            f"{METASTORE_KEY} (SET refused or too slow)",
+                            "make sure the Thrift server and [spark] metastore_uris name the "
+                            "same Hive metastore"))
+    elif theirs in ("", "<undefined>"):
         checks.append(Check("shared metastore", WARN, "the upstream does not report "
                             f"{METASTORE_KEY}: it may use its own embedded Derby metastore, "
                             "which pipeline jobs cannot share",
@@ -451,7 +473,8 @@ def resolve_target(argv: list[str]) -> Target:
     p.add_argument("--upstream-auth", choices=("plain", "nosasl"))
     p.add_argument("--state-dir")
     p.add_argument("--metastore-uris", help="comma-separated thrift://HOST:PORT")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per network probe")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds per network call (a Thrift server's first statement can be slow)")
     a = p.parse_args(argv)
     flags: dict[str, dict] = {"server": {"host": a.host, "port": a.port},
                               "upstream": {"auth": a.upstream_auth},

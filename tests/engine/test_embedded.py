@@ -73,10 +73,12 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
         from proxy import doctor
         lines: list[str] = []
         target = doctor.Target("127.0.0.1", free_port(), state.resolve(), (host, port),
-                               "plain", "doctor", "x", (), 10.0)
+                               "plain", "doctor", "x", (), 90.0)
         assert doctor.report(doctor.run_checks(target), lines.append) == 0, lines
         assert any(l.startswith("[WARN] state dir lock") for l in lines), lines
         assert any("OpenSession ok" in l for l in lines), lines
+        # Its metastore is the engine's private Derby: reported, as a warning.
+        assert any(l.startswith("[WARN] shared metastore") for l in lines), lines
 
         # The Thrift server listens on loopback only.
         addr = _non_loopback_address()
