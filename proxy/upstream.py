@@ -89,8 +89,9 @@ class UpstreamConnection:
         timeout = self.settings.call_timeout if timeout is None else timeout
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._roundtrip(data), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):      # no extra task per call
+                    return await self._roundtrip(data)
+            except TimeoutError:
                 self._break(f"no reply within {timeout:g}s")
             except (OSError, EOFError, asyncio.IncompleteReadError) as e:
                 self._break(str(e) or type(e).__name__)
