@@ -149,6 +149,8 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--concurrency-direct", action="store_true",
+                    help="also run (c) directly against Spark, for its wall time")
     args = ap.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-passthrough-"))
@@ -191,6 +193,10 @@ def main() -> int:
               f"hung {conc['hung']}  -> {'OK' if not conc['errors'] and not conc['hung'] else 'MISSED'}")
         for e in conc["errors"][:10]:
             print(f"      {e}")
+        if args.concurrency_direct:
+            cd = bench_concurrency(sts.host, sts.port, args.sessions, args.queries)
+            print(f"    direct (same load): wall {cd['wall_s']:.1f} s, errors {len(cd['errors'])}, "
+                  f"hung {cd['hung']}")
         print(f"    proxy peak RSS (VmHWM) {proxy.rss_peak_kb() / 1024:.1f} MiB; CPU seconds: "
               f"phase (c) {cpu2 - cpu1:.2f}, whole run {cpu2 - cpu0:.2f}", flush=True)
         ok_exit = proxy.stop(timeout=60)

@@ -76,7 +76,7 @@ def sts_starts(request, itest_dir) -> dict[str, Future]:
     if any("test_nosasl.py" in item.nodeid for item in request.session.items):
         wanted["nosasl"] = "NOSASL"
     pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="sts-start")
-    futures = {name: pool.submit(start_sts, itest_dir / f"sts-{name}", auth=auth)
+    futures = {name: pool.submit(start_sts, itest_dir / f"sts-{name}", auth=auth, fast_start=True)
                for name, auth in wanted.items()}
     yield futures
     for fut in futures.values():

@@ -17,8 +17,11 @@ from tests.support.clients import (ClientError, impyla_connect, impyla_execute,
 RUNNING_STATES = {0, 1, 7}          # INITIALIZED, RUNNING, PENDING
 FINISHED, CANCELED, CLOSED, ERROR = 2, 3, 4, 5
 
-# Slow enough to still be running a second later on 2 cores, cheap to cancel.
-SLOW_QUERY = "SELECT sum(a.id * b.id) FROM range(200000) a CROSS JOIN range(200000) b"
+# Runs for 60 s in one task without using CPU, and dies at once when Spark interrupts the
+# task on cancel (Thread.sleep is interruptible; a CPU-bound query may keep both local[2]
+# slots busy for minutes after a cancel and stall every later test).
+SLOW_QUERY = ("SELECT reflect('java.lang.Thread', 'sleep', CAST(id + 60000 AS BIGINT)) AS r "
+              "FROM range(1)")
 MISSING_TABLE = "itest.no_such_table_xyz"
 
 
@@ -106,17 +109,22 @@ def test_upstream_error_impyla(target, observe, itest_db):
 
 
 def test_beeline_session_behaviour(target, observe, itest_db, itest_dir):
-    """One beeline run over a JDBC URL naming a database: use:database applied, an upstream
-    error reported with its SQLSTATE (and the script goes on), current_database(), the
-    datamap rewrite switch answered as a key/value row, setSchema-style `use`."""
+    """One beeline run over a JDBC URL naming a database and carrying ?hiveconf#hivevar
+    settings (Hive JDBC sends them as use:database / set:hiveconf: / set:hivevar: keys in
+    OpenSession): the database, the conf and the variable reach Spark; an upstream error is
+    reported with its SQLSTATE (and the script goes on); current_database(); the datamap
+    rewrite switch is answered as a key/value row; setSchema-style `use`."""
     def run(t):
-        r = run_beeline(t.jdbc(USE_DB), [
+        url = t.jdbc(USE_DB) + "?spark.sql.shuffle.partitions=3#itest_var=41"
+        r = run_beeline(url, [
             "SELECT current_database() AS db",
             "SHOW TABLES",
             f"SELECT * FROM {MISSING_TABLE}",
             "SET datamap.rewrite.enabled=false",
             "use default",
             "SELECT current_database() AS db",
+            "SET spark.sql.shuffle.partitions",
+            "SELECT ${itest_var} + 1 AS v",
         ], workdir=itest_dir / "beeline")
         return {"results": r.results, "errors": r.errors}
 
@@ -128,6 +136,8 @@ def test_beeline_session_behaviour(target, observe, itest_db, itest_dir):
     assert res[3].columns == ["key", "value"]
     assert res[3].rows == [("datamap.rewrite.enabled", "false")]
     assert res[5].rows == [("default",)]
+    assert res[6].rows == [("spark.sql.shuffle.partitions", "3")]
+    assert res[7].rows == [("42",)]
     assert len(got["errors"]) == 1
     state, message = got["errors"][0]
     assert state == "42P01" and "no_such_table_xyz" in message
