@@ -62,36 +62,41 @@ class LazySpark:
         self._on_open = on_open
         self._closer = closer
         self._session: Any = None
-        self._lock = threading.Lock()
+        self._ready = False
+        self._in_open = False
+        self._lock = threading.RLock()
         self._warming: threading.Thread | None = None
         self.error: BaseException | None = None
 
     @property
     def ready(self) -> bool:
-        return self._session is not None
+        return self._ready
 
     def get(self) -> Any:
-        if self._session is not None:
+        if self._ready:
             return self._session
         if _on_event_loop():
             self.warm()
             raise SparkNotReady("the pipeline Spark session is still starting")
         with self._lock:
-            if self._session is None:
-                log.info("opening the pipeline Spark session")
-                session = self._opener()
-                try:
-                    if self._on_open is not None:
-                        self._on_open(session)
-                finally:
-                    self._session = session
+            if self._ready or self._in_open:   # _in_open: on_open itself uses the session
+                return self._session
+            log.info("opening the pipeline Spark session")
+            self._session = self._opener()
+            self._in_open = True
+            try:
+                if self._on_open is not None:
+                    self._on_open(self._session)
+            finally:
+                self._in_open = False
+                self._ready = True
         return self._session
 
     __call__ = get
 
     def warm(self) -> None:
         """Open the session in a background thread (no-op when open or opening)."""
-        if self._session is not None or (self._warming is not None and self._warming.is_alive()):
+        if self._ready or (self._warming is not None and self._warming.is_alive()):
             return
 
         def run() -> None:
@@ -106,7 +111,7 @@ class LazySpark:
 
     def close(self) -> None:
         with self._lock:
-            session, self._session = self._session, None
+            session, self._session, self._ready = self._session, None, False
         if session is not None and self._closer is not None:
             self._closer(session)
 

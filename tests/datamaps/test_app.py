@@ -68,6 +68,14 @@ def test_lazy_spark_failure_is_reported_and_retried():
     assert closed == ["x"] and not lazy2.ready
 
 
+def test_lazy_spark_on_open_may_use_the_session():
+    seen = []
+    holder = {}
+    lazy = app.LazySpark(lambda: "s", on_open=lambda s: seen.append(holder["lazy"].get()))
+    holder["lazy"] = lazy
+    assert lazy.get() == "s" and seen == ["s"] and lazy.ready
+
+
 async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
     engine = SimpleNamespace(spark=object())
     settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None)
