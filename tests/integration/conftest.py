@@ -54,10 +54,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("target", wanted, indirect=True)
 
 
+_SPARK_FIXTURES = {"sts", "sts_starts", "target", "direct", "proxy", "itest_db"}
+
+
 def pytest_collection_modifyitems(items):
-    # Everything here needs a real Spark Thrift Server.
+    # Tests that touch a real Spark Thrift Server carry the `spark` marker.
     for item in items:
-        if "/integration/" in str(item.fspath):
+        if "/integration/" in str(item.fspath) and \
+                _SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
 
 
