@@ -153,8 +153,6 @@ def _pretty(e: exp.Expression) -> str | None:
                 return None
             args.append(p)
         return f"{name}({', '.join(args)})"
-    if isinstance(e, exp.Anonymous) and e.name.lower() == "timeseries":
-        return _timeseries_name(e)
     if isinstance(e, exp.Anonymous):
         args = [_pretty(a) for a in e.expressions]
         return None if None in args else f"{e.name.lower()}({', '.join(args)})"
@@ -173,21 +171,6 @@ def _pretty(e: exp.Expression) -> str | None:
         parts.append("END")
         return " ".join(parts)
     return None
-
-
-def _timeseries_name(call: exp.Expression) -> str | None:
-    """Spark's name for the translation Spark actually runs (date_trunc(UNIT, col)); the
-    n-minute forms have no name we can be sure of."""
-    from rewriter import timeseries as ts
-    try:
-        col, gran = ts.parse_call(call)
-        translated = ts.bucket_expr(col, gran)
-    except ValueError:
-        return None
-    inner = _pretty(col)
-    if not isinstance(translated, exp.TimestampTrunc) or inner is None:
-        return None
-    return f"date_trunc({translated.args['unit'].name}, {inner})"
 
 
 # ---------------------------------------------------------------- canonical forms
