@@ -154,7 +154,7 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
             edge.on = on
             edge.on_key = "&".join(sorted(key_of(c) for c in on))
     for raw in raw_preds:
-        for c in canonical_predicate(raw):
+        for c in canonical_predicate(raw, copy=not in_place):
             preds.append(_classify(canon_cols(c), types))
 
     rep = _equivalence(preds)

@@ -215,11 +215,12 @@ def disjuncts(e: exp.Expression) -> list[exp.Expression]:
     return [e]
 
 
-def canonical_predicate(e: exp.Expression) -> list[exp.Expression]:
-    """One predicate -> canonical conjuncts (fresh trees)."""
+def canonical_predicate(e: exp.Expression, copy: bool = True) -> list[exp.Expression]:
+    """One predicate -> canonical conjuncts (fresh trees unless copy=False, which may reuse
+    parts of a disposable `e`)."""
     e = strip_parens(e)
     if isinstance(e, exp.And):
-        return canonical_predicate(e.this) + canonical_predicate(e.expression)
+        return canonical_predicate(e.this, copy) + canonical_predicate(e.expression, copy)
     if isinstance(e, exp.Between):
         c = e.this.copy()
         return canonical_predicate(exp.GTE(this=c, expression=e.args["low"].copy())) + \
@@ -237,8 +238,8 @@ def canonical_predicate(e: exp.Expression) -> list[exp.Expression]:
     if isinstance(e, exp.Or):
         return [_canonical_or(e)]
     if isinstance(e, exp.In) and not e.args.get("query") and not e.args.get("unnest"):
-        return [_make_in(canonical_expr(e.this), [x.copy() for x in e.expressions])]
-    return [canonical_expr(e)]
+        return [_make_in(canonical_expr(e.this, copy), [x.copy() if copy else x for x in e.expressions])]
+    return [canonical_expr(e, copy)]
 
 
 def _canonical_or(e: exp.Expression) -> exp.Expression:
