@@ -136,10 +136,10 @@ def build_conf(state: StatePaths, settings: SparkSettings, *, embedded: bool,
     Derby home, log4j2 file) is here, because it goes on spark-submit's command line."""
     root = state.root
     java_opts = [
-        f"-Dderby.system.home={root}",
-        f"-Dderby.stream.error.file={state.logs / 'derby.log'}",
-        f"-Dlog4j2.configurationFile=file:{state.log4j2}",
-        f"-Djava.io.tmpdir={state.tmp}",
+        _java_property("derby.system.home", root),
+        _java_property("derby.stream.error.file", state.logs / "derby.log"),
+        _java_property("log4j2.configurationFile", state.log4j2),
+        _java_property("java.io.tmpdir", state.tmp),
     ]
     user = dict(settings.conf)
     extra = user.pop("spark.driver.extraJavaOptions", "")
@@ -176,6 +176,15 @@ def build_conf(state: StatePaths, settings: SparkSettings, *, embedded: bool,
         })
     conf.update(user)
     return conf
+
+
+def _java_property(name: str, value: object) -> str:
+    """-Dname=value for spark.driver.extraJavaOptions, which Spark splits on whitespace
+    unless quoted: a state dir with a space in its path stays one option."""
+    option = f"-D{name}={value}"
+    if re.search(r"[\s\"'\\]", option):
+        return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return option
 
 
 LOG4J2_TEMPLATE = """\

@@ -35,7 +35,7 @@ def _query(port: int, *statements: str):
 
 
 def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
-    state = tmp_path / "state"
+    state = tmp_path / "state dir"  # a space: Java options and paths must survive it
     log = tmp_path / "driver.log"
     first = SparkDriver("embedded", state, SETTINGS, log)
     try:

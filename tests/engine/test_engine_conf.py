@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.engine import (EngineError, SparkSettings, StatePaths, _StateLock, build_conf,
-                          spark_settings, write_log4j2)
+from proxy.engine import (EngineError, SparkSettings, StatePaths, _java_property, _StateLock,
+                          build_conf, spark_settings, write_log4j2)
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,21 @@ def test_embedded_conf_keeps_everything_in_the_state_dir(tmp_path: Path):
         conf["spark.hadoop.javax.jdo.option.ConnectionURL"]
     opts = conf["spark.driver.extraJavaOptions"]
     assert f"-Dderby.system.home={tmp_path}" in opts
-    assert f"-Dlog4j2.configurationFile=file:{tmp_path / 'conf' / 'log4j2.properties'}" in opts
+    assert f"-Dlog4j2.configurationFile={tmp_path / 'conf' / 'log4j2.properties'}" in opts
     assert conf["spark.hadoop.hive.server2.thrift.port"] == "0"
     assert conf["spark.hadoop.hive.server2.thrift.bind.host"] == "127.0.0.1"
     for key, value in conf.items():  # nothing relative: the cwd must stay clean
         if key.endswith("dir") or key.endswith("location"):
             assert Path(value).is_absolute(), key
+
+
+def test_java_options_survive_spaces_in_the_state_dir(tmp_path: Path):
+    root = tmp_path / "my state"
+    opts = build_conf(StatePaths(root), SparkSettings(), embedded=True)[
+        "spark.driver.extraJavaOptions"]
+    assert f'"-Dderby.system.home={root}"' in opts
+    assert _java_property("a", 'x "y" \\z') == '"-Da=x \\"y\\" \\\\z"'
+    assert _java_property("a", "/plain/path") == "-Da=/plain/path"
 
 
 def test_remote_conf_uses_metastore_uris_and_no_thrift_server(tmp_path: Path):
