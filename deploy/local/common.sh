@@ -17,6 +17,8 @@ die() { echo "deploy/local: $*" >&2; exit 1; }
 
 init_dir() {   # init_dir DIR -> absolute DIR with pids/ ports/ logs/
     [[ -n "${1:-}" ]] || die "usage: $(basename "$0") DIR"
+    # Spark splits --driver-java-options on whitespace.
+    [[ "$1" != *[[:space:]]* ]] || die "DIR must not contain whitespace: '$1'"
     mkdir -p "$1"/pids "$1"/ports "$1"/logs
     DIR=$(cd "$1" && pwd)
 }

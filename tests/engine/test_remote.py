@@ -97,6 +97,8 @@ def test_scripts_refuse_missing_dir_and_missing_dependencies(tmp_path: Path):
     assert usage.returncode != 0 and "usage: metastore.sh DIR" in usage.stderr
     orphan = _run("thrift-server.sh", str(tmp_path))
     assert orphan.returncode != 0 and "no metastore in" in orphan.stderr
+    spaced = _run("start.sh", str(tmp_path / "a b"))
+    assert spaced.returncode != 0 and "must not contain whitespace" in spaced.stderr
 
 
 def test_thrift_server_runs_queries_on_cluster_executors(topology):
