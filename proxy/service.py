@@ -96,17 +96,19 @@ class Service:
     # ------------------------------------------------------------------ dispatch
 
     async def handle(self, conn: ClientConnection, data: bytes) -> bytes:
-        name, mtype, seqid = codec.decode_header(data)
-        if mtype not in (codec.CALL, codec.ONEWAY):
-            return codec.application_exception(name, seqid, f"Expected a call, got message type {mtype}",
+        try:
+            msg = codec.decode(data)          # one pass: header + (small) request body
+        except codec.ProtocolError as e:
+            name, _, seqid = codec.decode_header(data)     # re-raises if the header is bad
+            return codec.application_exception(name, seqid, str(e), TApplicationException.PROTOCOL_ERROR)
+        name, seqid = msg.name, msg.seqid
+        if msg.type not in (codec.CALL, codec.ONEWAY):
+            return codec.application_exception(name, seqid, f"Expected a call, got message type {msg.type}",
                                                TApplicationException.INVALID_MESSAGE_TYPE)
         handler = self._handlers.get(name)
-        if handler is None:
+        if handler is None or msg.body is None:
             return codec.application_exception(name, seqid, f"Invalid method name: '{name}'")
-        try:
-            req = codec.decode(data).body.req
-        except codec.ProtocolError as e:
-            return codec.application_exception(name, seqid, str(e), TApplicationException.PROTOCOL_ERROR)
+        req = msg.body.req
         if req is None:
             return codec.application_exception(name, seqid, f"{name} call without a request",
                                                TApplicationException.PROTOCOL_ERROR)
