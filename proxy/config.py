@@ -49,7 +49,7 @@ class UpstreamSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    master: str = "local[2]"
+    master: str = "local[*]"           # contract.md: embedded Spark uses every core
     driver_memory: str = "2g"
     conf: Mapping[str, str] = field(default_factory=dict)
     metastore_uris: str | None = None
