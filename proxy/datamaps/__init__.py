@@ -11,7 +11,7 @@
     handler.py  DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler: Router
                 StatementHandlers (register in that order, before the default)
 
-Wiring (gateway):
+Wiring (done by proxy/app.py build_router for `serve`):
     catalog = Catalog.in_state_dir(state_dir)
     service = DatamapService(catalog, lambda: engine_spark_session)
     await asyncio.to_thread(service.recover)        # once, before serving

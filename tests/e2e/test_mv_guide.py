@@ -1,0 +1,349 @@
+"""The CarbonData MV guide's scenarios, end to end: `python -m proxy serve` (embedded
+Spark) in a subprocess, PyHive and beeline as clients, every datamap answer compared with
+the same query answered from the base tables (`SET datamap.rewrite.enabled=false`).
+
+The tests of this module run in order on one proxy and share its state (one start-up,
+one restart at the end)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.support import Conn, Pair, ServeProc, sort_rows, state_table_dir
+from tests.support.clients import jdbc_url, run_beeline
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+AGG = ("CREATE DATAMAP agg_sales USING 'mv' AS SELECT country, sex, sum(quantity), avg(price) "
+       "FROM sales GROUP BY country, sex")
+SALES_ROWS = [
+    ("2026-01-01 10:00:00", "u1", "male", "China", 5, 100),
+    ("2026-01-01 10:05:00", "u2", "female", "China", 3, 200),
+    ("2026-01-01 11:00:00", "u3", "male", "US", 7, 150),
+    ("2026-01-02 09:30:00", "u4", "female", "US", 1, 300),
+    ("2026-01-02 09:31:00", "u5", "male", "India", 2, None),
+    ("2026-01-03 00:00:00", "u6", None, "India", None, 50),
+]
+
+
+def values(rows) -> str:
+    def lit(v):
+        if v is None:
+            return "NULL"
+        if isinstance(v, str):
+            return "'" + v.replace("'", "\\'") + "'"
+        return str(v)
+    out = []
+    for r in rows:
+        cells = [f"TIMESTAMP {lit(r[0])}" if i == 0 and r[0] is not None else lit(v)
+                 for i, v in enumerate(r)]
+        out.append("(" + ", ".join(cells) + ")")
+    return ", ".join(out)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e_mv")
+    state = root / "state"
+    srv = ServeProc(root / "serve1", state)
+    box = {"srv": srv, "state": state, "root": root}
+    box["c"] = Pair(srv.port)
+    try:
+        yield box
+    finally:
+        box["c"].close()
+        box["srv"].kill()
+
+
+HITS = [
+    "SELECT country, sex, sum(quantity), avg(price) FROM sales GROUP BY country, sex",
+    "SELECT sex, sum(quantity) FROM sales GROUP BY sex",
+    "SELECT avg(price), country FROM sales GROUP BY country",
+    "SELECT country, sum(quantity) FROM sales WHERE country = 'China' GROUP BY country",
+    "SELECT sum(quantity) FROM sales",
+]
+MISSES = [
+    "SELECT user_id, country, sex, sum(quantity), avg(price) FROM sales "
+    "GROUP BY user_id, country, sex",
+    "SELECT country, max(price) FROM sales GROUP BY country",
+    "SELECT sex, sum(quantity) FROM sales WHERE user_id = 'u1' GROUP BY sex",
+]
+
+
+def check_answers(c: Pair) -> None:
+    for q in HITS:
+        c.hit(q, "agg_sales")
+
+
+def test_create_show_hit_and_miss(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE TABLE sales (order_time TIMESTAMP, user_id STRING, sex STRING, "
+             "country STRING, quantity INT, price BIGINT) USING parquet")
+    c.dm.run("INSERT INTO sales VALUES " + values(SALES_ROWS))
+    c.dm.run(AGG)
+    dm = c.datamaps()["agg_sales"]
+    cols = c.dm.run("SHOW DATAMAP").columns
+    assert [x.split(".")[-1] for x in cols] == [
+        "DataMapName", "ClassName", "Associated Table", "DataMap Properties",
+        "DataMap Status", "Sync Status"]
+    assert dm[:3] == ("agg_sales", "mv", "default.agg_sales_table")
+    assert dm[4] == "ENABLED"
+    sync = json.loads(dm[5])
+    assert sync["default.sales"] == "0" and sync["loadEndTime"]
+    check_answers(c)
+    for q in MISSES:
+        c.miss(q, "agg_sales")
+    # the datamap table holds the grouped rows: one per (country, sex)
+    assert len(c.base.run("SELECT * FROM agg_sales_table").rows) == 6
+
+
+def test_errors_carry_sqlstates(env):
+    c: Pair = env["c"]
+    cases = [
+        (AGG, "42710", "agg_sales"),
+        ("CREATE DATAMAP dm_x USING 'mv' AS SELECT a, sum(b) FROM no_such_table GROUP BY a",
+         "42S02", "no_such_table"),
+        ("DROP DATAMAP no_such_dm", "42S02", "no_such_dm"),
+        ("REBUILD DATAMAP no_such_dm", "42S02", "no_such_dm"),
+        ("SHOW SEGMENTS FOR TABLE no_such_table", "42S02", "no_such_table"),
+        ("CREATE DATAMAP dm_y USING 'mv' AS SELEC country FROM sales", "42000", "dm_y"),
+        ("CREATE DATAMAP dm_z USING 'mv' AS SELECT country, sum(quantity) FROM sales "
+         "GROUP BY country LIMIT 3", "0A000", "dm_z"),
+        ("INSERT INTO agg_sales_table SELECT * FROM agg_sales_table", "0A000",
+         "agg_sales_table"),
+    ]
+    for sql, state, name in cases:
+        e = c.dm.error(sql)
+        assert e.sqlstate == state, (sql, e)
+        assert name in e.message, (sql, e)
+    # the session still works
+    assert c.dm.run("SELECT 1").rows == [(1,)]
+
+
+def test_lazy_datamap_disabled_until_rebuild(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE DATAMAP lazy_sales USING 'mv' WITH DEFERRED REBUILD AS "
+             "SELECT country, max(price), min(quantity) FROM sales GROUP BY country")
+    q = "SELECT country, max(price) FROM sales GROUP BY country"
+    assert c.datamaps()["lazy_sales"][4:] == ("DISABLED", "NA")
+    assert "Skipped lazy_sales" not in c.miss(q)   # DISABLED: not even a candidate
+    c.dm.run("REBUILD DATAMAP lazy_sales")
+    assert c.datamaps()["lazy_sales"][4] == "ENABLED"
+    c.hit(q, "lazy_sales")
+
+
+def test_three_loads_three_incremental_segments(env):
+    c: Pair = env["c"]
+    more = [
+        [("2026-01-04 08:00:00", "u7", "male", "China", 4, 120)],
+        [("2026-01-04 09:00:00", "u8", "female", "Brazil", 6, 80),
+         ("2026-01-04 09:10:00", "u9", "female", "Brazil", 1, 90)],
+        [("2026-01-05 12:00:00", "u1", "male", "US", 2, 400)],
+    ]
+    for i, rows in enumerate(more, start=1):
+        c.dm.run("INSERT INTO sales VALUES " + values(rows))
+        check_answers(c)
+        segs = c.segments("agg_sales_table")
+        assert segs[0][0] == str(i) and segs[0][1] == "Success", segs
+        assert json.loads(segs[0][6]) == {"default.sales": [str(i)]}, segs
+        assert [s[0] for s in segs] == [str(k) for k in range(i, -1, -1)]
+        # a lazy datamap is disabled again by any change to its base table
+        assert c.datamaps()["lazy_sales"][4] == "DISABLED"
+    base = c.segments("sales")
+    assert [s[0] for s in base] == ["3", "2", "1", "0"] and all(s[6] in ("", "{}") for s in base)
+    assert json.loads(c.datamaps()["agg_sales"][5])["default.sales"] == "3"
+    c.dm.run("DROP DATAMAP lazy_sales")
+    assert "lazy_sales" not in c.datamaps()
+
+
+def test_refresh_failure_disables_then_next_load_catches_up(env):
+    c: Pair = env["c"]
+    # Make the datamap table's location unwritable for real: Spark's committer must create
+    # <table>/_temporary; a regular file of that name makes every write job fail.
+    blocker = state_table_dir(env["state"], "agg_sales_table") / "_temporary"
+    assert blocker.parent.is_dir(), blocker.parent
+    blocker.write_text("blocked by the e2e test")
+    try:
+        c.dm.run("INSERT INTO sales VALUES " + values(
+            [("2026-01-06 10:00:00", "u10", "male", "China", 9, 10)]))
+    finally:
+        blocker.unlink()
+    dm = c.datamaps()["agg_sales"]
+    assert dm[4] == "DISABLED", dm
+    # the load itself succeeded
+    assert c.base.run("SELECT count(*) FROM sales WHERE user_id = 'u10'").rows == [(1,)]
+    assert "Skipped agg_sales" not in c.miss(HITS[0])   # DISABLED: not a candidate
+    segs = c.segments("agg_sales_table")
+    assert segs[0][1] in ("Failed", "FAILED", "Marked for Delete"), segs
+    c.dm.run("INSERT INTO sales VALUES " + values(
+        [("2026-01-06 11:00:00", "u11", "female", "India", 3, 70)]))
+    assert c.datamaps()["agg_sales"][4] == "ENABLED"
+    check_answers(c)
+    covered = {b for s in c.segments("agg_sales_table") if s[1] == "Success"
+               for b in json.loads(s[6])["default.sales"]}
+    assert covered == {s[0] for s in c.segments("sales") if s[1] == "Success"}
+
+
+def test_concurrent_readers_never_see_partial_data(env):
+    c: Pair = env["c"]
+    q = "SELECT country, sex, sum(quantity) FROM sales GROUP BY country, sex"
+    states = [c.base.rows(q)]
+    seen: list = []
+    errors: list = []
+    stop = threading.Event()
+    reader = Conn(env["srv"].port)
+
+    def loop():
+        try:
+            while not stop.is_set():
+                seen.append(reader.rows(q))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        for i in range(3):
+            c.dm.run("INSERT INTO sales VALUES " + values(
+                [(f"2026-01-07 1{i}:00:00", f"c{i}", "male", "China", 10 + i, 5),
+                 (f"2026-01-07 1{i}:30:00", f"d{i}", "female", "Chile", 1, 5)]))
+            states.append(c.base.rows(q))
+    finally:
+        stop.set()
+        t.join(60)
+        reader.close()
+    assert not errors, errors
+    assert len(seen) >= 3
+    for answer in seen:
+        assert answer in states, answer
+    c.hit(q, "agg_sales")
+
+
+def test_compaction_keeps_answers_and_reduces_rows(env):
+    c: Pair = env["c"]
+    before = [s for s in c.segments("agg_sales_table") if s[1] == "Success"]
+    assert len(before) >= 3
+    rows_before = sum(int(s[4]) for s in before)
+    c.dm.run("ALTER DATAMAP agg_sales COMPACT 'MAJOR'")
+    after = [s for s in c.segments("agg_sales_table") if s[1] == "Success"]
+    assert len(after) == 1, after
+    assert int(after[0][4]) < rows_before
+    assert int(after[0][4]) == len(c.base.run(
+        "SELECT country, sex FROM sales GROUP BY country, sex").rows)
+    check_answers(c)
+
+
+def test_insert_overwrite_rebuilds(env):
+    c: Pair = env["c"]
+    c.dm.run("INSERT OVERWRITE TABLE sales VALUES " + values(SALES_ROWS[:3]))
+    segs = [s for s in c.segments("agg_sales_table") if s[1] == "Success"]
+    assert len(segs) == 1, segs
+    assert c.datamaps()["agg_sales"][4] == "ENABLED"
+    check_answers(c)
+    assert c.dm.rows("SELECT sum(quantity) FROM sales") == [(15,)]
+
+
+def test_timeseries_minute_datamap_answers_hour_and_day(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE TABLE events (ts TIMESTAMP, device STRING, v INT) USING parquet")
+    rows = []
+    for d in (1, 2):
+        for h in (0, 5, 23):
+            for m in (0, 1, 59):
+                rows.append(f"(TIMESTAMP '2026-03-0{d} {h:02d}:{m:02d}:{(d * m) % 60:02d}', "
+                            f"'dev{(h + m) % 3}', {d * 100 + h * 10 + m})")
+    c.dm.run("INSERT INTO events VALUES " + ", ".join(rows))
+    c.dm.run("CREATE DATAMAP ev_min USING 'mv' AS SELECT timeseries(ts, 'minute') AS minute, "
+             "device, sum(v), count(*), max(v) FROM events GROUP BY timeseries(ts, 'minute'), "
+             "device")
+    for gran in ("minute", "hour", "day"):
+        c.hit(f"SELECT timeseries(ts, '{gran}') AS t, sum(v), count(*) FROM events "
+              f"GROUP BY timeseries(ts, '{gran}')", "ev_min")
+    c.hit("SELECT timeseries(ts, 'hour') AS t, device, max(v) FROM events "
+          "WHERE device = 'dev1' GROUP BY timeseries(ts, 'hour'), device", "ev_min")
+    c.miss("SELECT timeseries(ts, 'second') AS t, sum(v) FROM events "
+           "GROUP BY timeseries(ts, 'second')", "ev_min")
+    c.dm.run("INSERT INTO events VALUES (TIMESTAMP '2026-03-03 01:02:03', 'dev0', 7)")
+    c.hit("SELECT timeseries(ts, 'day') AS t, sum(v) FROM events "
+          "GROUP BY timeseries(ts, 'day')", "ev_min")
+
+
+def test_join_datamaps_maintained_incrementally(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE TABLE orders (oid INT, cust INT, amount BIGINT) USING parquet")
+    c.dm.run("CREATE TABLE customers (cust INT, region STRING) USING parquet")
+    c.dm.run("INSERT INTO customers VALUES (1, 'north'), (2, 'south'), (3, 'north')")
+    c.dm.run("INSERT INTO orders VALUES (1, 1, 10), (2, 2, 20), (3, 3, 30), (4, 9, 40)")
+    c.dm.run("CREATE DATAMAP ord_inner USING 'mv' AS SELECT c.region, sum(o.amount), count(*) "
+             "FROM orders o JOIN customers c ON o.cust = c.cust GROUP BY c.region")
+    c.dm.run("CREATE DATAMAP ord_left USING 'mv' AS SELECT o.cust, c.region, sum(o.amount) "
+             "FROM orders o LEFT JOIN customers c ON o.cust = c.cust GROUP BY o.cust, c.region")
+    qi = ("SELECT c.region, sum(o.amount) FROM orders o JOIN customers c ON o.cust = c.cust "
+          "GROUP BY c.region")
+    ql = ("SELECT o.cust, c.region, sum(o.amount) FROM orders o LEFT JOIN customers c "
+          "ON o.cust = c.cust GROUP BY o.cust, c.region")
+    c.hit(qi, "ord_inner")
+    c.hit(ql, "ord_left")
+    c.dm.run("INSERT INTO orders VALUES (5, 1, 5), (6, 9, 6), (7, 2, 7)")
+    for dm in ("ord_inner", "ord_left"):
+        segs = [s for s in c.segments(f"{dm}_table") if s[1] == "Success"]
+        assert len(segs) == 2, (dm, segs)          # incremental: a new segment, not a rebuild
+        assert json.loads(segs[0][6])["default.orders"] == ["1"], segs
+    c.hit(qi, "ord_inner")
+    c.hit(ql, "ord_left")
+    # the dimension side changes too (a new customer matches an old order)
+    c.dm.run("INSERT INTO customers VALUES (9, 'east')")
+    assert c.datamaps()["ord_inner"][4] == "ENABLED"
+    c.hit(qi, "ord_inner")
+    assert c.datamaps()["ord_left"][4] == "ENABLED"
+    c.hit(ql, "ord_left")
+
+
+def test_beeline_through_the_proxy(env):
+    c: Pair = env["c"]
+    q = "SELECT country, sex, sum(quantity) FROM sales GROUP BY country, sex ORDER BY country, sex"
+    run = run_beeline(jdbc_url("127.0.0.1", env["srv"].port), [
+        "EXPLAIN " + q, q, "SHOW DATAMAP", AGG],
+        workdir=env["root"] / "beeline")
+    assert "Hit mv DataMap: agg_sales" in run.stdout, run.stdout[-3000:]
+    base = c.base.run(q).rows
+    assert run.results[1].rows == [tuple("NULL" if v is None else str(v) for v in r)
+                                   for r in base]
+    assert run.results[2].columns[:2] == ["DataMapName", "ClassName"]
+    assert any(r[0] == "agg_sales" for r in run.results[2].rows)
+    assert len(run.errors) == 1 and "state=42710" in run.stderr, run.errors
+    assert "agg_sales" in run.errors[0][1] and "already exists" in run.errors[0][1], run.errors
+
+
+def test_restart_keeps_everything(env):
+    c: Pair = env["c"]
+    before = c.datamaps()
+    segs_before = c.segments("agg_sales_table")
+    c.close()
+    assert env["srv"].stop() == 0, env["srv"].tail()
+    srv = ServeProc(env["root"] / "serve2", env["state"])
+    env["srv"] = srv
+    env["c"] = c = Pair(srv.port)
+    assert c.datamaps() == before
+    assert c.segments("agg_sales_table") == segs_before
+    check_answers(c)
+    c.hit("SELECT c.region, sum(o.amount) FROM orders o JOIN customers c ON o.cust = c.cust "
+          "GROUP BY c.region", "ord_inner")
+    c.hit("SELECT timeseries(ts, 'hour') AS t, sum(v) FROM events "
+          "GROUP BY timeseries(ts, 'hour')", "ev_min")
+    # and maintenance goes on after the restart
+    c.dm.run("INSERT INTO sales VALUES " + values(SALES_ROWS[3:]))
+    check_answers(c)
+
+
+def test_drop_table_cascades(env):
+    c: Pair = env["c"]
+    c.dm.run("DROP TABLE sales")
+    assert "agg_sales" not in c.datamaps()
+    tables = {r[1] for r in c.dm.run("SHOW TABLES").rows}
+    assert "agg_sales_table" not in tables and "sales" not in tables
+    assert c.dm.error("SHOW SEGMENTS FOR TABLE sales").sqlstate == "42S02"
+    assert {"ev_min", "ord_inner", "ord_left"} <= set(c.datamaps())
