@@ -7,6 +7,7 @@ see a half-written segment; the caller publishes it with one catalog commit.
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
@@ -17,6 +18,8 @@ from rewriter.api import SEGMENT_COLUMN, DatamapDefinition
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+
+log = logging.getLogger("pipeline")
 
 class PipelineError(Exception):
     """A pipeline job refused or failed; `sqlstate` per contract.md."""
@@ -106,11 +109,14 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
                            f"SELECT {cols} FROM {view}")
     finally:
         spark.catalog.dropTempView(view)
+    t_written = time.monotonic()
     rows = _written_rows(result)
     if rows is None:
         rows, files = segment_stats(spark, definition, segment_id)
     else:
         files = segment_files(spark, definition, segment_id)
+    log.debug("segment %s of %s: written after %.2fs, listed in %.2fs", segment_id,
+              definition.table, t_written - started, time.monotonic() - t_written)
     return SegmentWrite(segment_id, rows, files, time.monotonic() - started)
 
 

@@ -283,6 +283,7 @@ class DatamapService:
             self._refresh_locked(rec)
 
     def _refresh_locked(self, rec: DatamapRecord) -> None:
+        t0 = time.monotonic()
         defn = rec.definition
         self._drop_garbage(rec)   # segments superseded long enough ago
         try:
@@ -310,6 +311,7 @@ class DatamapService:
         new_files = {t: [f for s in segs for f in s.files] for t, segs in pending.items()}
         sid = self.catalog.begin_segment(rec.db, rec.name,
                                          {t: [s.id for s in segs] for t, segs in pending.items()})
+        t_job = time.monotonic()
         try:
             res = incremental_append(self.spark, defn, sid, new_files, old_files, rec.properties)
         except Exception as e:
@@ -324,6 +326,9 @@ class DatamapService:
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=res.write.rows,
                                      files=res.write.files, seconds=res.write.seconds,
                                      kind="refreshed")
+        log.info("datamap %s: segment %s appended (%d rows) in %.2fs: sync+plan %.2fs, "
+                 "job %.2fs", rec.qualified, sid, res.write.rows, time.monotonic() - t0,
+                 t_job - t0, time.monotonic() - t_job)
 
     def _build(self, rec: DatamapRecord, supersede: list[str]) -> None:
         live = {t: [s.id for s in self.catalog.base_segments(t)] for t in rec.base_tables}
