@@ -179,6 +179,15 @@ def loaded_table(statement: str, current_db: str) -> str | None:
     return None
 
 
+_ALTER_TABLE = re.compile(_LEAD + r"alter\s+table\s+" + _NAME, re.I | re.S)
+
+
+def altered_table(statement: str, current_db: str) -> str | None:
+    """"db.table" that an ALTER TABLE statement changes, else None."""
+    m = _ALTER_TABLE.match(statement)
+    return _qualify(m.group("name"), current_db) if m else None
+
+
 def dropped_table(statement: str, current_db: str) -> str | None:
     """"db.table" that a DROP TABLE statement drops, else None."""
     m = _DROP_TABLE.match(statement)
@@ -197,7 +206,10 @@ class DatamapLoadHandler:
         table = loaded_table(statement, ctx.current_db)
         if table is None:
             dropped = dropped_table(statement, ctx.current_db)
-            return self._drop(dropped) if dropped else None
+            if dropped:
+                return self._drop(dropped)
+            altered = altered_table(statement, ctx.current_db)
+            return self._alter(altered) if altered else None
         try:
             if self.service.catalog.datamap_by_table(table) is not None:
                 return Reject(f"Table {table} holds a datamap's rows and cannot be written "
@@ -211,6 +223,21 @@ class DatamapLoadHandler:
 
         async def after(_upstream) -> None:
             await asyncio.to_thread(service.after_load, table)
+        return PassThrough(after=after)
+
+    def _alter(self, table: str) -> Decision | None:
+        """ALTER TABLE of a base table: forward it, then forget the cached schema so the
+        rewriter and later refreshes see the new columns/types."""
+        try:
+            if not self.service.catalog.list_datamaps(base_table=table):
+                return None
+        except Exception:  # noqa: BLE001
+            log.warning("catalog lookup failed for ALTER TABLE %s", table, exc_info=True)
+            return None
+        service = self.service
+
+        async def after(_upstream) -> None:
+            service.invalidate_schemas(table)
         return PassThrough(after=after)
 
     def _drop(self, table: str) -> Decision | None:

@@ -240,3 +240,21 @@ async def test_drop_table_decisions(service, monkeypatch):
     assert dropped_tables == ["db1.agg_table"]
     assert service.catalog.list_datamaps() == []
     assert service.catalog.base_segments("db1.sales", live_only=False) == []
+
+
+async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monkeypatch):
+    from proxy.datamaps.handler import DatamapLoadHandler, altered_table
+    from proxy.router import PassThrough
+    assert altered_table("ALTER TABLE `Db2`.t ADD COLUMNS (x INT)", "db1") == "db2.t"
+    assert altered_table("alter table t rename to u", "db1") == "db1.t"
+    assert altered_table("ALTER VIEW t AS SELECT 1", "db1") is None
+    h = DatamapLoadHandler(service)
+    assert h(_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)") is None   # no datamap over it
+    _add_built_datamap(service)
+    d = h(_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)")
+    assert isinstance(d, PassThrough) and d.after is not None
+    calls = []
+    monkeypatch.setattr(service, "invalidate_schemas", lambda table=None: calls.append(table))
+    await d.after(_upstream)
+    assert calls == ["db1.sales"]
+    assert h(_ctx(), "ALTER TABLE other ADD COLUMNS (x INT)") is None
