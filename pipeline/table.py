@@ -134,9 +134,39 @@ def _written_rows(result: "DataFrame") -> int | None:
     return None
 
 
+def _partition_files(spark: "SparkSession", table: str, segment_id: str) -> tuple[str, ...] | None:
+    """Data files of one partition, listed from its directory alone (the table's other
+    partitions are not listed: that cost grew with the number of segments). None when the
+    location cannot be found; hidden files (_*, .*) are skipped as Spark does."""
+    try:
+        loc = None
+        for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
+            if str(row[0]).strip() == "Location":
+                loc = str(row[1]).strip()
+        if not loc:
+            return None
+        jvm = spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(f"{loc.rstrip('/')}/{SEGMENT_COLUMN}={segment_id}")
+        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        if not fs.exists(path):
+            return ()
+        out = []
+        for st in fs.listStatus(path):
+            name = st.getPath().getName()
+            if st.isFile() and not name.startswith(("_", ".")):
+                out.append(normalize_path(st.getPath().toString()))
+        return tuple(sorted(out))
+    except Exception:  # noqa: BLE001 - fall back to Spark's own listing
+        log.debug("direct partition listing failed for %s", table, exc_info=True)
+        return None
+
+
 def segment_files(spark: "SparkSession", definition: DatamapDefinition,
                   segment_id: str) -> tuple[str, ...]:
     """Data files of one partition (a listing, no Spark job)."""
+    files = _partition_files(spark, definition.table, segment_id)
+    if files is not None:
+        return files
     spark.catalog.refreshTable(definition.table)
     marker = f"/{SEGMENT_COLUMN}={segment_id}/"
     return tuple(sorted(normalize_path(f) for f in spark.table(definition.table).inputFiles()
