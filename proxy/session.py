@@ -10,6 +10,20 @@ from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
 
 REWRITE_KEY = "datamap.rewrite.enabled"
+# Set (to a reason) when the session changed a setting that changes query results; the
+# session is then never answered from datamaps, which were built under the engine's settings.
+BLOCKED_KEY = "datamap.rewrite.blocked"
+_SEMANTIC_KEYS = frozenset({
+    "spark.sql.session.timezone", "spark.sql.ansi.enabled", "spark.sql.casesensitive",
+    "spark.sql.decimaloperations.allowprecisionloss", "spark.sql.timestamptype",
+    "spark.sql.mapkeydeduppolicy", "spark.sql.datetime.java8api.enabled",
+})
+
+
+def semantic_setting(key: str) -> bool:
+    """Does this Spark setting change what a query returns?"""
+    k = key.strip().lower()
+    return k in _SEMANTIC_KEYS or k.startswith("spark.sql.legacy.")
 
 
 @dataclass(eq=False)
@@ -31,6 +45,11 @@ class Session:
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")
+        for key in self.configuration:
+            bare = key.split(":")[-1]     # set:hiveconf:k, set:hivevar:k, or k
+            if semantic_setting(bare):
+                self.conf.setdefault(BLOCKED_KEY, f"the session was opened with {bare}, "
+                                                  "which datamaps were not built with")
         db = self.configuration.get("use:database")
         if db:
             self.current_db = db.strip("`").lower()

@@ -28,6 +28,7 @@ from proxy.datamaps.service import DatamapService
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
 )
+from proxy.session import BLOCKED_KEY
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -39,6 +40,10 @@ _QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:select|with|from|
 
 
 def rewrite_enabled(ctx: StatementContext) -> bool:
+    """Datamaps answer this session: not switched off by `SET datamap.rewrite.enabled=false`,
+    and no result-affecting setting (time zone, ANSI, ...) changed (proxy/statements.py)."""
+    if BLOCKED_KEY in ctx.conf:
+        return False
     return str(ctx.conf.get(REWRITE_KEY, "true")).strip().lower() != "false"
 
 

@@ -83,7 +83,8 @@ async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
     try:
         kinds = [type(h) for h in router.handlers]
         assert router.handlers[0] is statements.set_rewrite_enabled
-        assert kinds[1:] == [DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler]
+        assert router.handlers[1] is statements.watch_semantic_settings
+        assert kinds[2:] == [DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler]
         assert (tmp_path / "state" / "catalog.db").is_file()
         assert isinstance(router.decide(_ctx(), "SELECT 1"), PassThrough)
         assert isinstance(router.decide(_ctx(), "SHOW DATAMAP"), Local)

@@ -49,5 +49,6 @@ def test_install_is_idempotent_and_first():
     r = Router(handlers=[lambda ctx, s: None])
     statements.install(r)
     statements.install(r)
-    assert r.handlers[0] is statements.set_rewrite_enabled and len(r.handlers) == 2
+    assert r.handlers[0] is statements.set_rewrite_enabled
+    assert r.handlers[1] is statements.watch_semantic_settings and len(r.handlers) == 3
     assert isinstance(r.decide(_ctx(), "select 1"), PassThrough)

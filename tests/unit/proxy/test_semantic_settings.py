@@ -1,0 +1,71 @@
+"""Sessions that change result-affecting settings are not answered from datamaps."""
+import pytest
+
+from proxy.router import PassThrough, Router, StatementContext
+from proxy.session import BLOCKED_KEY, Session, semantic_setting
+from proxy.statements import install, watch_semantic_settings
+
+
+def ctx(conf=None):
+    return StatementContext(session_id="s", user="u", current_db="default",
+                            conf={} if conf is None else conf, protocol_version=5)
+
+
+@pytest.mark.parametrize("statement", [
+    "SET spark.sql.session.timeZone=Asia/Kathmandu",
+    "set SPARK.SQL.SESSION.TIMEZONE = 'UTC'",
+    "SET TIME ZONE 'America/Caracas'",
+    "set time zone local",
+    "SET spark.sql.ansi.enabled=false",
+    "SET spark.sql.legacy.timeParserPolicy=LEGACY",
+    "SET spark.sql.caseSensitive=true",
+])
+def test_result_affecting_set_blocks_rewriting_and_still_forwards(statement):
+    c = ctx()
+    assert watch_semantic_settings(c, statement) is None   # Spark still gets the SET
+    assert "datamaps were not built with" in c.conf[BLOCKED_KEY]
+
+
+@pytest.mark.parametrize("statement", [
+    "SET spark.sql.shuffle.partitions=8",
+    "SET datamap.rewrite.enabled=false",
+    "SELECT 'SET spark.sql.session.timeZone=UTC'",
+    "SET",
+    "SET -v",
+])
+def test_other_statements_leave_the_session_alone(statement):
+    c = ctx()
+    assert watch_semantic_settings(c, statement) is None
+    assert BLOCKED_KEY not in c.conf
+
+
+def test_open_session_configuration_blocks_too():
+    s = Session(user="u", protocol=5, client_protocol=5,
+                configuration={"set:hiveconf:spark.sql.session.timeZone": "UTC"})
+    assert BLOCKED_KEY in s.conf
+    s2 = Session(user="u", protocol=5, client_protocol=5,
+                 configuration={"set:hiveconf:hive.server2.thrift.resultset.default.fetch.size": "1000",
+                                "use:database": "default"})
+    assert BLOCKED_KEY not in s2.conf
+
+
+def test_semantic_setting_names():
+    assert semantic_setting("spark.sql.session.timeZone")
+    assert semantic_setting("spark.sql.legacy.anything")
+    assert not semantic_setting("spark.sql.shuffle.partitions")
+
+
+def test_install_puts_gateway_handlers_first_once():
+    r = Router(handlers=[lambda c, s: None])
+    install(r)
+    install(r)
+    assert r.handlers[1] is watch_semantic_settings
+    assert len(r.handlers) == 3
+    assert isinstance(r.decide(ctx(), "SET spark.sql.session.timeZone=UTC"), PassThrough)
+
+
+def test_datamap_handlers_honour_the_block():
+    from proxy.datamaps.handler import rewrite_enabled
+    assert rewrite_enabled(ctx({"datamap.rewrite.enabled": "true"}))
+    assert not rewrite_enabled(ctx({"datamap.rewrite.enabled": "false"}))
+    assert not rewrite_enabled(ctx({BLOCKED_KEY: "the session changed spark.sql.session.timeZone"}))
