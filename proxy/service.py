@@ -33,7 +33,7 @@ from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource, empty_log_rowset
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
-from proxy.session import Session
+from proxy.session import BLOCKED_KEY, Session, semantic_setting
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import UpstreamSession, check
@@ -277,8 +277,13 @@ class Service:
     async def _h_ExecuteStatement(self, conn, name, req: T.TExecuteStatementReq, seqid):
         session = self._session(req.sessionHandle)
         statement = req.statement or ""
+        conf = session.conf
+        if req.confOverlay and any(semantic_setting(k.split(":")[-1]) for k in req.confOverlay):
+            # this statement alone runs under other result-affecting settings
+            conf = {**conf, BLOCKED_KEY: "the statement's confOverlay changes a setting "
+                                         "datamaps were not built with"}
         ctx = StatementContext(session_id=session.id, user=session.user,
-                               current_db=session.current_db, conf=session.conf,
+                               current_db=session.current_db, conf=conf,
                                protocol_version=session.protocol)
         try:
             decision = self.router.decide(ctx, statement)

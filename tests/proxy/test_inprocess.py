@@ -142,3 +142,39 @@ async def test_idle_operation_timeout_closes_finished_operations(gw_sts):
         await asyncio.to_thread(client)
     finally:
         await srv.shutdown(grace=5)
+
+
+async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
+    """A statement whose confOverlay sets the time zone, and every statement of a session
+    after `SET TIME ZONE`, reach the router with datamap rewriting blocked; the SET itself
+    and the statements still run on Spark."""
+    from proxy.session import BLOCKED_KEY
+    from proxy import statements
+    seen: dict[str, bool] = {}
+
+    def spy(ctx, sql):
+        seen[sql] = BLOCKED_KEY in ctx.conf
+        return None
+
+    router = Router(handlers=[spy])
+    statements.install(router)
+    srv, host, port = await _start(_settings(gw_sts), router)
+    try:
+        def client():
+            c = Raw(host, port)
+            c.open()
+            assert c.execute("select 1 as plain").status.statusCode == 0
+            r = c.call("ExecuteStatement", T.TExecuteStatementReq(
+                sessionHandle=c.session, statement="select 2 as overlay",
+                confOverlay={"spark.sql.session.timeZone": "Asia/Kathmandu"}))
+            assert r.status.statusCode == 0
+            assert c.execute("select 3 as again").status.statusCode == 0
+            assert c.execute("SET TIME ZONE 'America/Caracas'").status.statusCode == 0
+            assert c.execute("select 4 as after_set").status.statusCode == 0
+            c.close()
+        await asyncio.to_thread(client)
+    finally:
+        await srv.shutdown(grace=5)
+    assert seen == {"select 1 as plain": False, "select 2 as overlay": True,
+                    "select 3 as again": False, "SET TIME ZONE 'America/Caracas'": True,
+                    "select 4 as after_set": True}
