@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.sts import free_port, log_tail
+from tests.support.sts import _port_accepts, _signal_group, free_port, log_tail
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_RE = re.compile(rb"\bready\b", re.IGNORECASE)
@@ -91,21 +90,6 @@ class ProxyProc:
                 f"proxy pid {self.pid} {'ignored SIGTERM for %.0fs' % timeout if killed else ''}"
                 f" exit code {rc} (expected 0); stderr tail:\n{log_tail(self.log_path)}")
         return rc
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _port_accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = None,
