@@ -32,7 +32,7 @@ from proxy import statements
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
-from proxy.router import Decision, Router, StatementContext
+from proxy.router import Router
 
 log = logging.getLogger("proxy.app")
 

@@ -28,7 +28,7 @@ from thrift.Thrift import TApplicationException
 
 from proxy import statements
 from proxy.config import Settings
-from proxy.errors import ClientError, InternalError, InvalidHandle, ProxyError, UpstreamError, to_status
+from proxy.errors import ClientError, InvalidHandle, ProxyError, UpstreamError, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource, empty_log_rowset
@@ -289,7 +289,7 @@ class Service:
             decision = self.router.decide(ctx, statement)
         except ProxyError:
             raise
-        except Exception as e:  # noqa: BLE001 - a broken handler must not break pass-through
+        except Exception:  # noqa: BLE001 - a broken handler must not break pass-through
             log.exception("router failed on statement; forwarding unchanged")
             decision = PassThrough()
         if isinstance(decision, Reject):

@@ -25,7 +25,7 @@ from sqlglot import exp
 from rewriter import sparktypes
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
-from rewriter.normalize import (DIALECT, NormalizeError, canonical_expr, key_of, make_schema,
+from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
                                 ident, parse, qualify_tree, quote_unsafe, spark_output_name)
 
 STORABLE = (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from rewriter.api import SEGMENT_COLUMN, Candidate
-from rewriter.facts import Facts, has_aggregate
+from rewriter.facts import Facts
 from rewriter.layout import Compiled
-from rewriter.normalize import DIALECT, ident, key_of
+from rewriter.normalize import ident, key_of
 from rewriter.rules.compensate_filters import compensate_filters
 from rewriter.rules.derive_expression import NoDerive, derive_expression
 from rewriter.rules.match_tables import match_tables
