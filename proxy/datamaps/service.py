@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from pipeline import (
     cleanup_orphans, compact, create_table, drop, full_build, incremental_append, list_files,
@@ -46,6 +46,19 @@ def _spark_error(exc: Exception, what: str) -> ClientError:
         return ClientError(f"{what}: {text.splitlines()[0]}", "42S02")
     return ClientError(f"{what}: {text.splitlines()[0] if text else type(exc).__name__}",
                        "HY000")
+
+
+MINOR_THRESHOLD_PROPERTY = "minor_compaction_threshold"
+DEFAULT_MINOR_THRESHOLD = 4
+
+
+def minor_threshold(props: Mapping[str, str]) -> int:
+    """How many of the newest segments COMPACT 'MINOR' merges (DMPROPERTIES, default 4)."""
+    raw = str(props.get(MINOR_THRESHOLD_PROPERTY, DEFAULT_MINOR_THRESHOLD)).strip()
+    if not raw.isdigit() or int(raw) < 2:
+        raise ClientError(f"DMPROPERTIES '{MINOR_THRESHOLD_PROPERTY}'='{raw}': expected a whole "
+                          "number of segments, at least 2", "42000")
+    return int(raw)
 
 
 def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:
@@ -234,10 +247,15 @@ class DatamapService:
                                       f" is not a valid segment (valid: {', '.join(visible)})",
                                       "42S02")
                 ids = list(stmt.segment_ids)
+            elif stmt.mode == "minor":
+                # CarbonData's minor compaction: the newest `threshold` segments merge into
+                # one; with fewer there is nothing to do yet.
+                threshold = minor_threshold(rec.properties)
+                if len(visible) < threshold:
+                    return EMPTY
+                ids = visible[-threshold:]
             else:
-                # MINOR and MAJOR both merge every visible segment: segments here are
-                # small refresh deltas, and one segment per datamap is the cheapest to read.
-                ids = visible
+                ids = visible           # MAJOR: everything, one row per group afterwards
             if len(ids) < 2:
                 return EMPTY
             merged: dict[str, set[str]] = {}

@@ -258,3 +258,13 @@ async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monke
     await d.after(_upstream)
     assert calls == ["db1.sales"]
     assert h(_ctx(), "ALTER TABLE other ADD COLUMNS (x INT)") is None
+
+
+def test_minor_compaction_threshold_property():
+    from proxy.datamaps.service import minor_threshold
+    assert minor_threshold({}) == 4
+    assert minor_threshold({"minor_compaction_threshold": "2"}) == 2
+    for bad in ("1", "x", "-3", ""):
+        with pytest.raises(ClientError) as e:
+            minor_threshold({"minor_compaction_threshold": bad})
+        assert e.value.sqlstate == "42000" and "minor_compaction_threshold" in str(e.value)

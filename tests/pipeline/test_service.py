@@ -41,7 +41,7 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
         return await ddl(ctx, sql).runner(_no_upstream)
 
     await run(f"CREATE DATAMAP agg ON TABLE {t} USING 'mv' DMPROPERTIES ('sort_columns'="
-              f"'country') AS SELECT country, sum(qty), count(*) FROM {t} GROUP BY country")
+              f"'country', 'minor_compaction_threshold'='2') AS SELECT country, sum(qty), count(*) FROM {t} GROUP BY country")
     await run(f"CREATE DATAMAP lazy USING 'mv' WITH DEFERRED REBUILD AS SELECT country, max(qty)"
               f" FROM {t} GROUP BY country")
     with pytest.raises(ClientError) as e:
