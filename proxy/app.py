@@ -166,6 +166,7 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
                         DatamapSelectHandler(service)]
 
     async def closer() -> None:
+        service.close()
         if engine is None:
             await asyncio.to_thread(spark.close)
         catalog.close()

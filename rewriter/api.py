@@ -83,6 +83,9 @@ class RewriteResult:
     rewritten: bool                   # True when sql differs from the input (datamap or timeseries)
     used: list[str] = field(default_factory=list)          # datamap names used
     skipped: dict[str, str] = field(default_factory=dict)  # candidate name -> one-line reason
+    # Tables the statement reads (next to tables with datamaps) whose schemas the index was
+    # not given: the caller may load them and build a new index; nothing was rewritten.
+    missing_schemas: list[str] = field(default_factory=list)
 
 
 class DatamapDefinitionError(Exception):

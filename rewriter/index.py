@@ -61,7 +61,8 @@ class DatamapIndex:
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
-            return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped))
+            return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped),
+                                 list(hit.missing_schemas))
         try:
             res = self._rewrite(sql, current_db)
         except Exception as e:  # a rewriter bug must never fail the statement: forward it as is
@@ -71,7 +72,8 @@ class DatamapIndex:
         self._cache[key] = res
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        return RewriteResult(res.sql, res.rewritten, list(res.used), dict(res.skipped))
+        return RewriteResult(res.sql, res.rewritten, list(res.used), dict(res.skipped),
+                             list(res.missing_schemas))
 
     # ------------------------------------------------------------------ work
     def _rewrite(self, sql: str, current_db: str) -> RewriteResult:
@@ -85,7 +87,7 @@ class DatamapIndex:
                 log.info("timeseries translation failed: %s", e)
                 translated = res.sql
             if translated != res.sql:
-                res = RewriteResult(translated, True, res.used, res.skipped)
+                res = RewriteResult(translated, True, res.used, res.skipped, res.missing_schemas)
         return res
 
     def _rewrite_datamaps(self, sql: str, current_db: str) -> RewriteResult:
@@ -102,6 +104,10 @@ class DatamapIndex:
         touched = self._touched(tree, current_db)
         if not touched:
             return unchanged
+        missing = self._unknown_tables(tree, current_db)
+        if missing:
+            reason = f"schema of {', '.join(missing)} not loaded yet"
+            return RewriteResult(sql, False, [], {n: reason for n in touched}, missing)
         skipped: dict[str, str] = {}
         originals = list(tree.find_all(exp.Select))
         names = [None if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
@@ -146,6 +152,19 @@ class DatamapIndex:
         if not replaced:
             return RewriteResult(sql, False, [], skipped)
         return RewriteResult(tree.sql(DIALECT), True, used, skipped)
+
+    def _unknown_tables(self, tree: exp.Expression, current_db: str) -> list[str]:
+        """Tables read by the statement that the index has no schema for (CTE names and
+        table functions aside): qualification would fail, so say which ones to load."""
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        out: dict[str, None] = {}
+        for t in tree.find_all(exp.Table):
+            if not isinstance(t.this, exp.Identifier) or (not t.db and t.name.lower() in ctes):
+                continue
+            db, name = (t.db or current_db).lower(), t.name.lower()
+            if name not in self.schemas.get(db, {}):
+                out[f"{db}.{name}"] = None
+        return list(out)
 
     def _touched(self, tree: exp.Expression, current_db: str) -> list[str]:
         out: dict[str, None] = {}

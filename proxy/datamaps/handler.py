@@ -86,6 +86,10 @@ class DatamapDdlHandler:
                 try:
                     index = await asyncio.to_thread(service.index)
                     result = index.rewrite(stmt.query, current_db)
+                    if result.missing_schemas:   # explain what the query will get once loaded
+                        await asyncio.to_thread(service.load_schemas, result.missing_schemas)
+                        index = await asyncio.to_thread(service.index)
+                        result = index.rewrite(stmt.query, current_db)
                 except Exception:  # noqa: BLE001 - explain what would really be sent
                     log.warning("rewrite failed during EXPLAIN; showing the original",
                                 exc_info=True)
@@ -127,6 +131,8 @@ class DatamapSelectHandler:
             else:
                 log.warning("rewrite failed; forwarding the original statement", exc_info=True)
             return None
+        if result.missing_schemas:      # e.g. a dimension table joined onto a datamap's table
+            self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
             return None
         note = ",".join(f"mv:{n}" for n in result.used) or "timeseries"

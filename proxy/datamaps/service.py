@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from pipeline import (
@@ -98,6 +99,14 @@ class DatamapService:
         self._index_guard = threading.Lock()
         self._hidden_at: dict[tuple[str, str], float] = {}
         self.garbage_grace_s = 120.0   # see _drop_garbage
+        # Tables queries read next to datamap tables (dimension tables of query-delta joins):
+        # their schemas are loaded off the event loop, then the index is rebuilt with them.
+        self._extra_tables: set[str] = set()
+        self._schema_pending: set[str] = set()
+        self._schema_failed: dict[str, float] = {}
+        self._schema_guard = threading.Lock()
+        self._schema_loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datamap-schemas")
+        self.schema_retry_s = 60.0
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -136,6 +145,47 @@ class DatamapService:
         else:
             self._schema_cache.pop(table, None)
         self._index_version = -1
+
+    def request_schemas(self, tables: Iterable[str]) -> None:
+        """Non-blocking (event loop): the rewriter needs these tables' schemas. Load them in
+        the background; the next index() includes them. A table that failed to load (it may
+        not exist) is not tried again for schema_retry_s."""
+        now = time.monotonic()
+        todo: list[str] = []
+        with self._schema_guard:
+            for t in tables:
+                if t in self._schema_cache:
+                    self._extra_tables.add(t)
+                    self._index_version = -1      # cached but not in the index yet
+                elif t not in self._schema_pending and \
+                        now - self._schema_failed.get(t, -self.schema_retry_s) >= self.schema_retry_s:
+                    self._schema_pending.add(t)
+                    todo.append(t)
+        if todo:
+            self._schema_loader.submit(self.load_schemas, todo)
+
+    def load_schemas(self, tables: Iterable[str]) -> None:
+        """Blocking (worker thread): load tables' schemas for the rewriter, one by one so that
+        one missing table does not hide the others, then have the index rebuilt."""
+        for t in tables:
+            try:
+                self.schemas([t])
+            except Exception as e:  # noqa: BLE001 - e.g. the table does not exist
+                log.info("no schema for %s (%s); queries reading it are forwarded unchanged",
+                         t, str(e).splitlines()[0] if str(e) else type(e).__name__)
+                with self._schema_guard:
+                    self._schema_failed[t] = time.monotonic()
+            else:
+                with self._schema_guard:
+                    self._extra_tables.add(t)
+                    self._schema_failed.pop(t, None)
+            finally:
+                with self._schema_guard:
+                    self._schema_pending.discard(t)
+        self._index_version = -1
+
+    def close(self) -> None:
+        self._schema_loader.shutdown(wait=False, cancel_futures=True)
 
     def _resolve(self, name: ddl.Name, on_table: ddl.Name | None, current_db: str) -> tuple[str, str]:
         db = name.db or (on_table.db if on_table else None) or current_db
@@ -479,8 +529,10 @@ class DatamapService:
             if self._index is None or self._index_version != version:
                 from rewriter import DatamapIndex
                 cands = self.candidates()
-                tables = sorted({t for c in cands for t in c.definition.base_tables})
-                self._index = DatamapIndex(cands, self.schemas(tables), version)
+                tables = {t for c in cands for t in c.definition.base_tables}
+                with self._schema_guard:    # only what is loaded: never Spark on the loop
+                    tables |= {t for t in self._extra_tables if t in self._schema_cache}
+                self._index = DatamapIndex(cands, self.schemas(sorted(tables)), version)
                 self._index_version = version
             return self._index
 

@@ -268,3 +268,60 @@ def test_minor_compaction_threshold_property():
         with pytest.raises(ClientError) as e:
             minor_threshold({"minor_compaction_threshold": bad})
         assert e.value.sqlstate == "42000" and "minor_compaction_threshold" in str(e.value)
+
+
+def _service_with_dimension(tmp_path, loads):
+    """A service whose Spark knows db1.sales and the dimension table db1.countries; every
+    schema load is recorded in `loads`."""
+    schemas = {"db1": {**SCHEMAS["db1"], "countries": {"country": "string", "region": "string"}}}
+
+    def provider(tables):
+        loads.append(sorted(tables))
+        found = {db: {t: cols for t, cols in ts.items() if f"{db}.{t}" in tables}
+                 for db, ts in schemas.items()}
+        if not any(found.values()):
+            raise RuntimeError(f"Table or view not found: {', '.join(tables)}")
+        return found
+    return DatamapService(Catalog.in_state_dir(tmp_path), _no_spark, schemas_provider=provider)
+
+
+JOINED = ("SELECT c.region, sum(s.qty) FROM db1.sales s JOIN db1.countries c "
+          "ON s.country = c.country GROUP BY c.region")
+
+
+def test_dimension_table_schema_is_loaded_off_the_loop_then_the_query_is_rewritten(tmp_path):
+    loads: list = []
+    svc = _service_with_dimension(tmp_path, loads)
+    try:
+        _add_built_datamap(svc)
+        h = DatamapSelectHandler(svc)
+        # first time: the rewriter lacks db1.countries -> forwarded unchanged, load scheduled
+        assert h(_ctx(), JOINED) is None
+        svc._schema_loader.submit(lambda: None).result(timeout=10)   # drain the loader
+        assert ["db1.countries"] in loads
+        d = h(_ctx(), JOINED)
+        assert isinstance(d, Rewrite) and "agg_table" in d.sql and "db1.countries" in d.sql
+        # a table Spark does not know: one failed load, not retried on every statement
+        bad = JOINED.replace("db1.countries", "db1.nowhere")
+        assert h(_ctx(), bad) is None
+        svc._schema_loader.submit(lambda: None).result(timeout=10)
+        n = len(loads)
+        assert h(_ctx(), bad) is None and h(_ctx(), bad) is None
+        svc._schema_loader.submit(lambda: None).result(timeout=10)
+        assert len(loads) == n
+    finally:
+        svc.close()
+        svc.catalog.close()
+
+
+async def test_explain_loads_missing_schemas_and_shows_the_real_decision(tmp_path):
+    loads: list = []
+    svc = _service_with_dimension(tmp_path, loads)
+    try:
+        _add_built_datamap(svc)
+        d = DatamapDdlHandler(svc)(_ctx(), "EXPLAIN " + JOINED)
+        plan = (await d.runner(_upstream)).rows[0][0]
+        assert "Hit mv DataMap: agg" in plan and "db1.countries" in plan
+    finally:
+        svc.close()
+        svc.catalog.close()
