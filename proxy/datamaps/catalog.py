@@ -180,6 +180,7 @@ class Catalog:
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self._lock = threading.RLock()
+        self._seen: tuple[int, float] | None = None   # (version, when read): recent_version
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                      timeout=busy_timeout_ms / 1000)
         self._conn.row_factory = sqlite3.Row
@@ -233,6 +234,8 @@ class Catalog:
                     self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                                        "WHERE key = 'catalog_version'")
                 self._conn.execute("COMMIT")
+                if write:
+                    self._seen = None      # our own change: recent_version reads it at once
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -255,8 +258,19 @@ class Catalog:
     def version(self) -> int:
         """The catalog version: changes whenever anything in the catalog changes."""
         with self._tx(write=False) as c:
-            return int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
-                       .fetchone()[0])
+            v = int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
+                    .fetchone()[0])
+        self._seen = (v, time.monotonic())
+        return v
+
+    def recent_version(self, max_age: float = 1.0) -> int:
+        """version() for the per-statement path (the event loop): no SQLite and no lock while
+        the last reading is younger than max_age. Changes made through this Catalog are seen
+        at once; another process's within max_age."""
+        seen = self._seen
+        if seen is not None and time.monotonic() - seen[1] < max_age:
+            return seen[0]
+        return self.version()
 
     def schema_version(self) -> int:
         with self._lock:

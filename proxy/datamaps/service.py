@@ -522,7 +522,7 @@ class DatamapService:
 
     def index(self):
         """The rewriter's DatamapIndex for the current catalog version (rebuilt on change)."""
-        version = self.catalog.version()
+        version = self.catalog.recent_version()   # every SELECT: no SQLite on the hot path
         if self._index is not None and self._index_version == version:
             return self._index
         with self._index_guard:

@@ -263,3 +263,16 @@ def test_overwritten_base_segments_make_a_datamap_stale(catalog):
     catalog.mark_base_deleted("db1.sales")
     assert catalog.covers_deleted_base_segments("db1", "agg")
     assert not catalog.is_in_sync("db1", "agg")   # nothing pending, but stale
+
+
+def test_recent_version_sees_own_changes_at_once_and_others_within_max_age(tmp_path):
+    a = Catalog.in_state_dir(tmp_path)
+    b = Catalog.in_state_dir(tmp_path)
+    v0 = a.recent_version()
+    _create(a)                                   # our own write: visible at once
+    v1 = a.recent_version()
+    assert v1 > v0 and v1 == a.version()
+    b.add_base_segment("db1.sales", ["f-other"])   # another replica's write
+    assert a.recent_version(max_age=3600) == v1    # served from memory
+    assert a.recent_version(max_age=0) == v1 + 1   # re-read once the reading is old
+    a.close(), b.close()
