@@ -375,11 +375,7 @@ class Service:
                                  errorMessage=f"Query timed out after {timeout} seconds")
             op.to(OpState.TIMEDOUT)
         except Exception as e:  # noqa: BLE001 - reported through the operation's status
-            if not isinstance(e, ProxyError):
-                log.exception("local statement failed: %.200s", op.statement)
-            op.error = to_status(e)
-            if op.state.running:
-                op.to(OpState.ERROR)
+            _fail(op, e, "local statement failed")
         finally:
             op.done.set()
 
@@ -428,12 +424,8 @@ class Service:
         except asyncio.CancelledError:
             if op.state.running:
                 op.to(OpState.CANCELED)
-        except Exception as e:  # noqa: BLE001
-            if not isinstance(e, ProxyError):
-                log.exception("post-statement hook failed: %.200s", op.statement)
-            op.error = to_status(e)
-            if op.state.running:
-                op.to(OpState.ERROR)
+        except Exception as e:  # noqa: BLE001 - reported through the operation's status
+            _fail(op, e, "post-statement hook failed")
         finally:
             op.done.set()
 
@@ -595,3 +587,13 @@ class Service:
                 await asyncio.wait_for(self.close_session(session, reason), 30.0)
             except (asyncio.TimeoutError, ProxyError) as e:
                 log.warning("closing session %s: %s", session.id, e)
+
+
+def _fail(op: Operation, exc: Exception, what: str) -> None:
+    """A proxy-run operation ended in an error: the client reads it from the status (our
+    own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
+    if not isinstance(exc, ProxyError):
+        log.exception("%s: %.200s", what, op.statement)
+    op.error = to_status(exc)
+    if op.state.running:
+        op.to(OpState.ERROR)
