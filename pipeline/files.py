@@ -65,6 +65,32 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str]) -> "Data
     return df.where(file_path_column(spark, table).isin(wanted)).select(*columns)
 
 
+def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:
+    """Summed size of `files` from the file system (one metadata call per file, no Spark
+    job); None when a file cannot be stat'ed."""
+    try:
+        jvm = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        total = 0
+        for f in files:
+            path = jvm.org.apache.hadoop.fs.Path(f)
+            total += path.getFileSystem(conf).getFileStatus(path).getLen()
+        return total
+    except Exception:  # noqa: BLE001 - unknown size: the caller plans for a big input
+        return None
+
+
+def small_input_bytes(spark: "SparkSession") -> int:
+    """What one task reads anyway: Spark's spark.sql.files.maxPartitionBytes (128 MB)."""
+    raw = str(spark.conf.get("spark.sql.files.maxPartitionBytes", "134217728")).strip().lower()
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    raw = raw[:-1] if raw.endswith("b") else raw
+    try:
+        return int(raw[:-1]) * units[raw[-1]] if raw[-1:] in units else int(raw)
+    except ValueError:
+        return 128 << 20
+
+
 def register_files_view(spark: "SparkSession", table: str, files: Sequence[str],
                         tag: str = "src") -> str:
     """A temp view over `read_files(table, files)`; returns its name (drop it when done)."""

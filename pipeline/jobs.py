@@ -22,7 +22,9 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
-from pipeline.files import normalize_path, quote_table, read_files
+from pipeline.files import (
+    normalize_path, quote_table, read_files, small_input_bytes, total_bytes,
+)
 from pipeline.table import (
     PipelineError, SegmentWrite, drop_segments, drop_table, list_segments, read_segments,
     write_segment,
@@ -171,6 +173,11 @@ def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
     from pipeline.files import file_path_column
     if side == "new":
         df = read_files(spark, table, new)
+        size = total_bytes(spark, new)
+        if size is not None and size <= small_input_bytes(spark):
+            # A delta one task reads anyway: one partition, so the aggregate above it needs
+            # no shuffle and the segment is one file (the refresh's cost follows the delta).
+            df = df.coalesce(1)
     elif old is not None:
         df = read_files(spark, table, list(old) + (list(new) if side == "all" else []))
     else:

@@ -101,9 +101,13 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     df.createOrReplaceTempView(view)
     try:
         cols = ", ".join(_q(c.name) for c in definition.columns)
-        # A retried job starts clean. INSERT INTO, not OVERWRITE: compaction reads the same
-        # table. A static partition means no extra sort by it undoes SORT_COLUMNS.
-        drop_segments(spark, definition, [segment_id])
+        # A retried job starts clean (segment ids are never reused, so the partition is
+        # normally absent: skip the metastore round trip then). INSERT INTO, not
+        # OVERWRITE: compaction reads the same table. A static partition means no extra
+        # sort by it undoes SORT_COLUMNS.
+        where = _partition_dir(spark, definition.table, segment_id)
+        if where is None or where[0].exists(where[1]):
+            drop_segments(spark, definition, [segment_id])
         result = spark.sql(f"INSERT INTO TABLE {quote_table(definition.table)} "
                            f"PARTITION ({_q(SEGMENT_COLUMN)} = {literal}) "
                            f"SELECT {cols} FROM {view}")
@@ -114,7 +118,9 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     if rows is None:
         rows, files = segment_stats(spark, definition, segment_id)
     else:
-        files = segment_files(spark, definition, segment_id)
+        files = _partition_files(spark, definition.table, segment_id, where)
+        if files is None:
+            files = segment_files(spark, definition, segment_id)
     log.debug("segment %s of %s: written after %.2fs, listed in %.2fs", segment_id,
               definition.table, t_written - started, time.monotonic() - t_written)
     return SegmentWrite(segment_id, rows, files, time.monotonic() - started)
@@ -124,8 +130,18 @@ def _written_rows(result: "DataFrame") -> int | None:
     """Rows the INSERT wrote, from the write command's metrics (saves a counting job)."""
     try:
         plan = result._jdf.queryExecution().executedPlan()
-        if plan.getClass().getSimpleName() == "CommandResultExec":
-            plan = plan.commandPhysicalPlan()
+        for _ in range(6):
+            kind = plan.getClass().getSimpleName()
+            if kind == "CommandResultExec":
+                plan = plan.commandPhysicalPlan()
+            elif kind == "AdaptiveSparkPlanExec":   # the write had a shuffle below it
+                plan = plan.executedPlan()
+            elif kind == "ResultQueryStageExec":    # AQE's last stage: the write itself
+                plan = plan.plan()
+            else:
+                break
+        if plan.getClass().getSimpleName() != "DataWritingCommandExec":
+            return None
         metrics = plan.metrics()
         if metrics.contains("numOutputRows"):
             return int(metrics.apply("numOutputRows").value())
@@ -134,10 +150,9 @@ def _written_rows(result: "DataFrame") -> int | None:
     return None
 
 
-def _partition_files(spark: "SparkSession", table: str, segment_id: str) -> tuple[str, ...] | None:
-    """Data files of one partition, listed from its directory alone (the table's other
-    partitions are not listed: that cost grew with the number of segments). None when the
-    location cannot be found; hidden files (_*, .*) are skipped as Spark does."""
+def _partition_dir(spark: "SparkSession", table: str, segment_id: str):
+    """(Hadoop FileSystem, Path) of one partition's directory, or None when the table's
+    location cannot be found."""
     try:
         loc = None
         for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
@@ -147,7 +162,22 @@ def _partition_files(spark: "SparkSession", table: str, segment_id: str) -> tupl
             return None
         jvm = spark.sparkContext._jvm
         path = jvm.org.apache.hadoop.fs.Path(f"{loc.rstrip('/')}/{SEGMENT_COLUMN}={segment_id}")
-        fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+    except Exception:  # noqa: BLE001 - callers fall back to Spark's own listing
+        log.debug("cannot locate partition %s of %s", segment_id, table, exc_info=True)
+        return None
+
+
+def _partition_files(spark: "SparkSession", table: str, segment_id: str,
+                     where=None) -> tuple[str, ...] | None:
+    """Data files of one partition, listed from its directory alone (the table's other
+    partitions are not listed: that cost grew with the number of segments). None when the
+    location cannot be found; hidden files (_*, .*) are skipped as Spark does."""
+    try:
+        where = where or _partition_dir(spark, table, segment_id)
+        if where is None:
+            return None
+        fs, path = where
         if not fs.exists(path):
             return ()
         out = []

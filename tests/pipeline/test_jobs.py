@@ -167,3 +167,29 @@ def test_read_files_accepts_both_spellings(pipeline_spark, pipe_db):
     assert [r.id for r in read_files(spark, sales, spelled).collect()] == [1]
     assert read_files(spark, sales, []).count() == 0
     assert quote_table("a.b") == "`a`.`b`"
+
+
+def test_writes_take_rows_from_metrics_and_small_deltas_need_no_shuffle(
+        pipeline_spark, pipe_db, monkeypatch):
+    """The row count of a written segment comes from the write's own metrics (an aggregate
+    write sits under AQE), not from a second counting job; a delta smaller than one task's
+    input is read as one partition, so it is aggregated without a shuffle into one file."""
+    import pipeline.table as table_mod
+    spark = pipeline_spark
+    sales, _ = _tables(spark, pipe_db)
+    spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1), (2, 'us', 3, 2.00, 2)")
+    d = _agg_sales(spark, pipe_db, sales)
+    old = list_files(spark, sales)
+
+    def no_counting_job(*_a, **_k):
+        raise AssertionError("segment_stats ran a counting job")
+    monkeypatch.setattr(table_mod, "segment_stats", no_counting_job)
+    assert full_build(spark, d, "0").rows == 2
+    for i in range(3):   # three inserts: several new files in one delta
+        spark.sql(f"INSERT INTO {sales} VALUES ({10 + i}, 'fr', {i}, 1.00, 1), "
+                  f"({20 + i}, 'cn', 1, 0.50, 3)")
+    new = sorted(set(list_files(spark, sales)) - set(old))
+    assert len(new) >= 3
+    r = incremental_append(spark, d, "1", {sales: new}, {sales: old})
+    assert r.write.rows == 2 and len(r.write.files) == 1
+    assert _answer(spark, d, ["0", "1"]) == _expected(spark, d)
