@@ -198,6 +198,12 @@ class DatamapService:
                  current_db: str) -> DatamapRecord:
         db, dm = self._resolve(name, on_table, current_db)
         rec = self.catalog.get_datamap(db, dm)
+        if rec is None and name.db is None and on_table is not None:
+            # named into another database than its table's (CREATE MATERIALIZED VIEW
+            # db2.x AS ... FROM db1.t): ON TABLE db1.t still finds it when it is the only one
+            over = [r for r in self.catalog.list_datamaps(
+                base_table=on_table.qualified(current_db)) if r.name == dm]
+            rec = over[0] if len(over) == 1 else None
         if rec is None:
             raise ClientError(f"Datamap {db}.{dm} does not exist", "42S02")
         if on_table is not None and on_table.qualified(current_db) not in rec.base_tables:

@@ -3,12 +3,16 @@ candidates (DISABLED, not in sync). Decisions only: a real catalog, schemas give
 no Spark (a decision that needed it fails)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.ddl import Name
 from proxy.datamaps.handler import (DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler,
                                     display_name, explain_header)
 from proxy.datamaps.service import DatamapService
+from proxy.errors import ClientError
 from proxy.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
 from rewriter import compile_datamap
 from rewriter.api import RewriteResult
@@ -162,3 +166,15 @@ def test_the_select_path_does_not_look_at_unavailable_datamaps(service, monkeypa
     assert h(_ctx("db1"), Q) is None
     monkeypatch.setattr(service, "unavailable", lambda tables: pytest.fail("SELECT path"))
     assert h(_ctx("db1"), Q) is None
+
+
+async def test_on_table_finds_a_datamap_named_into_another_database(service):
+    d = compile_datamap("x", "SELECT country, sum(qty) FROM db1.sales GROUP BY country",
+                        SCHEMAS, "db1")
+    d = dataclasses.replace(d, database="db2", table="db2.x_table")
+    service.catalog.create_datamap("db2", "x", provider="mv", select_sql=d.select_sql,
+                                   base_tables=d.base_tables, definition=d)
+    assert service._require(Name("x"), Name("sales", "db1"), "default").qualified == "db2.x"
+    with pytest.raises(ClientError) as e:
+        service._require(Name("x"), None, "db1")
+    assert e.value.sqlstate == "42S02" and "db1.x does not exist" in str(e.value)
