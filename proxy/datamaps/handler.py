@@ -1,7 +1,10 @@
 """Router StatementHandlers for datamaps (proxy/router.py).
 
 `DatamapDdlHandler`: datamap DDL and EXPLAIN -> Local decisions whose runners call the
-DatamapService in a thread (builds take long; the protocol layer reports RUNNING).
+DatamapService in a thread (builds take long; the protocol layer reports RUNNING). EXPLAIN
+names a datamap bare when it is in the session's current database, else "db.name"; on a
+miss it also lists the datamaps over the query's tables that were no candidates (DISABLED,
+not in sync) with the catalog's reason.
 Syntax errors are rejected at once (42000). `SET datamap.rewrite.enabled` is left to
 proxy/statements.py.
 
