@@ -160,7 +160,7 @@ def main() -> int:
               f"{pct(untouched, 90):>6.3f} | {pct(repeated, 50):>12.4f} {pct(repeated, 90):>6.4f}")
         if not hit.used:
             print(f"  note: the BI query was not answered by a datamap: "
-                  f"{hit.skipped.get('dm0', '(no reason)')}")
+                  f"{hit.skipped.get('bench.dm0', '(no reason)')}")
     print("targets: bi p50 <= 5 ms at 1000; untouched p50 <= 0.5 ms; repeated p50 <= 0.1 ms")
     return 0
 

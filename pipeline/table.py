@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -97,7 +98,9 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     order = sort_columns(definition, properties)
     if order:
         df = df.sortWithinPartitions(*order)
-    view = f"dm_write_{definition.name}_{segment_id}"
+    # Unique per job: datamaps of two databases may share a name and a segment id, and
+    # temp views live in the one shared SparkSession.
+    view = f"dm_write_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
     try:
         cols = ", ".join(_q(c.name) for c in definition.columns)

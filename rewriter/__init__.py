@@ -14,8 +14,10 @@ API (see rewriter/api.py for the data shapes):
         instead (keeps the table's alias).
     DatamapIndex(candidates, schemas, version).rewrite(sql, current_db) -> RewriteResult
         built once per catalog version; definitions compiled once (cached by text + schema);
-        datamaps indexed by base table; LRU cache on (sql, current_db). `skipped` has a
-        one-line reason for every candidate over a table the query reads that was not used.
+        datamaps indexed by base table; LRU cache on (sql, current_db). Datamaps are named
+        "db.name" in `used` and `skipped` (two databases may have same-named datamaps);
+        `skipped` has a one-line reason for every candidate over a table the query reads
+        that was not used.
     rewrite(sql, candidates, schemas, current_db) -> RewriteResult
         convenience wrapper around a throw-away DatamapIndex.
     translate_timeseries(sql, schemas=None, current_db="default") -> str

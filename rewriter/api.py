@@ -57,6 +57,11 @@ class DatamapDefinition:
     qualified_sql: str = ""
     build_select: str = ""
 
+    @property
+    def qualified(self) -> str:
+        """"db.name": the datamap's identity (a name is unique per database only)."""
+        return f"{self.database}.{self.name}"
+
     def build_sql(self, sources: Mapping[str, str] | None = None) -> str:
         """SELECT that produces exactly `columns` (same names, order, types) from the base
         tables. `sources` maps "db.table" to the relation to read instead (a table or temp
@@ -81,8 +86,10 @@ class Candidate:
 class RewriteResult:
     sql: str                          # what to send upstream (the original text when unchanged)
     rewritten: bool                   # True when sql differs from the input (datamap or timeseries)
-    used: list[str] = field(default_factory=list)          # datamap names used
-    skipped: dict[str, str] = field(default_factory=dict)  # candidate name -> one-line reason
+    # Datamaps are named "db.name" (DatamapDefinition.qualified): two databases may each
+    # have a datamap of the same name.
+    used: list[str] = field(default_factory=list)          # datamaps used
+    skipped: dict[str, str] = field(default_factory=dict)  # candidate -> one-line reason
     # Tables the statement reads (next to tables with datamaps) whose schemas the index was
     # not given: the caller may load them and build a new index; nothing was rewritten.
     missing_schemas: list[str] = field(default_factory=list)

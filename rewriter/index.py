@@ -9,6 +9,8 @@ Cost model of a decision:
   * definitions are compiled once per index (and cached across indexes by their text);
   * results are cached in an LRU keyed on (sql text, current_db); a catalog change builds a
     new index (new `version`), which starts with an empty cache.
+Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
+`skipped` name them so; the alias in the rewritten SQL is the bare name.
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
 own; among several datamaps answering a block the one with the fewest rows wins (then the
 fewest grouping columns, then the name).
@@ -42,7 +44,7 @@ class DatamapIndex:
         self.by_table: dict[str, list[str]] = defaultdict(list)
         skey = schema_key(schemas)
         for cand in candidates:
-            name = cand.definition.name
+            name = cand.definition.qualified
             self.candidates[name] = cand
             for t in cand.definition.base_tables:
                 self.by_table[t].append(name)
@@ -220,7 +222,8 @@ class DatamapIndex:
             if best is not None:
                 skipped[n] = f"datamap {best.datamap} is cheaper for the same query block"
                 continue
-            alias = n if n not in aliases else f"{n}_dm"
+            bare = self.compiled[n].definition.name
+            alias = bare if bare not in aliases else f"{bare}_dm"
             try:
                 m = match(facts, self.compiled[n], self.candidates[n], alias)
             except Exception as e:  # a bug must not fail the query: forward it unchanged

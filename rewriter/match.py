@@ -49,7 +49,7 @@ class Ctx:
 @dataclass
 class Match:
     select: exp.Select
-    datamap: str
+    datamap: str        # "db.name"
     rollup: bool
 
 
@@ -90,7 +90,7 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
             sel = _build(q, comp, cand, ctx, extra, comp_preds)
     except NoDerive as e:
         return str(e)
-    return Match(select=sel, datamap=comp.definition.name, rollup=ctx.reagg)
+    return Match(select=sel, datamap=comp.definition.qualified, rollup=ctx.reagg)
 
 
 def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_preds) -> exp.Select:

@@ -573,6 +573,24 @@ class Catalog:
         return (not any(self.pending_base_segments(db, name).values())
                 and not self.covers_deleted_base_segments(db, name))
 
+    def unavailable_reason(self, db: str, name: str) -> str | None:
+        """Why the datamap may not answer queries now (one line, for EXPLAIN), or None when
+        it is ENABLED and in sync (the same test as is_in_sync)."""
+        rec = self.get_datamap(db, name)
+        if rec is None:
+            return "datamap does not exist"
+        if rec.status != ENABLED:
+            return f"datamap is DISABLED: {_one_line(rec.status_reason) or 'no reason recorded'}"
+        pending = {t: segs for t, segs in self.pending_base_segments(db, name).items() if segs}
+        if pending:
+            return "datamap is not in sync: " + "; ".join(
+                f"segment{'s' if len(segs) > 1 else ''} {', '.join(s.id for s in segs)} of {t}"
+                for t, segs in pending.items()) + " not refreshed yet"
+        if self.covers_deleted_base_segments(db, name):
+            return ("datamap is not in sync: it holds rows of base segments that were "
+                    "overwritten or deleted; a rebuild is due")
+        return None
+
     def sync_status(self, db: str, name: str) -> dict[str, str] | None:
         """SHOW DATAMAP's Sync Status: last synchronised base segment per base table and the
         end time of the newest visible segment; None before the first build."""
@@ -598,6 +616,12 @@ class Catalog:
                      seconds: float | None = None, detail: str = "") -> None:
         with self._tx() as c:
             self._event(c, db, name, kind, rows, seconds, detail)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """A status reason fit for one output line (reasons may hold a Spark error's text)."""
+    first = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def format_time(epoch: float) -> str:

@@ -1,7 +1,10 @@
 """Router StatementHandlers for datamaps (proxy/router.py).
 
 `DatamapDdlHandler`: datamap DDL and EXPLAIN -> Local decisions whose runners call the
-DatamapService in a thread (builds take long; the protocol layer reports RUNNING).
+DatamapService in a thread (builds take long; the protocol layer reports RUNNING). EXPLAIN
+names a datamap bare when it is in the session's current database, else "db.name"; on a
+miss it also lists the datamaps over the query's tables that were no candidates (DISABLED,
+not in sync) with the catalog's reason.
 Syntax errors are rejected at once (42000). `SET datamap.rewrite.enabled` is left to
 proxy/statements.py.
 
@@ -24,7 +27,7 @@ import logging
 import re
 
 from proxy.datamaps import ddl
-from proxy.datamaps.service import DatamapService
+from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
 )
@@ -93,23 +96,48 @@ class DatamapDdlHandler:
                 except Exception:  # noqa: BLE001 - explain what would really be sent
                     log.warning("rewrite failed during EXPLAIN; showing the original",
                                 exc_info=True)
+                if not result.used:
+                    await asyncio.to_thread(add_unavailable, service, result, stmt.query,
+                                            current_db)
             mode = f"{stmt.mode.upper()} " if stmt.mode else ""
             plan = await upstream(f"EXPLAIN {mode}{result.sql}")
             upstream_text = "\n".join(str(r[0]) for r in plan.rows)
-            return LocalResult(PLAN_COLUMNS, [(explain_header(result) + "\n" + upstream_text,)])
+            return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db) + "\n"
+                                               + upstream_text,)])
         return run
 
 
-def explain_header(result: RewriteResult) -> str:
+def add_unavailable(service: DatamapService, result: RewriteResult, query: str,
+                    current_db: str) -> None:
+    """A miss: say also why the datamaps over the query's tables that were no candidates
+    (DISABLED, not in sync) did not answer it — what a user asks when a dashboard misses."""
+    try:
+        tables = referenced_tables(query, current_db)
+    except Exception:  # noqa: BLE001 - Spark reports the syntax error itself
+        return
+    for name, reason in service.unavailable(tables).items():
+        result.skipped.setdefault(name, reason)
+
+
+def display_name(datamap: str, current_db: str | None) -> str:
+    """How EXPLAIN names a datamap ("db.name"): bare when it belongs to the session's
+    current database, else qualified — the name that, in this session, DROP / REBUILD
+    DATAMAP resolve to that very datamap, so two same-named datamaps never print alike."""
+    db, dot, name = datamap.rpartition(".")
+    return name if dot and db == (current_db or "default").lower() else datamap
+
+
+def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
     """contract.md's EXPLAIN preamble, ending with the blank line."""
     lines = ["== Datamap Rewrite =="]
     if result.used:
-        lines += [f"Hit mv DataMap: {name}" for name in result.used]
+        lines += [f"Hit mv DataMap: {display_name(name, current_db)}" for name in result.used]
     else:
         lines.append("No datamap hit")
     lines.append(f"Rewritten SQL: {result.sql}")
     if not result.used:
-        lines += [f"Skipped {name}: {reason}" for name, reason in result.skipped.items()]
+        lines += [f"Skipped {display_name(name, current_db)}: {reason}"
+                  for name, reason in result.skipped.items()]
     lines.append("")
     return "\n".join(lines)
 
@@ -135,7 +163,8 @@ class DatamapSelectHandler:
             self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
             return None
-        note = ",".join(f"mv:{n}" for n in result.used) or "timeseries"
+        note = ",".join(f"mv:{display_name(n, ctx.current_db)}" for n in result.used) \
+            or "timeseries"
         return Rewrite(result.sql, note=note)
 
 
@@ -218,7 +247,7 @@ class DatamapLoadHandler:
         if table is None:
             dropped = dropped_table(statement, ctx.current_db)
             if dropped:
-                return self._drop(dropped)
+                return self._drop(dropped, ctx.current_db)
             altered = altered_table(statement, ctx.current_db)
             return self._alter(altered) if altered else None
         try:
@@ -251,14 +280,15 @@ class DatamapLoadHandler:
             service.invalidate_schemas(table)
         return PassThrough(after=after)
 
-    def _drop(self, table: str) -> Decision | None:
+    def _drop(self, table: str, current_db: str = "default") -> Decision | None:
         """DROP TABLE of a base table drops its datamaps afterwards (CarbonData's rule);
         DROP TABLE of a datamap table is refused (DROP DATAMAP owns it)."""
         try:
             rec = self.service.catalog.datamap_by_table(table)
             if rec is not None:
                 return Reject(f"Table {table} holds the rows of datamap {rec.qualified}; use "
-                              f"DROP DATAMAP {rec.name}", "0A000")
+                              f"DROP DATAMAP {display_name(rec.qualified, current_db)}",
+                              "0A000")
             if not self.service.catalog.list_datamaps(base_table=table):
                 return None
         except Exception:  # noqa: BLE001

@@ -96,6 +96,9 @@ class DatamapService:
         self._locks_guard = threading.Lock()
         self._index = None
         self._index_version = -1
+        # Datamaps the current index was not offered, with why (EXPLAIN only):
+        # "db.name" -> (base tables, reason).
+        self._unavailable: dict[str, tuple[tuple[str, ...], str]] = {}
         self._index_guard = threading.Lock()
         self._hidden_at: dict[tuple[str, str], float] = {}
         self.garbage_grace_s = 120.0   # see _drop_garbage
@@ -195,6 +198,12 @@ class DatamapService:
                  current_db: str) -> DatamapRecord:
         db, dm = self._resolve(name, on_table, current_db)
         rec = self.catalog.get_datamap(db, dm)
+        if rec is None and name.db is None and on_table is not None:
+            # named into another database than its table's (CREATE MATERIALIZED VIEW
+            # db2.x AS ... FROM db1.t): ON TABLE db1.t still finds it when it is the only one
+            over = [r for r in self.catalog.list_datamaps(
+                base_table=on_table.qualified(current_db)) if r.name == dm]
+            rec = over[0] if len(over) == 1 else None
         if rec is None:
             raise ClientError(f"Datamap {db}.{dm} does not exist", "42S02")
         if on_table is not None and on_table.qualified(current_db) not in rec.base_tables:
@@ -502,23 +511,40 @@ class DatamapService:
     # -- rewriting -----------------------------------------------------------------------
     def candidates(self) -> list[Candidate]:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
+        return self._offer()[0]
+
+    def _offer(self) -> tuple[list[Candidate], dict[str, tuple[tuple[str, ...], str]]]:
+        """The candidates, and the datamaps left out with why ("db.name" -> (base tables,
+        reason)). The rewriter keys datamaps by "db.name", so same-named datamaps of two
+        databases are both offered."""
         out = []
-        names: set[str] = set()
+        left_out: dict[str, tuple[tuple[str, ...], str]] = {}
         for rec in self.catalog.list_datamaps():
-            if rec.definition is None or not self.catalog.is_in_sync(rec.db, rec.name):
+            if rec.definition is None:
+                left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
                 continue
-            if rec.name in names:
-                # The rewriter keys candidates by bare name; never let two collide.
-                log.warning("datamap %s not offered: another database has a datamap of the "
-                            "same name", rec.qualified)
+            reason = self.catalog.unavailable_reason(rec.db, rec.name)
+            if reason is not None:
+                left_out[rec.qualified] = (rec.base_tables, reason)
                 continue
-            names.add(rec.name)
+            definition = rec.definition
+            if definition.qualified != rec.qualified:   # the catalog's name is its identity
+                definition = dataclasses.replace(definition, database=rec.db, name=rec.name,
+                                                 table=rec.table)
             visible = self.catalog.visible_segments(rec.db, rec.name)
-            out.append(Candidate(rec.definition,
+            out.append(Candidate(definition,
                                  rows=sum(s.rows or 0 for s in visible),
                                  one_row_per_group=len(visible) <= 1,
                                  segments=tuple(s.id for s in visible)))
-        return out
+        return out, left_out
+
+    def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
+        """EXPLAIN only: datamaps over any of `tables` ("db.table") that the current index
+        was not offered (DISABLED, not in sync), "db.name" -> reason. Read from what the
+        last index build saw: nothing is computed on the SELECT path for this."""
+        wanted = set(tables)
+        return {name: reason for name, (bases, reason) in self._unavailable.items()
+                if wanted.intersection(bases)}
 
     def index(self):
         """The rewriter's DatamapIndex for the current catalog version (rebuilt on change)."""
@@ -528,7 +554,7 @@ class DatamapService:
         with self._index_guard:
             if self._index is None or self._index_version != version:
                 from rewriter import DatamapIndex
-                cands = self.candidates()
+                cands, self._unavailable = self._offer()
                 tables = {t for c in cands for t in c.definition.base_tables}
                 with self._schema_guard:    # only what is loaded: never Spark on the loop
                     tables |= {t for t in self._extra_tables if t in self._schema_cache}

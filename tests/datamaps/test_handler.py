@@ -129,17 +129,6 @@ def test_select_handler_forwards_on_rewriter_failure(service, monkeypatch):
     assert DatamapSelectHandler(service)(_ctx(), "SELECT country FROM sales") is None
 
 
-def test_same_name_in_two_databases_is_offered_once(service):
-    _add_built_datamap(service)
-    d = compile_datamap("agg", AGG, SCHEMAS, "db1")
-    c = service.catalog
-    c.create_datamap("db0", "agg", provider="mv", select_sql=AGG, base_tables=d.base_tables,
-                     definition=d)
-    sid = c.begin_segment("db0", "agg", {"db1.sales": ["0"]})
-    c.publish_segment("db0", "agg", sid, rows=1, kind="built")
-    assert [x.definition.name for x in service.candidates()] == ["agg"]
-
-
 def test_candidates_carry_rows_and_segments(service):
     _add_built_datamap(service)
     sid = service.catalog.begin_segment("db1", "agg", {"db1.sales": []})

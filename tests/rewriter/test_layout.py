@@ -89,11 +89,11 @@ def test_index_caches_and_reports_reasons():
     q = "SELECT country, sum(quantity) FROM sales GROUP BY country"
     first = idx.rewrite(q, "default")
     again = idx.rewrite(q, "default")
-    assert first.rewritten and again.sql == first.sql and again.used == ["agg"]
+    assert first.rewritten and again.sql == first.sql and again.used == ["default.agg"]
     again.used.append("x")                                     # callers cannot poison the cache
-    assert idx.rewrite(q, "default").used == ["agg"]
+    assert idx.rewrite(q, "default").used == ["default.agg"]
     miss = idx.rewrite("SELECT city, sum(quantity) FROM sales GROUP BY city", "default")
-    assert not miss.rewritten and "city" in miss.skipped["agg"]
+    assert not miss.rewritten and "city" in miss.skipped["default.agg"]
     untouched = idx.rewrite("SELECT * FROM item", "default")
     assert untouched.sql == "SELECT * FROM item" and not untouched.rewritten and untouched.skipped == {}
 
@@ -112,4 +112,4 @@ def test_definition_changed_schema_is_reported_not_raised():
                         SCHEMA, "default")
     other = {"default": {"sales": {"country": "string"}}}
     r = rewrite("SELECT country, sum(quantity) FROM sales GROUP BY country", [Candidate(d)], other, "default")
-    assert not r.rewritten and "no longer compiles" in r.skipped["agg"]
+    assert not r.rewritten and "no longer compiles" in r.skipped["default.agg"]

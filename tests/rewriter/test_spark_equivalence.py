@@ -69,7 +69,7 @@ def test_rewrite_returns_the_same_rows(case, spark, schemas, materialiser):
             notes.append(f"{label}: not rewritten ({result.skipped})")
             return
         for name in result.used:
-            d = next(d for d in definitions if d.name == name)
+            d = next(d for d in definitions if d.qualified == name)
             assert d.table.split(".")[-1] in result.sql, f"{label} {name}: does not read {d.table}"
         rewrites[label] = result.sql
 
