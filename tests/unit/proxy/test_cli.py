@@ -35,3 +35,28 @@ def test_users_add_from_stdin(tmp_path, monkeypatch):
     assert UsersFile(f).check("carol", "pw1") is None
     monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
     assert cli.main(["users", "add", "carol", "--users-file", str(f)]) == 1
+
+
+def test_sync_without_a_proxy_is_a_clean_error(capsys):
+    import socket
+    with socket.socket() as s:          # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli.main(["sync", "--port", str(port), "--table", "db.t"]) == 2
+    err = capsys.readouterr().err
+    assert f"no datamap-proxy answers at 127.0.0.1:{port}" in err
+    assert "datamap-proxy serve" in err and "Traceback" not in err
+
+
+def test_sync_flags_and_defaults_from_config(tmp_path, capsys):
+    a = cli.build_parser().parse_args(["sync", "--table", "db.a", "--table", "b", "--auth",
+                                       "nosasl", "--user", "u", "--password", "p"])
+    assert a.table == ["db.a", "b"] and a.auth == "nosasl" and a.port is None
+    conf = tmp_path / "p.toml"
+    conf.write_text("[server]\nhost = '0.0.0.0'\nport = 1\n")
+    assert cli.main(["sync", "--config", str(conf)]) == 2     # 0.0.0.0 -> 127.0.0.1:1
+    assert "127.0.0.1:1:" in capsys.readouterr().err
+    conf.write_text("[server]\nport = 'x'\n")
+    assert cli.main(["sync", "--config", str(conf)]) == 2
+    assert "port" in capsys.readouterr().err
+    assert cli._quote_table("Db.t`x") == "`Db`.`t``x`"
