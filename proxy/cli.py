@@ -263,7 +263,7 @@ def _sync(a: argparse.Namespace) -> int:
                         break
                     continue
                 print(_format_rows([c[0] for c in result.columns], result.rows))
-                if any('"failed' in str(r[-1]) for r in result.rows):
+                if any(_has_failed(r[-1]) for r in result.rows):
                     print("error: some datamaps could not be refreshed and are DISABLED "
                           "(see the rows above); REBUILD DATAMAP retries", file=sys.stderr)
                     rc = 1
@@ -271,6 +271,15 @@ def _sync(a: argparse.Namespace) -> int:
             await session.close()
         return rc
     return asyncio.run(run())
+
+
+def _has_failed(actions) -> bool:
+    """A SYNC DATAMAPS row's DataMaps column names a datamap that could not be refreshed."""
+    import json
+    try:
+        return any(str(v).startswith("failed") for v in json.loads(actions).values())
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def _quote_table(name: str) -> str:

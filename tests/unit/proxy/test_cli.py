@@ -60,3 +60,12 @@ def test_sync_flags_and_defaults_from_config(tmp_path, capsys):
     assert cli.main(["sync", "--config", str(conf)]) == 2
     assert "port" in capsys.readouterr().err
     assert cli._quote_table("Db.t`x") == "`Db`.`t``x`"
+
+
+def test_sync_output_helpers():
+    assert cli._has_failed('{"db.a": "refreshed", "db.b": "failed: disk full"}')
+    assert not cli._has_failed('{"db.failed": "unchanged"}') and not cli._has_failed("NA")
+    text = cli._format_rows(["Table", "New Segment"], [("db.t", "1"), ("db.long_name", "")])
+    assert text.splitlines() == ["Table" + " " * 9 + "New Segment", "db.t" + " " * 10 + "1",
+                                 "db.long_name"]
+    assert "no base tables" in cli._format_rows(["Table"], [])
