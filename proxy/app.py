@@ -139,16 +139,26 @@ def _warm_index(service: DatamapService) -> None:
         log.warning("could not prepare the rewrite index", exc_info=True)
 
 
+SYNC_STOP_GRACE_S = 60.0
+
+
 async def _sync_periodically(service: DatamapService, interval: float) -> None:
     """SYNC DATAMAPS every `interval` seconds until cancelled. A run that fails is logged
-    and the next one tries again; the thread of a run in progress when the proxy stops
-    finishes on its own (a cancelled await does not stop the thread)."""
+    and the next one tries again. Cancelled during a run (shutdown), it waits up to
+    SYNC_STOP_GRACE_S for the run's thread (a cancelled await would not stop it) so that
+    Spark is not stopped under a refresh."""
     log.info("datamap sync every %gs", interval)
     while True:
         await asyncio.sleep(interval)
+        run = asyncio.ensure_future(asyncio.to_thread(service.sync_all))
         try:
-            await asyncio.to_thread(service.sync_all)
+            await asyncio.shield(run)
         except asyncio.CancelledError:
+            done, _ = await asyncio.wait([run], timeout=SYNC_STOP_GRACE_S)
+            if not done:
+                log.warning("periodic datamap sync still running at shutdown; not waiting")
+            elif run.exception() is not None:
+                log.warning("periodic datamap sync failed", exc_info=run.exception())
             raise
         except Exception:  # noqa: BLE001 - logged; the next period retries
             log.warning("periodic datamap sync failed", exc_info=True)

@@ -139,3 +139,20 @@ async def test_periodic_sync_and_auto_compaction_settings(tmp_path, monkeypatch)
     await asyncio.sleep(0.1)
     await closer()
     assert calls == []
+
+
+async def test_shutdown_waits_for_a_running_periodic_sync(tmp_path, monkeypatch):
+    state = {"started": threading.Event(), "finished": False}
+
+    def slow_sync_all(self):
+        state["started"].set()
+        time.sleep(0.3)
+        state["finished"] = True
+    monkeypatch.setattr(app.DatamapService, "sync_all", slow_sync_all)
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None,
+                               datamaps=SimpleNamespace(sync_interval_s=0.01,
+                                                        auto_compaction=False))
+    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    assert await asyncio.to_thread(state["started"].wait, 10)
+    await closer()
+    assert state["finished"]     # Spark would be stopped only after the run ended
