@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--upstream-call-timeout", type=float, metavar="SECONDS")
     s.add_argument("--spark-master", help="[spark] master for the embedded engine / pipeline")
     s.add_argument("--state-dir", metavar="DIR", help="[state] dir (default ./.datamap-proxy)")
+    s.add_argument("--sync-interval", type=float, metavar="SECONDS",
+                   help="[datamaps] sync_interval_s: run SYNC DATAMAPS this often (default 0 = off)")
+    s.add_argument("--auto-compaction", choices=["true", "false"],
+                   help="[datamaps] auto_compaction: default of DMPROPERTIES 'auto_compaction'")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
     u = sub.add_parser("users", help="manage the PLAIN users file")
@@ -102,6 +106,7 @@ def _flags(a: argparse.Namespace) -> dict:
                      "max_protocol": a.upstream_max_protocol, "call_timeout": a.upstream_call_timeout},
         "spark": {"master": a.spark_master},
         "state": {"dir": a.state_dir},
+        "datamaps": {"sync_interval_s": a.sync_interval, "auto_compaction": a.auto_compaction},
     }
 
 

@@ -18,6 +18,14 @@ def test_serve_flags_map_to_sections():
     assert f["state"]["dir"] == "s" and f["server"]["tls_key"] == "k"
 
 
+def test_datamaps_flags():
+    a = cli.build_parser().parse_args(["serve", "--sync-interval", "30", "--auto-compaction",
+                                       "true"])
+    assert cli._flags(a)["datamaps"] == {"sync_interval_s": 30.0, "auto_compaction": "true"}
+    assert cli._flags(cli.build_parser().parse_args(["serve"]))["datamaps"] == {
+        "sync_interval_s": None, "auto_compaction": None}
+
+
 def test_bad_upstream_flag():
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["serve", "--upstream", "nohostport"])
