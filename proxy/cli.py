@@ -214,7 +214,7 @@ def _sync(a: argparse.Namespace) -> int:
     except cfg.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if settings.server.tls_cert and not a.host:
+    if settings.server.tls_cert:
         print("error: the proxy serves TLS ([server] tls_cert); datamap-proxy sync speaks "
               "plain TCP only: run SYNC DATAMAPS from a TLS client (beeline) instead",
               file=sys.stderr)

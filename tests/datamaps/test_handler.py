@@ -2,6 +2,8 @@
 data, and a Spark provider that fails if a decision ever needed Spark)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from proxy.datamaps.catalog import Catalog
@@ -399,3 +401,37 @@ def test_auto_compaction_setting_and_segment_kinds(service):
     c.publish_segment("db1", "agg", sid, rows=1, supersedes=["1", "2"], kind="compacted")
     assert c.segment_kinds("db1", "agg") == {"0": "built", "1": "refreshed", "2": "refreshed",
                                              "3": "compacted"}
+
+
+def test_auto_compaction_failure_is_recorded_and_harmless(service, monkeypatch):
+    """Auto-compaction runs only when enabled and enough incremental segments are visible;
+    when it fails the datamap stays ENABLED with its segments, and the history says why."""
+    _add_built_datamap(service)
+    c = service.catalog
+    rec = c.get_datamap("db1", "agg")
+    tried = []
+
+    def failing(r, ids):
+        tried.append(list(ids))
+        raise RuntimeError("no space left")
+    monkeypatch.setattr(service, "_compact_locked", failing)
+    for _ in range(2):
+        sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+        c.publish_segment("db1", "agg", sid, rows=1, kind="refreshed")
+    service._auto_compact(rec)                       # off: nothing tried
+    assert tried == []
+    service.auto_compaction = True                   # server default on; threshold 4 > 2
+    service._auto_compact(rec)
+    assert tried == []
+    rec = dataclasses.replace(rec, properties={"minor_compaction_threshold": "2"})
+    service._auto_compact(rec)            # the catalog's properties count (threshold 4 there)
+    assert tried == []
+    c2 = dataclasses.replace(rec, properties={"auto_compaction": "true",
+                                              "minor_compaction_threshold": "2"})
+    monkeypatch.setattr(c, "require_datamap", lambda db, name: c2)
+    service._auto_compact(c2)
+    assert tried == [["1", "2"]]
+    assert c.get_datamap("db1", "agg").status == "ENABLED"
+    assert [s.id for s in c.visible_segments("db1", "agg")] == ["0", "1", "2"]
+    assert c.events("db1", "agg")[-1].kind == "auto-compaction-failed"
+    assert "no space left" in c.events("db1", "agg")[-1].detail
