@@ -224,7 +224,10 @@ def _sync(a: argparse.Namespace) -> int:
         host = "127.0.0.1"
     port = settings.server.port if a.port is None else a.port
     auth = a.auth or ("nosasl" if settings.server.auth == "nosasl" else "plain")
-    user = a.user or getpass.getuser()
+    try:
+        user = a.user or getpass.getuser()
+    except (KeyError, OSError):     # no login name (a bare container)
+        user = "datamap-proxy"
     password = a.password
     if password is None and settings.server.users_file and auth == "plain" and sys.stdin.isatty():
         password = getpass.getpass(f"Password for {user}: ")
