@@ -44,8 +44,8 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
 errors.py turns any exception into a TStatus in one place (ClientError: our SQLSTATE;
 UpstreamError: Spark's status untouched; anything else: HY000 "Internal proxy error").
 config.py holds frozen settings (defaults < TOML < DATAMAP_PROXY_<SECTION>_<KEY> < flags).
-cli.py: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `users add`,
-`doctor`.
+cli.py: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `sync` (runs
+SYNC DATAMAPS on the running proxy through upstream.py's client), `users add`, `doctor`.
 
 Lifecycle
 ---------

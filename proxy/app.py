@@ -19,6 +19,10 @@ gets `SparkNotReady`, forwards the original statement (always correct, only slow
 the session is opened in the background. Recovery (crash leftovers: interrupted segments,
 orphan partitions) runs once, before serving in embedded mode and right after the session
 opens in remote mode.
+
+`[datamaps] sync_interval_s` > 0 runs SYNC DATAMAPS (proxy/datamaps/sync.py) that often in an
+owned task, each run in a worker thread; `[datamaps] auto_compaction` is the default of the
+per-datamap DMPROPERTIES('auto_compaction').
 """
 from __future__ import annotations
 
@@ -135,6 +139,31 @@ def _warm_index(service: DatamapService) -> None:
         log.warning("could not prepare the rewrite index", exc_info=True)
 
 
+SYNC_STOP_GRACE_S = 60.0
+
+
+async def _sync_periodically(service: DatamapService, interval: float) -> None:
+    """SYNC DATAMAPS every `interval` seconds until cancelled. A run that fails is logged
+    and the next one tries again. Cancelled during a run (shutdown), it waits up to
+    SYNC_STOP_GRACE_S for the run's thread (a cancelled await would not stop it) so that
+    Spark is not stopped under a refresh."""
+    log.info("datamap sync every %gs", interval)
+    while True:
+        await asyncio.sleep(interval)
+        run = asyncio.ensure_future(asyncio.to_thread(service.sync_all))
+        try:
+            await asyncio.shield(run)
+        except asyncio.CancelledError:
+            done, _ = await asyncio.wait([run], timeout=SYNC_STOP_GRACE_S)
+            if not done:
+                log.warning("periodic datamap sync still running at shutdown; not waiting")
+            elif run.exception() is not None:
+                log.warning("periodic datamap sync failed", exc_info=run.exception())
+            raise
+        except Exception:  # noqa: BLE001 - logged; the next period retries
+            log.warning("periodic datamap sync failed", exc_info=True)
+
+
 async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Closer]:
     """The Router for `serve` and an async closer to await after the server stopped.
 
@@ -154,6 +183,9 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
                           closer=close_pipeline_session)
     service = DatamapService(catalog, spark)
     holder["service"] = service
+    dm_settings = getattr(settings, "datamaps", None)
+    service.auto_compaction = bool(getattr(dm_settings, "auto_compaction", False))
+    interval = float(getattr(dm_settings, "sync_interval_s", 0.0) or 0.0)
 
     if engine is not None:
         await asyncio.to_thread(spark.get)
@@ -165,7 +197,16 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
     router.handlers += [DatamapDdlHandler(service), DatamapLoadHandler(service),
                         DatamapSelectHandler(service)]
 
+    syncer = (asyncio.create_task(_sync_periodically(service, interval), name="datamap-sync")
+              if interval > 0 else None)
+
     async def closer() -> None:
+        if syncer is not None:
+            syncer.cancel()
+            try:
+                await syncer
+            except asyncio.CancelledError:
+                pass
         service.close()
         if engine is None:
             await asyncio.to_thread(spark.close)

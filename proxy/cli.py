@@ -1,4 +1,4 @@
-"""Command line: `datamap-proxy serve | users add | doctor`."""
+"""Command line: `datamap-proxy serve | sync | users add | doctor`."""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--upstream-call-timeout", type=float, metavar="SECONDS")
     s.add_argument("--spark-master", help="[spark] master for the embedded engine / pipeline")
     s.add_argument("--state-dir", metavar="DIR", help="[state] dir (default ./.datamap-proxy)")
+    s.add_argument("--sync-interval", type=float, metavar="SECONDS",
+                   help="[datamaps] sync_interval_s: run SYNC DATAMAPS this often (default 0 = off)")
+    s.add_argument("--auto-compaction", choices=["true", "false"],
+                   help="[datamaps] auto_compaction: default of DMPROPERTIES 'auto_compaction'")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
     u = sub.add_parser("users", help="manage the PLAIN users file")
@@ -62,6 +66,26 @@ def build_parser() -> argparse.ArgumentParser:
     ua.add_argument("name")
     ua.add_argument("--users-file", metavar="FILE", help="default: [server] users_file or <state dir>/users")
     ua.add_argument("--config", metavar="FILE")
+
+    y = sub.add_parser("sync", help="find files written to base tables outside the proxy",
+                       description="Connects to the running proxy and runs SYNC DATAMAPS [ON "
+                                   "TABLE t]: files that other applications wrote into base "
+                                   "tables of datamaps become new segments, non-lazy datamaps "
+                                   "are refreshed (rebuilt when files vanished), lazy ones "
+                                   "disabled. Defaults come from the serve settings (--config, "
+                                   "environment).")
+    y.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
+    y.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
+    y.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
+    y.add_argument("--auth", choices=["plain", "nosasl"],
+                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
+    y.add_argument("--user", help="user name (default: the login name)")
+    y.add_argument("--password", help="password (needed when the proxy has a users file)")
+    y.add_argument("--table", action="append", metavar="DB.TABLE",
+                   help="only this base table (repeatable); default: every base table of a "
+                        "datamap")
+    y.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="how long one sync may take (default 3600)")
 
     sub.add_parser("doctor", help="check the installation", add_help=False)
     return p
@@ -82,6 +106,7 @@ def _flags(a: argparse.Namespace) -> dict:
                      "max_protocol": a.upstream_max_protocol, "call_timeout": a.upstream_call_timeout},
         "spark": {"master": a.spark_master},
         "state": {"dir": a.state_dir},
+        "datamaps": {"sync_interval_s": a.sync_interval, "auto_compaction": a.auto_compaction},
     }
 
 
@@ -177,6 +202,108 @@ def _users_add(a: argparse.Namespace) -> int:
     return 0
 
 
+def _sync(a: argparse.Namespace) -> int:
+    """`datamap-proxy sync`: SYNC DATAMAPS on the running proxy, over HiveServer2 (in
+    embedded mode the proxy owns the metastore and the catalog, so only it can do this)."""
+    from proxy.errors import UpstreamError
+    from proxy.upstream import UpstreamSession
+    from proxy.thrift.gen.TCLIService import ttypes as T
+
+    try:
+        settings = cfg.load(a.config)
+    except cfg.ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if settings.server.tls_cert:
+        print("error: the proxy serves TLS ([server] tls_cert); datamap-proxy sync speaks "
+              "plain TCP only: run SYNC DATAMAPS from a TLS client (beeline) instead",
+              file=sys.stderr)
+        return 2
+    host = a.host or settings.server.host
+    if host in ("0.0.0.0", "", "::"):
+        host = "127.0.0.1"
+    port = settings.server.port if a.port is None else a.port
+    auth = a.auth or ("nosasl" if settings.server.auth == "nosasl" else "plain")
+    try:
+        user = a.user or getpass.getuser()
+    except (KeyError, OSError):     # no login name (a bare container)
+        user = "datamap-proxy"
+    password = a.password
+    if password is None and settings.server.users_file and auth == "plain" and sys.stdin.isatty():
+        password = getpass.getpass(f"Password for {user}: ")
+    tables = a.table or [None]
+    for t in tables:
+        if t is not None and not t.strip():
+            print("error: --table needs a table name", file=sys.stderr)
+            return 2
+    logging.getLogger("proxy").setLevel(logging.CRITICAL)   # errors are printed below
+    up = cfg.UpstreamSettings(host=host, port=port, auth=auth, connect_timeout=10.0,
+                              call_timeout=a.timeout)
+
+    async def run() -> int:
+        session = UpstreamSession(up, settings.server.max_frame_bytes)
+        session.conn.peer = "datamap-proxy"
+        session.conn.nosasl_hint = "--auth nosasl"
+        try:
+            resp = await session.open(user, password or "",
+                                      T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, None)
+        except UpstreamError as e:
+            print(f"error: no datamap-proxy answers at {host}:{port}: {e}. Is `datamap-proxy "
+                  "serve` running? (--host/--port, or the [server] settings of --config)",
+                  file=sys.stderr)
+            return 2
+        if session.handle is None:
+            st = resp.status
+            print(f"error: the proxy at {host}:{port} refused the session: "
+                  f"{(st.errorMessage if st else None) or 'no reason given'}"
+                  f"{f' (SQLSTATE {st.sqlState})' if st and st.sqlState else ''}", file=sys.stderr)
+            return 1
+        rc = 0
+        try:
+            for t in tables:
+                sql = "SYNC DATAMAPS" + (f" ON TABLE {_quote_table(t)}" if t else "")
+                try:
+                    result = await session.run_sql(sql)
+                except UpstreamError as e:
+                    print(f"error: {sql}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
+                    rc = 1
+                    if session.conn.broken:
+                        break
+                    continue
+                print(_format_rows([c[0] for c in result.columns], result.rows))
+                if any(_has_failed(r[-1]) for r in result.rows):
+                    print("error: some datamaps could not be refreshed and are DISABLED "
+                          "(see the rows above); REBUILD DATAMAP retries", file=sys.stderr)
+                    rc = 1
+        finally:
+            await session.close()
+        return rc
+    return asyncio.run(run())
+
+
+def _has_failed(actions) -> bool:
+    """A SYNC DATAMAPS row's DataMaps column names a datamap that could not be refreshed."""
+    import json
+    try:
+        return any(str(v).startswith("failed") for v in json.loads(actions).values())
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def _quote_table(name: str) -> str:
+    parts = name.strip().split(".")
+    return ".".join("`" + p.strip().strip("`").replace("`", "``") + "`" for p in parts)
+
+
+def _format_rows(columns: list[str], rows) -> str:
+    cells = [[str(c) for c in columns]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    if not rows:
+        lines.append("(no base tables with datamaps)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "doctor":
@@ -189,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     if a.command == "users":
         return _users_add(a)
+    if a.command == "sync":
+        return _sync(a)
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -62,15 +62,22 @@ class StateSettings:
 
 
 @dataclass(frozen=True)
+class DatamapsSettings:
+    sync_interval_s: float = 0.0        # > 0: serve runs SYNC DATAMAPS this often
+    auto_compaction: bool = False       # default for DMPROPERTIES('auto_compaction')
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
     state: StateSettings = field(default_factory=StateSettings)
+    datamaps: DatamapsSettings = field(default_factory=DatamapsSettings)
 
 
 SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
-            "spark": SparkSettings, "state": StateSettings}
+            "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings}
 _CHOICES = {("server", "auth"): ("none", "nosasl"), ("upstream", "auth"): ("plain", "nosasl")}
 
 

@@ -31,6 +31,10 @@ _TRUST_FRAME_BYTES = 1 << 16
 
 
 class UpstreamConnection:
+    # Who is at the other end, for messages (the `sync` command talks to the proxy itself).
+    peer = "Spark Thrift Server"
+    nosasl_hint = "--upstream-auth nosasl"
+
     def __init__(self, settings: UpstreamSettings, max_frame_bytes: int):
         self.settings = settings
         self.max_bytes = max_frame_bytes
@@ -50,7 +54,7 @@ class UpstreamConnection:
                 asyncio.open_connection(s.host, s.port, limit=_READ_CHUNK), s.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (e.strerror or str(e))
-            raise UpstreamError(f"Cannot connect to Spark Thrift Server at {self.addr}: {reason}") from None
+            raise UpstreamError(f"Cannot connect to {self.peer} at {self.addr}: {reason}") from None
         if not self._sasl:
             return
         client = sasl.PlainClient(s.user or user, s.password if s.user else password)
@@ -64,8 +68,8 @@ class UpstreamConnection:
                     chunk = await asyncio.wait_for(self._reader.read(65536), s.connect_timeout)
                     if not chunk:
                         raise UpstreamError(
-                            f"Spark Thrift Server at {self.addr} closed the connection during SASL "
-                            "negotiation (is it configured for NOSASL? try --upstream-auth nosasl)")
+                            f"{self.peer} at {self.addr} closed the connection during SASL "
+                            f"negotiation (is it configured for NOSASL? try {self.nosasl_hint})")
                     buf += chunk
                     continue
                 status, payload, used = got
@@ -73,10 +77,10 @@ class UpstreamConnection:
                 client.on_message(status, payload)
         except sasl.SaslError as e:
             self.close()
-            raise UpstreamError(f"SASL with Spark Thrift Server at {self.addr} failed: {e}") from None
+            raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             self.close()
-            raise UpstreamError(f"SASL with Spark Thrift Server at {self.addr} failed: "
+            raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: "
                                 f"{'timed out' if isinstance(e, asyncio.TimeoutError) else e}") from None
         except UpstreamError:
             self.close()
@@ -85,7 +89,7 @@ class UpstreamConnection:
 
     async def call_raw(self, data: bytes, timeout: float | None = None) -> bytes:
         if self.broken:
-            raise UpstreamError(f"Connection to Spark Thrift Server at {self.addr} is lost: {self.broken}")
+            raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {self.broken}")
         timeout = self.settings.call_timeout if timeout is None else timeout
         async with self._lock:
             try:
@@ -97,7 +101,7 @@ class UpstreamConnection:
                 self._break(str(e) or type(e).__name__)
             except (codec.ProtocolError, sasl.SaslError) as e:
                 self._break(f"bad reply: {e}")
-        raise UpstreamError(f"Connection to Spark Thrift Server at {self.addr} is lost: {self.broken}")
+        raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {self.broken}")
 
     def _break(self, reason: str) -> None:
         self.broken = reason
@@ -138,10 +142,10 @@ class UpstreamConnection:
         try:
             return codec.decode_reply(reply, name)
         except TApplicationException as e:
-            raise UpstreamError(f"Spark Thrift Server rejected {name}: {e.message}") from None
+            raise UpstreamError(f"{self.peer} rejected {name}: {e.message}") from None
         except codec.ProtocolError as e:
             self._break(f"bad {name} reply: {e}")
-            raise UpstreamError(f"Connection to Spark Thrift Server at {self.addr} is lost: {e}") from None
+            raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {e}") from None
 
     def close(self) -> None:
         if self._writer is not None:

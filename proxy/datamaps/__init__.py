@@ -7,7 +7,9 @@
                 datamap segments (visible flag = atomic publish), events, version counter
     show.py     SHOW DATAMAP / SHOW SEGMENTS result sets (contract.md columns)
     service.py  DatamapService(catalog, spark_provider): blocking DDL runners, refresh,
-                after_load, recover, candidates() and index() for the rewriter
+                after_load, recover, candidates() and index() for the rewriter;
+                auto-compaction after a refresh
+    sync.py     SYNC DATAMAPS: files written to base tables outside the proxy
     handler.py  DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler: Router
                 StatementHandlers (register in that order, before the default)
 

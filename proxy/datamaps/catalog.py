@@ -612,6 +612,19 @@ class Catalog:
                     for r in c.execute("SELECT * FROM events WHERE db = ? AND name = ? "
                                        "ORDER BY seq", (db, name))]
 
+    def segment_kinds(self, db: str, name: str) -> dict[str, str]:
+        """How each published segment was made: built, refreshed or compacted (read from the
+        history that publish_segment writes: "segment <id>[ replaces ...]")."""
+        out: dict[str, str] = {}
+        with self._tx(write=False) as c:
+            for r in c.execute("SELECT kind, detail FROM events WHERE db = ? AND name = ? AND "
+                               "kind IN ('built', 'refreshed', 'compacted') ORDER BY seq",
+                               (db, name)):
+                words = r["detail"].split()
+                if len(words) >= 2 and words[0] == "segment":
+                    out[words[1]] = r["kind"]
+        return out
+
     def record_event(self, db: str, name: str, kind: str, rows: int | None = None,
                      seconds: float | None = None, detail: str = "") -> None:
         with self._tx() as c:

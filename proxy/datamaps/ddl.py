@@ -3,10 +3,11 @@
 `parse(statement)` returns a typed, frozen statement object, or None when the text is not
 datamap DDL (it runs on every ExecuteStatement, so a single compiled regex decides that
 first). Only the frame is parsed here: names, ON TABLE, USING, WITH DEFERRED ...,
-properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, EXPLAIN. The SELECT after AS (or after
-EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The one
-exception is the legacy providers: `USING 'preaggregate'` and `USING 'timeseries'` are
-turned into an equivalent mv SELECT here, which needs a look at the query.
+properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, EXPLAIN. The SELECT
+after AS (or after EXPLAIN) is handed over as text; the rewriter parses it with sqlglot
+later. The one exception is the legacy providers: `USING 'preaggregate'` and
+`USING 'timeseries'` are turned into an equivalent mv SELECT here, which needs a look at
+the query.
 
 Errors are `DdlError` (SQLSTATE 42000 for syntax, 0A000 for unsupported) whose message
 names the offending token, its position and the datamap when known.
@@ -20,7 +21,7 @@ from typing import Literal
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
     "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain", "SetRewrite",
-    "DdlStatement", "GRANULARITIES",
+    "SyncDatamaps", "DdlStatement", "GRANULARITIES",
 ]
 
 Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x MATERIALIZED VIEW
@@ -106,6 +107,12 @@ class ShowSegments:
 
 
 @dataclass(frozen=True)
+class SyncDatamaps:
+    """SYNC DATAMAPS [ON TABLE t]: find files written to base tables outside the proxy."""
+    on_table: Name | None = None
+
+
+@dataclass(frozen=True)
 class Explain:
     mode: Literal["", "extended", "formatted"]
     query: str
@@ -118,7 +125,7 @@ class SetRewrite:
 
 
 DdlStatement = (CreateDatamap | DropDatamap | ShowDatamaps | RebuildDatamap | CompactDatamap
-                | ShowSegments | Explain | SetRewrite)
+                | ShowSegments | Explain | SetRewrite | SyncDatamaps)
 
 # The pre-check: leading comments, then the words that start a statement we answer.
 _LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
@@ -129,6 +136,7 @@ _PRECHECK = re.compile(
       | rebuild\s+datamap\b
       | refresh\s+materialized\s+view\b
       | alter\s+datamap\b
+      | sync\s+(?:datamaps?|materialized\s+views)\b
       | explain\b
       | set\s+datamap\.rewrite\.enabled\b
     )""", re.IGNORECASE | re.VERBOSE | re.DOTALL)
@@ -304,6 +312,14 @@ def parse(statement: str) -> DdlStatement | None:
         return _explain(cur)
     if verb == "set":
         return _set(cur)
+    if verb == "sync":
+        if cur.accept("materialized"):
+            cur.expect("views")
+        else:
+            cur.next()  # DATAMAP | DATAMAPS (pre-checked)
+        on_table = _on_table(cur)
+        cur.end()
+        return SyncDatamaps(on_table)
     return None  # pragma: no cover - the pre-check admits only the verbs above
 
 
@@ -343,6 +359,10 @@ def _properties(cur: _Cursor) -> tuple[tuple[str, str], ...]:
 
 
 def _check_properties(props: dict[str, str], subject: str) -> None:
+    auto = props.get("auto_compaction")
+    if auto is not None and auto.strip().lower() not in ("true", "false"):
+        raise DdlError(f"Invalid property 'auto_compaction'='{auto}' for {subject}: expected "
+                       "'true' or 'false'", "42000")
     size = props.get("table_blocksize")
     if size is not None and not (size.strip().isdigit() and 1 <= int(size) <= 2048):
         raise DdlError(f"Invalid property 'table_blocksize'='{size}' for {subject}: expected "

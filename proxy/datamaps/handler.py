@@ -68,6 +68,7 @@ class DatamapDdlHandler:
             ddl.ShowDatamaps: self.service.show, ddl.RebuildDatamap: self.service.rebuild,
             ddl.CompactDatamap: self.service.compact,
             ddl.ShowSegments: self.service.show_segments,
+            ddl.SyncDatamaps: self.service.sync,
         }[type(stmt)]
         current_db = ctx.current_db
 

@@ -25,6 +25,7 @@ from pipeline.table import PipelineError, drop_segments
 from proxy.datamaps import ddl
 from proxy.datamaps.catalog import ENABLED, Catalog, CatalogError, DatamapRecord
 from proxy.datamaps.show import show_datamaps, show_segments
+from proxy.datamaps.sync import sync_datamaps
 from proxy.errors import ClientError
 from proxy.router import LocalResult
 from rewriter import compile_datamap
@@ -51,6 +52,7 @@ def _spark_error(exc: Exception, what: str) -> ClientError:
 
 MINOR_THRESHOLD_PROPERTY = "minor_compaction_threshold"
 DEFAULT_MINOR_THRESHOLD = 4
+AUTO_COMPACTION_PROPERTY = "auto_compaction"
 
 
 def minor_threshold(props: Mapping[str, str]) -> int:
@@ -60,6 +62,25 @@ def minor_threshold(props: Mapping[str, str]) -> int:
         raise ClientError(f"DMPROPERTIES '{MINOR_THRESHOLD_PROPERTY}'='{raw}': expected a whole "
                           "number of segments, at least 2", "42000")
     return int(raw)
+
+
+def auto_compaction(props: Mapping[str, str], default: bool) -> bool:
+    """DMPROPERTIES('auto_compaction'='true'|'false'); the server setting otherwise."""
+    raw = props.get(AUTO_COMPACTION_PROPERTY)
+    return default if raw is None else str(raw).strip().lower() == "true"
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseSync:
+    """What one look at a base table's files found."""
+    table: str
+    segment: str | None     # the base segment cut for the new files, if any
+    added: int              # files the catalog did not know
+    removed: int            # known files that are gone (a full rebuild is due)
+
+    @property
+    def changed(self) -> bool:
+        return self.segment is not None or self.removed > 0
 
 
 def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:
@@ -110,6 +131,9 @@ class DatamapService:
         self._schema_guard = threading.Lock()
         self._schema_loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datamap-schemas")
         self.schema_retry_s = 60.0
+        # [datamaps] auto_compaction: MINOR compaction after a refresh once enough incremental
+        # segments piled up; DMPROPERTIES('auto_compaction'=...) overrides it per datamap.
+        self.auto_compaction = False
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -295,6 +319,15 @@ class DatamapService:
         self.refresh(rec.db, rec.name)
         return EMPTY
 
+    def sync(self, stmt: ddl.SyncDatamaps, current_db: str) -> LocalResult:
+        """SYNC DATAMAPS [ON TABLE t]: proxy/datamaps/sync.py."""
+        table = stmt.on_table.qualified(current_db) if stmt.on_table else None
+        return sync_datamaps(self, table)
+
+    def sync_all(self) -> LocalResult:
+        """The periodic sync of `serve` ([datamaps] sync_interval_s): every base table."""
+        return sync_datamaps(self, None)
+
     def compact(self, stmt: ddl.CompactDatamap, current_db: str) -> LocalResult:
         rec = self._require(stmt.name, None, current_db)
         with self._lock(rec.qualified):
@@ -317,49 +350,92 @@ class DatamapService:
                 ids = visible           # MAJOR: everything, one row per group afterwards
             if len(ids) < 2:
                 return EMPTY
-            merged: dict[str, set[str]] = {}
-            for seg in self.catalog.visible_segments(rec.db, rec.name):
-                if seg.id in ids:
-                    for t, bids in seg.extra_info.items():
-                        merged.setdefault(t, set()).update(bids)
-            sid = self.catalog.begin_segment(rec.db, rec.name, merged)
-            try:
-                w = compact(self.spark, rec.definition, ids, sid, rec.properties)
-            except Exception as e:
-                self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {e}",
-                                          disable=False)
-                raise _spark_error(e, f"Compacting datamap {rec.qualified} failed") from e
-            self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
-                                         seconds=w.seconds, supersedes=ids, kind="compacted",
-                                         enable=rec.status == ENABLED)
-            self._drop_garbage(rec)
+            self._compact_locked(rec, ids)
         return EMPTY
+
+    def _compact_locked(self, rec: DatamapRecord, ids: list[str]) -> str:
+        """Merge visible segments `ids` into a new one (caller holds the datamap's lock)."""
+        merged: dict[str, set[str]] = {}
+        for seg in self.catalog.visible_segments(rec.db, rec.name):
+            if seg.id in ids:
+                for t, bids in seg.extra_info.items():
+                    merged.setdefault(t, set()).update(bids)
+        sid = self.catalog.begin_segment(rec.db, rec.name, merged)
+        try:
+            w = compact(self.spark, rec.definition, ids, sid, rec.properties)
+        except Exception as e:
+            self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {e}",
+                                      disable=False)
+            raise _spark_error(e, f"Compacting datamap {rec.qualified} failed") from e
+        self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
+                                     seconds=w.seconds, supersedes=ids, kind="compacted",
+                                     enable=rec.status == ENABLED)
+        self._drop_garbage(rec)
+        return sid
+
+    def _auto_compact(self, rec: DatamapRecord) -> None:
+        """After a refresh published a segment (datamap lock held): with auto-compaction on
+        and at least `minor_compaction_threshold` incremental segments visible, merge the
+        newest of them (CarbonData's auto load merge). Built and compacted segments are left
+        alone, so the cost follows the recent loads, not the table. A failure is logged and
+        recorded; it never fails the load or disables the datamap: the refreshed segments
+        stay visible and correct."""
+        if not auto_compaction(rec.properties, self.auto_compaction):
+            return
+        try:
+            rec = self.catalog.require_datamap(rec.db, rec.name)   # status after the publish
+            threshold = minor_threshold(rec.properties)
+            kinds = self.catalog.segment_kinds(rec.db, rec.name)
+            incremental = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)
+                           if kinds.get(s.id) == "refreshed"]
+            if len(incremental) < threshold:
+                return
+            ids = incremental[-threshold:]
+            t0 = time.monotonic()
+            sid = self._compact_locked(rec, ids)
+            log.info("datamap %s: auto-compaction merged segments %s into %s in %.2fs",
+                     rec.qualified, ",".join(ids), sid, time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            log.warning("auto-compaction of datamap %s failed", rec.qualified, exc_info=True)
+            try:
+                self.catalog.record_event(rec.db, rec.name, "auto-compaction-failed",
+                                          detail=str(e)[:500])
+            except CatalogError:
+                pass   # dropped meanwhile
 
     # -- maintenance ---------------------------------------------------------------------
     def sync_base_files(self, table: str, source: str = "discovered") -> bool:
         """Cut a base segment for files the catalog does not know yet. Returns True when
         known files disappeared (overwrite, truncate, delete): a full rebuild is due."""
+        return self.sync_base(table, source).removed > 0
+
+    def sync_base(self, table: str, source: str = "discovered") -> BaseSync:
+        """sync_base_files, reporting what it found."""
         with self._lock(f"base:{table}"):
             current = set(list_files(self.spark, table))
             known = self.catalog.base_files(table)
-            if known - current:
+            added, removed = len(current - known), len(known - current)
+            seg = None
+            if removed:
                 self.catalog.mark_base_deleted(table)
                 if current:
-                    self.catalog.add_base_segment(table, sorted(current), source=source)
-                return True
-            if current - known:
-                self.catalog.add_base_segment(table, sorted(current - known), source=source)
-            return False
+                    seg = self.catalog.add_base_segment(table, sorted(current), source=source)
+            elif added:
+                seg = self.catalog.add_base_segment(table, sorted(current - known),
+                                                    source=source)
+            return BaseSync(table, seg.id if seg else None, added, removed)
 
-    def refresh(self, db: str, name: str) -> None:
-        """Bring the datamap in sync (REBUILD / after a load): incremental when possible."""
+    def refresh(self, db: str, name: str) -> str:
+        """Bring the datamap in sync (REBUILD / after a load): incremental when possible.
+        Returns what happened: "refreshed", "rebuilt", "enabled" (nothing to catch up, was
+        DISABLED) or "unchanged"."""
         rec = self.catalog.get_datamap(db, name)
         if rec is None:
             raise ClientError(f"Datamap {db}.{name} does not exist", "42S02")
         with self._lock(rec.qualified):
-            self._refresh_locked(rec)
+            return self._refresh_locked(rec)
 
-    def _refresh_locked(self, rec: DatamapRecord) -> None:
+    def _refresh_locked(self, rec: DatamapRecord) -> str:
         t0 = time.monotonic()
         defn = rec.definition
         self._drop_garbage(rec)   # segments superseded long enough ago
@@ -371,17 +447,18 @@ class DatamapService:
         if (any(rewritten) or not visible
                 or self.catalog.covers_deleted_base_segments(rec.db, rec.name)):
             self._build(rec, [s.id for s in visible])
-            return
+            return "rebuilt"
         pending = {t: segs for t, segs in
                    self.catalog.pending_base_segments(rec.db, rec.name).items() if segs}
         if not pending:
             if self.catalog.get_datamap(rec.db, rec.name).status != ENABLED:
                 self.catalog.set_status(rec.db, rec.name, ENABLED, "")
-            return
+                return "enabled"
+            return "unchanged"
         plan = plan_delta(defn, pending)
         if plan.full_rebuild:
             self._build(rec, [s.id for s in visible])
-            return
+            return "rebuilt"
         covered = self.catalog.covered_base_segments(rec.db, rec.name)
         old_files = {t: [f for s in self.catalog.base_segments(t) if s.id in covered.get(t, ())
                          for f in s.files] for t in defn.base_tables}
@@ -399,13 +476,16 @@ class DatamapService:
                                       disable=False)
             if res.full_rebuild:
                 self._build(rec, [s.id for s in visible])
-            return
+                return "rebuilt"
+            return "unchanged"
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=res.write.rows,
                                      files=res.write.files, seconds=res.write.seconds,
                                      kind="refreshed")
         log.info("datamap %s: segment %s appended (%d rows) in %.2fs: sync+plan %.2fs, "
                  "job %.2fs", rec.qualified, sid, res.write.rows, time.monotonic() - t0,
                  t_job - t0, time.monotonic() - t_job)
+        self._auto_compact(rec)
+        return "refreshed"
 
     def _build(self, rec: DatamapRecord, supersede: list[str]) -> None:
         live = {t: [s.id for s in self.catalog.base_segments(t)] for t in rec.base_tables}

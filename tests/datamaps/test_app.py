@@ -110,3 +110,49 @@ async def test_remote_router_opens_no_session_until_needed(tmp_path, monkeypatch
     assert opened == []
     await closer()
     assert opened == []
+
+
+async def test_periodic_sync_and_auto_compaction_settings(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_sync_all(self):
+        calls.append(self.auto_compaction)
+        if len(calls) == 2:
+            raise RuntimeError("one bad run")    # logged; the next period runs again
+    monkeypatch.setattr(app.DatamapService, "sync_all", fake_sync_all)
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None,
+                               datamaps=SimpleNamespace(sync_interval_s=0.02,
+                                                        auto_compaction=True))
+    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    deadline = time.monotonic() + 10
+    while len(calls) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await closer()
+    assert len(calls) >= 3 and all(calls)
+    n = len(calls)
+    await asyncio.sleep(0.1)
+    assert len(calls) == n              # stopped by the closer
+    # off by default
+    calls.clear()
+    settings.datamaps = SimpleNamespace(sync_interval_s=0, auto_compaction=False)
+    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    await asyncio.sleep(0.1)
+    await closer()
+    assert calls == []
+
+
+async def test_shutdown_waits_for_a_running_periodic_sync(tmp_path, monkeypatch):
+    state = {"started": threading.Event(), "finished": False}
+
+    def slow_sync_all(self):
+        state["started"].set()
+        time.sleep(0.3)
+        state["finished"] = True
+    monkeypatch.setattr(app.DatamapService, "sync_all", slow_sync_all)
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None,
+                               datamaps=SimpleNamespace(sync_interval_s=0.01,
+                                                        auto_compaction=False))
+    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    assert await asyncio.to_thread(state["started"].wait, 10)
+    await closer()
+    assert state["finished"]     # Spark would be stopped only after the run ended

@@ -2,6 +2,8 @@
 data, and a Spark provider that fails if a decision ever needed Spark)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from proxy.datamaps.catalog import Catalog
@@ -314,3 +316,111 @@ async def test_explain_loads_missing_schemas_and_shows_the_real_decision(tmp_pat
     finally:
         svc.close()
         svc.catalog.close()
+
+
+async def test_sync_datamaps_runner_without_spark(service):
+    h = DatamapDdlHandler(service)
+    d = h(_ctx(), "SYNC DATAMAPS ON TABLE sales")
+    assert isinstance(d, Local) and d.note.endswith("SyncDatamaps")
+    # no datamaps at all: nothing to look at, no Spark needed
+    empty = await h(_ctx(), "SYNC DATAMAPS").runner(_upstream)
+    assert [c[0] for c in empty.columns] == ["Table", "New Segment", "Files Added",
+                                             "Files Removed", "DataMaps"]
+    assert empty.rows == []
+    with pytest.raises(ClientError) as e:
+        await h(_ctx(), "SYNC DATAMAPS ON TABLE sales").runner(_upstream)
+    assert e.value.sqlstate == "42S02" and "db1.sales has no datamaps" in str(e.value)
+    _add_built_datamap(service)
+    with pytest.raises(ClientError) as e:
+        await h(_ctx(), "SYNC DATAMAPS ON TABLE db1.nothing").runner(_upstream)
+    assert e.value.sqlstate == "42S02" and "db1.nothing" in str(e.value)
+
+
+def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
+    """The orchestration of SYNC DATAMAPS with the file listing and the refresh job replaced:
+    which datamap is refreshed, disabled or left alone, and a failing refresh disables
+    only its own datamap."""
+    import json as _json
+    from proxy.datamaps.service import BaseSync
+    from proxy.datamaps.sync import sync_datamaps
+    _add_built_datamap(service, "agg")
+    _add_built_datamap(service, "lazy_one", "SELECT country, max(qty) FROM db1.sales "
+                       "GROUP BY country", lazy=True)
+    _add_built_datamap(service, "broken", "SELECT country, min(qty) FROM db1.sales "
+                       "GROUP BY country")
+    listing = {"db1.sales": BaseSync("db1.sales", None, 0, 0)}
+    refreshed = []
+
+    def fake_refresh(db, name):
+        if name == "broken":
+            raise RuntimeError("disk full")
+        refreshed.append(name)
+        return "refreshed"
+    monkeypatch.setattr(service, "sync_base", lambda t, source="discovered": listing[t])
+    monkeypatch.setattr(service, "refresh", fake_refresh)
+    # nothing changed and everything in sync: rows say so, nothing refreshed
+    out = sync_datamaps(service, None)
+    assert out.rows == [("db1.sales", "", 0, 0, _json.dumps(
+        {"db1.agg": "unchanged", "db1.broken": "unchanged", "db1.lazy_one": "unchanged"}))]
+    assert refreshed == []
+    # new files: non-lazy refreshed, lazy disabled, the failing one disabled with its reason
+    listing["db1.sales"] = BaseSync("db1.sales", "1", 2, 0)
+    out = sync_datamaps(service, "db1.sales")
+    table, seg, added, removed, actions = out.rows[0]
+    assert (table, seg, added, removed) == ("db1.sales", "1", 2, 0)
+    actions = _json.loads(actions)
+    assert actions["db1.agg"] == "refreshed" and actions["db1.lazy_one"] == "disabled"
+    assert actions["db1.broken"].startswith("failed: refresh by SYNC DATAMAPS failed: disk full")
+    assert refreshed == ["agg"]
+    status = {r.name: r.status for r in service.catalog.list_datamaps()}
+    assert status == {"agg": "ENABLED", "lazy_one": "DISABLED", "broken": "DISABLED"}
+
+
+def test_auto_compaction_setting_and_segment_kinds(service):
+    from proxy.datamaps.service import auto_compaction
+    assert auto_compaction({}, False) is False and auto_compaction({}, True) is True
+    assert auto_compaction({"auto_compaction": "TRUE"}, False) is True
+    assert auto_compaction({"auto_compaction": "false"}, True) is False
+    _add_built_datamap(service)
+    c = service.catalog
+    for _ in range(2):
+        sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+        c.publish_segment("db1", "agg", sid, rows=1, kind="refreshed")
+    sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    c.publish_segment("db1", "agg", sid, rows=1, supersedes=["1", "2"], kind="compacted")
+    assert c.segment_kinds("db1", "agg") == {"0": "built", "1": "refreshed", "2": "refreshed",
+                                             "3": "compacted"}
+
+
+def test_auto_compaction_failure_is_recorded_and_harmless(service, monkeypatch):
+    """Auto-compaction runs only when enabled and enough incremental segments are visible;
+    when it fails the datamap stays ENABLED with its segments, and the history says why."""
+    _add_built_datamap(service)
+    c = service.catalog
+    rec = c.get_datamap("db1", "agg")
+    tried = []
+
+    def failing(r, ids):
+        tried.append(list(ids))
+        raise RuntimeError("no space left")
+    monkeypatch.setattr(service, "_compact_locked", failing)
+    for _ in range(2):
+        sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+        c.publish_segment("db1", "agg", sid, rows=1, kind="refreshed")
+    service._auto_compact(rec)                       # off: nothing tried
+    assert tried == []
+    service.auto_compaction = True                   # server default on; threshold 4 > 2
+    service._auto_compact(rec)
+    assert tried == []
+    rec = dataclasses.replace(rec, properties={"minor_compaction_threshold": "2"})
+    service._auto_compact(rec)            # the catalog's properties count (threshold 4 there)
+    assert tried == []
+    c2 = dataclasses.replace(rec, properties={"auto_compaction": "true",
+                                              "minor_compaction_threshold": "2"})
+    monkeypatch.setattr(c, "require_datamap", lambda db, name: c2)
+    service._auto_compact(c2)
+    assert tried == [["1", "2"]]
+    assert c.get_datamap("db1", "agg").status == "ENABLED"
+    assert [s.id for s in c.visible_segments("db1", "agg")] == ["0", "1", "2"]
+    assert c.events("db1", "agg")[-1].kind == "auto-compaction-failed"
+    assert "no space left" in c.events("db1", "agg")[-1].detail

@@ -463,3 +463,121 @@ def test_drop_table_cascades(env):
     assert "agg_sales_table" not in tables and "sales" not in tables
     assert c.dm.error("SHOW SEGMENTS FOR TABLE sales").sqlstate == "42S02"
     assert {"ev_min", "ord_inner", "ord_left"} <= set(c.datamaps())
+
+
+# -- files written outside the proxy: SYNC DATAMAPS / `datamap-proxy sync` -----------------
+SYNC_Q = "SELECT k, sum(v), count(*) FROM sync_t GROUP BY k"
+
+
+def _outside(env, sql: str) -> None:
+    """Run SQL on the embedded Spark Thrift Server directly, bypassing the proxy (what
+    another application writing into the warehouse does)."""
+    from tests.support.clients import pyhive_connect, pyhive_execute
+    conn = pyhive_connect("127.0.0.1", env["srv"].engine_port)
+    try:
+        pyhive_execute(conn.cursor(), sql)
+    finally:
+        conn.close()
+
+
+def _sync_cli(env, *args: str):
+    import os
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[2]
+    pp = os.environ.get("PYTHONPATH")
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", "sync", "--port", str(env["srv"].port), *args],
+        env={**os.environ, "PYTHONPATH": str(repo) + (os.pathsep + pp if pp else "")},
+        capture_output=True, text=True, timeout=240)
+
+
+def _visible(c: Pair, table: str) -> list[tuple]:
+    return [s for s in c.segments(table) if s[1] == "Success"]
+
+
+def test_sync_cli_finds_files_written_outside_the_proxy(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE TABLE sync_t (k STRING, v INT) USING parquet")
+    c.dm.run("INSERT INTO sync_t VALUES ('a', 1), ('b', 2), ('a', 3)")
+    c.dm.run("CREATE DATAMAP sync_agg USING 'mv' AS " + SYNC_Q)
+    c.dm.run("CREATE DATAMAP sync_lazy USING 'mv' WITH DEFERRED REBUILD AS "
+             "SELECT k, max(v) FROM sync_t GROUP BY k")
+    c.dm.run("REBUILD DATAMAP sync_lazy")
+    assert c.datamaps()["sync_lazy"][4] == "ENABLED"
+    # a Spark job writes into the table without the proxy, and a file is copied in
+    table_dir = state_table_dir(env["state"], "sync_t")
+    known = set(table_dir.glob("part-*"))
+    _outside(env, "INSERT INTO sync_t VALUES ('b', 10), ('c', 20)")
+    first = sorted(known)[0]
+    (table_dir / ("part-99999-copied" + first.name[len("part-00000"):])).write_bytes(
+        first.read_bytes())
+    added = len(set(table_dir.glob("part-*")) - known)
+    assert added >= 2
+    run = _sync_cli(env, "--table", "default.sync_t")
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    lines = run.stdout.splitlines()
+    assert lines[0].split()[:2] == ["Table", "New"], run.stdout
+    row = lines[1].split(None, 4)
+    assert row[:4] == ["default.sync_t", "1", str(added), "0"], run.stdout
+    assert json.loads(row[4]) == {"default.sync_agg": "refreshed",
+                                  "default.sync_lazy": "disabled"}, run.stdout
+    assert [s[0] for s in c.segments("sync_t")] == ["1", "0"]
+    newest = _visible(c, "sync_agg_table")[0]
+    assert json.loads(newest[6]) == {"default.sync_t": ["1"]}, newest
+    assert c.datamaps()["sync_lazy"][4] == "DISABLED"
+    rows = c.hit(SYNC_Q, "sync_agg")
+    assert ("c", 20, 1) in rows and sum(r[2] for r in rows) == 5 + len(
+        c.base.rows("SELECT * FROM sync_t WHERE input_file_name() LIKE '%copied%'"))
+    # nothing changed since: rows say so, no new segments
+    before = c.segments("sync_agg_table")
+    got = c.dm.run("SYNC DATAMAPS ON TABLE sync_t").rows
+    assert got == [("default.sync_t", "", 0, 0, json.dumps(
+        {"default.sync_agg": "unchanged", "default.sync_lazy": "unchanged"}))]
+    assert c.segments("sync_agg_table") == before
+    assert [s[0] for s in c.segments("sync_t")] == ["1", "0"]
+    e = c.dm.error("SYNC DATAMAPS ON TABLE no_such_table")
+    assert e.sqlstate == "42S02" and "no_such_table" in e.message
+
+
+def test_sync_rebuilds_when_files_vanish(env):
+    c: Pair = env["c"]
+    c.dm.run("REBUILD DATAMAP sync_lazy")
+    _outside(env, "INSERT OVERWRITE TABLE sync_t VALUES ('x', 7), ('y', 8), ('x', 9)")
+    rows = {r[0]: r for r in c.dm.run("SYNC DATAMAPS").rows}
+    assert {"default.sync_t", "default.events", "default.orders"} <= set(rows)
+    table, seg, added, removed, actions = rows["default.sync_t"]
+    assert seg == "2" and added >= 1 and removed >= 3, rows["default.sync_t"]
+    assert json.loads(actions) == {"default.sync_agg": "rebuilt",
+                                   "default.sync_lazy": "disabled"}
+    assert json.loads(rows["default.events"][4]) == {"default.ev_min": "unchanged"}
+    assert rows["default.events"][1:4] == ("", 0, 0)
+    visible = _visible(c, "sync_agg_table")
+    assert len(visible) == 1 and json.loads(visible[0][6]) == {"default.sync_t": ["2"]}
+    assert c.hit(SYNC_Q, "sync_agg") == [("x", 16, 2), ("y", 8, 1)]
+    assert c.datamaps()["sync_lazy"][4] == "DISABLED"
+
+
+def test_sync_cli_reports_statement_errors(env):
+    run = _sync_cli(env, "--table", "default.no_such_table")
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert "42S02" in run.stderr and "default.no_such_table" in run.stderr, run.stderr
+
+
+def test_auto_compaction_keeps_answers_and_reduces_segments(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE TABLE ac_t (k STRING, v INT) USING parquet")
+    c.dm.run("INSERT INTO ac_t VALUES ('a', 1), ('b', 2)")
+    c.dm.run("CREATE DATAMAP ac_agg USING 'mv' DMPROPERTIES ('auto_compaction'='true', "
+             "'minor_compaction_threshold'='2') AS SELECT k, sum(v), min(v) FROM ac_t GROUP BY k")
+    q = "SELECT k, sum(v), min(v) FROM ac_t GROUP BY k"
+    c.dm.run("INSERT INTO ac_t VALUES ('a', 5), ('c', -1)")
+    assert [s[0] for s in _visible(c, "ac_agg_table")] == ["1", "0"]
+    c.hit(q, "ac_agg")
+    c.dm.run("INSERT INTO ac_t VALUES ('b', 7), ('a', 0)")
+    segs = {s[0]: s for s in c.segments("ac_agg_table")}
+    assert [s[0] for s in _visible(c, "ac_agg_table")] == ["3", "0"], segs
+    assert segs["1"][1] == segs["2"][1] == "Compacted", segs
+    assert json.loads(segs["3"][6]) == {"default.ac_t": ["1", "2"]}
+    assert int(segs["3"][4]) < int(segs["1"][4]) + int(segs["2"][4])
+    assert c.hit(q, "ac_agg") == [("a", 6, 0), ("b", 9, 2), ("c", -1, -1)]

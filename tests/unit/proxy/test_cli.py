@@ -18,6 +18,14 @@ def test_serve_flags_map_to_sections():
     assert f["state"]["dir"] == "s" and f["server"]["tls_key"] == "k"
 
 
+def test_datamaps_flags():
+    a = cli.build_parser().parse_args(["serve", "--sync-interval", "30", "--auto-compaction",
+                                       "true"])
+    assert cli._flags(a)["datamaps"] == {"sync_interval_s": 30.0, "auto_compaction": "true"}
+    assert cli._flags(cli.build_parser().parse_args(["serve"]))["datamaps"] == {
+        "sync_interval_s": None, "auto_compaction": None}
+
+
 def test_bad_upstream_flag():
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["serve", "--upstream", "nohostport"])
@@ -35,3 +43,37 @@ def test_users_add_from_stdin(tmp_path, monkeypatch):
     assert UsersFile(f).check("carol", "pw1") is None
     monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
     assert cli.main(["users", "add", "carol", "--users-file", str(f)]) == 1
+
+
+def test_sync_without_a_proxy_is_a_clean_error(capsys):
+    import socket
+    with socket.socket() as s:          # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli.main(["sync", "--port", str(port), "--table", "db.t"]) == 2
+    err = capsys.readouterr().err
+    assert f"no datamap-proxy answers at 127.0.0.1:{port}" in err
+    assert "datamap-proxy serve" in err and "Traceback" not in err
+
+
+def test_sync_flags_and_defaults_from_config(tmp_path, capsys):
+    a = cli.build_parser().parse_args(["sync", "--table", "db.a", "--table", "b", "--auth",
+                                       "nosasl", "--user", "u", "--password", "p"])
+    assert a.table == ["db.a", "b"] and a.auth == "nosasl" and a.port is None
+    conf = tmp_path / "p.toml"
+    conf.write_text("[server]\nhost = '0.0.0.0'\nport = 1\n")
+    assert cli.main(["sync", "--config", str(conf)]) == 2     # 0.0.0.0 -> 127.0.0.1:1
+    assert "127.0.0.1:1:" in capsys.readouterr().err
+    conf.write_text("[server]\nport = 'x'\n")
+    assert cli.main(["sync", "--config", str(conf)]) == 2
+    assert "port" in capsys.readouterr().err
+    assert cli._quote_table("Db.t`x") == "`Db`.`t``x`"
+
+
+def test_sync_output_helpers():
+    assert cli._has_failed('{"db.a": "refreshed", "db.b": "failed: disk full"}')
+    assert not cli._has_failed('{"db.failed": "unchanged"}') and not cli._has_failed("NA")
+    text = cli._format_rows(["Table", "New Segment"], [("db.t", "1"), ("db.long_name", "")])
+    assert text.splitlines() == ["Table" + " " * 9 + "New Segment", "db.t" + " " * 10 + "1",
+                                 "db.long_name"]
+    assert "no base tables" in cli._format_rows(["Table"], [])
