@@ -26,8 +26,8 @@ from pipeline.files import (
     normalize_path, quote_table, read_files, small_input_bytes, total_bytes,
 )
 from pipeline.table import (
-    PipelineError, SegmentWrite, drop_segments, drop_table, list_segments, read_segments,
-    write_segment,
+    PipelineError, SegmentWrite, drop_segments, drop_stray_dirs, drop_table, list_segments,
+    read_segments, write_segment,
 )
 from rewriter.api import DatamapDefinition
 
@@ -215,7 +215,8 @@ def cleanup_orphans(spark: "SparkSession", definition: DatamapDefinition,
     keep_set = {str(k) for k in keep}
     orphans = [s for s in list_segments(spark, definition) if s not in keep_set]
     drop_segments(spark, definition, orphans)
-    return orphans
+    stray = drop_stray_dirs(spark, definition, sorted(keep_set))
+    return sorted(set(orphans) | set(stray), key=lambda v: (len(v), v))
 
 
 __all__ = [

@@ -193,3 +193,12 @@ def test_writes_take_rows_from_metrics_and_small_deltas_need_no_shuffle(
     r = incremental_append(spark, d, "1", {sales: new}, {sales: old})
     assert r.write.rows == 2 and len(r.write.files) == 1
     assert _answer(spark, d, ["0", "1"]) == _expected(spark, d)
+    # A job that died after writing files but before ADD PARTITION leaves a directory the
+    # metastore does not list: the start-up cleanup removes it too.
+    from pipeline.table import _partition_dir
+    fs, stray = _partition_dir(spark, d.table, "77")
+    spark.range(3).write.parquet(stray.toString())
+    assert fs.exists(stray)
+    assert cleanup_orphans(spark, d, keep=["0", "1"]) == ["77"]
+    assert not fs.exists(stray)
+    assert _answer(spark, d, ["0", "1"]) == _expected(spark, d)
