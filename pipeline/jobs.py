@@ -168,15 +168,15 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
 
 def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
               old: Sequence[str] | None, seq: int) -> str:
-    from pipeline.files import file_path_column
+    from pipeline.files import in_files
     if side == "new":
         df = read_files(spark, table, new)
     elif old is not None:
         df = read_files(spark, table, list(old) + (list(new) if side == "all" else []))
     else:
         base = spark.table(table)
-        df = base if side == "all" else base.where(~file_path_column(spark, table).isin(
-            list(new))).select(*base.columns)
+        df = base if side == "all" else base.where(
+            ~in_files(spark, table, list(new))).select(*base.columns)
     name = f"dm_{side}_{seq}_{table.replace('.', '_')}_{uuid.uuid4().hex[:12]}"
     df.createOrReplaceTempView(name)
     return name

@@ -107,6 +107,12 @@ class DatamapService:
         self._schema_guard = threading.Lock()
         self._schema_loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datamap-schemas")
         self.schema_retry_s = 60.0
+        # Remote mode, set at the pipeline session's start (proxy/app.py): why the
+        # pipeline's time zone may differ from the upstream's; then datamaps whose rows
+        # depend on the zone are not offered to the rewriter (`blocked`: name -> (reason,
+        # base tables), for EXPLAIN).
+        self.time_zone_problem: str | None = None
+        self.blocked: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -327,13 +333,16 @@ class DatamapService:
         return EMPTY
 
     # -- maintenance ---------------------------------------------------------------------
-    def sync_base_files(self, table: str, source: str = "discovered") -> bool:
+    def sync_base_files(self, table: str, source: str = "discovered",
+                        rewritten: bool = False) -> bool:
         """Cut a base segment for files the catalog does not know yet. Returns True when
-        known files disappeared (overwrite, truncate, delete): a full rebuild is due."""
+        known files disappeared (overwrite, truncate, delete, DROP PARTITION): a full
+        rebuild is due. `rewritten`: the caller knows contents were replaced (INSERT
+        OVERWRITE, LOAD DATA ... OVERWRITE), even if the file names look unchanged."""
         with self._lock(f"base:{table}"):
             current = set(list_files(self.spark, table))
             known = self.catalog.base_files(table)
-            if known - current:
+            if known - current or (rewritten and known):
                 self.catalog.mark_base_deleted(table)
                 if current:
                     self.catalog.add_base_segment(table, sorted(current), source=source)
@@ -435,15 +444,16 @@ class DatamapService:
                 log.warning("could not drop segments %s of %s", garbage, rec.qualified,
                             exc_info=True)
 
-    def after_load(self, table: str, source: str = "proxy-load") -> None:
+    def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
         """A statement that passed through the proxy changed `table`: cut its segment,
-        refresh the non-lazy datamaps over it, disable the lazy ones."""
+        refresh the non-lazy datamaps over it, disable the lazy ones. `overwrite`: it
+        replaced contents (INSERT OVERWRITE, LOAD DATA ... OVERWRITE): rebuild."""
         recs = self.catalog.list_datamaps(base_table=table)
         if not recs:
             return
         try:
             self.schemas([table], refresh=True)   # here, in a worker thread, not on the loop
-            self.sync_base_files(table, source)
+            self.sync_base_files(table, source, rewritten=overwrite)
         except Exception as e:  # noqa: BLE001 - the load itself succeeded upstream
             log.warning("cannot list %s after a load; disabling its datamaps", table,
                         exc_info=True)
@@ -504,9 +514,16 @@ class DatamapService:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
         out = []
         names: set[str] = set()
+        blocked: dict[str, tuple[str, tuple[str, ...]]] = {}
         for rec in self.catalog.list_datamaps():
             if rec.definition is None or not self.catalog.is_in_sync(rec.db, rec.name):
                 continue
+            if self.time_zone_problem:
+                why = self._time_dependent(rec)
+                if why:
+                    blocked[rec.name] = (f"not used: {why}, and {self.time_zone_problem}",
+                                         tuple(rec.base_tables))
+                    continue
             if rec.name in names:
                 # The rewriter keys candidates by bare name; never let two collide.
                 log.warning("datamap %s not offered: another database has a datamap of the "
@@ -518,7 +535,24 @@ class DatamapService:
                                  rows=sum(s.rows or 0 for s in visible),
                                  one_row_per_group=len(visible) <= 1,
                                  segments=tuple(s.id for s in visible)))
+        self.blocked = blocked
         return out
+
+    def blocked_reasons(self, sql: str, current_db: str) -> dict[str, str]:
+        """EXPLAIN's reasons for datamaps over the tables of `sql` that were not offered."""
+        if not self.blocked:
+            return {}
+        try:
+            tables = set(referenced_tables(sql, current_db))
+        except ClientError:
+            return {}
+        return {name: why for name, (why, base) in self.blocked.items() if tables & set(base)}
+
+    def _time_dependent(self, rec: DatamapRecord) -> str | None:
+        from proxy.timezone import time_dependent
+        # The index needs these schemas anyway (index() loads them right after).
+        schemas = self.schemas(rec.definition.base_tables)
+        return time_dependent(rec.definition.select_sql, schemas)
 
     def index(self):
         """The rewriter's DatamapIndex for the current catalog version (rebuilt on change)."""
