@@ -86,6 +86,8 @@ def _hive_table_files(spark: "SparkSession", table: str) -> list[str]:
     external = spark._jsparkSession.sessionState().catalog().externalCatalog()
     db, _, name = table.partition(".")
     meta = external.getTable(db, name)
+    if meta.tableType().name() == "VIEW":   # no location of its own: Spark's best effort
+        return list(spark.table(table).inputFiles())
     if meta.partitionColumnNames().isEmpty():
         locations = [meta.location()]
     else:
@@ -103,18 +105,24 @@ def _hive_table_files(spark: "SparkSession", table: str) -> list[str]:
                 .load(dirs).inputFiles())
 
 
+def unreadable_by_file(spark: "SparkSession", table: str) -> str | None:
+    """Why "only these files of `table`" cannot be read, or None. A cached Hive scan has
+    no input file: input_file_name() is '' for every row, so a filter on it reads nothing."""
+    if hive_scan(spark, table) and spark.catalog.isCached(table):
+        return f"{table} is a cached Hive-format table, whose rows carry no file name"
+    return None
+
+
 def in_files(spark: "SparkSession", table: str, files: Iterable[str]) -> "Column":
     """A condition on rows of `spark.table(table)`: the row lives in one of `files` (any
     spelling of the encoded form, as list_files returns)."""
     from pyspark.sql import functions as F
     if hive_scan(spark, table):
-        if spark.catalog.isCached(table):
-            # A cached Hive scan has no input file: input_file_name() would be '' for every
-            # row, and "these files" would silently read nothing.
+        why = unreadable_by_file(spark, table)
+        if why:   # callers check first (incremental_append rebuilds instead); never read ''
             from pipeline.table import PipelineError
-            raise PipelineError(f"Cannot read only the new files of table {table}: it is a "
-                                "cached Hive-format table (UNCACHE TABLE it, or REBUILD the "
-                                "datamap)", "0A000")
+            raise PipelineError(f"Cannot read only the new files of table {table}: {why}",
+                                "0A000")
         return _normalized(F.input_file_name()).isin(sorted({decoded_path(f) for f in files}))
     return _normalized(F.col("_metadata.file_path")).isin(
         sorted({normalize_path(f) for f in files}))

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
-from pipeline.files import normalize_path, quote_table, read_files
+from pipeline.files import normalize_path, quote_table, read_files, unreadable_by_file
 from pipeline.table import (
     PipelineError, SegmentWrite, drop_segments, drop_table, list_segments, read_segments,
     write_segment,
@@ -140,6 +140,10 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
         return RefreshResult(full_rebuild=True, reason=plan.reason)
     if not plan.terms:
         return RefreshResult(reason="no new files")
+    for table in sorted(set(new) | set(old_files or {})):
+        why = unreadable_by_file(spark, table)
+        if why:
+            return RefreshResult(full_rebuild=True, reason=why)
     views: dict[tuple[str, Side], str] = {}
     try:
         parts = []
