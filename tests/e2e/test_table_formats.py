@@ -59,11 +59,17 @@ def check(c: Pair, table: str, datamaps: list[str], queries: list[str], kind: st
     from base segment `base_id` (every step here cuts exactly one; a step that removed
     files leaves that one as the only live segment). `kind`: "incremental" appended a
     segment, "rebuild" replaced them all."""
-    base = c.base      # one fresh session: it sees the table's current files
     for dm, q in zip(datamaps, queries):
         plan = c.explain(q)
         assert f"Hit mv DataMap: {dm}" in plan.splitlines(), plan[:2000]
-        got, want = c.dm.rows(q), base.rows(q)
+        got = c.dm.rows(q)
+        # Spark's own answer, in the same session: every load here ran in it, so its file
+        # listings are current (cheaper than a fresh session per check)
+        c.dm.run("SET datamap.rewrite.enabled=false")
+        try:
+            want = c.dm.rows(q)
+        finally:
+            c.dm.run("SET datamap.rewrite.enabled=true")
         assert got == want, f"{dm} after a {kind} step: {q}\ndatamap: {got}\nbase:    {want}"
         segs = [s for s in c.segments(f"{dm}_table") if s[1] == "Success"]
         assert json.loads(segs[0][6]) == {f"default.{table}": [str(base_id)]}, (kind, segs)
@@ -126,8 +132,8 @@ STEPS = {
     "overwrite": ("INSERT OVERWRITE TABLE {t} VALUES ('m', 8, 'x'), ('n', 9, 'y y')",
                   "rebuild"),
 }
-PLANS = {   # every load kind on the data-source table; the Hive ones where they differ
-    "d_part": list(STEPS),
+PLANS = {   # each load kind on one table at least (suite time)
+    "d_part": [s for s in STEPS if s != "static"],
     "h_part": ["static", "overwrite_partition", "drop_partition"],
     "t_part": ["dynamic", "drop_partition"],
 }
@@ -137,8 +143,10 @@ PLANS = {   # every load kind on the data-source table; the Hive ones where they
 def test_partitioned_tables(c, table):
     c.dm.run(PARTITIONED[table])
     c.dm.run(f"INSERT INTO {table} VALUES ('a', 1, 'x'), ('b', 2, 'a b'), ('a', 3, 'c%d')")
-    dms = [f"{table}_k", f"{table}_p"]
-    creates, queries = zip(agg_dm(table), by_p_dm(table))
+    both = table != "t_part"       # t_part: the one grouping by p is enough (suite time)
+    dms = [f"{table}_k", f"{table}_p"] if both else [f"{table}_p"]
+    pairs = [agg_dm(table), by_p_dm(table)] if both else [by_p_dm(table)]
+    creates, queries = [c for c, _ in pairs], [q for _, q in pairs]
     for create in creates:
         c.dm.run(create)
     check(c, table, dms, list(queries), "rebuild", 0)
