@@ -5,11 +5,23 @@ segment cutting and incremental refresh compare file paths. Spark spells the sam
 two ways: `inputFiles()` and `input_file_name()` give `file:///x`, `_metadata.file_path`
 gives `file:/x` (both URL-encode the same characters), so every path is normalised to the
 `file:/x` form before it is stored or compared, on the Python side and inside Spark.
+
+Two kinds of scan (Spark decides, not the table's DDL):
+  - data-source scans: `USING parquet|orc|...` tables, and Hive-serde Parquet/ORC tables
+    that Spark converts (`spark.sql.hive.convert_metastore_*`, on by default). Rows carry
+    `_metadata.file_path`; `inputFiles()` lists the data files. Both URL-encode (`p=a%20b`).
+  - Hive scans (`HiveTableRelation`: TEXTFILE, Avro, any serde Spark does not convert).
+    There is no `_metadata`; `input_file_name()` spells the path *decoded* (`p=a b`,
+    Hadoop's `Path.toString`), and `inputFiles()` names only the table's directory, so
+    the files are listed here from the table's and partitions' locations. Stored paths
+    stay in the encoded form; the decoded form is made only to compare with
+    `input_file_name()`.
 """
 from __future__ import annotations
 
 import uuid
 from typing import TYPE_CHECKING, Iterable, Sequence
+from urllib.parse import unquote
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,34 +47,104 @@ def quote_table(table: str) -> str:
 
 
 def is_hive_serde(spark: "SparkSession", table: str) -> bool:
-    """True for Hive-format tables (STORED AS ...), whose rows carry no `_metadata`."""
+    """True for Hive-format tables (STORED AS ...), whatever Spark's scan of them is."""
     for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
         if row[0] == "Provider":
             return str(row[1]).strip().lower() == "hive"
     return False
 
 
+def hive_scan(spark: "SparkSession", table: str) -> bool:
+    """True when Spark reads `table` through a Hive serde scan (no `_metadata`, decoded
+    `input_file_name()`, `inputFiles()` = directories), False for a data-source scan."""
+    plan = spark.table(table)._jdf.queryExecution().analyzed().toString()
+    return "HiveTableRelation [" in plan
+
+
+def decoded_path(path: str) -> str:
+    """Encoded (URI) spelling -> the decoded one `input_file_name()` gives on Hive scans:
+    `file:/w/p=a%20b/f` -> `file:/w/p=a b/f` (`+` stays, as in Hadoop's Path.toString)."""
+    return unquote(normalize_path(path))
+
+
 def list_files(spark: "SparkSession", table: str) -> tuple[str, ...]:
     """The table's current data files, normalised and sorted. Refreshes Spark's cached
     listing first, so files written by another application (the Thrift server) count."""
     spark.catalog.refreshTable(table)
-    return tuple(sorted({normalize_path(p) for p in spark.table(table).inputFiles()}))
+    if hive_scan(spark, table):
+        paths: Iterable[str] = _hive_table_files(spark, table)
+    else:
+        paths = spark.table(table).inputFiles()
+    return tuple(sorted({normalize_path(p) for p in paths}))
+
+
+def _hive_table_files(spark: "SparkSession", table: str) -> list[str]:
+    """Data files under the table's location, or its partitions' locations (which may lie
+    anywhere), listed the way Spark lists a data-source table: recursively, without hidden
+    (`_x`, `.x`) files, which Hive's input formats skip too. Encoded spelling."""
+    jvm = spark._jvm
+    external = spark._jsparkSession.sessionState().catalog().externalCatalog()
+    db, _, name = table.partition(".")
+    meta = external.getTable(db, name)
+    if meta.tableType().name() == "VIEW":   # no location of its own: Spark's best effort
+        return list(spark.table(table).inputFiles())
+    if meta.partitionColumnNames().isEmpty():
+        locations = [meta.location()]
+    else:
+        parts = external.listPartitions(db, name, jvm.scala.Option.empty())
+        locations = [p.location() for p in jvm.scala.jdk.javaapi.CollectionConverters.asJava(parts)]
+    conf = spark._jsc.hadoopConfiguration()
+    dirs = []
+    for uri in locations:
+        path = jvm.org.apache.hadoop.fs.Path(uri)
+        if path.getFileSystem(conf).exists(path):   # a partition whose directory is gone
+            dirs.append(path.toString())
+    if not dirs:
+        return []
+    return list(spark.read.format("text").option("recursiveFileLookup", "true")
+                .load(dirs).inputFiles())
+
+
+def unreadable_by_file(spark: "SparkSession", table: str) -> str | None:
+    """Why "only these files of `table`" cannot be read, or None. A cached Hive scan has
+    no input file: input_file_name() is '' for every row, so a filter on it reads nothing."""
+    if hive_scan(spark, table) and spark.catalog.isCached(table):
+        return f"{table} is a cached Hive-format table, whose rows carry no file name"
+    return None
+
+
+def in_files(spark: "SparkSession", table: str, files: Iterable[str]) -> "Column":
+    """A condition on rows of `spark.table(table)`: the row lives in one of `files` (any
+    spelling of the encoded form, as list_files returns)."""
+    from pyspark.sql import functions as F
+    if hive_scan(spark, table):
+        why = unreadable_by_file(spark, table)
+        if why:   # callers check first (incremental_append rebuilds instead); never read ''
+            from pipeline.table import PipelineError
+            raise PipelineError(f"Cannot read only the new files of table {table}: {why}",
+                                "0A000")
+        return _normalized(F.input_file_name()).isin(sorted({decoded_path(f) for f in files}))
+    return _normalized(F.col("_metadata.file_path")).isin(
+        sorted({normalize_path(f) for f in files}))
 
 
 def file_path_column(spark: "SparkSession", table: str) -> "Column":
+    """The row's file path, normalised; encoded for data-source scans, decoded for Hive
+    scans (compare through in_files, which knows which)."""
     from pyspark.sql import functions as F
-    raw = F.input_file_name() if is_hive_serde(spark, table) else F.col("_metadata.file_path")
+    raw = F.input_file_name() if hive_scan(spark, table) else F.col("_metadata.file_path")
     return _normalized(raw)
 
 
 def read_files(spark: "SparkSession", table: str, files: Iterable[str]) -> "DataFrame":
-    """Rows of `table` that live in `files` (any spelling), with the table's columns only."""
+    """Rows of `table` that live in `files` (any spelling), with the table's columns only
+    (partition columns included: they come from the table, not from the files)."""
     wanted = sorted({normalize_path(f) for f in files})
     df = spark.table(table)
     columns = df.columns
     if not wanted:
         return df.limit(0)
-    return df.where(file_path_column(spark, table).isin(wanted)).select(*columns)
+    return df.where(in_files(spark, table, wanted)).select(*columns)
 
 
 def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:

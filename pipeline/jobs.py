@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
 from pipeline.files import (
-    normalize_path, quote_table, read_files, small_input_bytes, total_bytes,
+    normalize_path, quote_table, read_files, small_input_bytes, total_bytes, unreadable_by_file,
 )
 from pipeline.table import (
     PipelineError, SegmentWrite, drop_segments, drop_stray_dirs, drop_table, list_segments,
@@ -142,6 +142,10 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
         return RefreshResult(full_rebuild=True, reason=plan.reason)
     if not plan.terms:
         return RefreshResult(reason="no new files")
+    for table in sorted(set(new) | set(old_files or {})):
+        why = unreadable_by_file(spark, table)
+        if why:
+            return RefreshResult(full_rebuild=True, reason=why)
     views: dict[tuple[str, Side], str] = {}
     try:
         parts = []
@@ -170,7 +174,7 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
 
 def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
               old: Sequence[str] | None, seq: int) -> str:
-    from pipeline.files import file_path_column
+    from pipeline.files import in_files
     if side == "new":
         df = read_files(spark, table, new)
         size = total_bytes(spark, new)
@@ -182,8 +186,8 @@ def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
         df = read_files(spark, table, list(old) + (list(new) if side == "all" else []))
     else:
         base = spark.table(table)
-        df = base if side == "all" else base.where(~file_path_column(spark, table).isin(
-            list(new))).select(*base.columns)
+        df = base if side == "all" else base.where(
+            ~in_files(spark, table, list(new))).select(*base.columns)
     name = f"dm_{side}_{seq}_{table.replace('.', '_')}_{uuid.uuid4().hex[:12]}"
     df.createOrReplaceTempView(name)
     return name

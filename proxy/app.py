@@ -13,7 +13,8 @@ The SparkSession that pipeline jobs run on:
   - remote mode (`--upstream`): `open_pipeline_session` (a JVM of our own), opened lazily,
     in a worker thread, by the first statement that needs it (datamap DDL, a load into a
     base table of a datamap, a query while datamaps exist and their schemas are unknown).
-    Until then nothing Spark-related is paid for.
+    Until then nothing Spark-related is paid for. Right after it opens, its time zone is set
+to the upstream's default (proxy/timezone.py), before any pipeline job runs.
 The event loop never opens the session: a handler running on the loop that would need it
 gets `SparkNotReady`, forwards the original statement (always correct, only slower) and
 the session is opened in the background. Recovery (crash leftovers: interrupted segments,
@@ -131,6 +132,24 @@ def _recover(service: DatamapService) -> None:
         log.info("datamap recovery dropped %d orphan partition(s): %s", n, dropped)
 
 
+def align_time_zone(session: Any, upstream: Any, service: DatamapService) -> None:
+    """Remote mode: the pipeline session computes datamap rows, the upstream answers
+    queries; both must bucket timestamps in the same zone. Align the pipeline session to
+    the upstream's default zone, or, when that cannot be read, keep time-dependent datamaps
+    out of rewriting (service.time_zone_problem)."""
+    from proxy.timezone import TIME_ZONE_KEY, align_time_zone as align, upstream_time_zone
+    zone = upstream_time_zone(upstream)
+    if zone is None:
+        service.time_zone_problem = (
+            f"the upstream's default {TIME_ZONE_KEY} could not be read at start, so its time "
+            "buckets may differ from the pipeline's")
+        log.warning("time-dependent datamaps will not answer queries: %s",
+                    service.time_zone_problem)
+        return
+    align(session, zone)
+    service.time_zone_problem = None
+
+
 def _warm_index(service: DatamapService) -> None:
     """Read the schemas of the datamaps' tables now, so the first query does not."""
     try:
@@ -178,8 +197,10 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
     else:
         from proxy.engine import close_pipeline_session, open_pipeline_session
         spark = LazySpark(lambda: open_pipeline_session(state_dir, settings.spark),
-                          on_open=lambda _s: (_recover(holder["service"]),
-                                              _warm_index(holder["service"])),
+                          on_open=lambda s: (align_time_zone(s, settings.upstream,
+                                                             holder["service"]),
+                                             _recover(holder["service"]),
+                                             _warm_index(holder["service"])),
                           closer=close_pipeline_session)
     service = DatamapService(catalog, spark)
     holder["service"] = service

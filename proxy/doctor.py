@@ -8,7 +8,8 @@ The verdict is the last line; the exit code is 0 when nothing FAILed (warnings a
 Checks: Python; Java (17+, the one Spark will use); pyspark and Spark jars (versions match,
 Thrift server and Hive jars present); the listen address is free; the state directory is
 usable (writable, not locked by a running engine, disk space); in remote mode the upstream
-(TCP, then a real HiveServer2 OpenSession/CloseSession) and the Hive metastore(s) the
+(TCP, then a real HiveServer2 OpenSession/CloseSession, its default session time zone
+against the pipeline session's) and the Hive metastore(s) the
 pipeline session will use (TCP, then a real get_all_databases call); in embedded mode the
 Derby metastore in the state directory.
 """
@@ -52,6 +53,10 @@ class Target:
     upstream_password: str
     metastore_uris: tuple[str, ...]
     timeout: float
+    # The pipeline session's zone as configured ([spark] conf), or this machine's default,
+    # and where that comes from; compared with the upstream's (proxy/timezone.py).
+    pipeline_time_zone: str | None = None
+    pipeline_time_zone_source: str = ""
 
 
 # --------------------------------------------------------------------------- environment
@@ -319,6 +324,7 @@ def _show_setting(client, session, key: str) -> str | None:
 
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
+TIME_ZONE_KEY = "spark.sql.session.timeZone"
 
 
 def _uri_set(text: str) -> set[str]:
@@ -338,7 +344,7 @@ def check_upstream(t: Target) -> list[Check]:
     try:
         probe = probe_hiveserver2(host, port, auth=t.upstream_auth, user=t.upstream_user,
                                   password=t.upstream_password, timeout=t.timeout,
-                                  show=(METASTORE_KEY,))
+                                  show=(METASTORE_KEY, TIME_ZONE_KEY))
     except PermissionError as exc:
         return [Check(name, FAIL, str(exc), "set [upstream] user/password for the server's "
                       "authentication, or --upstream-auth nosasl if it runs NOSASL")]
@@ -350,7 +356,8 @@ def check_upstream(t: Target) -> list[Check]:
                       f"hive.server2.authentication={'NOSASL' if other == 'nosasl' else 'NONE'}"
                       f", use --upstream-auth {other}; HTTP transport mode is not supported "
                       "upstream")]
-    checks = [Check(name, PASS, f"OpenSession ok (protocol {probe.protocol})")]
+    checks = [Check(name, PASS, f"OpenSession ok (protocol {probe.protocol})"),
+              check_time_zone(probe.settings.get(TIME_ZONE_KEY), t)]
     theirs = probe.settings.get(METASTORE_KEY, "")
     if METASTORE_KEY not in probe.settings:
         checks.append(Check("shared metastore", WARN, "could not read the upstream's "
@@ -371,6 +378,29 @@ def check_upstream(t: Target) -> list[Check]:
     elif t.metastore_uris:
         checks.append(Check("shared metastore", PASS, f"upstream and pipeline both use {theirs}"))
     return checks
+
+
+def check_time_zone(upstream_zone: str | None, t: Target) -> Check:
+    """The upstream's default session time zone against the pipeline session's."""
+    from proxy.timezone import same_zone
+    name = "time zone"
+    ours, source = t.pipeline_time_zone, t.pipeline_time_zone_source or "the pipeline session"
+    if not upstream_zone or upstream_zone == "<undefined>":
+        return Check(name, WARN, f"could not read the upstream's {TIME_ZONE_KEY}: serve will "
+                     "not answer from datamaps whose rows depend on the time zone "
+                     "(timeseries, date_trunc, casts of timestamps, ...)",
+                     "check that `SET spark.sql.session.timeZone` works on the Thrift server")
+    if ours is None:
+        return Check(name, PASS, f"upstream default {upstream_zone}; serve sets the pipeline "
+                     "session to it")
+    if same_zone(upstream_zone, ours):
+        return Check(name, PASS, f"upstream and pipeline session both use {upstream_zone}")
+    return Check(name, WARN, f"mismatch: the upstream's default {TIME_ZONE_KEY} is "
+                 f"{upstream_zone}, the pipeline session's is {ours} ({source}); serve sets "
+                 f"the pipeline session to {upstream_zone}, but datamaps built under {ours} "
+                 "hold other time buckets",
+                 f"set [spark] conf {TIME_ZONE_KEY} = \"{upstream_zone}\" and REBUILD DATAMAP "
+                 "the time-dependent datamaps built before")
 
 
 # --------------------------------------------------------------------------- metastore
@@ -487,6 +517,8 @@ def resolve_target(argv: list[str]) -> Target:
         flags["upstream"].update(host=host, port=int(port))
     s = cfg.load(a.config, flags=flags)
     uris = s.spark.metastore_uris or s.spark.conf.get("spark.hadoop.hive.metastore.uris", "")
+    from proxy.timezone import pipeline_zone
+    zone, zone_source = pipeline_zone(s.spark.conf)
     return Target(
         listen_host=s.server.host, listen_port=s.server.port,
         state_dir=Path(s.state.dir).expanduser().resolve(),
@@ -494,7 +526,7 @@ def resolve_target(argv: list[str]) -> Target:
         upstream_auth=s.upstream.auth, upstream_user=s.upstream.user or "doctor",
         upstream_password=s.upstream.password or "doctor",
         metastore_uris=tuple(u.strip() for u in uris.split(",") if u.strip()),
-        timeout=a.timeout)
+        timeout=a.timeout, pipeline_time_zone=zone, pipeline_time_zone_source=zone_source)
 
 
 def run_checks(t: Target) -> list[Check]:

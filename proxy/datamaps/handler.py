@@ -13,8 +13,10 @@ in-sync datamaps (or translates timeseries()); otherwise None, so the next handl
 default PassThrough forwards it unchanged. Runs on the event loop: it only reads the
 catalog version and, when that changed, rebuilds the index (a few small SQLite reads).
 
-`DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap ->
-PassThrough(after=...) that cuts the new base segment and refreshes the datamaps; DROP
+`DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap, and DDL
+that adds or removes its files (ALTER TABLE ... ADD/DROP/RENAME PARTITION, RECOVER
+PARTITIONS, SET LOCATION; MSCK REPAIR TABLE) -> PassThrough(after=...) that cuts the new
+base segment (or, when files vanished, rebuilds) and refreshes the datamaps; DROP
 TABLE of a base table -> PassThrough(after=...) that drops its datamaps; writes to or
 DROP TABLE of a datamap table are rejected.
 
@@ -202,6 +204,13 @@ _LOADS = [
 ]
 
 
+# Statements that replace a table's (or partition's) contents: the files they write may
+# carry the names of the files they removed (LOAD DATA ... OVERWRITE of a file of the same
+# name), so a listing diff cannot be trusted to see the change.
+_OVERWRITE = re.compile(
+    _LEAD + r"(?:insert\s+overwrite\b|load\s+data\b[^;]*?\boverwrite\s+into\b)", re.I | re.S)
+
+
 _DROP_TABLE = re.compile(_LEAD + r"drop\s+table\s+(?:if\s+exists\s+)?" + _NAME, re.I | re.S)
 
 
@@ -229,6 +238,25 @@ def altered_table(statement: str, current_db: str) -> str | None:
     return _qualify(m.group("name"), current_db) if m else None
 
 
+_MSCK = re.compile(_LEAD + r"msck\s+repair\s+table\s+" + _NAME, re.I | re.S)
+# Partition and location clauses of ALTER TABLE add, remove or move data files. Matching
+# a word is deliberately broad: a false positive only re-lists the table's files.
+_FILE_CLAUSE = re.compile(r"\b(?:partitions?|location)\b", re.I)
+
+
+def files_changed_table(statement: str, current_db: str) -> str | None:
+    """"db.table" whose data files a DDL statement may add or remove without being a load
+    (ALTER TABLE t DROP PARTITION ..., ADD PARTITION, PARTITION (...) RENAME TO, RECOVER
+    PARTITIONS, [PARTITION (...)] SET LOCATION; MSCK REPAIR TABLE t), else None."""
+    m = _MSCK.match(statement)
+    if m:
+        return _qualify(m.group("name"), current_db)
+    m = _ALTER_TABLE.match(statement)
+    if m and _FILE_CLAUSE.search(statement, m.end()):
+        return _qualify(m.group("name"), current_db)
+    return None
+
+
 def dropped_table(statement: str, current_db: str) -> str | None:
     """"db.table" that a DROP TABLE statement drops, else None."""
     m = _DROP_TABLE.match(statement)
@@ -244,7 +272,8 @@ class DatamapLoadHandler:
         self.service = service
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
-        table = loaded_table(statement, ctx.current_db)
+        table = loaded_table(statement, ctx.current_db) or \
+            files_changed_table(statement, ctx.current_db)
         if table is None:
             dropped = dropped_table(statement, ctx.current_db)
             if dropped:
@@ -261,9 +290,13 @@ class DatamapLoadHandler:
             log.warning("catalog lookup failed for a load of %s", table, exc_info=True)
             return None
         service = self.service
+        overwrite = bool(_OVERWRITE.match(statement))
 
         async def after(_upstream) -> None:
-            await asyncio.to_thread(service.after_load, table)
+            if overwrite:
+                await asyncio.to_thread(service.after_load, table, overwrite=True)
+            else:
+                await asyncio.to_thread(service.after_load, table)
         return PassThrough(after=after)
 
     def _alter(self, table: str) -> Decision | None:

@@ -77,10 +77,11 @@ class BaseSync:
     segment: str | None     # the base segment cut for the new files, if any
     added: int              # files the catalog did not know
     removed: int            # known files that are gone (a full rebuild is due)
+    replaced: bool = False  # files gone, or contents rewritten in place: full rebuild due
 
     @property
     def changed(self) -> bool:
-        return self.segment is not None or self.removed > 0
+        return self.segment is not None or self.removed > 0 or self.replaced
 
 
 def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:
@@ -134,6 +135,10 @@ class DatamapService:
         # [datamaps] auto_compaction: MINOR compaction after a refresh once enough incremental
         # segments piled up; DMPROPERTIES('auto_compaction'=...) overrides it per datamap.
         self.auto_compaction = False
+        # Remote mode, set at the pipeline session's start (proxy/app.py): why the
+        # pipeline's time zone may differ from the upstream's; then datamaps whose rows
+        # depend on the zone are not offered to the rewriter (EXPLAIN says why).
+        self.time_zone_problem: str | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -404,26 +409,31 @@ class DatamapService:
                 pass   # dropped meanwhile
 
     # -- maintenance ---------------------------------------------------------------------
-    def sync_base_files(self, table: str, source: str = "discovered") -> bool:
+    def sync_base_files(self, table: str, source: str = "discovered",
+                        rewritten: bool = False) -> bool:
         """Cut a base segment for files the catalog does not know yet. Returns True when
-        known files disappeared (overwrite, truncate, delete): a full rebuild is due."""
-        return self.sync_base(table, source).removed > 0
+        known files disappeared (overwrite, truncate, delete, DROP PARTITION): a full
+        rebuild is due. `rewritten`: the caller knows contents were replaced (INSERT
+        OVERWRITE, LOAD DATA ... OVERWRITE), even if the file names look unchanged."""
+        return self.sync_base(table, source, rewritten).replaced
 
-    def sync_base(self, table: str, source: str = "discovered") -> BaseSync:
+    def sync_base(self, table: str, source: str = "discovered",
+                  rewritten: bool = False) -> BaseSync:
         """sync_base_files, reporting what it found."""
         with self._lock(f"base:{table}"):
             current = set(list_files(self.spark, table))
             known = self.catalog.base_files(table)
             added, removed = len(current - known), len(known - current)
+            replaced = bool(removed or (rewritten and known))
             seg = None
-            if removed:
+            if replaced:
                 self.catalog.mark_base_deleted(table)
                 if current:
                     seg = self.catalog.add_base_segment(table, sorted(current), source=source)
             elif added:
                 seg = self.catalog.add_base_segment(table, sorted(current - known),
                                                     source=source)
-            return BaseSync(table, seg.id if seg else None, added, removed)
+            return BaseSync(table, seg.id if seg else None, added, removed, replaced)
 
     def refresh(self, db: str, name: str) -> str:
         """Bring the datamap in sync (REBUILD / after a load): incremental when possible.
@@ -524,15 +534,16 @@ class DatamapService:
                 log.warning("could not drop segments %s of %s", garbage, rec.qualified,
                             exc_info=True)
 
-    def after_load(self, table: str, source: str = "proxy-load") -> None:
+    def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
         """A statement that passed through the proxy changed `table`: cut its segment,
-        refresh the non-lazy datamaps over it, disable the lazy ones."""
+        refresh the non-lazy datamaps over it, disable the lazy ones. `overwrite`: it
+        replaced contents (INSERT OVERWRITE, LOAD DATA ... OVERWRITE): rebuild."""
         recs = self.catalog.list_datamaps(base_table=table)
         if not recs:
             return
         try:
             self.schemas([table], refresh=True)   # here, in a worker thread, not on the loop
-            self.sync_base_files(table, source)
+            self.sync_base_files(table, source, rewritten=overwrite)
         except Exception as e:  # noqa: BLE001 - the load itself succeeded upstream
             log.warning("cannot list %s after a load; disabling its datamaps", table,
                         exc_info=True)
@@ -604,6 +615,10 @@ class DatamapService:
                 left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
                 continue
             reason = self.catalog.unavailable_reason(rec.db, rec.name)
+            if reason is None and self.time_zone_problem:
+                why = self._time_dependent(rec)
+                if why:
+                    reason = f"not used: {why}, and {self.time_zone_problem}"
             if reason is not None:
                 left_out[rec.qualified] = (rec.base_tables, reason)
                 continue
@@ -620,11 +635,17 @@ class DatamapService:
 
     def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
         """EXPLAIN only: datamaps over any of `tables` ("db.table") that the current index
-        was not offered (DISABLED, not in sync), "db.name" -> reason. Read from what the
-        last index build saw: nothing is computed on the SELECT path for this."""
+        was not offered (DISABLED, not in sync, time zone unknown), "db.name" -> reason.
+        Read from what the last index build saw: nothing is computed on the SELECT path."""
         wanted = set(tables)
         return {name: reason for name, (bases, reason) in self._unavailable.items()
                 if wanted.intersection(bases)}
+
+    def _time_dependent(self, rec: DatamapRecord) -> str | None:
+        from proxy.timezone import time_dependent
+        # The index needs these schemas anyway (index() loads them right after).
+        schemas = self.schemas(rec.definition.base_tables)
+        return time_dependent(rec.definition.select_sql, schemas)
 
     def index(self):
         """The rewriter's DatamapIndex for the current catalog version (rebuilt on change)."""

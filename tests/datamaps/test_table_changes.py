@@ -1,0 +1,95 @@
+"""Statements that change a base table's files without being an INSERT: partition DDL,
+MSCK REPAIR, and overwrites whose file names may repeat. No Spark: a real catalog and a
+Spark provider that fails if a decision needed Spark."""
+from __future__ import annotations
+
+import pytest
+
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.handler import DatamapLoadHandler, files_changed_table
+from proxy.datamaps.service import DatamapService
+from proxy.router import PassThrough, Reject, StatementContext
+from rewriter import compile_datamap
+
+SCHEMAS = {"db1": {"sales": {"k": "string", "v": "int", "p": "string"}}}
+AGG = "SELECT k, sum(v) FROM db1.sales GROUP BY k"
+
+
+def _no_spark():
+    raise AssertionError("a decision must not need Spark")
+
+
+@pytest.fixture
+def service(tmp_path):
+    catalog = Catalog.in_state_dir(tmp_path)
+    svc = DatamapService(catalog, _no_spark, schemas_provider=lambda tables: SCHEMAS)
+    d = compile_datamap("agg", AGG, SCHEMAS, "db1")
+    catalog.create_datamap("db1", "agg", provider="mv", select_sql=AGG,
+                           base_tables=d.base_tables, lazy=False, definition=d)
+    yield svc
+    catalog.close()
+
+
+def _ctx():
+    return StatementContext("s1", "me", "db1", {}, 10)
+
+
+@pytest.mark.parametrize("sql,table", [
+    ("ALTER TABLE sales DROP PARTITION (p='a b')", "db1.sales"),
+    ("alter table `DB2`.sales drop if exists partition (p='x'), partition (p='y')", "db2.sales"),
+    ("ALTER TABLE sales ADD IF NOT EXISTS PARTITION (p='x') LOCATION '/w/x'", "db1.sales"),
+    ("ALTER TABLE sales PARTITION (p='x') RENAME TO PARTITION (p='y')", "db1.sales"),
+    ("ALTER TABLE sales RECOVER PARTITIONS", "db1.sales"),
+    ("ALTER TABLE sales SET LOCATION '/elsewhere'", "db1.sales"),
+    ("ALTER TABLE sales PARTITION (p='x') SET LOCATION '/elsewhere'", "db1.sales"),
+    ("MSCK REPAIR TABLE db2.t SYNC PARTITIONS", "db2.t"),
+    ("-- c\nmsck repair table t", "db1.t"),
+    ("ALTER TABLE sales ADD COLUMNS (x INT)", None),
+    ("ALTER TABLE sales RENAME TO s2", None),
+    ("ALTER VIEW v AS SELECT * FROM t PARTITION", None),
+    ("SELECT * FROM sales", None),
+])
+def test_files_changed_table(sql, table):
+    assert files_changed_table(sql, "db1") == table
+
+
+@pytest.mark.parametrize("sql,overwrite", [
+    ("ALTER TABLE sales DROP PARTITION (p='x')", False),
+    ("MSCK REPAIR TABLE sales", False),
+    ("INSERT INTO sales PARTITION (p='x') VALUES ('a', 1)", False),
+    ("INSERT OVERWRITE TABLE sales PARTITION (p='x') VALUES ('a', 1)", True),
+    ("insert overwrite sales select * from other", True),
+    ("LOAD DATA LOCAL INPATH '/tmp/a.csv' OVERWRITE INTO TABLE sales", True),
+    ("LOAD DATA LOCAL INPATH '/tmp/a.csv' INTO TABLE sales", False),
+])
+async def test_file_changing_statements_resync_the_base_table(service, monkeypatch, sql,
+                                                              overwrite):
+    d = DatamapLoadHandler(service)(_ctx(), sql)
+    assert isinstance(d, PassThrough) and d.after is not None
+    calls = []
+    monkeypatch.setattr(service, "after_load",
+                        lambda table, overwrite=False: calls.append((table, overwrite)))
+    await d.after(None)
+    assert calls == [("db1.sales", overwrite)]
+
+
+def test_partition_ddl_on_a_datamap_table_is_refused(service):
+    rej = DatamapLoadHandler(service)(_ctx(), "ALTER TABLE agg_table DROP PARTITION "
+                                              "(dm_segment_id='0')")
+    assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "db1.agg_table" in rej.message
+
+
+def test_overwrite_with_the_same_file_names_forces_a_rebuild(service, monkeypatch):
+    """A listing diff cannot see LOAD DATA ... OVERWRITE of a file of the same name: the
+    statement's word for it marks every known segment deleted."""
+    from proxy.datamaps import service as service_mod
+    files = ["file:/w/sales/a.csv"]
+    monkeypatch.setattr(service_mod, "list_files", lambda spark, table: tuple(files))
+    monkeypatch.setattr(service, "_spark_provider", lambda: None)
+    assert service.sync_base_files("db1.sales") is False          # first listing: segment 0
+    assert service.sync_base_files("db1.sales") is False          # nothing changed
+    assert service.sync_base_files("db1.sales", rewritten=True) is True
+    live = service.catalog.base_segments("db1.sales")
+    assert [s.id for s in live] == ["1"] and list(live[0].files) == files
+    assert [s.id for s in service.catalog.base_segments("db1.sales", live_only=False)] == \
+        ["0", "1"]

@@ -1,0 +1,101 @@
+"""Remote mode with an unknown upstream time zone: datamaps whose rows depend on the zone
+are not offered to the rewriter, EXPLAIN says why, the others still answer. No Spark."""
+from __future__ import annotations
+
+import pytest
+
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
+from proxy.datamaps.service import DatamapService
+from proxy.router import LocalResult, Rewrite, StatementContext
+from rewriter import compile_datamap
+
+SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}
+BY_COUNTRY = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
+BY_HOUR = ("SELECT timeseries(ts, 'hour') AS h, sum(qty) FROM db1.sales "
+           "GROUP BY timeseries(ts, 'hour')")
+
+
+def _no_spark():
+    raise AssertionError("must not need Spark")
+
+
+@pytest.fixture
+def service(tmp_path):
+    catalog = Catalog.in_state_dir(tmp_path)
+    svc = DatamapService(catalog, _no_spark, schemas_provider=lambda tables: SCHEMAS)
+    catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
+    for name, sql in (("by_country", BY_COUNTRY), ("by_hour", BY_HOUR)):
+        d = compile_datamap(name, sql, SCHEMAS, "db1")
+        catalog.create_datamap("db1", name, provider="mv", select_sql=sql,
+                               base_tables=d.base_tables, lazy=False, definition=d)
+        sid = catalog.begin_segment("db1", name, {"db1.sales": ["0"]})
+        catalog.publish_segment("db1", name, sid, rows=3, kind="built")
+    yield svc
+    svc.close()
+    catalog.close()
+
+
+def _ctx():
+    return StatementContext("s1", "me", "db1", {}, 10)
+
+
+async def _upstream(sql):
+    return LocalResult((("plan", "string"),), [("== Physical Plan ==",)])
+
+
+HOURLY = "SELECT timeseries(ts, 'day'), sum(qty) FROM sales GROUP BY timeseries(ts, 'day')"
+COUNTRY = "SELECT country, sum(qty) FROM sales GROUP BY country"
+
+
+async def test_unknown_upstream_zone_blocks_time_dependent_datamaps(service):
+    sel = DatamapSelectHandler(service)
+    assert "by_hour" in sel(_ctx(), HOURLY).note            # zone known (or embedded)
+    service.time_zone_problem = "the upstream's default zone could not be read"
+    service.invalidate_schemas()                            # a new index, as at start
+    d = sel(_ctx(), HOURLY)
+    assert not (isinstance(d, Rewrite) and "by_hour" in d.note)
+    assert [c.definition.name for c in service.candidates()] == ["by_country"]
+    plan = (await DatamapDdlHandler(service)(_ctx(), "EXPLAIN " + HOURLY).runner(_upstream)
+            ).rows[0][0]
+    lines = plan.splitlines()
+    assert "No datamap hit" in lines
+    skipped = [l for l in lines if l.startswith("Skipped by_hour: ")]
+    assert skipped and "TIMESTAMP column ts" in skipped[0] and "could not be read" in skipped[0]
+    # a datamap that does not depend on the zone still answers
+    d = sel(_ctx(), COUNTRY)
+    assert isinstance(d, Rewrite) and d.note == "mv:by_country"
+
+
+async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monkeypatch):
+    """build_router in remote mode: when the pipeline session opens, its zone is set to
+    the upstream's before recovery (the first pipeline job) runs."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from proxy import app, engine as engine_mod, timezone
+    from proxy.datamaps.handler import DatamapSelectHandler as Select
+
+    class Conf(dict):
+        def set(self, k, v):
+            self[k] = v
+    session = SimpleNamespace(conf=Conf({timezone.TIME_ZONE_KEY: "UTC"}))
+    monkeypatch.setattr(engine_mod, "open_pipeline_session", lambda state_dir, spark=None: session)
+    monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
+    asked = []
+    monkeypatch.setattr(timezone, "upstream_time_zone",
+                        lambda upstream: asked.append(upstream.host) or "Asia/Tokyo")
+    seen = []
+    monkeypatch.setattr(app, "_recover",
+                        lambda service: seen.append(session.conf.get(timezone.TIME_ZONE_KEY)))
+    monkeypatch.setattr(app, "_warm_index", lambda service: None)
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None,
+                               upstream=SimpleNamespace(host="sts.example", port=10000))
+    router, closer = await app.build_router(settings, None)
+    try:
+        service = next(h.service for h in router.handlers if isinstance(h, Select))
+        assert await asyncio.to_thread(service._spark_provider.get) is session
+        assert asked == ["sts.example"] and seen == ["Asia/Tokyo"]
+        assert service.time_zone_problem is None
+    finally:
+        await closer()
