@@ -112,11 +112,17 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     else:
         fs, path = where
         if fs.exists(path):
-            # A retried job starts clean. Segment ids are never reused, so this is rare:
-            # the metastore round trip is skipped otherwise.
+            # Segment ids are never reused, so this is rare (the metastore round trip is
+            # skipped otherwise): a partition of this id registered by a job that died is
+            # dropped; files nobody registered are never deleted here (they are not
+            # ours to judge): the job fails, the next refresh takes a new id, and the
+            # start-up cleanup removes such leftovers.
             drop_segments(spark, definition, [segment_id])
             if fs.exists(path):
-                fs.delete(path, True)
+                raise PipelineError(
+                    f"Cannot write segment {segment_id} of datamap {definition.database}."
+                    f"{definition.name}: {normalize_path(path.toString())} already exists "
+                    "(left by an interrupted job?); the next start removes it", "HY000")
         rows = _write_files(spark, df, path.toString(), properties)
         spark.sql(f"ALTER TABLE {quote_table(definition.table)} ADD IF NOT EXISTS "
                   f"PARTITION ({_q(SEGMENT_COLUMN)} = {literal})")

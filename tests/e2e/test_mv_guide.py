@@ -164,16 +164,21 @@ def test_three_loads_three_incremental_segments(env):
 
 def test_refresh_failure_disables_then_next_load_catches_up(env):
     c: Pair = env["c"]
-    # Make the datamap table's location unwritable for real: Spark's committer must create
-    # <table>/_temporary; a regular file of that name makes every write job fail.
-    blocker = state_table_dir(env["state"], "agg_sales_table") / "_temporary"
-    assert blocker.parent.is_dir(), blocker.parent
-    blocker.write_text("blocked by the e2e test")
+    # Make the refresh's write fail for real: a segment is written into the directory
+    # <table>/dm_segment_id=<its new id>, and the pipeline refuses to write over files it did
+    # not register. Block the next ids (ids are never reused, some may be hidden).
+    table_dir = state_table_dir(env["state"], "agg_sales_table")
+    assert table_dir.is_dir(), table_dir
+    last = max(int(s[0]) for s in c.segments("agg_sales_table"))
+    blockers = [table_dir / f"dm_segment_id={i}" for i in range(last + 1, last + 40)]
+    for b in blockers:
+        b.write_text("blocked by the e2e test")
     try:
         c.dm.run("INSERT INTO sales VALUES " + values(
             [("2026-01-06 10:00:00", "u10", "male", "China", 9, 10)]))
     finally:
-        blocker.unlink()
+        for b in blockers:
+            b.unlink()
     dm = c.datamaps()["agg_sales"]
     assert dm[4] == "DISABLED", dm
     # the load itself succeeded
