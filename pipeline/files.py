@@ -105,20 +105,23 @@ def _hive_table_files(spark: "SparkSession", table: str) -> list[str]:
                 .load(dirs).inputFiles())
 
 
-def unreadable_by_file(spark: "SparkSession", table: str) -> str | None:
+def unreadable_by_file(spark: "SparkSession", table: str, hive: bool | None = None) -> str | None:
     """Why "only these files of `table`" cannot be read, or None. A cached Hive scan has
-    no input file: input_file_name() is '' for every row, so a filter on it reads nothing."""
-    if hive_scan(spark, table) and spark.catalog.isCached(table):
+    no input file: input_file_name() is '' for every row, so a filter on it reads nothing.
+    `hive`: hive_scan(spark, table) when the caller already knows it (it costs an analysis)."""
+    hive = hive_scan(spark, table) if hive is None else hive
+    if hive and spark.catalog.isCached(table):
         return f"{table} is a cached Hive-format table, whose rows carry no file name"
     return None
 
 
-def in_files(spark: "SparkSession", table: str, files: Iterable[str]) -> "Column":
+def in_files(spark: "SparkSession", table: str, files: Iterable[str],
+             hive: bool | None = None) -> "Column":
     """A condition on rows of `spark.table(table)`: the row lives in one of `files` (any
-    spelling of the encoded form, as list_files returns)."""
+    spelling of the encoded form, as list_files returns). `hive` as in unreadable_by_file."""
     from pyspark.sql import functions as F
-    if hive_scan(spark, table):
-        why = unreadable_by_file(spark, table)
+    if hive_scan(spark, table) if hive is None else hive:
+        why = unreadable_by_file(spark, table, True)
         if why:   # callers check first (incremental_append rebuilds instead); never read ''
             from pipeline.table import PipelineError
             raise PipelineError(f"Cannot read only the new files of table {table}: {why}",
@@ -136,15 +139,17 @@ def file_path_column(spark: "SparkSession", table: str) -> "Column":
     return _normalized(raw)
 
 
-def read_files(spark: "SparkSession", table: str, files: Iterable[str]) -> "DataFrame":
+def read_files(spark: "SparkSession", table: str, files: Iterable[str],
+               hive: bool | None = None) -> "DataFrame":
     """Rows of `table` that live in `files` (any spelling), with the table's columns only
-    (partition columns included: they come from the table, not from the files)."""
+    (partition columns included: they come from the table, not from the files). `hive` as
+    in unreadable_by_file."""
     wanted = sorted({normalize_path(f) for f in files})
     df = spark.table(table)
     columns = df.columns
     if not wanted:
         return df.limit(0)
-    return df.where(in_files(spark, table, wanted)).select(*columns)
+    return df.where(in_files(spark, table, wanted, hive)).select(*columns)
 
 
 def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:

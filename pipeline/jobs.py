@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
 from pipeline.files import (
-    normalize_path, quote_table, read_files, small_input_bytes, total_bytes, unreadable_by_file,
+    hive_scan, normalize_path, quote_table, read_files, small_input_bytes, total_bytes,
+    unreadable_by_file,
 )
 from pipeline.table import (
     PipelineError, SegmentWrite, drop_segments, drop_stray_dirs, drop_table, list_segments,
@@ -142,8 +143,10 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
         return RefreshResult(full_rebuild=True, reason=plan.reason)
     if not plan.terms:
         return RefreshResult(reason="no new files")
-    for table in sorted(set(new) | set(old_files or {})):
-        why = unreadable_by_file(spark, table)
+    # How each table is scanned decides how its files are told apart: look once per job.
+    hive = {t: hive_scan(spark, t) for t in sorted(set(new) | set(old_files or {}))}
+    for table in sorted(hive):
+        why = unreadable_by_file(spark, table, hive[table])
         if why:
             return RefreshResult(full_rebuild=True, reason=why)
     views: dict[tuple[str, Side], str] = {}
@@ -157,7 +160,8 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
                 key = (table, side)
                 if key not in views:
                     views[key] = _register(spark, table, side, new.get(table, ()),
-                                           (old_files or {}).get(table), len(views))
+                                           (old_files or {}).get(table), len(views),
+                                           hive.get(table))
                 sources[table] = views[key]
             parts.append(spark.sql(definition.build_sql(sources)))
         df = parts[0]
@@ -173,21 +177,21 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
 
 
 def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
-              old: Sequence[str] | None, seq: int) -> str:
+              old: Sequence[str] | None, seq: int, hive: bool | None = None) -> str:
     from pipeline.files import in_files
     if side == "new":
-        df = read_files(spark, table, new)
+        df = read_files(spark, table, new, hive)
         size = total_bytes(spark, new)
         if size is not None and size <= small_input_bytes(spark):
             # A delta one task reads anyway: one partition, so the aggregate above it needs
             # no shuffle and the segment is one file (the refresh's cost follows the delta).
             df = df.coalesce(1)
     elif old is not None:
-        df = read_files(spark, table, list(old) + (list(new) if side == "all" else []))
+        df = read_files(spark, table, list(old) + (list(new) if side == "all" else []), hive)
     else:
         base = spark.table(table)
         df = base if side == "all" else base.where(
-            ~in_files(spark, table, list(new))).select(*base.columns)
+            ~in_files(spark, table, list(new), hive)).select(*base.columns)
     name = f"dm_{side}_{seq}_{table.replace('.', '_')}_{uuid.uuid4().hex[:12]}"
     df.createOrReplaceTempView(name)
     return name

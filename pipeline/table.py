@@ -202,10 +202,15 @@ def _written_rows(result: "DataFrame") -> int | None:
 def _table_dir(spark: "SparkSession", table: str):
     """(Hadoop FileSystem, Path) of the table's location, or None when it cannot be found."""
     try:
-        loc = None
-        for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
-            if str(row[0]).strip() == "Location":
-                loc = str(row[1]).strip()
+        try:   # the metastore's record: a quarter of what DESCRIBE TABLE EXTENDED costs
+            db, _, name = table.partition(".")
+            loc = str(spark._jsparkSession.sessionState().catalog().externalCatalog()
+                      .getTable(db, name).location())
+        except Exception:  # noqa: BLE001 - not there, or another catalog: ask Spark
+            loc = None
+            for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
+                if str(row[0]).strip() == "Location":
+                    loc = str(row[1]).strip()
         if not loc:
             return None
         path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(loc)
