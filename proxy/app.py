@@ -12,7 +12,8 @@ The SparkSession that pipeline jobs run on:
   - embedded mode: the engine's own session (shared with its Thrift server);
   - remote mode (`--upstream`): `open_pipeline_session` (a JVM of our own), opened lazily,
     in a worker thread, by the first statement that needs it (datamap DDL, a load into a
-    base table of a datamap, a query while datamaps exist and their schemas are unknown).
+    base table of a datamap, a query while datamaps exist and their schemas are unknown),
+    or in the background at start when the catalog already holds datamaps (a restart).
     Until then nothing Spark-related is paid for.
 The event loop never opens the session: a handler running on the loop that would need it
 gets `SparkNotReady`, forwards the original statement (always correct, only slower) and
@@ -191,6 +192,11 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
         await asyncio.to_thread(spark.get)
         await asyncio.to_thread(_recover, service)
         await asyncio.to_thread(_warm_index, service)
+    elif catalog.list_datamaps():
+        # Remote mode with datamaps (a restart): open the session now, in the background,
+        # so that queries are answered from datamaps again without waiting for a first
+        # statement to ask for it (until then they are forwarded unchanged).
+        spark.warm()
 
     router = Router()
     statements.install(router)
