@@ -140,6 +140,16 @@ def _warm_index(service: DatamapService) -> None:
         log.warning("could not prepare the rewrite index", exc_info=True)
 
 
+def _on_pipeline_open(service: DatamapService) -> None:
+    """Remote mode, right after the pipeline session opened (LazySpark's lock held, so no
+    job runs before recovery): recover, then warm the index in another thread. Warming it
+    here would deadlock with a thread that holds the index's lock while it waits for the
+    session (EXPLAIN's or a query's schema load, during the open at start)."""
+    _recover(service)
+    threading.Thread(target=_warm_index, args=(service,), name="datamap-index-warm",
+                     daemon=True).start()
+
+
 SYNC_STOP_GRACE_S = 60.0
 
 
@@ -179,8 +189,7 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
     else:
         from proxy.engine import close_pipeline_session, open_pipeline_session
         spark = LazySpark(lambda: open_pipeline_session(state_dir, settings.spark),
-                          on_open=lambda _s: (_recover(holder["service"]),
-                                              _warm_index(holder["service"])),
+                          on_open=lambda _s: _on_pipeline_open(holder["service"]),
                           closer=close_pipeline_session)
     service = DatamapService(catalog, spark)
     holder["service"] = service

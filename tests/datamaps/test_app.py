@@ -232,3 +232,34 @@ async def test_remote_router_opens_the_session_at_start_when_datamaps_exist(tmp_
     finally:
         await closer()
     assert opened[-1] == "closed"
+
+
+@pytest.mark.timeout(30)   # a regression deadlocks: fail, do not hang
+async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, monkeypatch):
+    """A restart: the session opens in the background while EXPLAIN's worker thread builds
+    the index and waits for that session (holding the index's lock). The open's own index
+    warm-up must not wait for that lock inside the open: it did, and both hung."""
+    catalog, schemas = _catalog_with_a_datamap(tmp_path)
+    catalog.close()
+    entered = threading.Event()
+
+    def slow_open(state_dir, spark=None):
+        entered.set()
+        time.sleep(0.5)
+        return _FakeSession(schemas)
+    monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
+    monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
+    router, closer = await app.build_router(settings, None)
+    service = router.handlers[-1].service
+    try:
+        assert entered.wait(5)
+        got = []
+        t = threading.Thread(target=lambda: got.append(service.index()), daemon=True)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), "index() and the session's opening deadlocked"
+        assert got[0].rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
+                              "db1").used == ["db1.agg"]
+    finally:
+        await closer()
