@@ -12,9 +12,10 @@ The SparkSession that pipeline jobs run on:
   - embedded mode: the engine's own session (shared with its Thrift server);
   - remote mode (`--upstream`): `open_pipeline_session` (a JVM of our own), opened lazily,
     in a worker thread, by the first statement that needs it (datamap DDL, a load into a
-    base table of a datamap, a query while datamaps exist and their schemas are unknown).
+    base table of a datamap, a query while datamaps exist and their schemas are unknown),
+    or in the background at start when the catalog already holds datamaps (a restart).
     Until then nothing Spark-related is paid for. Right after it opens, its time zone is set
-to the upstream's default (proxy/timezone.py), before any pipeline job runs.
+    to the upstream's default (proxy/timezone.py), before any pipeline job runs.
 The event loop never opens the session: a handler running on the loop that would need it
 gets `SparkNotReady`, forwards the original statement (always correct, only slower) and
 the session is opened in the background. Recovery (crash leftovers: interrupted segments,
@@ -158,6 +159,18 @@ def _warm_index(service: DatamapService) -> None:
         log.warning("could not prepare the rewrite index", exc_info=True)
 
 
+def _on_pipeline_open(session: Any, upstream: Any, service: DatamapService) -> None:
+    """Remote mode, right after the pipeline session opened (LazySpark's lock held, so no
+    job runs before these): align its time zone with the upstream's, recover, then warm
+    the index in another thread. Warming it here would deadlock with a thread that holds
+    the index's lock while it waits for the session (EXPLAIN's or a query's schema load,
+    during the open at start)."""
+    align_time_zone(session, upstream, service)
+    _recover(service)
+    threading.Thread(target=_warm_index, args=(service,), name="datamap-index-warm",
+                     daemon=True).start()
+
+
 SYNC_STOP_GRACE_S = 60.0
 
 
@@ -197,10 +210,8 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
     else:
         from proxy.engine import close_pipeline_session, open_pipeline_session
         spark = LazySpark(lambda: open_pipeline_session(state_dir, settings.spark),
-                          on_open=lambda s: (align_time_zone(s, settings.upstream,
-                                                             holder["service"]),
-                                             _recover(holder["service"]),
-                                             _warm_index(holder["service"])),
+                          on_open=lambda s: _on_pipeline_open(s, settings.upstream,
+                                                              holder["service"]),
                           closer=close_pipeline_session)
     service = DatamapService(catalog, spark)
     holder["service"] = service
@@ -212,6 +223,11 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
         await asyncio.to_thread(spark.get)
         await asyncio.to_thread(_recover, service)
         await asyncio.to_thread(_warm_index, service)
+    elif catalog.list_datamaps():
+        # Remote mode with datamaps (a restart): open the session now, in the background,
+        # so that queries are answered from datamaps again without waiting for a first
+        # statement to ask for it (until then they are forwarded unchanged).
+        spark.warm()
 
     router = Router()
     statements.install(router)

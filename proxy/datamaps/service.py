@@ -121,7 +121,9 @@ class DatamapService:
         # Datamaps the current index was not offered, with why (EXPLAIN only):
         # "db.name" -> (base tables, reason).
         self._unavailable: dict[str, tuple[tuple[str, ...], str]] = {}
-        self._index_guard = threading.Lock()
+        # Reentrant: the first index() in remote mode opens the pipeline session, whose
+        # on_open hook (proxy/app.py) warms the index again in the same thread.
+        self._index_guard = threading.RLock()
         self._hidden_at: dict[tuple[str, str], float] = {}
         self.garbage_grace_s = 120.0   # see _drop_garbage
         # Tables queries read next to datamap tables (dimension tables of query-delta joins):

@@ -156,3 +156,110 @@ async def test_shutdown_waits_for_a_running_periodic_sync(tmp_path, monkeypatch)
     assert await asyncio.to_thread(state["started"].wait, 10)
     await closer()
     assert state["finished"]     # Spark would be stopped only after the run ended
+
+
+class _FakeSession:
+    """Just what recovery and the rewrite index ask of a SparkSession."""
+
+    def __init__(self, schemas: dict[str, dict[str, str]]):
+        self._schemas = schemas
+        self.catalog = SimpleNamespace(tableExists=lambda table: False)
+
+    def table(self, name: str):
+        fields = [SimpleNamespace(name=c, dataType=SimpleNamespace(simpleString=lambda t=t: t))
+                  for c, t in self._schemas[name].items()]
+        return SimpleNamespace(schema=SimpleNamespace(fields=fields))
+
+
+def _catalog_with_a_datamap(state_dir):
+    from proxy.datamaps.catalog import Catalog
+    from rewriter import compile_datamap
+    schemas = {"db1": {"sales": {"country": "string", "qty": "int"}}}
+    sql = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
+    d = compile_datamap("agg", sql, schemas, "db1")
+    catalog = Catalog.in_state_dir(state_dir)
+    catalog.create_datamap("db1", "agg", provider="mv", select_sql=sql,
+                           base_tables=d.base_tables, definition=d)
+    catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
+    sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    catalog.publish_segment("db1", "agg", sid, rows=2, kind="built")
+    return catalog, {"db1.sales": schemas["db1"]["sales"]}
+
+
+def test_first_index_in_a_worker_thread_opens_the_session_without_deadlock(tmp_path):
+    """Remote mode: EXPLAIN's worker thread asks for the index, which opens the pipeline
+    session, whose on_open warms the index again in that same thread."""
+    from proxy.datamaps.service import DatamapService
+    catalog, schemas = _catalog_with_a_datamap(tmp_path)
+    holder = {}
+    lazy = app.LazySpark(lambda: _FakeSession(schemas),
+                         on_open=lambda _s: app._warm_index(holder["service"]))
+    holder["service"] = service = DatamapService(catalog, lazy)
+    got = []
+    t = threading.Thread(target=lambda: got.append(service.index()), daemon=True)
+    t.start()
+    t.join(10)
+    try:
+        assert not t.is_alive(), "index() deadlocked opening the pipeline session"
+        assert lazy.ready and got
+        assert got[0].rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
+                              "db1").used == ["db1.agg"]
+    finally:
+        service.close()
+        catalog.close()
+
+
+async def test_remote_router_opens_the_session_at_start_when_datamaps_exist(tmp_path,
+                                                                            monkeypatch):
+    catalog, schemas = _catalog_with_a_datamap(tmp_path)
+    catalog.close()
+    opened = []
+    monkeypatch.setattr(engine_mod, "open_pipeline_session",
+                        lambda state_dir, spark=None: opened.append(state_dir)
+                        or _FakeSession(schemas))
+    monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
+    router, closer = await app.build_router(settings, None)
+    try:
+        deadline = time.monotonic() + 10
+        while True:   # opened in the background: a query is answered from the datamap
+            d = router.decide(_ctx(), "SELECT country, sum(qty) FROM db1.sales GROUP BY country")
+            if isinstance(d, Rewrite) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert isinstance(d, Rewrite) and "agg_table" in d.sql, d
+        assert opened == [tmp_path.resolve()]
+    finally:
+        await closer()
+    assert opened[-1] == "closed"
+
+
+@pytest.mark.timeout(30)   # a regression deadlocks: fail, do not hang
+async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, monkeypatch):
+    """A restart: the session opens in the background while EXPLAIN's worker thread builds
+    the index and waits for that session (holding the index's lock). The open's own index
+    warm-up must not wait for that lock inside the open: it did, and both hung."""
+    catalog, schemas = _catalog_with_a_datamap(tmp_path)
+    catalog.close()
+    entered = threading.Event()
+
+    def slow_open(state_dir, spark=None):
+        entered.set()
+        time.sleep(0.5)
+        return _FakeSession(schemas)
+    monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
+    monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
+    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
+    router, closer = await app.build_router(settings, None)
+    service = router.handlers[-1].service
+    try:
+        assert entered.wait(5)
+        got = []
+        t = threading.Thread(target=lambda: got.append(service.index()), daemon=True)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), "index() and the session's opening deadlocked"
+        assert got[0].rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
+                              "db1").used == ["db1.agg"]
+    finally:
+        await closer()

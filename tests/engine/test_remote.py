@@ -1,13 +1,16 @@
 """Remote topology, for real, on one machine, started by the deploy/local scripts:
 a standalone Hive metastore, a Spark standalone master + worker, a Spark Thrift Server
 executing on that worker, and a pipeline SparkSession (proxy.engine.open_pipeline_session,
-in a subprocess) on the same cluster and metastore. Tables cross in both directions."""
+in a subprocess) on the same cluster and metastore. Tables cross in both directions, and
+datamaps live their whole life through a remote-mode proxy started by proxy.sh."""
 from __future__ import annotations
 
 import glob
 import importlib.util
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +179,138 @@ def test_doctor_probes_the_real_thrift_server_and_metastore(topology, capsys):
     assert doctor.main(args + ["--upstream-auth", "nosasl", "--timeout", "5"]) == 1
     out = capsys.readouterr().out
     assert "OpenSession failed" in out and "--upstream-auth plain" in out
+
+
+def _explain(cur, sql: str) -> list[str]:
+    return pyhive_execute(cur, "EXPLAIN " + sql).rows[0][0].splitlines()
+
+
+def _base_rows(port: int, sql: str) -> list[tuple]:
+    """Spark's own answer through the proxy: a fresh session with rewriting off (a Thrift
+    server session caches a table's file listing for its lifetime)."""
+    conn = pyhive_connect("127.0.0.1", port)
+    try:
+        cur = conn.cursor()
+        pyhive_execute(cur, "SET datamap.rewrite.enabled=false")
+        return sorted(pyhive_execute(cur, sql).rows, key=repr)
+    finally:
+        conn.close()
+
+
+def _timed(cur, sql: str) -> tuple[float, list[tuple]]:
+    t0 = time.monotonic()
+    rows = pyhive_execute(cur, sql).rows
+    return time.monotonic() - t0, rows
+
+
+@pytest.mark.skipif(importlib.util.find_spec("proxy.cli") is None
+                    or not (REPO / "proxy" / "__main__.py").exists(),
+                    reason="the gateway's CLI (proxy/cli.py, proxy/__main__.py) is not there yet")
+def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
+    """What a platform team runs: datamaps created, refreshed and queried through a proxy in
+    remote mode (proxy.sh: its pipeline session on the cluster and the shared metastore),
+    with writes both through the proxy and directly to the Thrift server, and a restart."""
+    env, _ = topology
+    sts_host, sts_port = _sts(topology)
+    figures: dict[str, float] = {}
+    t0 = time.monotonic()
+    started = _run("proxy.sh", env["DIR"], timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    figures["proxy start"] = time.monotonic() - t0
+    port = int((Path(env["DIR"]) / "ports" / "proxy").read_text())
+    q = "SELECT region, SUM(amount), COUNT(*) FROM rm_sales GROUP BY region"
+    q_lazy = "SELECT region, MAX(qty) FROM rm_sales GROUP BY region"
+    conn = None
+    try:
+        conn = pyhive_connect("127.0.0.1", port)
+        cur = conn.cursor()
+        pyhive_execute(cur, "CREATE TABLE rm_sales (id INT, region STRING, amount DOUBLE, "
+                            "qty INT) USING parquet")
+        pyhive_execute(cur, "INSERT INTO rm_sales VALUES (1, 'north', 10.5, 3), "
+                            "(2, 'south', NULL, 1), (3, 'north', -2.25, NULL), (4, 'east', 4.0, 7)")
+        # Non-lazy: built at CREATE by the pipeline session (its first use opens it).
+        figures["CREATE DATAMAP (incl. pipeline session start)"], _ = _timed(
+            cur, "CREATE DATAMAP rm_agg USING 'mv' AS SELECT region, SUM(amount), COUNT(*) "
+                 "FROM rm_sales GROUP BY region")
+        datamaps = {r[0]: r for r in pyhive_execute(cur, "SHOW DATAMAP").rows}
+        assert datamaps["rm_agg"][2:5:2] == ("default.rm_agg_table", "ENABLED"), datamaps
+        assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
+        want = [("east", 4.0, 1), ("north", 8.25, 2), ("south", None, 1)]
+        assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q) == want
+
+        # Loads through the proxy: each one an incremental segment mapped to its base segment.
+        for i, values in enumerate(["(5, 'north', 1.75, 2)",
+                                    "(6, 'west', 3.0, 5), (7, 'south', 2.5, 4)"], start=1):
+            seconds, _ = _timed(cur, f"INSERT INTO rm_sales VALUES {values}")
+            figures[f"INSERT {i} + incremental refresh"] = seconds
+            segs = pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
+            assert [s[0] for s in segs] == [str(k) for k in range(i, -1, -1)], segs
+            assert segs[0][1] == "Success", segs
+            assert json.loads(segs[0][6]) == {"default.rm_sales": [str(i)]}, segs
+            assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
+            assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
+
+        # A lazy datamap: DISABLED until REBUILD.
+        pyhive_execute(cur, "CREATE DATAMAP rm_lazy USING 'mv' WITH DEFERRED REBUILD AS "
+                            "SELECT region, MAX(qty) FROM rm_sales GROUP BY region")
+        datamaps = {r[0]: r for r in pyhive_execute(cur, "SHOW DATAMAP").rows}
+        assert datamaps["rm_lazy"][4:] == ("DISABLED", "NA"), datamaps
+        assert "No datamap hit" in _explain(cur, q_lazy)
+        pyhive_execute(cur, "REBUILD DATAMAP rm_lazy")
+        assert "Hit mv DataMap: rm_lazy" in _explain(cur, q_lazy)
+        assert sorted(pyhive_execute(cur, q_lazy).rows, key=repr) == _base_rows(port, q_lazy)
+
+        # A write straight to the Thrift server: the proxy learns of it from SYNC DATAMAPS.
+        _query(sts_host, sts_port, "INSERT INTO rm_sales VALUES (8, 'east', 100.0, 9)")
+        t0 = time.monotonic()
+        synced = pyhive_execute(cur, "SYNC DATAMAPS ON TABLE rm_sales").rows
+        figures["SYNC DATAMAPS (1 new file)"] = time.monotonic() - t0
+        assert len(synced) == 1 and synced[0][:3] == ("default.rm_sales", "3", 1), synced
+        assert json.loads(synced[0][4]) == {"default.rm_agg": "refreshed",
+                                            "default.rm_lazy": "disabled"}, synced
+        segs = pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
+        assert json.loads(segs[0][6]) == {"default.rm_sales": ["3"]}, segs
+        assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
+        got = sorted(pyhive_execute(cur, q).rows, key=repr)
+        assert got == _base_rows(port, q) and ("east", 104.0, 2) in got, got
+        assert "No datamap hit" in _explain(cur, q_lazy)
+
+        # Query time through the proxy: from the datamap vs from the base table.
+        for label, rewrite in (("query from datamap", "true"), ("query from base", "false")):
+            pyhive_execute(cur, f"SET datamap.rewrite.enabled={rewrite}")
+            _timed(cur, q)
+            figures[label] = min(_timed(cur, q)[0] for _ in range(3))
+        pyhive_execute(cur, "SET datamap.rewrite.enabled=true")
+        conn.close()
+        conn = None
+
+        # Restart the proxy on the same state dir: the datamap still answers.
+        stopped = _run("stop.sh", env["DIR"], "proxy", timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        t0 = time.monotonic()
+        started = _run("proxy.sh", env["DIR"], timeout=120)
+        assert started.returncode == 0, started.stdout + started.stderr
+        conn = pyhive_connect("127.0.0.1", port)
+        cur = conn.cursor()
+        deadline = time.monotonic() + 90
+        while "Hit mv DataMap: rm_agg" not in _explain(cur, q):
+            assert time.monotonic() < deadline, _explain(cur, q)
+            time.sleep(1)
+        figures["restart until the datamap answers"] = time.monotonic() - t0
+        assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
+        assert [s[0] for s in pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
+                if s[1] == "Success"] == ["3", "2", "1", "0"]
+
+        # DROP TABLE through the proxy cascades to the datamaps and their tables.
+        pyhive_execute(cur, "DROP TABLE rm_sales")
+        assert not [r for r in pyhive_execute(cur, "SHOW DATAMAP").rows
+                    if r[0] in ("rm_agg", "rm_lazy")]
+        tables = {r[1] for r in _query(sts_host, sts_port, "SHOW TABLES")[0]}
+        assert not tables & {"rm_sales", "rm_agg_table", "rm_lazy_table"}, tables
+    finally:
+        if conn is not None:
+            conn.close()
+        print("remote-mode datamap figures (s): " + ", ".join(
+            f"{k} {v:.2f}" for k, v in figures.items()))
+        stopped = _run("stop.sh", env["DIR"], "proxy", timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
