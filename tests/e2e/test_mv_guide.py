@@ -115,11 +115,17 @@ def test_errors_carry_sqlstates(env):
          "GROUP BY country LIMIT 3", "0A000", "dm_z"),
         ("INSERT INTO agg_sales_table SELECT * FROM agg_sales_table", "0A000",
          "agg_sales_table"),
+        # the datamap's table name (<name>_table) is taken by an ordinary table
+        ("CREATE DATAMAP clash USING 'mv' AS SELECT country, sum(quantity) FROM sales "
+         "GROUP BY country", "42710", "default.clash_table"),
     ]
+    c.dm.run("CREATE TABLE clash_table (a INT) USING parquet")
     for sql, state, name in cases:
         e = c.dm.error(sql)
         assert e.sqlstate == state, (sql, e)
         assert name in e.message, (sql, e)
+    assert "clash" not in c.datamaps()
+    c.dm.run("DROP TABLE clash_table")
     # the session still works
     assert c.dm.run("SELECT 1").rows == [(1,)]
 
