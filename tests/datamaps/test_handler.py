@@ -11,27 +11,17 @@ from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, expl
 from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
-from rewriter import compile_datamap
 from rewriter.api import RewriteResult
+from tests.datamaps.support import add_datamap, decision_service, no_spark
 
 SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
                              "ts": "timestamp"}}}
 AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
 
 
-def _no_spark():
-    raise AssertionError("a decision must not need Spark")
-
-
 @pytest.fixture
 def service(tmp_path):
-    catalog = Catalog.in_state_dir(tmp_path)
-    svc = DatamapService(catalog, _no_spark,
-                         schemas_provider=lambda tables: {
-                             db: {t: cols for t, cols in ts.items() if f"{db}.{t}" in tables}
-                             for db, ts in SCHEMAS.items()})
-    yield svc
-    catalog.close()
+    yield from decision_service(tmp_path, SCHEMAS)
 
 
 def _ctx(**conf):
@@ -39,15 +29,7 @@ def _ctx(**conf):
 
 
 def _add_built_datamap(svc, name="agg", sql=AGG, lazy=False):
-    d = compile_datamap(name, sql, SCHEMAS, "db1")
-    c = svc.catalog
-    c.create_datamap("db1", name, provider="mv", select_sql=sql, base_tables=d.base_tables,
-                     lazy=lazy, definition=d)
-    if not c.base_segments("db1.sales"):
-        c.add_base_segment("db1.sales", ["file:/w/a.parquet"])
-    sid = c.begin_segment("db1", name, {"db1.sales": ["0"]})
-    c.publish_segment("db1", name, sid, rows=5, kind="built")
-    return d
+    return add_datamap(svc, SCHEMAS, "db1", name, sql, lazy=lazy)
 
 
 async def _upstream(sql):
@@ -273,7 +255,7 @@ def _service_with_dimension(tmp_path, loads):
         if not any(found.values()):
             raise RuntimeError(f"Table or view not found: {', '.join(tables)}")
         return found
-    return DatamapService(Catalog.in_state_dir(tmp_path), _no_spark, schemas_provider=provider)
+    return DatamapService(Catalog.in_state_dir(tmp_path), no_spark, schemas_provider=provider)
 
 
 JOINED = ("SELECT c.region, sum(s.qty) FROM db1.sales s JOIN db1.countries c "

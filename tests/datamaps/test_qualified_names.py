@@ -7,15 +7,14 @@ import dataclasses
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.ddl import Name
 from proxy.datamaps.handler import (DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler,
                                     display_name, explain_header)
-from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError
 from proxy.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
 from rewriter import compile_datamap
 from rewriter.api import RewriteResult
+from tests.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}},
            "db2": {"sales": {"country": "string", "qty": "int"},
@@ -24,19 +23,9 @@ AGG = "SELECT country, sum(qty) FROM sales GROUP BY country"
 Q = "SELECT country, sum(qty) FROM sales GROUP BY country"
 
 
-def _no_spark():
-    raise AssertionError("a decision must not need Spark")
-
-
 @pytest.fixture
 def service(tmp_path):
-    catalog = Catalog.in_state_dir(tmp_path)
-    svc = DatamapService(catalog, _no_spark, schemas_provider=lambda tables: {
-        db: {t: cols for t, cols in ts.items() if f"{db}.{t}" in tables}
-        for db, ts in SCHEMAS.items()})
-    yield svc
-    svc.close()
-    catalog.close()
+    yield from decision_service(tmp_path, SCHEMAS)
 
 
 def _ctx(db):
@@ -44,17 +33,7 @@ def _ctx(db):
 
 
 def _datamap(svc, db, name="agg", sql=AGG, lazy=False, build=True, rows=5):
-    d = compile_datamap(name, sql, SCHEMAS, db)
-    c = svc.catalog
-    c.create_datamap(db, name, provider="mv", select_sql=sql, base_tables=d.base_tables,
-                     lazy=lazy, definition=d)
-    table = d.base_tables[0]
-    if not c.base_segments(table):
-        c.add_base_segment(table, [f"file:/w/{table}/a.parquet"])
-    if build:
-        sid = c.begin_segment(db, name, {table: ["0"]})
-        c.publish_segment(db, name, sid, rows=rows, kind="built")
-    return d
+    return add_datamap(svc, SCHEMAS, db, name, sql, lazy=lazy, build=build, rows=rows)
 
 
 async def _upstream(sql):

@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapLoadHandler, files_changed_table
-from proxy.datamaps.service import DatamapService
 from proxy.router import PassThrough, Reject, StatementContext
-from rewriter import compile_datamap
+from tests.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"k": "string", "v": "int", "p": "string"}}}
 AGG = "SELECT k, sum(v) FROM db1.sales GROUP BY k"
 
 
-def _no_spark():
-    raise AssertionError("a decision must not need Spark")
-
-
 @pytest.fixture
 def service(tmp_path):
-    catalog = Catalog.in_state_dir(tmp_path)
-    svc = DatamapService(catalog, _no_spark, schemas_provider=lambda tables: SCHEMAS)
-    d = compile_datamap("agg", AGG, SCHEMAS, "db1")
-    catalog.create_datamap("db1", "agg", provider="mv", select_sql=AGG,
-                           base_tables=d.base_tables, lazy=False, definition=d)
-    yield svc
-    catalog.close()
+    for svc in decision_service(tmp_path, SCHEMAS):
+        add_datamap(svc, SCHEMAS, "db1", "agg", AGG, build=False)
+        yield svc
 
 
 def _ctx():

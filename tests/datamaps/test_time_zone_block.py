@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
-from proxy.datamaps.service import DatamapService
 from proxy.router import LocalResult, Rewrite, StatementContext
-from rewriter import compile_datamap
+from tests.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}
 BY_COUNTRY = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
@@ -16,24 +14,12 @@ BY_HOUR = ("SELECT timeseries(ts, 'hour') AS h, sum(qty) FROM db1.sales "
            "GROUP BY timeseries(ts, 'hour')")
 
 
-def _no_spark():
-    raise AssertionError("must not need Spark")
-
-
 @pytest.fixture
 def service(tmp_path):
-    catalog = Catalog.in_state_dir(tmp_path)
-    svc = DatamapService(catalog, _no_spark, schemas_provider=lambda tables: SCHEMAS)
-    catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
-    for name, sql in (("by_country", BY_COUNTRY), ("by_hour", BY_HOUR)):
-        d = compile_datamap(name, sql, SCHEMAS, "db1")
-        catalog.create_datamap("db1", name, provider="mv", select_sql=sql,
-                               base_tables=d.base_tables, lazy=False, definition=d)
-        sid = catalog.begin_segment("db1", name, {"db1.sales": ["0"]})
-        catalog.publish_segment("db1", name, sid, rows=3, kind="built")
-    yield svc
-    svc.close()
-    catalog.close()
+    for svc in decision_service(tmp_path, SCHEMAS):
+        for name, sql in (("by_country", BY_COUNTRY), ("by_hour", BY_HOUR)):
+            add_datamap(svc, SCHEMAS, "db1", name, sql, rows=3)
+        yield svc
 
 
 def _ctx():
