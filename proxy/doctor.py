@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 from urllib.parse import urlparse
 
+from proxy.timezone import TIME_ZONE_KEY
+
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
 MIN_JAVA = 17
 
@@ -324,7 +326,6 @@ def _show_setting(client, session, key: str) -> str | None:
 
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
-TIME_ZONE_KEY = "spark.sql.session.timeZone"
 
 
 def _uri_set(text: str) -> set[str]:
