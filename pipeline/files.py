@@ -19,6 +19,8 @@ Two kinds of scan (Spark decides, not the table's DDL):
 """
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from typing import TYPE_CHECKING, Iterable, Sequence
 from urllib.parse import unquote
@@ -54,9 +56,26 @@ def is_hive_serde(spark: "SparkSession", table: str) -> bool:
     return False
 
 
+def _table_meta(spark: "SparkSession", table: str):
+    """The metastore's CatalogTable of "db.table" (a JVM object), or None."""
+    try:
+        db, _, name = table.partition(".")
+        return spark._jsparkSession.sessionState().catalog().externalCatalog().getTable(db, name)
+    except Exception:  # noqa: BLE001 - another catalog, a temp view, no such table
+        return None
+
+
+def _provider(meta) -> str:
+    provider = meta.provider()
+    return str(provider.get()).lower() if provider.isDefined() else ""
+
+
 def hive_scan(spark: "SparkSession", table: str) -> bool:
     """True when Spark reads `table` through a Hive serde scan (no `_metadata`, decoded
     `input_file_name()`, `inputFiles()` = directories), False for a data-source scan."""
+    meta = _table_meta(spark, table)
+    if meta is not None and meta.tableType().name() != "VIEW" and _provider(meta) not in ("", "hive"):
+        return False      # a data-source table (USING ...): no need to analyse a plan
     plan = spark.table(table)._jdf.queryExecution().analyzed().toString()
     return "HiveTableRelation [" in plan
 
@@ -143,13 +162,54 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str],
                hive: bool | None = None) -> "DataFrame":
     """Rows of `table` that live in `files` (any spelling), with the table's columns only
     (partition columns included: they come from the table, not from the files). `hive` as
-    in unreadable_by_file."""
+    in unreadable_by_file.
+
+    A plain Parquet/ORC data-source table is read from `files` alone, as Spark reads the
+    table (its format, options and schema) but without listing and filtering all of its
+    files: that cost grew with the table, not the delta. Other tables are read whole with
+    a file-name filter."""
     wanted = sorted({normalize_path(f) for f in files})
+    if wanted and not (hive_scan(spark, table) if hive is None else hive):
+        direct = _read_directly(spark, table, wanted)
+        if direct is not None:
+            return direct
     df = spark.table(table)
     columns = df.columns
     if not wanted:
         return df.limit(0)
     return df.where(in_files(spark, table, wanted, hive)).select(*columns)
+
+
+_DIRECT_FORMATS = frozenset({"parquet", "orc"})
+_GLOB_CHARS = frozenset("*?[]{}\\")
+_CHAR_TYPE_KEY = "__CHAR_VARCHAR_TYPE_STRING"
+_CHAR_TYPES = re.compile(r'"(var)?char\(\d+\)"')
+
+
+def _read_directly(spark: "SparkSession", table: str, files: Sequence[str]
+                   ) -> "DataFrame | None":
+    """`files` of a non-partitioned Parquet/ORC data-source table as a DataFrame with the
+    table's columns, or None when the table is anything else (partition values live in
+    paths or the metastore; CHAR/VARCHAR columns are padded by the table read; other
+    formats' options are riskier to mirror) or a path would be taken for a glob."""
+    from pyspark.sql.types import StructType
+    meta = _table_meta(spark, table)
+    if (meta is None or _provider(meta) not in _DIRECT_FORMATS
+            or meta.tableType().name() == "VIEW" or not meta.partitionColumnNames().isEmpty()):
+        return None
+    paths = [decoded_path(f) for f in files]   # load() takes Hadoop paths, not URIs
+    if any(ch in _GLOB_CHARS for p in paths for ch in p):
+        return None
+    raw = json.loads(meta.schema().json())
+    if _CHAR_TYPES.search(json.dumps([f["type"] for f in raw["fields"]])) or any(
+            _CHAR_TYPE_KEY in f.get("metadata", {}) for f in raw["fields"]):
+        return None
+    schema = StructType.fromJson(raw)
+    options = {str(k): str(v) for k, v in dict(
+        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            meta.storage().properties())).items() if str(k).lower() != "path"}
+    # A user-given schema: exactly the table's columns, in order, whatever the files hold.
+    return spark.read.format(_provider(meta)).schema(schema).options(**options).load(paths)
 
 
 def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:

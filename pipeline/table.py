@@ -123,11 +123,13 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
                     f"Cannot write segment {segment_id} of datamap {definition.database}."
                     f"{definition.name}: {normalize_path(path.toString())} already exists "
                     "(left by an interrupted job?); the next start removes it", "HY000")
-        rows = _write_files(spark, df, path.toString(), properties)
-        spark.sql(f"ALTER TABLE {quote_table(definition.table)} ADD IF NOT EXISTS "
-                  f"PARTITION ({_q(SEGMENT_COLUMN)} = {literal})")
+        _write_files(spark, df, path.toString(), properties)
+        _add_partition(spark, definition.table, segment_id)
+        rows = None
     t_written = time.monotonic()
     files = _partition_files(spark, definition.table, segment_id, where)
+    if rows is None and files is not None:
+        rows = _parquet_rows(spark, files)
     if rows is None or files is None:
         rows, files = segment_stats(spark, definition, segment_id)
     log.debug("segment %s of %s: written after %.2fs, listed in %.2fs", segment_id,
@@ -136,22 +138,84 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
 
 
 def _write_files(spark: "SparkSession", df: "DataFrame", path: str,
-                 properties: Mapping[str, str] | None) -> int | None:
-    """Parquet files of `df` into the directory `path` (which must not exist); returns the
-    rows written, observed in the same job."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
+                 properties: Mapping[str, str] | None) -> None:
+    """Parquet files of `df` into the directory `path` (which must not exist).
+
+    Tasks commit their files straight into `path` and no `_SUCCESS` marker is written
+    (file output committer v2): nobody reads the directory before ADD PARTITION, and a job
+    that dies leaves an unregistered directory that the next start removes."""
     props = {k.lower(): v for k, v in (properties or {}).items()}
-    seen = Observation(f"dm_rows_{uuid.uuid4().hex[:12]}")
-    writer = df.observe(seen, F.count(F.lit(1)).alias("rows")).write.format("parquet")
+    writer = (df.write.format("parquet")
+              .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
+              .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
     if props.get("table_blocksize"):     # what the table's OPTIONS say (create_table)
         writer = writer.option("parquet.block.size",
                                str(int(props["table_blocksize"]) * 1024 * 1024))
     writer.mode("errorifexists").save(path)
+
+
+def _parquet_rows(spark: "SparkSession", files: Sequence[str]) -> int | None:
+    """Rows in Parquet `files`, from their footers (no Spark job; a small refresh's
+    counting job, or a metrics observation, cost more than its write). None when a footer
+    cannot be read."""
     try:
-        return int(seen.get["rows"])
-    except Exception:  # noqa: BLE001 - no metrics: the caller counts
+        jvm = spark.sparkContext._jvm
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        total = 0
+        for f in files:
+            source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(f)), conf)
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
+            try:
+                total += int(reader.getRecordCount())
+            finally:
+                reader.close()
+        return total
+    except Exception:  # noqa: BLE001 - the caller counts with a job instead
+        log.debug("cannot read Parquet footers", exc_info=True)
         return None
+
+
+def _add_partition(spark: "SparkSession", table: str, segment_id: str) -> None:
+    """Register partition `segment_id` (its directory, the default location, is written).
+
+    Straight to the metastore when possible: `ALTER TABLE … ADD PARTITION` costs twice as
+    much (parsing, resolving, table lookups, a refresh of the table). What the command does
+    besides matters only for a table that has statistics or is cached: those go through
+    the command."""
+    db, _, name = table.partition(".")
+    try:
+        jvm = spark.sparkContext._jvm
+        external = spark._jsparkSession.sessionState().catalog().externalCatalog()
+        if (external.getTable(db, name).stats().isDefined()
+                or not spark._jsparkSession.sharedState().cacheManager().isEmpty()
+                and spark.catalog.isCached(quote_table(table))):
+            raise LookupError("statistics or a cache to update")
+        utils = jvm.org.apache.spark.api.python.PythonUtils
+        spec = jvm.java.util.HashMap()
+        spec.put(SEGMENT_COLUMN, segment_id)
+        # CatalogTablePartition(spec, storage, parameters, createTime: Long,
+        # lastAccessTime: Long, stats): constructed by reflection, which widens the int
+        # arguments to long (Py4J would pass them as Integer and find no constructor).
+        cls = jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.catalyst.catalog.CatalogTablePartition")
+        ctor = next(c for c in cls.getConstructors() if len(c.getParameterTypes()) == 6)
+        args = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, 6)
+        args[0] = utils.toScalaMap(spec)
+        args[1] = jvm.org.apache.spark.sql.catalyst.catalog.CatalogStorageFormat.empty()
+        args[2] = utils.toScalaMap(jvm.java.util.HashMap())
+        args[3] = int(time.time() * 1000)
+        args[4] = -1
+        args[5] = jvm.scala.Option.empty()
+        parts = jvm.java.util.ArrayList()
+        parts.add(ctor.newInstance(args))
+        external.createPartitions(db, name, utils.toSeq(parts), True)
+        return
+    except Exception:  # noqa: BLE001 - another Spark, catalog or table: the SQL command
+        log.debug("registering partition %s of %s through ALTER TABLE", segment_id, table,
+                  exc_info=True)
+    spark.sql(f"ALTER TABLE {quote_table(table)} ADD IF NOT EXISTS "
+              f"PARTITION ({_q(SEGMENT_COLUMN)} = {_segment_literal(segment_id)})")
 
 
 def _insert_segment(spark: "SparkSession", definition: DatamapDefinition, df: "DataFrame",

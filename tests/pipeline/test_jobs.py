@@ -169,10 +169,10 @@ def test_read_files_accepts_both_spellings(pipeline_spark, pipe_db):
     assert quote_table("a.b") == "`a`.`b`"
 
 
-def test_writes_take_rows_from_metrics_and_small_deltas_need_no_shuffle(
+def test_writes_count_rows_from_footers_and_small_deltas_need_no_shuffle(
         pipeline_spark, pipe_db, monkeypatch):
-    """The row count of a written segment comes from the write's own metrics (an aggregate
-    write sits under AQE), not from a second counting job; a delta smaller than one task's
+    """The row count of a written segment comes from its files' Parquet footers, not from
+    a second counting job; a delta smaller than one task's
     input is read as one partition, so it is aggregated without a shuffle into one file."""
     import pipeline.table as table_mod
     spark = pipeline_spark
@@ -202,3 +202,68 @@ def test_writes_take_rows_from_metrics_and_small_deltas_need_no_shuffle(
     assert cleanup_orphans(spark, d, keep=["0", "1"]) == ["77"]
     assert not fs.exists(stray)
     assert _answer(spark, d, ["0", "1"]) == _expected(spark, d)
+
+
+def _reads_table_whole(df) -> bool:
+    return "file_path" in df._jdf.queryExecution().analyzed().toString()
+
+
+def test_new_files_of_plain_tables_are_read_directly(pipeline_spark, pipe_db, tmp_path):
+    """Non-partitioned Parquet/ORC tables: only the given files are read (no listing and
+    filtering of the whole table), with the table's columns and options, from any spelling
+    and through paths that need escaping. Partitioned tables and CHAR columns (whose values
+    the table read pads) take the whole-table read with a file filter; both give the rows
+    Spark gives for the table."""
+    spark = pipeline_spark
+    db = f"dmpipe_esc_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE DATABASE {db} LOCATION '{tmp_path / 'a db%x'}'")
+    try:
+        cases = {"plain": ("USING parquet", True),
+                 "orc": ("USING orc OPTIONS ('compression' = 'zlib')", True),
+                 "padded": ("USING parquet", False),
+                 "parted": ("USING parquet PARTITIONED BY (b)", False)}
+        for name, (using, direct) in cases.items():
+            t = f"{db}.{name}"
+            b_type = "CHAR(4)" if name == "padded" else "STRING"
+            spark.sql(f"CREATE TABLE {t} (a INT, b {b_type}) {using}")
+            spark.sql(f"INSERT INTO {t} VALUES (1, 'x')")
+            first = list_files(spark, t)
+            spark.sql(f"INSERT INTO {t} VALUES (2, 'y'), (3, NULL)")
+            new = sorted(set(list_files(spark, t)) - set(first))
+            spelled = ["file:///" + f[len("file:/"):] for f in new]
+            for files, want in ((first, [(1, "x")]), (spelled, [(2, "y"), (3, None)])):
+                df = read_files(spark, t, files)
+                assert _reads_table_whole(df) is not direct, name
+                assert df.columns == ["a", "b"]
+                got = sorted((r.a, r.b.rstrip() if r.b else r.b) for r in df.collect())
+                assert got == want, name
+                if name == "padded":
+                    assert {r.b for r in df.collect()} - {None} <= {"x   ", "y   "}
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
+
+
+def test_segments_are_registered_without_alter_table(pipeline_spark, pipe_db, monkeypatch):
+    """A segment's partition goes straight to the metastore (no ALTER TABLE statement, which
+    costs twice as much); a datamap table with statistics takes the statement, which keeps
+    them right. Either way the segment reads back whole."""
+    spark = pipeline_spark
+    sales, _ = _tables(spark, pipe_db)
+    spark.sql(f"INSERT INTO {sales} VALUES (1, 'cn', 5, 1.50, 1)")
+    d = _agg_sales(spark, pipe_db, sales)
+    statements = []
+    real_sql = spark.sql
+
+    def sql(query, *a, **k):
+        statements.append(query)
+        return real_sql(query, *a, **k)
+    monkeypatch.setattr(spark, "sql", sql)
+    full_build(spark, d, "0")
+    assert not [q for q in statements if q.startswith("ALTER TABLE")], statements
+    assert list_segments(spark, d) == ["0"]
+    real_sql(f"ANALYZE TABLE {quote_table(d.table)} COMPUTE STATISTICS")
+    statements.clear()
+    full_build(spark, d, "1")
+    assert [q for q in statements if q.startswith("ALTER TABLE")], statements
+    assert list_segments(spark, d) == ["0", "1"]
+    assert _answer(spark, d, ["1"]) == _answer(spark, d, ["0"]) == _expected(spark, d)
