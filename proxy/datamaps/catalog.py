@@ -83,6 +83,18 @@ MIGRATIONS: list[str] = [
         FOREIGN KEY (db, name) REFERENCES datamaps (db, name) ON DELETE CASCADE);
     CREATE INDEX events_by_datamap ON events (db, name, seq);
     """,
+    # 1 -> 2: how each published datamap segment was made (built, refreshed, compacted),
+    # which auto-compaction needs; before, it was read back from the history's text.
+    """
+    ALTER TABLE dm_segments ADD COLUMN kind TEXT;
+    UPDATE dm_segments SET kind = (
+        SELECT e.kind FROM events e
+        WHERE e.db = dm_segments.db AND e.name = dm_segments.name
+          AND e.kind IN ('built', 'refreshed', 'compacted')
+          AND (e.detail = 'segment ' || dm_segments.id
+               OR e.detail LIKE 'segment ' || dm_segments.id || ' %')
+        ORDER BY e.seq DESC LIMIT 1)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -148,6 +160,7 @@ class DatamapSegment:
     dropped: bool
     load_start: float
     load_seconds: float | None
+    kind: str | None = None     # built | refreshed | compacted, once published
 
 
 @dataclass(frozen=True)
@@ -458,7 +471,7 @@ class Catalog:
             files=tuple(json.loads(row["files"])), rows=row["rows"],
             extra_info={k: tuple(v) for k, v in json.loads(row["extra_info"]).items()},
             visible=bool(row["visible"]), status=row["status"], dropped=bool(row["dropped"]),
-            load_start=row["load_start"], load_seconds=row["load_seconds"])
+            load_start=row["load_start"], load_seconds=row["load_seconds"], kind=row["kind"])
 
     def begin_segment(self, db: str, name: str,
                       extra_info: Mapping[str, Sequence[str]]) -> str:
@@ -483,6 +496,8 @@ class Catalog:
         """Make the segment visible and hide `supersedes` in one commit. kind: built (full
         build: superseded segments become MARKED_FOR_DELETE), refreshed (incremental append),
         compacted (superseded segments become COMPACTED)."""
+        if kind not in ("built", "refreshed", "compacted"):
+            raise ValueError(f"unknown segment kind {kind!r}")
         gone = SEG_COMPACTED if kind == "compacted" else SEG_DELETED
         with self._tx() as c:
             row = c.execute("SELECT * FROM dm_segments WHERE db = ? AND name = ? AND id = ?",
@@ -493,8 +508,8 @@ class Catalog:
             if seconds is None:
                 seconds = time.time() - row["load_start"]
             c.execute("UPDATE dm_segments SET visible = 1, status = ?, rows = ?, files = ?, "
-                      "load_seconds = ? WHERE db = ? AND name = ? AND id = ?",
-                      (SEG_SUCCESS, rows, json.dumps(list(files)), seconds, db, name,
+                      "load_seconds = ?, kind = ? WHERE db = ? AND name = ? AND id = ?",
+                      (SEG_SUCCESS, rows, json.dumps(list(files)), seconds, kind, db, name,
                        int(segment_id)))
             for old in supersedes:
                 c.execute("UPDATE dm_segments SET visible = 0, status = ? WHERE db = ? AND "
@@ -613,17 +628,11 @@ class Catalog:
                                        "ORDER BY seq", (db, name))]
 
     def segment_kinds(self, db: str, name: str) -> dict[str, str]:
-        """How each published segment was made: built, refreshed or compacted (read from the
-        history that publish_segment writes: "segment <id>[ replaces ...]")."""
-        out: dict[str, str] = {}
+        """How each published segment was made: built, refreshed or compacted."""
         with self._tx(write=False) as c:
-            for r in c.execute("SELECT kind, detail FROM events WHERE db = ? AND name = ? AND "
-                               "kind IN ('built', 'refreshed', 'compacted') ORDER BY seq",
-                               (db, name)):
-                words = r["detail"].split()
-                if len(words) >= 2 and words[0] == "segment":
-                    out[words[1]] = r["kind"]
-        return out
+            return {str(r["id"]): r["kind"] for r in c.execute(
+                "SELECT id, kind FROM dm_segments WHERE db = ? AND name = ? AND kind IS NOT "
+                "NULL ORDER BY id", (db, name))}
 
     def record_event(self, db: str, name: str, kind: str, rows: int | None = None,
                      seconds: float | None = None, detail: str = "") -> None:

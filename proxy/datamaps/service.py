@@ -392,9 +392,8 @@ class DatamapService:
         try:
             rec = self.catalog.require_datamap(rec.db, rec.name)   # status after the publish
             threshold = minor_threshold(rec.properties)
-            kinds = self.catalog.segment_kinds(rec.db, rec.name)
             incremental = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)
-                           if kinds.get(s.id) == "refreshed"]
+                           if s.kind == "refreshed"]
             if len(incremental) < threshold:
                 return
             ids = incremental[-threshold:]

@@ -243,6 +243,31 @@ def test_migration_from_version_0(tmp_path):
     assert "newer than this program supports" in str(e.value)
 
 
+def test_migration_1_to_2_backfills_segment_kinds_from_the_history(tmp_path):
+    """Schema 2 records how each datamap segment was made; a version-1 file gets the kinds
+    its history wrote ("segment <id>[ replaces ...]")."""
+    path = tmp_path / "catalog.db"
+    c = Catalog(path)
+    _create(c)
+    for kind, supersedes in (("built", ()), ("refreshed", ()), ("refreshed", ()),
+                             ("compacted", ("1", "2"))):
+        sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+        c.publish_segment("db1", "agg", sid, rows=1, kind=kind, supersedes=supersedes)
+    sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})   # never published
+    c.close()
+    raw = sqlite3.connect(path)          # the same file as version 1 wrote it
+    raw.execute("ALTER TABLE dm_segments DROP COLUMN kind")
+    raw.execute("PRAGMA user_version = 1")
+    raw.commit(), raw.close()
+    c = Catalog(path)
+    assert c.schema_version() == cat.SCHEMA_VERSION >= 2
+    assert c.segment_kinds("db1", "agg") == {"0": "built", "1": "refreshed", "2": "refreshed",
+                                             "3": "compacted"}
+    assert [(s.id, s.kind) for s in c.visible_segments("db1", "agg")] == [
+        ("0", "built"), ("3", "compacted")]
+    c.close()
+
+
 def test_failed_migration_rolls_back(tmp_path, monkeypatch):
     monkeypatch.setattr(cat, "MIGRATIONS", cat.MIGRATIONS + ["CREATE TABLE broken (;"])
     monkeypatch.setattr(cat, "SCHEMA_VERSION", len(cat.MIGRATIONS))
