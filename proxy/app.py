@@ -133,11 +133,13 @@ def _recover(service: DatamapService) -> None:
         log.info("datamap recovery dropped %d orphan partition(s): %s", n, dropped)
 
 
-def align_time_zone(session: Any, upstream: Any, service: DatamapService) -> None:
+def align_time_zone(session: Any, upstream: Any, service: DatamapService) -> list[str]:
     """Remote mode: the pipeline session computes datamap rows, the upstream answers
     queries; both must bucket timestamps in the same zone. Align the pipeline session to
     the upstream's default zone, or, when that cannot be read, keep time-dependent datamaps
-    out of rewriting (service.time_zone_problem)."""
+    out of rewriting (service.time_zone_problem). Datamaps computed under another zone
+    than the upstream's now are invalidated (DatamapService.adopt_time_zone); returns
+    them, for the caller to rebuild."""
     from proxy.timezone import TIME_ZONE_KEY, align_time_zone as align, upstream_time_zone
     zone = upstream_time_zone(upstream)
     if zone is None:
@@ -146,9 +148,61 @@ def align_time_zone(session: Any, upstream: Any, service: DatamapService) -> Non
             "buckets may differ from the pipeline's")
         log.warning("time-dependent datamaps will not answer queries: %s",
                     service.time_zone_problem)
-        return
-    align(session, zone)
+        return []
+    invalid = service.adopt_time_zone(zone, lambda z: align(session, z), rebuild=False,
+                                      lock=False)   # the session is opening: see there
     service.time_zone_problem = None
+    return invalid
+
+
+ZONE_CHECK_S = 60.0
+
+
+def check_upstream_zone(session: Any, upstream: Any, service: DatamapService) -> list[str]:
+    """Remote mode, every ZONE_CHECK_S while the pipeline session is open: read the
+    upstream's default zone again, so that a Thrift server restarted with another zone
+    does not leave datamaps bucketing timestamps in the old one: the pipeline session
+    follows it, and the time-dependent datamaps are invalidated and rebuilt
+    (DatamapService.adopt_time_zone). A zone that cannot be read changes nothing.
+    Returns the datamaps invalidated."""
+    from proxy.timezone import TIME_ZONE_KEY, align_time_zone as align, same_zone
+    from proxy.timezone import upstream_time_zone
+    zone = upstream_time_zone(upstream)
+    if zone is None:
+        return []
+
+    def follow(z: str) -> None:
+        if not same_zone(session.conf.get(TIME_ZONE_KEY), z):
+            align(session, z)
+    changed = service.adopt_time_zone(zone, follow)
+    if service.time_zone_problem is not None:
+        log.info("the upstream's time zone is readable again (%s): time-dependent datamaps "
+                 "answer queries again", zone)
+        service.time_zone_problem = None
+    return changed
+
+
+async def _watch_upstream_zone(service: DatamapService, upstream: Any, spark: "LazySpark",
+                               every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        if not spark.ready:
+            continue      # aligned when it opens
+        try:
+            await asyncio.to_thread(check_upstream_zone, spark.get(), upstream, service)
+        except Exception:  # noqa: BLE001 - logged; the next period retries
+            log.warning("checking the upstream's time zone failed", exc_info=True)
+
+
+def _adopt_engine_zone(session: Any, service: DatamapService) -> list[str]:
+    """Embedded mode: the Thrift server's sessions use the engine's zone; datamaps computed
+    under another one (a restart with another TZ) are invalidated, for rebuilding."""
+    from proxy.timezone import TIME_ZONE_KEY
+    try:
+        return service.adopt_time_zone(str(session.conf.get(TIME_ZONE_KEY)), rebuild=False)
+    except Exception:  # noqa: BLE001 - serving beats refusing to start; logged loudly
+        log.error("could not compare the engine's time zone with the catalog's", exc_info=True)
+        return []
 
 
 def _warm_index(service: DatamapService) -> None:
@@ -165,10 +219,18 @@ def _on_pipeline_open(session: Any, upstream: Any, service: DatamapService) -> N
     the index in another thread. Warming it here would deadlock with a thread that holds
     the index's lock while it waits for the session (EXPLAIN's or a query's schema load,
     during the open at start)."""
-    align_time_zone(session, upstream, service)
+    invalid = align_time_zone(session, upstream, service)
     _recover(service)
-    threading.Thread(target=_warm_index, args=(service,), name="datamap-index-warm",
+    threading.Thread(target=_after_start, args=(service, invalid), name="datamap-index-warm",
                      daemon=True).start()
+
+
+def _after_start(service: DatamapService, invalid: list[str]) -> None:
+    """Background work once the pipeline session is open: warm the rewrite index, then
+    rebuild the datamaps a time-zone change invalidated."""
+    _warm_index(service)
+    if invalid:
+        service.rebuild_invalidated(invalid)
 
 
 SYNC_STOP_GRACE_S = 60.0
@@ -220,9 +282,13 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
     interval = float(getattr(dm_settings, "sync_interval_s", 0.0) or 0.0)
 
     if engine is not None:
-        await asyncio.to_thread(spark.get)
+        session = await asyncio.to_thread(spark.get)
+        invalid = await asyncio.to_thread(_adopt_engine_zone, session, service)
         await asyncio.to_thread(_recover, service)
         await asyncio.to_thread(_warm_index, service)
+        if invalid:
+            threading.Thread(target=service.rebuild_invalidated, args=(invalid,),
+                             name="datamap-rebuild", daemon=True).start()
     elif catalog.list_datamaps():
         # Remote mode with datamaps (a restart): open the session now, in the background,
         # so that queries are answered from datamaps again without waiting for a first
@@ -236,14 +302,19 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
 
     syncer = (asyncio.create_task(_sync_periodically(service, interval), name="datamap-sync")
               if interval > 0 else None)
+    upstream = getattr(settings, "upstream", None)
+    zone_watch = (asyncio.create_task(_watch_upstream_zone(service, upstream, spark,
+                                                           ZONE_CHECK_S), name="zone-watch")
+                  if engine is None and upstream is not None else None)
 
     async def closer() -> None:
-        if syncer is not None:
-            syncer.cancel()
-            try:
-                await syncer
-            except asyncio.CancelledError:
-                pass
+        for task in (syncer, zone_watch):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
         service.close()
         if engine is None:
             await asyncio.to_thread(spark.close)

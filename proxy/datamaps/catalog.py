@@ -267,6 +267,19 @@ class Catalog:
                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (db, name, time.time(), kind, rows, seconds,
                                                    detail))
 
+    # -- settings the datamaps were computed under -----------------------------------------
+    def setting(self, key: str) -> str | None:
+        """A value kept in the catalog's `meta` table under "setting:<key>", or None."""
+        with self._tx(write=False) as c:
+            row = c.execute("SELECT value FROM meta WHERE key = ?", (f"setting:{key}",)
+                            ).fetchone()
+            return None if row is None else row[0]
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                      "value = excluded.value", (f"setting:{key}", value))
+
     # -- version -------------------------------------------------------------------------
     def version(self) -> int:
         """The catalog version: changes whenever anything in the catalog changes."""
@@ -376,6 +389,22 @@ class Catalog:
                             "WHERE db = ? AND name = ?", (status, reason, db, name))
             self._check_found(cur, db, name)
             self._event(c, db, name, status.lower(), detail=reason)
+
+    def invalidate_datamap(self, db: str, name: str, reason: str) -> list[str]:
+        """The datamap's rows are wrong as a whole (computed under settings that no longer
+        hold): hide every visible segment (MARKED_FOR_DELETE) and disable it, in one
+        commit. The next REBUILD or refresh finds nothing visible and builds it anew.
+        Returns the hidden segment ids."""
+        with self._tx() as c:
+            rows = c.execute("SELECT id FROM dm_segments WHERE db = ? AND name = ? AND "
+                             "visible = 1 ORDER BY id", (db, name)).fetchall()
+            c.execute("UPDATE dm_segments SET visible = 0, status = ? WHERE db = ? AND "
+                      "name = ? AND visible = 1", (SEG_DELETED, db, name))
+            cur = c.execute("UPDATE datamaps SET status = ?, status_reason = ? "
+                            "WHERE db = ? AND name = ?", (DISABLED, reason, db, name))
+            self._check_found(cur, db, name)
+            self._event(c, db, name, "invalidated", detail=reason)
+            return [str(r["id"]) for r in rows]
 
     def disable_on_table_change(self, table: str, reason: str) -> list[DatamapRecord]:
         """Disable every ENABLED lazy datamap over `table` (contract: any change to a base
@@ -505,6 +534,15 @@ class Catalog:
             if row is None or row["status"] != SEG_IN_PROGRESS:
                 raise CatalogError(f"Segment {segment_id} of datamap {db}.{name} is not being "
                                    "written", "HY000")
+            if kind == "compacted":
+                hidden = [i for i in supersedes if not c.execute(
+                    "SELECT visible FROM dm_segments WHERE db = ? AND name = ? AND id = ?",
+                    (db, name, int(i))).fetchone()[0]]
+                if hidden:
+                    raise CatalogError(
+                        f"Compaction of datamap {db}.{name} merged segments "
+                        f"{', '.join(hidden)}, which were rebuilt or invalidated meanwhile; "
+                        "nothing was compacted", "HY000")
             if seconds is None:
                 seconds = time.time() - row["load_start"]
             c.execute("UPDATE dm_segments SET visible = 1, status = ?, rows = ?, files = ?, "

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
+from contextlib import ExitStack
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
@@ -374,9 +375,13 @@ class DatamapService:
             self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {e}",
                                       disable=False)
             raise _spark_error(e, f"Compacting datamap {rec.qualified} failed") from e
-        self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
-                                     seconds=w.seconds, supersedes=ids, kind="compacted",
-                                     enable=rec.status == ENABLED)
+        try:
+            self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
+                                         seconds=w.seconds, supersedes=ids, kind="compacted",
+                                         enable=rec.status == ENABLED)
+        except CatalogError as e:
+            self.catalog.fail_segment(rec.db, rec.name, sid, str(e), disable=False)
+            raise ClientError(str(e), e.sqlstate) from e
         self._drop_garbage(rec)
         return sid
 
@@ -578,6 +583,67 @@ class DatamapService:
         self.catalog.forget_base_table(table)
         self._schema_cache.pop(table, None)
         return gone
+
+    def adopt_time_zone(self, zone: str, align: Callable[[str], object] | None = None,
+                        rebuild: bool = True, lock: bool = True) -> list[str]:
+        """The zone queries bucket timestamps in is now `zone` (the upstream's default in
+        remote mode, the engine's in embedded mode). `align(zone)` makes the pipeline
+        session use it too. The catalog records the zone its datamaps were computed under;
+        when that differs, the datamaps whose rows depend on it are hidden and disabled
+        (the reason says why), and with `rebuild` the non-lazy ones are built again under
+        the new zone (lazy ones wait for REBUILD). The switch happens while no job of such
+        a datamap runs (their locks are held), so no segment mixes two zones. Returns the
+        datamaps invalidated.
+
+        `lock=False` is for the moment the pipeline session opens: a thread holding a
+        datamap's lock may be waiting for that very session (taking the lock there would
+        deadlock), and no job has computed anything yet. Jobs read the visible segments
+        only after their first use of Spark, except compaction, whose publish is refused
+        when the segments it merged were hidden meanwhile (Catalog.publish_segment)."""
+        from proxy.timezone import same_zone
+
+        def dependent(rec: DatamapRecord) -> bool:
+            try:
+                return self._time_dependent(rec) is not None
+            except Exception:  # noqa: BLE001 - schema unreadable: assume it depends
+                return True
+        recorded = self.catalog.setting("time_zone")
+        if recorded is None or same_zone(recorded, zone):
+            if align is not None:
+                align(zone)
+            if recorded is None:    # the first record (or a catalog from before it was kept)
+                self.catalog.set_setting("time_zone", zone)
+            return []
+        recs = sorted(filter(dependent, self.catalog.list_datamaps()), key=lambda r: r.qualified)
+        with ExitStack() as held:
+            for rec in recs if lock else ():
+                held.enter_context(self._lock(rec.qualified))
+            if align is not None:
+                align(zone)
+            for rec in recs:
+                self.catalog.invalidate_datamap(
+                    rec.db, rec.name,
+                    f"the session time zone changed from {recorded} to {zone} after "
+                    f"datamap {rec.qualified} was built: REBUILD DATAMAP rebuilds it")
+            self.catalog.set_setting("time_zone", zone)
+        log.warning("time zone %s (datamaps were computed under %s): datamaps %s invalidated",
+                    zone, recorded, ", ".join(r.qualified for r in recs) or "(none)")
+        if rebuild:
+            self.rebuild_invalidated([r.qualified for r in recs])
+        return [rec.qualified for rec in recs]
+
+    def rebuild_invalidated(self, names: Iterable[str]) -> None:
+        """Build the non-lazy datamaps among `names` ("db.name") again; failures are logged
+        and leave them DISABLED with their reason."""
+        for qualified in names:
+            db, _, name = qualified.partition(".")
+            rec = self.catalog.get_datamap(db, name)
+            if rec is None or rec.lazy:
+                continue
+            try:
+                self.refresh(db, name)
+            except Exception:  # noqa: BLE001 - see the docstring
+                log.warning("rebuilding datamap %s failed", qualified, exc_info=True)
 
     def _disable(self, rec: DatamapRecord, reason: str) -> None:
         try:

@@ -301,3 +301,21 @@ def test_recent_version_sees_own_changes_at_once_and_others_within_max_age(tmp_p
     assert a.recent_version(max_age=3600) == v1    # served from memory
     assert a.recent_version(max_age=0) == v1 + 1   # re-read once the reading is old
     a.close(), b.close()
+
+
+def test_compaction_of_segments_hidden_meanwhile_is_refused(catalog):
+    """A compaction publishes only over segments still visible: if the datamap was
+    invalidated (or rebuilt) while it ran, its merged rows are stale and stay hidden."""
+    _create(catalog)
+    for kind in ("built", "refreshed"):
+        sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+        catalog.publish_segment("db1", "agg", sid, rows=1, kind=kind)
+    sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    assert catalog.invalidate_datamap("db1", "agg", "zone changed") == ["0", "1"]
+    with pytest.raises(CatalogError) as e:
+        catalog.publish_segment("db1", "agg", sid, rows=1, supersedes=["0", "1"],
+                                kind="compacted")
+    assert "0, 1" in str(e.value) and "db1.agg" in str(e.value)
+    assert catalog.visible_segments("db1", "agg") == []
+    rec = catalog.get_datamap("db1", "agg")
+    assert rec.status == cat.DISABLED and rec.status_reason == "zone changed"

@@ -85,3 +85,31 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
         assert service.time_zone_problem is None
     finally:
         await closer()
+
+
+def test_zone_change_invalidates_only_time_dependent_datamaps(service):
+    """The catalog records the zone datamaps were computed under. The first zone seen is
+    recorded; another spelling of the same zone changes nothing; a different zone hides
+    and disables the datamaps that depend on it (naming both zones) and no other. The
+    embedded engine's zone is checked the same way at start."""
+    from types import SimpleNamespace
+
+    from proxy import app
+    from proxy.timezone import TIME_ZONE_KEY
+    c = service.catalog
+    session = SimpleNamespace(conf={TIME_ZONE_KEY: "UTC"})
+    assert app._adopt_engine_zone(session, service) == []
+    assert c.setting("time_zone") == "UTC"
+    aligned = []
+    assert service.adopt_time_zone("Etc/UTC", aligned.append) == [] and aligned == ["Etc/UTC"]
+    assert service.adopt_time_zone("Asia/Tokyo", aligned.append, rebuild=False) == [
+        "db1.by_hour"]
+    assert aligned[-1] == "Asia/Tokyo" and c.setting("time_zone") == "Asia/Tokyo"
+    hour, country = c.get_datamap("db1", "by_hour"), c.get_datamap("db1", "by_country")
+    assert hour.status == "DISABLED" and not c.visible_segments("db1", "by_hour")
+    assert "changed from UTC to Asia/Tokyo" in hour.status_reason
+    assert "REBUILD DATAMAP" in hour.status_reason
+    assert country.status == "ENABLED" and c.visible_segments("db1", "by_country")
+    assert [e.kind for e in c.events("db1", "by_hour")][-1] == "invalidated"
+    session.conf[TIME_ZONE_KEY] = "Asia/Tokyo"
+    assert app._adopt_engine_zone(session, service) == []

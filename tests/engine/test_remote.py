@@ -284,11 +284,13 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
         conn.close()
         conn = None
 
-        # Restart the proxy on the same state dir: the datamap still answers.
+        # Restart the proxy on the same state dir: the datamap still answers. This time
+        # with the periodic sync on ([datamaps] sync_interval_s, from the environment).
         stopped = _run("stop.sh", env["DIR"], "proxy", timeout=60)
         assert stopped.returncode == 0, stopped.stderr
         t0 = time.monotonic()
-        started = _run("proxy.sh", env["DIR"], timeout=120)
+        started = _run("proxy.sh", env["DIR"], timeout=120,
+                       env={"DATAMAP_PROXY_DATAMAPS_SYNC_INTERVAL_S": "2"})
         assert started.returncode == 0, started.stdout + started.stderr
         conn = pyhive_connect("127.0.0.1", port)
         cur = conn.cursor()
@@ -300,6 +302,22 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
         assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
         assert [s[0] for s in pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
                 if s[1] == "Success"] == ["3", "2", "1", "0"]
+
+        # Another write straight to the Thrift server: the periodic sync finds it, with no
+        # statement from anyone, and the datamap answers with the new rows.
+        east = {r[0]: r for r in pyhive_execute(cur, q).rows}["east"]
+        _query(sts_host, sts_port, "INSERT INTO rm_sales VALUES (9, 'east', 6.5, 2)")
+        t0 = time.monotonic()
+        deadline = t0 + 90
+        while [s[0] for s in pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
+               if s[1] == "Success"] != ["4", "3", "2", "1", "0"]:
+            assert time.monotonic() < deadline, pyhive_execute(
+                cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
+            time.sleep(0.5)
+        figures["periodic sync (2 s interval) until refreshed"] = time.monotonic() - t0
+        assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
+        assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
+        assert ("east", east[1] + 6.5, east[2] + 1) in pyhive_execute(cur, q).rows
 
         # DROP TABLE through the proxy cascades to the datamaps and their tables.
         pyhive_execute(cur, "DROP TABLE rm_sales")

@@ -9,13 +9,18 @@ application, whose sessions share one default zone."""
 from __future__ import annotations
 
 import logging
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from proxy.app import align_time_zone
+from proxy.app import align_time_zone, check_upstream_zone
 from proxy.config import UpstreamSettings
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.handler import DatamapDdlHandler
+from proxy.datamaps.service import DatamapService
+from proxy.router import StatementContext
 from proxy.doctor import PASS, WARN, Target, check_upstream
 from proxy.timezone import TIME_ZONE_KEY, upstream_time_zone
 from tests.support.clients import pyhive_connect, pyhive_execute
@@ -59,16 +64,19 @@ def _sts_rows(sts, sql):
         conn.close()
 
 
-def test_pipeline_session_is_aligned_to_the_upstream_zone(sts, pipeline_utc, caplog):
+def test_pipeline_session_is_aligned_to_the_upstream_zone(sts, pipeline_utc, caplog,
+                                                           tmp_path):
     upstream = UpstreamSettings(host=sts.host, port=sts.port)
     assert upstream_time_zone(upstream) == ZONE
     upstream_buckets = _sts_rows(sts, BUCKETS)
     assert upstream_buckets == [("2025-12-31 00:00:00", "2025-12-31", 19)]
     assert [tuple(r) for r in pipeline_utc.sql(BUCKETS).collect()] != upstream_buckets
-    service = SimpleNamespace(time_zone_problem="left over")
+    service = DatamapService(Catalog.in_state_dir(tmp_path), lambda: pipeline_utc)
+    service.time_zone_problem = "left over"
     with caplog.at_level(logging.INFO, logger="proxy.timezone"):
-        align_time_zone(pipeline_utc, upstream, service)
+        assert align_time_zone(pipeline_utc, upstream, service) == []
     assert service.time_zone_problem is None
+    assert service.catalog.setting("time_zone") == ZONE   # what datamaps are computed under
     assert pipeline_utc.conf.get(TIME_ZONE_KEY) == ZONE
     assert [tuple(r) for r in pipeline_utc.sql(BUCKETS).collect()] == upstream_buckets
     assert any("differs from the upstream's default " + ZONE in r.getMessage()
@@ -93,3 +101,58 @@ def test_doctor_reports_the_mismatch(sts, tmp_path: Path):
     assert tz.status == WARN and "mismatch" in tz.detail, tz
     assert ZONE in tz.detail and "UTC" in tz.detail and ZONE in tz.fix
     assert {c.name: c for c in check_upstream(target(ZONE))}["time zone"].status == PASS
+
+
+async def test_a_zone_change_invalidates_and_rebuilds_time_dependent_datamaps(
+        sts, pipeline_utc, pipe_db, tmp_path):
+    """Datamaps computed under one zone are wrong under another: when the upstream's zone
+    is not the one the catalog recorded (a Thrift server restarted with another zone, seen
+    by the periodic check or at the next start), the time-dependent datamaps are hidden and
+    disabled with the reason; non-lazy ones are rebuilt under the new zone at once, lazy
+    ones at REBUILD. Datamaps that do not depend on the zone are left alone."""
+    spark = pipeline_utc
+    t = f"{pipe_db}.ev_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {t} (ts TIMESTAMP, n INT) USING parquet")
+    spark.sql(f"INSERT INTO {t} VALUES (timestamp_seconds(1767236400), 1), "
+              "(timestamp_seconds(1767250800), 2)")    # 03:00 and 07:00 UTC on 2026-01-01
+    service = DatamapService(Catalog.in_state_dir(tmp_path), lambda: spark)
+    service.garbage_grace_s = 0
+    assert service.adopt_time_zone("UTC") == []           # the first record
+    ctx = StatementContext("s", "me", pipe_db, {}, 10)
+
+    async def run(sql):
+        async def no_upstream(q):
+            raise AssertionError(q)
+        return await DatamapDdlHandler(service)(ctx, sql).runner(no_upstream)
+    by_day = f"SELECT date_trunc('DAY', ts) AS d, sum(n) FROM {t} GROUP BY date_trunc('DAY', ts)"
+    await run(f"CREATE DATAMAP tz_days USING 'mv' AS {by_day}")
+    await run(f"CREATE DATAMAP tz_lazy USING 'mv' WITH DEFERRED REBUILD AS {by_day}")
+    await run("REBUILD DATAMAP tz_lazy")
+    await run(f"CREATE DATAMAP tz_plain USING 'mv' AS SELECT n, count(*) FROM {t} GROUP BY n")
+    def days(name):     # the datamap's visible rows
+        ids = ", ".join(f"'{s.id}'" for s in service.catalog.visible_segments(pipe_db, name))
+        col = spark.table(f"{pipe_db}.{name}_table").columns[0]
+        return sorted(r[0] for r in spark.sql(   # formatted by Spark, in the session's zone
+            f"SELECT CAST(`{col}` AS STRING) FROM {pipe_db}.{name}_table "
+            f"WHERE dm_segment_id IN ({ids})").collect())
+    assert days("tz_days") == ["2026-01-01 00:00:00"]
+
+    upstream = UpstreamSettings(host=sts.host, port=sts.port)
+    changed = check_upstream_zone(spark, upstream, service)     # the upstream is in LA
+    assert changed == [f"{pipe_db}.tz_days", f"{pipe_db}.tz_lazy"]
+    assert spark.conf.get(TIME_ZONE_KEY) == ZONE
+    recs = {r.name: r for r in service.catalog.list_datamaps()}
+    assert recs["tz_days"].status == "ENABLED" and recs["tz_plain"].status == "ENABLED"
+    assert recs["tz_lazy"].status == "DISABLED"
+    assert "time zone changed from UTC to " + ZONE in recs["tz_lazy"].status_reason
+    # rebuilt under LA: 03:00 UTC is the day before there, 07:00 UTC too (23:00)
+    want = sorted(r[0] for r in spark.sql(f"SELECT CAST(d AS STRING) FROM ({by_day})").collect())
+    assert want == ["2025-12-31 00:00:00"]
+    visible = [s.id for s in service.catalog.visible_segments(pipe_db, "tz_days")]
+    assert days("tz_days") == want and visible == ["1"]
+    assert [s.id for s in service.catalog.visible_segments(pipe_db, "tz_plain")] == ["0"]
+    assert service.catalog.setting("time_zone") == ZONE
+    assert check_upstream_zone(spark, upstream, service) == []  # nothing changed since
+    await run("REBUILD DATAMAP tz_lazy")
+    assert service.catalog.get_datamap(pipe_db, "tz_lazy").status == "ENABLED"
+    assert days("tz_lazy") == want
