@@ -441,22 +441,25 @@ class DatamapService:
                                                     source=source)
             return BaseSync(table, seg.id if seg else None, added, removed, replaced)
 
-    def refresh(self, db: str, name: str) -> str:
+    def refresh(self, db: str, name: str, synced: Iterable[str] = ()) -> str:
         """Bring the datamap in sync (REBUILD / after a load): incremental when possible.
         Returns what happened: "refreshed", "rebuilt", "enabled" (nothing to catch up, was
-        DISABLED) or "unchanged"."""
+        DISABLED) or "unchanged". `synced`: base tables the caller has just cut a segment
+        of (sync_base), which are not listed again (files added since are cut by the
+        caller that added them, or by the next sync)."""
         rec = self.catalog.get_datamap(db, name)
         if rec is None:
             raise ClientError(f"Datamap {db}.{name} does not exist", "42S02")
         with self._lock(rec.qualified):
-            return self._refresh_locked(rec)
+            return self._refresh_locked(rec, frozenset(synced))
 
-    def _refresh_locked(self, rec: DatamapRecord) -> str:
+    def _refresh_locked(self, rec: DatamapRecord, synced: frozenset[str] = frozenset()) -> str:
         t0 = time.monotonic()
         defn = rec.definition
         self._drop_garbage(rec)   # segments superseded long enough ago
         try:
-            rewritten = [self.sync_base_files(t) for t in dict.fromkeys(defn.base_tables)]
+            rewritten = [t not in synced and self.sync_base_files(t)
+                         for t in dict.fromkeys(defn.base_tables)]
         except Exception as e:  # noqa: BLE001
             raise _spark_error(e, f"Listing the base tables of datamap {rec.qualified} failed")
         visible = self.catalog.visible_segments(rec.db, rec.name)
@@ -561,7 +564,7 @@ class DatamapService:
             if rec.lazy:
                 continue
             try:
-                self.refresh(rec.db, rec.name)
+                self.refresh(rec.db, rec.name, synced=[table])
             except Exception as e:  # noqa: BLE001 - never serve it stale; the load stands
                 log.warning("refresh of %s after a load of %s failed", rec.qualified, table,
                             exc_info=True)

@@ -90,7 +90,8 @@ def sync_tables(service: "DatamapService", tables: list[str]) -> LocalResult:
             actions[rec.qualified] = UNCHANGED
         else:
             try:
-                actions[rec.qualified] = service.refresh(rec.db, rec.name)
+                actions[rec.qualified] = service.refresh(rec.db, rec.name,
+                                                         synced=[t for t in mine if t in found])
             except Exception as e:  # noqa: BLE001 - never serve it stale; report, go on
                 log.warning("SYNC DATAMAPS: refresh of %s failed", rec.qualified, exc_info=True)
                 reason = f"refresh by SYNC DATAMAPS failed: {_first_line(e)}"

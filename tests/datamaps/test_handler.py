@@ -333,7 +333,8 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
     listing = {"db1.sales": BaseSync("db1.sales", None, 0, 0)}
     refreshed = []
 
-    def fake_refresh(db, name):
+    def fake_refresh(db, name, synced=()):
+        assert list(synced) == ["db1.sales"]       # just listed: not listed again
         if name == "broken":
             raise RuntimeError("disk full")
         refreshed.append(name)
