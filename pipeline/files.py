@@ -56,8 +56,14 @@ def is_hive_serde(spark: "SparkSession", table: str) -> bool:
     return False
 
 
-def _table_meta(spark: "SparkSession", table: str):
-    """The metastore's CatalogTable of "db.table" (a JVM object), or None."""
+LOOK_UP = object()    # a `meta` argument not given: look the table up
+
+
+def table_meta(spark: "SparkSession", table: str, meta=LOOK_UP):
+    """The metastore's CatalogTable of "db.table" (a JVM object), or None. `meta`: the
+    caller's copy from the same job (a metastore round trip saved)."""
+    if meta is not LOOK_UP:
+        return meta
     try:
         db, _, name = table.partition(".")
         return spark._jsparkSession.sessionState().catalog().externalCatalog().getTable(db, name)
@@ -70,10 +76,11 @@ def _provider(meta) -> str:
     return str(provider.get()).lower() if provider.isDefined() else ""
 
 
-def hive_scan(spark: "SparkSession", table: str) -> bool:
+def hive_scan(spark: "SparkSession", table: str, meta=LOOK_UP) -> bool:
     """True when Spark reads `table` through a Hive serde scan (no `_metadata`, decoded
-    `input_file_name()`, `inputFiles()` = directories), False for a data-source scan."""
-    meta = _table_meta(spark, table)
+    `input_file_name()`, `inputFiles()` = directories), False for a data-source scan.
+    `meta` as in table_meta."""
+    meta = table_meta(spark, table, meta)
     if meta is not None and meta.tableType().name() != "VIEW" and _provider(meta) not in ("", "hive"):
         return False      # a data-source table (USING ...): no need to analyse a plan
     plan = spark.table(table)._jdf.queryExecution().analyzed().toString()
@@ -159,7 +166,7 @@ def file_path_column(spark: "SparkSession", table: str) -> "Column":
 
 
 def read_files(spark: "SparkSession", table: str, files: Iterable[str],
-               hive: bool | None = None) -> "DataFrame":
+               hive: bool | None = None, meta=LOOK_UP) -> "DataFrame":
     """Rows of `table` that live in `files` (any spelling), with the table's columns only
     (partition columns included: they come from the table, not from the files). `hive` as
     in unreadable_by_file.
@@ -170,7 +177,7 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str],
     a file-name filter."""
     wanted = sorted({normalize_path(f) for f in files})
     if wanted and not (hive_scan(spark, table) if hive is None else hive):
-        direct = _read_directly(spark, table, wanted)
+        direct = _read_directly(spark, table, wanted, meta)
         if direct is not None:
             return direct
     df = spark.table(table)
@@ -186,14 +193,14 @@ _CHAR_TYPE_KEY = "__CHAR_VARCHAR_TYPE_STRING"
 _CHAR_TYPES = re.compile(r'"(var)?char\(\d+\)"')
 
 
-def _read_directly(spark: "SparkSession", table: str, files: Sequence[str]
-                   ) -> "DataFrame | None":
+def _read_directly(spark: "SparkSession", table: str, files: Sequence[str],
+                   meta=LOOK_UP) -> "DataFrame | None":
     """`files` of a non-partitioned Parquet/ORC data-source table as a DataFrame with the
     table's columns, or None when the table is anything else (partition values live in
     paths or the metastore; CHAR/VARCHAR columns are padded by the table read; other
     formats' options are riskier to mirror) or a path would be taken for a glob."""
     from pyspark.sql.types import StructType
-    meta = _table_meta(spark, table)
+    meta = table_meta(spark, table, meta)
     if (meta is None or _provider(meta) not in _DIRECT_FORMATS
             or meta.tableType().name() == "VIEW" or not meta.partitionColumnNames().isEmpty()):
         return None

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
 from pipeline.files import (
-    hive_scan, normalize_path, quote_table, read_files, small_input_bytes, total_bytes,
-    unreadable_by_file,
+    LOOK_UP, hive_scan, normalize_path, quote_table, read_files, small_input_bytes, table_meta,
+    total_bytes, unreadable_by_file,
 )
 from pipeline.table import (
     PipelineError, SegmentWrite, drop_segments, drop_stray_dirs, drop_table, list_segments,
@@ -144,7 +144,8 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
     if not plan.terms:
         return RefreshResult(reason="no new files")
     # How each table is scanned decides how its files are told apart: look once per job.
-    hive = {t: hive_scan(spark, t) for t in sorted(set(new) | set(old_files or {}))}
+    metas = {t: table_meta(spark, t) for t in sorted(set(new) | set(old_files or {}))}
+    hive = {t: hive_scan(spark, t, meta) for t, meta in metas.items()}
     for table in sorted(hive):
         why = unreadable_by_file(spark, table, hive[table])
         if why:
@@ -161,7 +162,7 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
                 if key not in views:
                     views[key] = _register(spark, table, side, new.get(table, ()),
                                            (old_files or {}).get(table), len(views),
-                                           hive.get(table))
+                                           hive.get(table), metas.get(table, LOOK_UP))
                 sources[table] = views[key]
             parts.append(spark.sql(definition.build_sql(sources)))
         df = parts[0]
@@ -177,17 +178,19 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
 
 
 def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
-              old: Sequence[str] | None, seq: int, hive: bool | None = None) -> str:
+              old: Sequence[str] | None, seq: int, hive: bool | None = None,
+              meta=LOOK_UP) -> str:
     from pipeline.files import in_files
     if side == "new":
-        df = read_files(spark, table, new, hive)
+        df = read_files(spark, table, new, hive, meta)
         size = total_bytes(spark, new)
         if size is not None and size <= small_input_bytes(spark):
             # A delta one task reads anyway: one partition, so the aggregate above it needs
             # no shuffle and the segment is one file (the refresh's cost follows the delta).
             df = df.coalesce(1)
     elif old is not None:
-        df = read_files(spark, table, list(old) + (list(new) if side == "all" else []), hive)
+        df = read_files(spark, table, list(old) + (list(new) if side == "all" else []), hive,
+                        meta)
     else:
         base = spark.table(table)
         df = base if side == "all" else base.where(

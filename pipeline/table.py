@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from pipeline.files import normalize_path, quote_table
+from pipeline.files import LOOK_UP, normalize_path, quote_table, table_meta
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition
 
 if TYPE_CHECKING:
@@ -98,10 +98,12 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     the segment id in the catalog."""
     started = time.monotonic() if started is None else started
     literal = _segment_literal(segment_id)
-    where = _partition_dir(spark, definition.table, segment_id)
+    meta = table_meta(spark, definition.table)
+    where = _partition_dir(spark, definition.table, segment_id, meta)
     if where is None:       # no table yet (or no location): create it, look again
         create_table(spark, definition, properties)
-        where = _partition_dir(spark, definition.table, segment_id)
+        meta = table_meta(spark, definition.table)
+        where = _partition_dir(spark, definition.table, segment_id, meta)
     df = df.selectExpr(*[f"CAST({_q(c.name)} AS {c.type}) AS {_q(c.name)}"
                          for c in definition.columns])
     order = sort_columns(definition, properties)
@@ -124,7 +126,7 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
                     f"{definition.name}: {normalize_path(path.toString())} already exists "
                     "(left by an interrupted job?); the next start removes it", "HY000")
         _write_files(spark, df, path.toString(), properties)
-        _add_partition(spark, definition.table, segment_id)
+        _add_partition(spark, definition.table, segment_id, meta)
         rows = None
     t_written = time.monotonic()
     files = _partition_files(spark, definition.table, segment_id, where)
@@ -176,7 +178,7 @@ def _parquet_rows(spark: "SparkSession", files: Sequence[str]) -> int | None:
         return None
 
 
-def _add_partition(spark: "SparkSession", table: str, segment_id: str) -> None:
+def _add_partition(spark: "SparkSession", table: str, segment_id: str, meta=LOOK_UP) -> None:
     """Register partition `segment_id` (its directory, the default location, is written).
 
     Straight to the metastore when possible: `ALTER TABLE … ADD PARTITION` costs twice as
@@ -187,7 +189,7 @@ def _add_partition(spark: "SparkSession", table: str, segment_id: str) -> None:
     try:
         jvm = spark.sparkContext._jvm
         external = spark._jsparkSession.sessionState().catalog().externalCatalog()
-        if (external.getTable(db, name).stats().isDefined()
+        if (table_meta(spark, table, meta).stats().isDefined()
                 or not spark._jsparkSession.sharedState().cacheManager().isEmpty()
                 and spark.catalog.isCached(quote_table(table))):
             raise LookupError("statistics or a cache to update")
@@ -263,13 +265,12 @@ def _written_rows(result: "DataFrame") -> int | None:
     return None
 
 
-def _table_dir(spark: "SparkSession", table: str):
-    """(Hadoop FileSystem, Path) of the table's location, or None when it cannot be found."""
+def _table_dir(spark: "SparkSession", table: str, meta=LOOK_UP):
+    """(Hadoop FileSystem, Path) of the table's location, or None when it cannot be found.
+    `meta` as in pipeline.files.table_meta."""
     try:
         try:   # the metastore's record: a quarter of what DESCRIBE TABLE EXTENDED costs
-            db, _, name = table.partition(".")
-            loc = str(spark._jsparkSession.sessionState().catalog().externalCatalog()
-                      .getTable(db, name).location())
+            loc = str(table_meta(spark, table, meta).location())
         except Exception:  # noqa: BLE001 - not there, or another catalog: ask Spark
             loc = None
             for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
@@ -284,10 +285,10 @@ def _table_dir(spark: "SparkSession", table: str):
         return None
 
 
-def _partition_dir(spark: "SparkSession", table: str, segment_id: str):
+def _partition_dir(spark: "SparkSession", table: str, segment_id: str, meta=LOOK_UP):
     """(Hadoop FileSystem, Path) of one partition's directory, or None when the table's
     location cannot be found."""
-    where = _table_dir(spark, table)
+    where = _table_dir(spark, table, meta)
     if where is None:
         return None
     fs, root = where
