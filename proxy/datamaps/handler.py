@@ -293,10 +293,7 @@ class DatamapLoadHandler:
         overwrite = bool(_OVERWRITE.match(statement))
 
         async def after(_upstream) -> None:
-            if overwrite:
-                await asyncio.to_thread(service.after_load, table, overwrite=True)
-            else:
-                await asyncio.to_thread(service.after_load, table)
+            await asyncio.to_thread(service.after_load, table, overwrite=overwrite)
         return PassThrough(after=after)
 
     def _alter(self, table: str) -> Decision | None:

@@ -183,9 +183,11 @@ async def test_load_decisions(service, monkeypatch):
     d = h(_ctx(), "INSERT INTO sales VALUES ('x', 1)")
     assert isinstance(d, PassThrough) and d.after is not None
     calls = []
-    monkeypatch.setattr(service, "after_load", lambda table: calls.append(table))
+    monkeypatch.setattr(service, "after_load",
+                        lambda table, overwrite=False: calls.append((table, overwrite)))
     await d.after(_upstream)
-    assert calls == ["db1.sales"]
+    await h(_ctx(), "INSERT OVERWRITE TABLE sales VALUES ('x', 1)").after(_upstream)
+    assert calls == [("db1.sales", False), ("db1.sales", True)]
     assert h(_ctx(), "INSERT INTO db1.other VALUES (1)") is None
     rej = h(_ctx(), "INSERT INTO agg_table VALUES ('x', 1, '0')")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "db1.agg_table" in rej.message
