@@ -227,7 +227,7 @@ def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         total = 0
         for f in files:
-            path = jvm.org.apache.hadoop.fs.Path(f)
+            path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(normalize_path(f)))  # encoded
             total += path.getFileSystem(conf).getFileStatus(path).getLen()
         return total
     except Exception:  # noqa: BLE001 - unknown size: the caller plans for a big input

@@ -157,16 +157,16 @@ def _write_files(spark: "SparkSession", df: "DataFrame", path: str,
 
 
 def _parquet_rows(spark: "SparkSession", files: Sequence[str]) -> int | None:
-    """Rows in Parquet `files`, from their footers (no Spark job; a small refresh's
-    counting job, or a metrics observation, cost more than its write). None when a footer
-    cannot be read."""
+    """Rows in Parquet `files` (as _partition_files lists them), from their footers (no
+    Spark job; a small refresh's counting job, or a metrics observation, cost more than
+    its write). None when a footer cannot be read."""
     try:
         jvm = spark.sparkContext._jvm
         conf = spark.sparkContext._jsc.hadoopConfiguration()
         total = 0
         for f in files:
             source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-                jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(f)), conf)
+                jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(f)), conf)   # f is encoded
             reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
             try:
                 total += int(reader.getRecordCount())
@@ -268,17 +268,19 @@ def _written_rows(result: "DataFrame") -> int | None:
 def _table_dir(spark: "SparkSession", table: str, meta=LOOK_UP):
     """(Hadoop FileSystem, Path) of the table's location, or None when it cannot be found.
     `meta` as in pipeline.files.table_meta."""
+    Path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path
     try:
         try:   # the metastore's record: a quarter of what DESCRIBE TABLE EXTENDED costs
-            loc = str(table_meta(spark, table, meta).location())
+            # Path(URI), not Path(str(URI)): the URI is encoded (`a%20b`), and a Path made
+            # from that string would name another directory (literally `a%20b`).
+            path = Path(table_meta(spark, table, meta).location())
         except Exception:  # noqa: BLE001 - not there, or another catalog: ask Spark
-            loc = None
+            path = None
             for row in spark.sql(f"DESCRIBE TABLE EXTENDED {quote_table(table)}").collect():
-                if str(row[0]).strip() == "Location":
-                    loc = str(row[1]).strip()
-        if not loc:
+                if str(row[0]).strip() == "Location" and str(row[1]).strip():
+                    path = Path(str(row[1]).strip())     # printed decoded, as Path prints
+        if path is None:
             return None
-        path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(loc)
         return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
     except Exception:  # noqa: BLE001 - callers fall back to Spark's own listing
         log.debug("cannot locate table %s", table, exc_info=True)
@@ -337,7 +339,8 @@ def _partition_files(spark: "SparkSession", table: str, segment_id: str,
         for st in fs.listStatus(path):
             name = st.getPath().getName()
             if st.isFile() and not name.startswith(("_", ".")):
-                out.append(normalize_path(st.getPath().toString()))
+                # the encoded spelling, as Spark's inputFiles() and _metadata.file_path
+                out.append(normalize_path(st.getPath().toUri().toString()))
         return tuple(sorted(out))
     except Exception:  # noqa: BLE001 - fall back to Spark's own listing
         log.debug("direct partition listing failed for %s", table, exc_info=True)

@@ -13,7 +13,7 @@ from pipeline import (
     cleanup_orphans, compact, drop, full_build, incremental_append, list_files, list_segments,
     read_files, read_segments, reaggregate, table_schemas,
 )
-from pipeline.files import quote_table
+from pipeline.files import quote_table, total_bytes
 from pipeline.table import PipelineError, segment_stats, table_exists
 from rewriter import compile_datamap
 
@@ -208,7 +208,8 @@ def _reads_table_whole(df) -> bool:
     return "file_path" in df._jdf.queryExecution().analyzed().toString()
 
 
-def test_new_files_of_plain_tables_are_read_directly(pipeline_spark, pipe_db, tmp_path):
+def test_new_files_of_plain_tables_are_read_directly(pipeline_spark, pipe_db, tmp_path,
+                                                     monkeypatch):
     """Non-partitioned Parquet/ORC tables: only the given files are read (no listing and
     filtering of the whole table), with the table's columns and options, from any spelling
     and through paths that need escaping. Partitioned tables and CHAR columns (whose values
@@ -231,6 +232,7 @@ def test_new_files_of_plain_tables_are_read_directly(pipeline_spark, pipe_db, tm
             spark.sql(f"INSERT INTO {t} VALUES (2, 'y'), (3, NULL)")
             new = sorted(set(list_files(spark, t)) - set(first))
             spelled = ["file:///" + f[len("file:/"):] for f in new]
+            assert total_bytes(spark, spelled) == total_bytes(spark, new) > 0
             for files, want in ((first, [(1, "x")]), (spelled, [(2, "y"), (3, None)])):
                 df = read_files(spark, t, files)
                 assert _reads_table_whole(df) is not direct, name
@@ -239,6 +241,22 @@ def test_new_files_of_plain_tables_are_read_directly(pipeline_spark, pipe_db, tm
                 assert got == want, name
                 if name == "padded":
                     assert {r.b for r in df.collect()} - {None} <= {"x   ", "y   "}
+        # a segment written under that escaped location: rows from its footers, no job
+        import pipeline.table as table_mod
+
+        def no_counting_job(*_a, **_k):
+            raise AssertionError("segment_stats ran a counting job")
+        monkeypatch.setattr(table_mod, "segment_stats", no_counting_job)
+        d = _defn(spark, db, "agg_plain", f"SELECT b, count(*) FROM {db}.plain GROUP BY b",
+                  [f"{db}.plain"])
+        w = full_build(spark, d, "0")
+        assert w.rows == 3 and len(w.files) >= 1, w
+        # the segment lies under the table's real location (encoded in the URI), and reads
+        spelled = {r.f for r in spark.sql(f"SELECT _metadata.file_path AS f FROM {d.table}")
+                   .collect()}
+        assert set(w.files) == spelled and "/a%20db%25x/" in w.files[0], (w.files, spelled)
+        assert _answer(spark, d, ["0"]) == _expected(spark, d)
+        assert not (tmp_path / "a%20db%25x").exists()
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
 
