@@ -110,3 +110,43 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     assert (await run("SHOW DATAMAPS")).rows == []
     assert select(ctx, q) is None
     catalog.close()
+
+
+async def test_datamaps_under_a_location_that_needs_escaping(pipeline_spark, tmp_path):
+    """A database whose directory has a space and a percent sign: build, incremental
+    refreshes (new files read directly), compaction and REBUILD all land where the
+    metastore points, and the rewritten queries answer what Spark answers."""
+    spark = pipeline_spark
+    db = f"dmpipe_odd_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE DATABASE {db} LOCATION '{tmp_path / 'odd dir %41'}'")
+    try:
+        spark.sql(f"CREATE TABLE {db}.t (k STRING, v INT) USING parquet")
+        spark.sql(f"INSERT INTO {db}.t VALUES ('a', 1), ('b', 2)")
+        catalog = Catalog.in_state_dir(tmp_path / "state")
+        svc = DatamapService(catalog, lambda: spark)
+        svc.garbage_grace_s = 0
+        ddl, select = DatamapDdlHandler(svc), DatamapSelectHandler(svc)
+        ctx = StatementContext("s", "me", db, {}, 10)
+
+        async def run(sql):
+            return await ddl(ctx, sql).runner(_no_upstream)
+        q = f"SELECT k, sum(v), count(*) FROM {db}.t GROUP BY k"
+        await run(f"CREATE DATAMAP odd USING 'mv' AS {q}")
+        for values in ("('a', 3)", "('c', 4), ('a', 5)"):
+            spark.sql(f"INSERT INTO {db}.t VALUES {values}")
+            svc.after_load(f"{db}.t")
+            d = select(ctx, q)
+            assert isinstance(d, Rewrite) and _rows(spark, d.sql) == _rows(spark, q)
+        assert [s.id for s in catalog.visible_segments(db, "odd")] == ["0", "1", "2"]
+        assert all("/odd%20dir%20%2541/" in f for s in catalog.visible_segments(db, "odd")
+                   for f in s.files)
+        await run("ALTER DATAMAP odd COMPACT 'MAJOR'")
+        await run("REBUILD DATAMAP odd")
+        d = select(ctx, q)
+        assert isinstance(d, Rewrite) and _rows(spark, d.sql) == _rows(spark, q) == [
+            ("a", 9, 3), ("b", 2, 1), ("c", 4, 1)]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["odd dir %41", "state"]
+        await run("DROP DATAMAP odd")
+        catalog.close()
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {db} CASCADE")
