@@ -127,15 +127,16 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
 class ServeProc:
     """`python -m proxy serve` in embedded mode, as a subprocess in its own process group."""
 
-    def __init__(self, workdir: Path, state: Path, timeout: float = 240.0):
+    def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
+                 env: dict[str, str] | None = None):
         self.cwd = workdir / "cwd"
         self.cwd.mkdir(parents=True)
         self.log_path = workdir / "serve.log"
         self.port = free_port()
-        env = dict(os.environ)
+        extra, env = env or {}, dict(os.environ)
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         env.update({"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
-                    "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4"})
+                    "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **extra})
         self._log = open(self.log_path, "wb")
         t0 = time.monotonic()
         self.proc = subprocess.Popen(
