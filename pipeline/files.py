@@ -176,7 +176,9 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str],
     files: that cost grew with the table, not the delta. Other tables are read whole with
     a file-name filter."""
     wanted = sorted({normalize_path(f) for f in files})
-    if wanted and not (hive_scan(spark, table) if hive is None else hive):
+    if wanted and hive is None:
+        hive = hive_scan(spark, table, meta)     # once: in_files below needs it too
+    if wanted and not hive:
         direct = _read_directly(spark, table, wanted, meta)
         if direct is not None:
             return direct
@@ -201,7 +203,8 @@ def _read_directly(spark: "SparkSession", table: str, files: Sequence[str],
     formats' options are riskier to mirror) or a path would be taken for a glob."""
     from pyspark.sql.types import StructType
     meta = table_meta(spark, table, meta)
-    if (meta is None or _provider(meta) not in _DIRECT_FORMATS
+    fmt = _provider(meta) if meta is not None else ""
+    if (fmt not in _DIRECT_FORMATS
             or meta.tableType().name() == "VIEW" or not meta.partitionColumnNames().isEmpty()):
         return None
     paths = [decoded_path(f) for f in files]   # load() takes Hadoop paths, not URIs
@@ -216,7 +219,7 @@ def _read_directly(spark: "SparkSession", table: str, files: Sequence[str],
         spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
             meta.storage().properties())).items() if str(k).lower() != "path"}
     # A user-given schema: exactly the table's columns, in order, whatever the files hold.
-    return spark.read.format(_provider(meta)).schema(schema).options(**options).load(paths)
+    return spark.read.format(fmt).schema(schema).options(**options).load(paths)
 
 
 def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:

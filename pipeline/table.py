@@ -97,7 +97,7 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     third of a small refresh. Readers never see the partition before the caller publishes
     the segment id in the catalog."""
     started = time.monotonic() if started is None else started
-    literal = _segment_literal(segment_id)
+    _segment_literal(segment_id)     # a bad id fails before anything is written
     meta = table_meta(spark, definition.table)
     where = _partition_dir(spark, definition.table, segment_id, meta)
     if where is None:       # no table yet (or no location): create it, look again
@@ -110,7 +110,7 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     if order:
         df = df.sortWithinPartitions(*order)
     if where is None:
-        rows = _insert_segment(spark, definition, df, literal)
+        rows = _insert_segment(spark, definition, df, segment_id)
     else:
         fs, path = where
         if fs.exists(path):
@@ -221,7 +221,7 @@ def _add_partition(spark: "SparkSession", table: str, segment_id: str, meta=LOOK
 
 
 def _insert_segment(spark: "SparkSession", definition: DatamapDefinition, df: "DataFrame",
-                    literal: str) -> int | None:
+                    segment_id: str) -> int | None:
     """The fallback when the partition's directory is unknown: INSERT INTO a static
     partition (INSERT INTO, not OVERWRITE: compaction reads the same table; a static
     partition means no extra sort by it undoes SORT_COLUMNS)."""
@@ -231,10 +231,9 @@ def _insert_segment(spark: "SparkSession", definition: DatamapDefinition, df: "D
     df.createOrReplaceTempView(view)
     try:
         cols = ", ".join(_q(c.name) for c in definition.columns)
-        spark.sql(f"ALTER TABLE {quote_table(definition.table)} DROP IF EXISTS "
-                  f"PARTITION ({_q(SEGMENT_COLUMN)} = {literal})")
+        drop_segments(spark, definition, [segment_id])   # a retried job starts clean
         result = spark.sql(f"INSERT INTO TABLE {quote_table(definition.table)} "
-                           f"PARTITION ({_q(SEGMENT_COLUMN)} = {literal}) "
+                           f"PARTITION ({_q(SEGMENT_COLUMN)} = {_segment_literal(segment_id)}) "
                            f"SELECT {cols} FROM {view}")
     finally:
         spark.catalog.dropTempView(view)

@@ -133,53 +133,47 @@ def _recover(service: DatamapService) -> None:
         log.info("datamap recovery dropped %d orphan partition(s): %s", n, dropped)
 
 
-def align_time_zone(session: Any, upstream: Any, service: DatamapService) -> list[str]:
-    """Remote mode: the pipeline session computes datamap rows, the upstream answers
-    queries; both must bucket timestamps in the same zone. Align the pipeline session to
-    the upstream's default zone, or, when that cannot be read, keep time-dependent datamaps
-    out of rewriting (service.time_zone_problem). Datamaps computed under another zone
-    than the upstream's now are invalidated (DatamapService.adopt_time_zone); returns
-    them, for the caller to rebuild."""
-    from proxy.timezone import TIME_ZONE_KEY, align_time_zone as align, upstream_time_zone
-    zone = upstream_time_zone(upstream)
-    if zone is None:
-        service.time_zone_problem = (
-            f"the upstream's default {TIME_ZONE_KEY} could not be read at start, so its time "
-            "buckets may differ from the pipeline's")
-        log.warning("time-dependent datamaps will not answer queries: %s",
-                    service.time_zone_problem)
-        return []
-    invalid = service.adopt_time_zone(zone, lambda z: align(session, z), rebuild=False,
-                                      lock=False)   # the session is opening: see there
-    service.time_zone_problem = None
-    return invalid
-
-
 ZONE_CHECK_S = 60.0
 
 
-def check_upstream_zone(session: Any, upstream: Any, service: DatamapService) -> list[str]:
-    """Remote mode, every ZONE_CHECK_S while the pipeline session is open: read the
-    upstream's default zone again, so that a Thrift server restarted with another zone
-    does not leave datamaps bucketing timestamps in the old one: the pipeline session
-    follows it, and the time-dependent datamaps are invalidated and rebuilt
-    (DatamapService.adopt_time_zone). A zone that cannot be read changes nothing.
-    Returns the datamaps invalidated."""
+def align_time_zone(session: Any, upstream: Any, service: DatamapService,
+                    at_open: bool = True) -> list[str]:
+    """Remote mode: the pipeline session computes datamap rows, the upstream answers
+    queries; both must bucket timestamps in the same zone. Align the pipeline session to
+    the upstream's default zone; datamaps computed under another zone are invalidated
+    (DatamapService.adopt_time_zone). Returns them.
+
+    `at_open`: the session just opened (no datamap lock may be taken, the caller rebuilds
+    the invalidated ones); a zone that cannot be read then keeps time-dependent datamaps
+    out of rewriting (service.time_zone_problem). Otherwise this is the check every
+    ZONE_CHECK_S (a Thrift server restarted with another zone): the datamaps are rebuilt
+    here, and a zone that cannot be read changes nothing."""
     from proxy.timezone import TIME_ZONE_KEY, align_time_zone as align, same_zone
     from proxy.timezone import upstream_time_zone
     zone = upstream_time_zone(upstream)
     if zone is None:
+        if at_open:
+            service.time_zone_problem = (
+                f"the upstream's default {TIME_ZONE_KEY} could not be read at start, so its "
+                "time buckets may differ from the pipeline's")
+            log.warning("time-dependent datamaps will not answer queries: %s",
+                        service.time_zone_problem)
         return []
 
     def follow(z: str) -> None:
-        if not same_zone(session.conf.get(TIME_ZONE_KEY), z):
-            align(session, z)
-    changed = service.adopt_time_zone(zone, follow)
-    if service.time_zone_problem is not None:
+        if at_open or not same_zone(session.conf.get(TIME_ZONE_KEY), z):
+            align(session, z)          # logs the zone (at open) or the change
+    invalid = service.adopt_time_zone(zone, follow, rebuild=not at_open, lock=not at_open)
+    if not at_open and service.time_zone_problem is not None:
         log.info("the upstream's time zone is readable again (%s): time-dependent datamaps "
                  "answer queries again", zone)
-        service.time_zone_problem = None
-    return changed
+    service.time_zone_problem = None
+    return invalid
+
+
+def check_upstream_zone(session: Any, upstream: Any, service: DatamapService) -> list[str]:
+    """The periodic check of the upstream's zone: align_time_zone(at_open=False)."""
+    return align_time_zone(session, upstream, service, at_open=False)
 
 
 async def _watch_upstream_zone(service: DatamapService, upstream: Any, spark: "LazySpark",

@@ -82,7 +82,7 @@ class BaseSync:
 
     @property
     def changed(self) -> bool:
-        return self.segment is not None or self.removed > 0 or self.replaced
+        return self.segment is not None or self.replaced    # removed > 0 implies replaced
 
 
 def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:
