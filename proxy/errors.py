@@ -54,10 +54,10 @@ def to_status(exc: BaseException) -> TStatus:
         return exc.status
     if isinstance(exc, ClientError):
         return TStatus(statusCode=TStatusCode.ERROR_STATUS, sqlState=exc.sqlstate,
-                       errorCode=exc.error_code, errorMessage=str(exc))
+                       errorCode=exc.error_code, errorMessage=str(exc) or type(exc).__name__)
     if isinstance(exc, UpstreamError):
         return TStatus(statusCode=TStatusCode.ERROR_STATUS, sqlState=exc.sqlstate,
-                       errorCode=0, errorMessage=str(exc))
+                       errorCode=0, errorMessage=str(exc) or type(exc).__name__)
     if isinstance(exc, InternalError):
         message = f"Internal proxy error: {exc}"
     else:

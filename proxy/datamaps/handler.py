@@ -29,6 +29,7 @@ import logging
 import re
 
 from proxy.datamaps import ddl
+from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
@@ -50,6 +51,16 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
     if BLOCKED_KEY in ctx.conf:
         return False
     return str(ctx.conf.get(REWRITE_KEY, "true")).strip().lower() != "false"
+
+
+async def _job(statement: str, fn, *args, **kwargs):
+    """Run a blocking datamap job in a worker thread, with the client's statement in its
+    context: a failure deep inside the job is logged next to it."""
+    token = STATEMENT.set(statement)
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    finally:
+        STATEMENT.reset(token)
 
 
 class DatamapDdlHandler:
@@ -75,7 +86,7 @@ class DatamapDdlHandler:
         current_db = ctx.current_db
 
         async def run(_upstream) -> LocalResult:
-            return await asyncio.to_thread(method, stmt, current_db)
+            return await _job(statement, method, stmt, current_db)
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
@@ -293,7 +304,7 @@ class DatamapLoadHandler:
         overwrite = bool(_OVERWRITE.match(statement))
 
         async def after(_upstream) -> None:
-            await asyncio.to_thread(service.after_load, table, overwrite=overwrite)
+            await _job(statement, service.after_load, table, overwrite=overwrite)
         return PassThrough(after=after)
 
     def _alter(self, table: str) -> Decision | None:

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from pipeline import (
     cleanup_orphans, compact, create_table, drop, full_build, incremental_append, list_files,
-    plan_delta, table_exists, table_schemas,
+    plan_delta, table_exists, table_schemas, with_spark_types,
 )
 from pipeline.table import PipelineError, drop_segments
 from proxy.datamaps import ddl
 from proxy.datamaps.catalog import ENABLED, Catalog, CatalogError, DatamapRecord
+from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.show import show_datamaps, show_segments
 from proxy.datamaps.sync import sync_datamaps
 from proxy.errors import ClientError
@@ -41,14 +42,6 @@ EMPTY = LocalResult(columns=(), rows=())
 
 def _client(exc: Exception) -> ClientError:
     return ClientError(str(exc), getattr(exc, "sqlstate", "HY000") or "HY000")
-
-
-def _spark_error(exc: Exception, what: str) -> ClientError:
-    text = str(exc)
-    if "TABLE_OR_VIEW_NOT_FOUND" in text or "Table or view not found" in text:
-        return ClientError(f"{what}: {text.splitlines()[0]}", "42S02")
-    return ClientError(f"{what}: {text.splitlines()[0] if text else type(exc).__name__}",
-                       "HY000")
 
 
 MINOR_THRESHOLD_PROPERTY = "minor_compaction_threshold"
@@ -162,7 +155,9 @@ class DatamapService:
             except ClientError:
                 raise
             except Exception as e:  # noqa: BLE001 - Spark's AnalysisException et al.
-                raise _spark_error(e, "Cannot read the schema of " + ", ".join(missing))
+                message, state = describe(e)
+                raise ClientError(f"Cannot read the schema of {', '.join(missing)}: {message}",
+                                  state) from e
             for db, ts in got.items():
                 for t, cols in ts.items():
                     self._schema_cache[f"{db}.{t}"] = dict(cols)
@@ -261,6 +256,12 @@ class DatamapService:
                 raise ClientError(f"ON TABLE {on} of datamap {db}.{stmt.name.name} is not a "
                                   f"table of its SELECT ({', '.join(definition.base_tables)})",
                                   "42000")
+        try:
+            definition = with_spark_types(self.spark, definition)
+        except PipelineError as e:
+            raise _client(e) from None
+        except Exception as e:  # noqa: BLE001 - Spark cannot analyze the build SELECT
+            raise job_failed(e, f"Creating datamap {db}.{stmt.name.name}", stmt.original_sql) from e
         with self._lock(f"{db}.{stmt.name.name}"):
             if self.catalog.get_datamap(db, stmt.name.name) is not None:
                 if stmt.if_not_exists:
@@ -286,7 +287,8 @@ class DatamapService:
                 self._drop_everything(rec)
                 if isinstance(e, ClientError):
                     raise
-                raise _spark_error(e, f"Creating datamap {db}.{stmt.name.name} failed") from e
+                raise job_failed(e, f"Creating datamap {db}.{stmt.name.name}",
+                                 stmt.original_sql) from e
         return EMPTY
 
     def drop(self, stmt: ddl.DropDatamap, current_db: str) -> LocalResult:
@@ -372,9 +374,9 @@ class DatamapService:
         try:
             w = compact(self.spark, rec.definition, ids, sid, rec.properties)
         except Exception as e:
-            self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {e}",
+            self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {describe(e)[0]}",
                                       disable=False)
-            raise _spark_error(e, f"Compacting datamap {rec.qualified} failed") from e
+            raise job_failed(e, f"Compacting datamap {rec.qualified} (segments {', '.join(ids)})") from e
         try:
             self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
                                          seconds=w.seconds, supersedes=ids, kind="compacted",
@@ -407,10 +409,11 @@ class DatamapService:
             log.info("datamap %s: auto-compaction merged segments %s into %s in %.2fs",
                      rec.qualified, ",".join(ids), sid, time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001 - see the docstring
-            log.warning("auto-compaction of datamap %s failed", rec.qualified, exc_info=True)
+            log.warning("auto-compaction of datamap %s failed: %s", rec.qualified, describe(e)[0],
+                        exc_info=not logged(e))
             try:
                 self.catalog.record_event(rec.db, rec.name, "auto-compaction-failed",
-                                          detail=str(e)[:500])
+                                          detail=describe(e)[0][:500])
             except CatalogError:
                 pass   # dropped meanwhile
 
@@ -461,7 +464,7 @@ class DatamapService:
             rewritten = [t not in synced and self.sync_base_files(t)
                          for t in dict.fromkeys(defn.base_tables)]
         except Exception as e:  # noqa: BLE001
-            raise _spark_error(e, f"Listing the base tables of datamap {rec.qualified} failed")
+            raise job_failed(e, f"Listing the base tables of datamap {rec.qualified}") from e
         visible = self.catalog.visible_segments(rec.db, rec.name)
         if (any(rewritten) or not visible
                 or self.catalog.covers_deleted_base_segments(rec.db, rec.name)):
@@ -488,8 +491,8 @@ class DatamapService:
         try:
             res = incremental_append(self.spark, defn, sid, new_files, old_files, rec.properties)
         except Exception as e:
-            self.catalog.fail_segment(rec.db, rec.name, sid, f"refresh failed: {e}")
-            raise _spark_error(e, f"Refreshing datamap {rec.qualified} failed") from e
+            self.catalog.fail_segment(rec.db, rec.name, sid, f"refresh failed: {describe(e)[0]}")
+            raise job_failed(e, f"Refreshing datamap {rec.qualified}") from e
         if res.write is None:   # the plan said incremental; nothing was written
             self.catalog.fail_segment(rec.db, rec.name, sid, res.reason or "nothing written",
                                       disable=False)
@@ -512,10 +515,10 @@ class DatamapService:
         try:
             w = full_build(self.spark, rec.definition, sid, rec.properties)
         except Exception as e:
-            self.catalog.fail_segment(rec.db, rec.name, sid, f"build failed: {e}")
+            self.catalog.fail_segment(rec.db, rec.name, sid, f"build failed: {describe(e)[0]}")
             if isinstance(e, PipelineError):
                 raise _client(e) from e
-            raise _spark_error(e, f"Building datamap {rec.qualified} failed") from e
+            raise job_failed(e, f"Building datamap {rec.qualified}") from e
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
                                      seconds=w.seconds, supersedes=supersede, kind="built")
         self._drop_garbage(rec)
@@ -566,9 +569,9 @@ class DatamapService:
             try:
                 self.refresh(rec.db, rec.name, synced=[table])
             except Exception as e:  # noqa: BLE001 - never serve it stale; the load stands
-                log.warning("refresh of %s after a load of %s failed", rec.qualified, table,
-                            exc_info=True)
-                self._disable(rec, f"refresh after a load of {table} failed: {e}")
+                log.warning("refresh of %s after a load of %s failed: %s", rec.qualified, table,
+                            describe(e)[0], exc_info=not logged(e))
+                self._disable(rec, f"refresh after a load of {table} failed: {describe(e)[0]}")
 
     def after_drop_table(self, table: str) -> list[str]:
         """The base table was dropped through the proxy: drop its datamaps (and their
@@ -645,8 +648,9 @@ class DatamapService:
                 continue
             try:
                 self.refresh(db, name)
-            except Exception:  # noqa: BLE001 - see the docstring
-                log.warning("rebuilding datamap %s failed", qualified, exc_info=True)
+            except Exception as e:  # noqa: BLE001 - see the docstring
+                log.warning("rebuilding datamap %s failed: %s", qualified, describe(e)[0],
+                            exc_info=not logged(e))
 
     def _disable(self, rec: DatamapRecord, reason: str) -> None:
         try:

@@ -21,6 +21,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from proxy.datamaps.failures import describe, logged
 from proxy.errors import ClientError
 from proxy.router import LocalResult
 
@@ -37,11 +38,6 @@ SYNC_COLUMNS: tuple[tuple[str, str], ...] = (
 REFRESHED, REBUILT, ENABLED, DISABLED, UNCHANGED = (
     "refreshed", "rebuilt", "enabled", "disabled", "unchanged")
 FAILED = "failed"          # "failed: <reason>"; the datamap is DISABLED
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def target_tables(service: "DatamapService", table: str | None) -> list[str]:
@@ -66,8 +62,9 @@ def sync_tables(service: "DatamapService", tables: list[str]) -> LocalResult:
             if found[t].changed:
                 service.invalidate_schemas(t)   # a writer outside the proxy may have altered it
         except Exception as e:  # noqa: BLE001 - e.g. dropped outside the proxy: report, go on
-            log.warning("SYNC DATAMAPS cannot list %s", t, exc_info=True)
-            broken[t] = f"base table {t} could not be listed: {_first_line(e)}"
+            log.warning("SYNC DATAMAPS cannot list %s: %s", t, describe(e)[0],
+                        exc_info=not logged(e))
+            broken[t] = f"base table {t} could not be listed: {describe(e)[0]}"
 
     for t in tables:
         if t in found and found[t].changed:
@@ -93,8 +90,9 @@ def sync_tables(service: "DatamapService", tables: list[str]) -> LocalResult:
                 actions[rec.qualified] = service.refresh(rec.db, rec.name,
                                                          synced=[t for t in mine if t in found])
             except Exception as e:  # noqa: BLE001 - never serve it stale; report, go on
-                log.warning("SYNC DATAMAPS: refresh of %s failed", rec.qualified, exc_info=True)
-                reason = f"refresh by SYNC DATAMAPS failed: {_first_line(e)}"
+                log.warning("SYNC DATAMAPS: refresh of %s failed: %s", rec.qualified,
+                            describe(e)[0], exc_info=not logged(e))
+                reason = f"refresh by SYNC DATAMAPS failed: {describe(e)[0]}"
                 service._disable(rec, reason)
                 actions[rec.qualified] = f"{FAILED}: {reason}"
 
