@@ -15,5 +15,5 @@ from pipeline.jobs import (  # noqa: F401
 )
 from pipeline.table import (  # noqa: F401
     PipelineError, SegmentWrite, create_table, drop_segments, list_segments, read_segments,
-    table_exists,
+    table_exists, with_spark_types,
 )

@@ -7,6 +7,7 @@ see a half-written segment; the caller publishes it with one catalog commit.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pipeline.files import LOOK_UP, normalize_path, quote_table, table_meta
+from pipeline.properties import parquet_options
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition
 
 if TYPE_CHECKING:
@@ -53,16 +55,41 @@ def table_exists(spark: "SparkSession", table: str) -> bool:
     return spark.catalog.tableExists(table)
 
 
+# Spark types a Parquet datamap column cannot hold (NULL literals, intervals, ...).
+_UNSTORABLE = ("void", "interval", "calendarinterval", "variant", "object")
+
+
+def with_spark_types(spark: "SparkSession", definition: DatamapDefinition) -> DatamapDefinition:
+    """The definition with each stored column typed as Spark's analyzer types its build
+    expression (analysis only, no job). The rewriter's own type inference covers what its
+    rollups need; the stored column must hold exactly what Spark computes, whatever the
+    function (hour(), DIV, pmod, date_format, ...). A type Parquet cannot store is refused
+    naming the expression."""
+    fields = spark.sql(definition.build_sql({})).schema.fields
+    if [f.name for f in fields] != [c.name for c in definition.columns]:
+        raise PipelineError(f"datamap {definition.name}: Spark's columns "
+                            f"{[f.name for f in fields]} differ from the stored ones", "HY000")
+    columns = []
+    for col, f in zip(definition.columns, fields):
+        spark_type = f.dataType.simpleString()
+        if spark_type.split("(")[0].split(" ")[0] in _UNSTORABLE:
+            raise PipelineError(f"datamap {definition.name}: {col.expr_sql} has type {spark_type}, "
+                                "which a datamap column cannot store", "0A000")
+        if col.type and col.type != spark_type:
+            log.debug("datamap %s: column %s typed %s by the rewriter, %s by Spark",
+                      definition.name, col.name, col.type, spark_type)
+        columns.append(dataclasses.replace(col, type=spark_type))
+    return dataclasses.replace(definition, columns=tuple(columns))
+
+
 def create_table(spark: "SparkSession", definition: DatamapDefinition,
                  properties: Mapping[str, str] | None = None) -> None:
-    """CREATE TABLE IF NOT EXISTS for the datamap table. TABLE_BLOCKSIZE (MB) becomes the
-    Parquet row-group size of every file written to it."""
+    """CREATE TABLE IF NOT EXISTS for the datamap table. TABLE_BLOCKSIZE becomes the
+    Parquet row-group size and COLUMN_COMPRESSOR the codec of every file written to it."""
     props = {k.lower(): v for k, v in (properties or {}).items()}
     cols = ", ".join(f"{_q(c.name)} {c.type}" for c in definition.columns)
-    options = ""
-    if props.get("table_blocksize"):
-        size = int(props["table_blocksize"]) * 1024 * 1024
-        options = f" OPTIONS ('parquet.block.size' = '{size}')"
+    options = ", ".join(f"'{k}' = '{v}'" for k, v in parquet_options(props).items())
+    options = f" OPTIONS ({options})" if options else ""
     spark.sql(f"CREATE TABLE IF NOT EXISTS {quote_table(definition.table)} ({cols}, "
               f"{_q(SEGMENT_COLUMN)} STRING) USING parquet{options} "
               f"PARTITIONED BY ({_q(SEGMENT_COLUMN)})")
@@ -150,9 +177,8 @@ def _write_files(spark: "SparkSession", df: "DataFrame", path: str,
     writer = (df.write.format("parquet")
               .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
               .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
-    if props.get("table_blocksize"):     # what the table's OPTIONS say (create_table)
-        writer = writer.option("parquet.block.size",
-                               str(int(props["table_blocksize"]) * 1024 * 1024))
+    for key, value in parquet_options(props).items():   # what the table's OPTIONS say
+        writer = writer.option(key, value)
     writer.mode("errorifexists").save(path)
 
 
