@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from pipeline import properties
+
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
     "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain", "SetRewrite",
@@ -359,14 +361,10 @@ def _properties(cur: _Cursor) -> tuple[tuple[str, str], ...]:
 
 
 def _check_properties(props: dict[str, str], subject: str) -> None:
-    auto = props.get("auto_compaction")
-    if auto is not None and auto.strip().lower() not in ("true", "false"):
-        raise DdlError(f"Invalid property 'auto_compaction'='{auto}' for {subject}: expected "
-                       "'true' or 'false'", "42000")
-    size = props.get("table_blocksize")
-    if size is not None and not (size.strip().isdigit() and 1 <= int(size) <= 2048):
-        raise DdlError(f"Invalid property 'table_blocksize'='{size}' for {subject}: expected "
-                       "a whole number of MB between 1 and 2048", "42000")
+    try:
+        properties.check(props)
+    except properties.PropertyError as e:
+        raise DdlError(f"Invalid property {e.what} for {subject}: {e.why}", "42000") from None
     cols = props.get("sort_columns")
     if cols is not None:
         names = [c.strip() for c in cols.split(",")]
@@ -404,9 +402,9 @@ def _create(cur: _Cursor) -> CreateDatamap:
     if_not_exists = _if_not_exists(cur)
     name = _datamap_name(cur)
     on_table = _on_table(cur)
-    cur.expect("using", "USING 'provider'")
-    prov_tok = cur.peek()
-    provider = cur.string("the datamap provider").strip().lower()
+    # The MV guide's quick example leaves USING out: an mv datamap then.
+    prov_tok = cur.peek() if cur.accept("using") else None
+    provider = cur.string("the datamap provider").strip().lower() if prov_tok else "mv"
     if provider not in PROVIDERS:
         raise DdlError(f"Datamap provider '{prov_tok.value}' is not supported for datamap {name}"
                        f" (supported: {', '.join(PROVIDERS)})", "0A000", prov_tok.pos,

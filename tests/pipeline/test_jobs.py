@@ -59,7 +59,7 @@ def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
               "(2, 'us', -3, NULL, 2), (3, NULL, NULL, 7.25, NULL)")
     spark.sql(f"INSERT INTO {sales} VALUES (4, 'cn', 10, -2.00, 1)")
     d = _agg_sales(spark, pipe_db, sales)
-    props = {"sort_columns": "country", "table_blocksize": "1"}
+    props = {"sort_columns": "country", "table_blocksize": "1 MB", "column_compressor": "ZSTD"}
     files0 = list_files(spark, sales)
     assert files0 and all(f.startswith("file:/") and not f.startswith("file:///") for f in files0)
 
@@ -69,6 +69,8 @@ def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
     assert _answer(spark, d, ["0"]) == _expected(spark, d)
     storage = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {d.table}").collect()}
     assert "parquet.block.size=1048576" in storage["Storage Properties"]
+    assert "compression=zstd" in storage["Storage Properties"]
+    assert all(f.endswith(".zstd.parquet") for f in w0.files), w0.files
 
     spark.sql(f"INSERT INTO {sales} VALUES (5, 'cn', 1, 9.99, 3), (6, 'fr', 2, 0.01, 3), "
               "(7, NULL, 4, NULL, 1)")
@@ -77,6 +79,7 @@ def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
     assert new
     r1 = incremental_append(spark, d, "1", {sales: new}, properties=props)
     assert not r1.full_rebuild and r1.write.rows == 3 and r1.terms == 1
+    assert all(f.endswith(".zstd.parquet") for f in r1.write.files), r1.write.files
     expected = _expected(spark, d)
     assert _answer(spark, d, ["0", "1"]) == expected
 
