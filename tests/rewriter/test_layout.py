@@ -71,7 +71,7 @@ def test_timeseries_definition_builds_spark_sql():
     ("SELECT country, sum(quantity) FROM sales GROUP BY country HAVING sum(quantity) > 1", "0A000", "HAVING"),
     ("SELECT timeseries(ts, 'hour') AS h, timeseries(ts, 'day') AS d, count(*) FROM sales "
      "GROUP BY timeseries(ts, 'hour'), timeseries(ts, 'day')", "0A000", "more than one timeseries granularity"),
-    ("SELECT country, sum(city) FROM sales GROUP BY country", "0A000", "numeric type"),
+    ("SELECT country, sum(day) FROM sales GROUP BY country", "0A000", "numeric type"),
     ("SELECT a.country, count(*) FROM sales a JOIN sales b ON a.id = b.id GROUP BY a.country", "0A000", "self-join"),
     ("SELEC country FROM sales", "42000", "parse"),
 ])
