@@ -64,8 +64,11 @@ class ProxyServer:
                                       s.login_failure_window)
         self._sampler = Sampler(interval=10.0)
         # scrypt takes 16 MB per check: a pool of its own bounds that memory under a guessing
-        # flood and leaves the default executor to everyone else.
+        # flood and leaves the default executor to everyone else. The semaphore keeps the
+        # queue in front of it (waiters leave at their login deadline) and makes a burst of
+        # parallel guesses see each other's failures before hashing.
         self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="auth")
+        self._auth_slots = asyncio.Semaphore(2)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -290,6 +293,10 @@ class ProxyServer:
 
     async def _authenticate(self, conn, address: str, user: str, password: str) -> str | None:
         """None when `user` may log in, else the reason told to the client."""
+        async with self._auth_slots:
+            return await self._authenticate_now(conn, address, user, password)
+
+    async def _authenticate_now(self, conn, address: str, user: str, password: str) -> str | None:
         lock = self.throttle.check(user, address)
         if lock is not None:           # refused before hashing: a locked flood costs nothing
             held = self._sampler.take(("locked", lock.what))

@@ -9,6 +9,7 @@ import random
 import socket
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,13 @@ def test_lockout_and_unforgeable_log_lines(proxy_without_spark, tmp_path):
     assert _lines(p, "too many failed logins for user alice; further logins refused for 300s")
     assert _lines(p, "login as alice refused: Too many failed logins for user alice")
     assert _login(p.host, p.port, "bob", "builder")[0] == sasl.COMPLETE   # others log in
+    # A parallel burst cannot outrun the count: at most one more hash than the limit (carol
+    # does not exist and is locked out all the same).
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(lambda _: _login(p.host, p.port, "carol", "guess"), range(8)))
+    hashed = [m for _, m in replies if m.startswith(b"PLAIN authentication failed")]
+    assert 3 <= len(hashed) <= 4, replies
+    assert all(st == sasl.BAD for st, _ in replies)
 
 
 def _fuzz_inputs(rng: random.Random, n: int):
