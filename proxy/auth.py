@@ -1,7 +1,9 @@
 """PLAIN authentication: who may open a session.
 
 `Authenticator.check(user, password)` returns None when accepted, else a reason. It may be
-slow (salted hashing), so the server calls it in a worker thread.
+slow (salted hashing), so the server calls it in a worker thread. An unknown user is
+hashed against a decoy, so the time of a rejection does not say whether the name exists;
+lockout after repeated failures is the server's (admission.LoginThrottle).
 
 Users file format, one user per line (`#` comments allowed):
     name:scrypt$<n>$<r>$<p>$<salt hex>$<hash hex>
