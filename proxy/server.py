@@ -8,10 +8,11 @@ log line, never the server. Client disconnect closes its sessions upstream.
 
 Before login a connection is cheap and short-lived: admission.py caps connections (in
 total and per address) and failed logins; the whole login, from the first byte to the
-password check, has one deadline (login_timeout); negotiation messages are capped at
-max_negotiation_bytes, checked on the declared length before any body is buffered; the
-socket is paused while a small read buffer is full. A logged-in connection with no open
-session is closed after idle_connection_timeout.
+password check, has one deadline (login_timeout; a TLS handshake before it has its own, of
+the same length); negotiation messages are capped at max_negotiation_bytes, checked on the
+declared length before any body is buffered; the socket is paused while a small read
+buffer is full. A logged-in connection with no open session is closed after
+idle_connection_timeout.
 
 Shutdown: stop accepting -> wait for in-flight calls and running statements up to the grace
 period -> close every session upstream -> cancel connection tasks.
@@ -37,8 +38,8 @@ from proxy.thrift import codec, sasl
 log = logging.getLogger("proxy.server")
 
 _READ = 1 << 16
-# StreamReader pauses the socket once it buffers twice this: what a connection that has not
-# logged in (or does not read its replies' pace) can make us hold.
+# StreamReader pauses the socket once it buffers twice this, so a connection that has not
+# logged in holds a few tens of KB here whatever it sends (reads are resumed as we consume).
 _BUFFER = 1 << 14
 
 
