@@ -14,6 +14,13 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
      │                 credentials checked by auth.py), 0x80/0x00 raw Thrift -> NOSASL. TLS
      │                 when a cert is configured. Frames/messages are bounded by
      │                 max_frame_bytes; bad input closes that one connection, never the server.
+     │                 Before login a connection costs little: admission.py caps connections
+     │                 (total, per address) and failed logins (per user, per address; refused
+     │                 without hashing; unknown users cost a decoy hash), one login_timeout
+     │                 covers connect to logged in, SASL messages are capped at
+     │                 max_negotiation_bytes on their declared length, reads pause at a small
+     │                 buffer. No session for idle_connection_timeout: closed. Client text in
+     │                 logs goes through logsafe.safe (one event, one line).
      ▼
   thrift/codec.py      bytes <-> (method, type, seqid, args/result) with the C-accelerated
      │                 binary protocol; skip-parser for NOSASL message boundaries;

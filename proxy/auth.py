@@ -1,7 +1,9 @@
 """PLAIN authentication: who may open a session.
 
 `Authenticator.check(user, password)` returns None when accepted, else a reason. It may be
-slow (salted hashing), so the server calls it in a worker thread.
+slow (salted hashing), so the server calls it in a worker thread. An unknown user is
+hashed against a decoy, so the time of a rejection does not say whether the name exists;
+lockout after repeated failures is the server's (admission.LoginThrottle).
 
 Users file format, one user per line (`#` comments allowed):
     name:scrypt$<n>$<r>$<p>$<salt hex>$<hash hex>
@@ -96,9 +98,25 @@ class UsersFile:
             except AuthError:
                 pass  # keep the last good copy; the server logs at start-up
             stored = self._users.get(user)
-        if stored is None or not verify_password(password, stored):
+        # An unknown user costs the same scrypt work as a wrong password, so the time of a
+        # rejection does not tell which names exist.
+        ok = verify_password(password, stored or _decoy())
+        if stored is None or not ok:
             return f"PLAIN authentication failed for user {user}"
         return None
+
+
+_decoy_hash: str | None = None
+
+
+def _decoy() -> str:
+    """A stored-hash string no password matches (random salt and digest), with the
+    parameters `users add` writes."""
+    global _decoy_hash
+    if _decoy_hash is None:
+        _decoy_hash = (f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}$"
+                       f"{secrets.token_hex(16)}${secrets.token_hex(32)}")
+    return _decoy_hash
 
 
 def add_user(path: str | os.PathLike, name: str, password: str) -> None:

@@ -44,6 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--idle-operation-timeout", type=float, metavar="SECONDS")
     s.add_argument("--shutdown-grace", type=float, metavar="SECONDS",
                    help="how long SIGTERM waits for running statements")
+    s.add_argument("--login-timeout", type=float, metavar="SECONDS",
+                   help="connect to logged in, in total (default 20)")
+    s.add_argument("--idle-connection-timeout", type=float, metavar="SECONDS",
+                   help="close a logged-in connection without a session after this (default 300)")
+    s.add_argument("--max-connections", type=int, metavar="N",
+                   help="concurrent client connections (default 1000; 0 = no cap)")
+    s.add_argument("--max-connections-per-address", type=int, metavar="N",
+                   help="concurrent connections from one client address (default 100)")
+    s.add_argument("--max-login-failures", type=int, metavar="N",
+                   help="failed logins per user name before a lockout (default 5; 0 = never)")
     s.add_argument("--upstream", type=_hostport, metavar="HOST:PORT",
                    help="existing Spark Thrift Server; without it an embedded Spark is started")
     s.add_argument("--upstream-auth", choices=["plain", "nosasl"], help="transport towards Spark")
@@ -100,7 +110,11 @@ def _flags(a: argparse.Namespace) -> dict:
                    "tls_cert": a.tls_cert, "tls_key": a.tls_key, "max_frame_bytes": a.max_frame_bytes,
                    "idle_session_timeout": a.idle_session_timeout,
                    "idle_operation_timeout": a.idle_operation_timeout,
-                   "shutdown_grace": a.shutdown_grace},
+                   "shutdown_grace": a.shutdown_grace, "login_timeout": a.login_timeout,
+                   "idle_connection_timeout": a.idle_connection_timeout,
+                   "max_connections": a.max_connections,
+                   "max_connections_per_address": a.max_connections_per_address,
+                   "max_login_failures": a.max_login_failures},
         "upstream": {"host": up_host, "port": up_port, "auth": a.upstream_auth,
                      "user": a.upstream_user, "password": a.upstream_password,
                      "max_protocol": a.upstream_max_protocol, "call_timeout": a.upstream_call_timeout},

@@ -31,7 +31,14 @@ class ServerSettings:
     idle_session_timeout: float = 7 * 24 * 3600.0   # seconds; <= 0 disables
     idle_operation_timeout: float = 5 * 24 * 3600.0
     shutdown_grace: float = 20.0
-    login_timeout: float = 20.0
+    login_timeout: float = 20.0         # connect -> logged in (TLS, SASL, password), in total
+    max_negotiation_bytes: int = 8192   # largest SASL negotiation message (before login)
+    max_connections: int = 1000         # concurrent client connections; <= 0: no cap
+    max_connections_per_address: int = 100
+    idle_connection_timeout: float = 300.0   # logged in, no session open: close; <= 0 disables
+    max_login_failures: int = 5         # per user name in login_failure_window; <= 0: no lockout
+    max_login_failures_per_address: int = 20
+    login_failure_window: float = 300.0
     long_poll_timeout: float = 5.0
 
 

@@ -6,6 +6,14 @@ to Service.handle, strictly one at a time. A connection that closes without a by
 health probe (logged at debug). Malformed or oversized input closes that connection with a
 log line, never the server. Client disconnect closes its sessions upstream.
 
+Before login a connection is cheap and short-lived: admission.py caps connections (in
+total and per address) and failed logins; the whole login, from the first byte to the
+password check, has one deadline (login_timeout; a TLS handshake before it has its own, of
+the same length); negotiation messages are capped at max_negotiation_bytes, checked on the
+declared length before any body is buffered; the socket is paused while a small read
+buffer is full. A logged-in connection with no open session is closed after
+idle_connection_timeout.
+
 Shutdown: stop accepting -> wait for in-flight calls and running statements up to the grace
 period -> close every session upstream -> cancel connection tasks.
 """
@@ -17,9 +25,12 @@ import logging
 import ssl
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+from proxy.admission import ConnectionLimits, LoginThrottle
 from proxy.auth import AllowAll, Authenticator
 from proxy.config import Settings
+from proxy.logsafe import Sampler, safe
 from proxy.router import Router
 from proxy.service import ClientConnection, Service
 from proxy.thrift import codec, sasl
@@ -27,6 +38,13 @@ from proxy.thrift import codec, sasl
 log = logging.getLogger("proxy.server")
 
 _READ = 1 << 16
+# StreamReader pauses the socket once it buffers twice this, so a connection that has not
+# logged in holds a few tens of KB here whatever it sends (reads are resumed as we consume).
+_BUFFER = 1 << 14
+
+
+def _held(n: int) -> str:
+    return f" ({n} more since the last such line)" if n else ""
 
 
 class ProxyServer:
@@ -41,6 +59,17 @@ class ProxyServer:
         self._ids = itertools.count(1)
         self._reaper: asyncio.Task | None = None
         self.address: tuple[str, int] | None = None
+        s = settings.server
+        self.limits = ConnectionLimits(s.max_connections, s.max_connections_per_address)
+        self.throttle = LoginThrottle(s.max_login_failures, s.max_login_failures_per_address,
+                                      s.login_failure_window)
+        self._sampler = Sampler(interval=10.0)
+        # scrypt takes 16 MB per check: a pool of its own bounds that memory under a guessing
+        # flood and leaves the default executor to everyone else. The semaphore keeps the
+        # queue in front of it (waiters leave at their login deadline) and makes a burst of
+        # parallel guesses see each other's failures before hashing.
+        self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="auth")
+        self._auth_slots = asyncio.Semaphore(2)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -58,7 +87,7 @@ class ProxyServer:
     async def start(self) -> tuple[str, int]:
         s = self.settings.server
         self._server = await asyncio.start_server(
-            self._accept, s.host, s.port, ssl=self._ssl_context(), limit=_READ,
+            self._accept, s.host, s.port, ssl=self._ssl_context(), limit=_BUFFER,
             ssl_handshake_timeout=s.login_timeout if (s.tls_cert and s.tls_key) else None)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
@@ -82,6 +111,7 @@ class ProxyServer:
             t.cancel()
         if self._conn_tasks:
             await asyncio.wait(self._conn_tasks, timeout=5.0)
+        self._auth_pool.shutdown(wait=False, cancel_futures=True)
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
@@ -104,16 +134,21 @@ class ProxyServer:
     # ------------------------------------------------------------------ connections
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if peer else "?"
+        refused = self.limits.admit(address)
+        if refused is not None:
+            self._refuse(address, refused, writer)
+            return
         task = asyncio.current_task()
         n = next(self._ids)
         if task is not None:
             task.set_name(f"conn-{n}")
             self._conn_tasks.add(task)
-        peer = writer.get_extra_info("peername")
         peer_s = f"{peer[0]}:{peer[1]}" if peer else "?"
         conn = ClientConnection(peer=peer_s)
         try:
-            await self._serve(conn, reader, writer)
+            await self._serve(conn, address, reader, writer)
         except asyncio.CancelledError:
             pass
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -121,6 +156,7 @@ class ProxyServer:
         except Exception:  # noqa: BLE001 - one connection never takes the server down
             log.exception("connection %s failed", peer_s)
         finally:
+            self.limits.release(address)
             try:
                 await asyncio.shield(self.service.connection_closed(conn))
             except asyncio.CancelledError:
@@ -131,11 +167,24 @@ class ProxyServer:
             if task is not None:
                 self._conn_tasks.discard(task)
 
-    async def _serve(self, conn: ClientConnection, reader, writer) -> None:
+    def _refuse(self, address: str, reason: str, writer: asyncio.StreamWriter) -> None:
+        """Close at once, before reading a byte. A SASL client shows the BAD message as
+        "Peer indicated failure: ..." (best effort: it may see a reset instead)."""
+        held = self._sampler.take(reason)
+        if held is not None:
+            log.warning("refusing connection from %s: %s%s", address, reason, _held(held))
+        if self.settings.server.auth != "nosasl":
+            writer.write(sasl.encode_negotiation(sasl.BAD, f"Refused: {reason}".encode()))
+        writer.close()
+
+    async def _serve(self, conn: ClientConnection, address: str, reader, writer) -> None:
         s = self.settings.server
+        # One deadline for the whole login, however the client paces its bytes.
+        deadline = asyncio.get_running_loop().time() + s.login_timeout
         try:
-            first = await asyncio.wait_for(reader.read(_READ), s.login_timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout_at(deadline):
+                first = await reader.read(_READ)
+        except TimeoutError:
             log.info("connection %s sent nothing within %.0fs; closing", conn.peer, s.login_timeout)
             return
         if not first:
@@ -161,55 +210,60 @@ class ProxyServer:
         if looks_raw:
             log.warning("connection %s sent a raw Thrift (NOSASL) message but this server expects "
                         "SASL (auth=%s): client must not use auth=noSasl; closing", conn.peer, s.auth)
-            await self._reject_raw(conn, reader, writer, bytearray(first))
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._reject_raw(conn, reader, writer, bytearray(first))
+            except TimeoutError:
+                pass
             return
         if not looks_sasl:
             log.warning("connection %s sent first byte 0x%02x: neither SASL nor Thrift "
                         "(HTTP or TLS to a plain binary port?); closing", conn.peer, b0)
             return
-        buf = await self._negotiate(conn, reader, writer, bytearray(first))
+        try:
+            async with asyncio.timeout_at(deadline):
+                buf = await self._negotiate(conn, address, reader, writer, bytearray(first))
+        except TimeoutError:
+            log.warning("connection %s: SASL negotiation not finished within %.0fs "
+                        "(server.login_timeout); closing", conn.peer, s.login_timeout)
+            return
         if buf is None:
             return
         await self._serve_sasl(conn, reader, writer, buf)
 
     async def _reject_raw(self, conn, reader, writer, buf: bytearray) -> None:
         """Tell a NOSASL client why, in a form it can display (a TApplicationException)."""
+        limit = self.settings.server.max_negotiation_bytes     # not logged in: keep it small
         try:
-            n = codec.message_length(buf, self.settings.server.max_frame_bytes)
+            n = codec.message_length(buf, limit)
             while n is None:
-                chunk = await asyncio.wait_for(reader.read(_READ), 5.0)
+                chunk = await reader.read(_READ)
                 if not chunk:
                     return
                 buf += chunk
-                n = codec.message_length(buf, self.settings.server.max_frame_bytes)
+                n = codec.message_length(buf, limit)
             name, _, seqid = codec.decode_header(bytes(buf[:n]))
             writer.write(codec.application_exception(
                 name, seqid, "This server requires SASL (auth=none); connect without auth=noSasl",
                 7))
             await writer.drain()
-        except (codec.ProtocolError, asyncio.TimeoutError, ConnectionError):
+        except (codec.ProtocolError, ConnectionError):
             return
 
-    async def _negotiate(self, conn, reader, writer, buf: bytearray) -> bytearray | None:
-        s = self.settings.server
+    async def _negotiate(self, conn, address: str, reader, writer,
+                         buf: bytearray) -> bytearray | None:
+        """SASL PLAIN up to COMPLETE; the bytes after it (pipelined frames), or None when the
+        connection must close. The caller bounds it with the login deadline."""
+        limit = self.settings.server.max_negotiation_bytes
         neg = sasl.PlainServer()
-        deadline = time.monotonic() + s.login_timeout
         while neg.state is not sasl.NegState.COMPLETE:
             try:
-                got = sasl.decode_negotiation(buf, s.max_frame_bytes)
+                got = sasl.decode_negotiation(buf, limit)
             except sasl.SaslError as e:
                 log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer, e)
                 return None
             if got is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    log.warning("connection %s: SASL negotiation timed out; closing", conn.peer)
-                    return None
-                try:
-                    chunk = await asyncio.wait_for(reader.read(_READ), remaining)
-                except asyncio.TimeoutError:
-                    log.warning("connection %s: SASL negotiation timed out; closing", conn.peer)
-                    return None
+                chunk = await reader.read(_READ)
                 if not chunk:
                     log.debug("connection %s closed during SASL negotiation", conn.peer)
                     return None
@@ -219,7 +273,8 @@ class ProxyServer:
             del buf[:used]
             step = neg.on_message(status, payload)
             if step.error:
-                log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer, step.error)
+                log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer,
+                            safe(step.error))
                 writer.write(step.reply)
                 await writer.drain()
                 return None
@@ -227,9 +282,8 @@ class ProxyServer:
                 writer.write(step.reply)
             if step.credentials is not None:
                 cred = step.credentials
-                reason = await asyncio.to_thread(self.authenticator.check, cred.user, cred.password)
+                reason = await self._authenticate(conn, address, cred.user, cred.password)
                 if reason is not None:
-                    log.warning("connection %s: authentication failed for user %s", conn.peer, cred.user)
                     writer.write(neg.reject(reason))
                     await writer.drain()
                     return None
@@ -237,6 +291,46 @@ class ProxyServer:
                 conn.sasl_user, conn.sasl_password = cred.user, cred.password
             await writer.drain()
         return buf
+
+    async def _authenticate(self, conn, address: str, user: str, password: str) -> str | None:
+        """None when `user` may log in, else the reason told to the client."""
+        async with self._auth_slots:
+            return await self._authenticate_now(conn, address, user, password)
+
+    async def _authenticate_now(self, conn, address: str, user: str, password: str) -> str | None:
+        lock = self.throttle.check(user, address)
+        if lock is not None:           # refused before hashing: a locked flood costs nothing
+            held = self._sampler.take(("locked", lock.what))
+            if held is not None:
+                log.warning("connection %s: login as %s refused: %s%s", conn.peer, safe(user),
+                            safe(lock.message()), _held(held))
+            return lock.message()
+        loop = asyncio.get_running_loop()
+        reason = await loop.run_in_executor(self._auth_pool, self.authenticator.check, user, password)
+        if reason is None:
+            self.throttle.succeeded(user)
+            return None
+        log.warning("connection %s: authentication failed for user %s", conn.peer, safe(user))
+        for lock in self.throttle.failed(user, address):
+            log.warning("connection %s: too many failed logins for %s; further logins refused "
+                        "for %.0fs", conn.peer, safe(lock.what), lock.retry_after)
+        return reason
+
+    async def _read_more(self, conn: ClientConnection, reader) -> bytes:
+        """The next bytes from a logged-in client; b"" at EOF or when the connection has been
+        idle without a session for idle_connection_timeout (it holds a socket and a slot of
+        max_connections while giving Spark nothing to do)."""
+        idle = self.settings.server.idle_connection_timeout
+        if conn.sessions or idle <= 0:
+            return await reader.read(_READ)
+        try:
+            async with asyncio.timeout(idle):
+                return await reader.read(_READ)
+        except TimeoutError:
+            log.info("connection %s (user %s) idle without a session for %.0fs "
+                     "(server.idle_connection_timeout); closing", conn.peer, safe(conn.sasl_user),
+                     idle)
+            return b""
 
     async def _serve_sasl(self, conn, reader, writer, buf: bytearray) -> None:
         max_bytes = self.settings.server.max_frame_bytes
@@ -258,9 +352,10 @@ class ProxyServer:
                     writer.write(reply)
                     await writer.drain()
             except (sasl.SaslError, codec.ProtocolError) as e:
-                log.warning("connection %s (user %s): %s; closing", conn.peer, conn.sasl_user, e)
+                log.warning("connection %s (user %s): %s; closing", conn.peer, safe(conn.sasl_user),
+                            safe(e))
                 return
-            pending = await reader.read(_READ)
+            pending = await self._read_more(conn, reader)
             if not pending:
                 return
 
@@ -277,9 +372,9 @@ class ProxyServer:
                     writer.write(await self.service.handle(conn, msg))
                     await writer.drain()
             except codec.ProtocolError as e:
-                log.warning("connection %s (NOSASL): %s; closing", conn.peer, e)
+                log.warning("connection %s (NOSASL): %s; closing", conn.peer, safe(e))
                 return
-            chunk = await reader.read(_READ)
+            chunk = await self._read_more(conn, reader)
             if not chunk:
                 return
             buf += chunk

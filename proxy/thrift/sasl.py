@@ -22,6 +22,8 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from proxy.logsafe import safe
+
 START, OK, BAD, ERROR, COMPLETE = 1, 2, 3, 4, 5
 STATUS_NAMES = {START: "START", OK: "OK", BAD: "BAD", ERROR: "ERROR", COMPLETE: "COMPLETE"}
 MECHANISM = b"PLAIN"
@@ -127,7 +129,7 @@ class PlainServer:
                 return self._fail(ERROR, f"expected SASL START, got {STATUS_NAMES.get(status, status)}")
             mech = payload.decode("ascii", "replace").strip().upper()
             if mech != "PLAIN":
-                return self._fail(BAD, f"Unsupported mechanism type {mech}")
+                return self._fail(BAD, f"Unsupported mechanism type {safe(mech, 64)}")
             self.state = NegState.AWAIT_RESPONSE
             return Step()
         if self.state is NegState.AWAIT_RESPONSE:

@@ -77,3 +77,12 @@ def test_sync_output_helpers():
     assert text.splitlines() == ["Table" + " " * 9 + "New Segment", "db.t" + " " * 10 + "1",
                                  "db.long_name"]
     assert "no base tables" in cli._format_rows(["Table"], [])
+
+
+def test_pre_login_limit_flags():
+    a = cli.build_parser().parse_args([
+        "serve", "--login-timeout", "5", "--idle-connection-timeout", "60", "--max-connections",
+        "10", "--max-connections-per-address", "3", "--max-login-failures", "0"])
+    f = cli._flags(a)["server"]
+    assert (f["login_timeout"], f["idle_connection_timeout"]) == (5.0, 60.0)
+    assert (f["max_connections"], f["max_connections_per_address"], f["max_login_failures"]) == (10, 3, 0)

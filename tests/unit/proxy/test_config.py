@@ -52,3 +52,12 @@ def test_frozen():
     s = load(env={})
     with pytest.raises(Exception):
         s.server.port = 1
+
+
+def test_pre_login_limits_defaults_and_env():
+    s = load(env={}).server
+    assert (s.max_negotiation_bytes, s.login_timeout, s.idle_connection_timeout) == (8192, 20.0, 300.0)
+    assert (s.max_connections, s.max_connections_per_address) == (1000, 100)
+    assert (s.max_login_failures, s.max_login_failures_per_address, s.login_failure_window) == (5, 20, 300.0)
+    s = load(env={"DATAMAP_PROXY_SERVER_MAX_CONNECTIONS_PER_ADDRESS": "7"}).server
+    assert s.max_connections_per_address == 7

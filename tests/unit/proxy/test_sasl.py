@@ -81,3 +81,9 @@ def test_frames_as_byte_stream():
     assert got == [b"abc", b"", b"defg"] and dec.pending == 0
     with pytest.raises(sasl.SaslError):
         sasl.FrameDecoder(10).feed(b"\x00\x00\x01\x00")
+
+
+def test_mechanism_name_in_the_error_is_one_bounded_line():
+    step = sasl.PlainServer().on_message(sasl.START, b"PLAIN\nFORGED line" + b"x" * 5000)
+    assert step.error.startswith("Unsupported mechanism type PLAIN\\nFORGED LINE")
+    assert "\n" not in step.error and len(step.error) < 200
