@@ -81,8 +81,7 @@ class Service:
         statements.install(router)
         self.sessions: HandleRegistry[Session] = HandleRegistry("SessionHandle")
         self.operations: HandleRegistry[Operation] = HandleRegistry("OperationHandle")
-        self._factory = upstream_factory or (lambda: UpstreamSession(
-            settings.upstream, settings.server.max_frame_bytes))
+        self._factory = upstream_factory or (lambda: UpstreamSession(settings.upstream))
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
