@@ -49,6 +49,12 @@ class UpstreamSettings:
     # JDBC's own reply limit (hive.thrift.client.max.message.size), so any page a client
     # would accept passes. Spark is trusted; this only bounds a runaway page's memory.
     max_reply_bytes: int = 1 << 30
+    # Each upstream session is a TCP connection holding one Spark Thrift Server worker
+    # thread (hive.server2.thrift.max.worker.threads, 500 by default): stay below that.
+    max_sessions: int = 400             # <= 0: no cap
+    max_sessions_per_user: int = 0      # <= 0: no cap (HiveServer2's own default)
+    session_queue_size: int = 100       # OpenSessions waiting for a slot; more are refused
+    session_queue_timeout: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,12 @@ from proxy import statements
 from proxy.config import Settings
 from proxy.errors import ClientError, InvalidHandle, ProxyError, UpstreamError, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
+from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource, empty_log_rowset
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
 from proxy.session import BLOCKED_KEY, Session, semantic_setting
+from proxy.slots import SessionSlots, TooManySessions
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import UpstreamSession, check
@@ -82,6 +84,9 @@ class Service:
         self.sessions: HandleRegistry[Session] = HandleRegistry("SessionHandle")
         self.operations: HandleRegistry[Operation] = HandleRegistry("OperationHandle")
         self._factory = upstream_factory or (lambda: UpstreamSession(settings.upstream))
+        up = settings.upstream
+        self.slots = SessionSlots(up.max_sessions, up.max_sessions_per_user,
+                                  up.session_queue_size, up.session_queue_timeout)
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
@@ -171,11 +176,36 @@ class Service:
         else:
             user, password = (req.username or "anonymous"), (req.password or "")
         client_protocol = req.client_protocol if req.client_protocol is not None else 0
-        upstream = self._factory()
         t0 = time.monotonic()
+        try:
+            await self.slots.acquire(user)
+        except TooManySessions as e:
+            log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
+                        conn.peer, time.monotonic() - t0, e)
+            raise
+        upstream = session = None
+        try:
+            upstream = self._factory()
+            session, resp = await self._open_upstream(conn, user, password, client_protocol,
+                                                      req, upstream)
+        finally:
+            if session is None:
+                self.slots.release(user)
+                if upstream is not None:
+                    upstream.conn.close()
+        log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
+                 session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
+                 (time.monotonic() - t0) * 1000)
+        return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
+                                  sessionHandle=T.TSessionHandle(sessionId=session.handle),
+                                  configuration=resp.configuration)
+
+    async def _open_upstream(self, conn: ClientConnection, user: str, password: str,
+                             client_protocol: int, req: T.TOpenSessionReq,
+                             upstream: UpstreamSession) -> tuple[Session, T.TOpenSessionResp]:
         resp = await upstream.open(user, password, client_protocol, req.configuration)
         if resp.status is None or resp.status.statusCode not in (0, 1) or upstream.handle is None:
-            log.info("session open failed user=%s peer=%s: %s", user, conn.peer,
+            log.info("session open failed user=%s peer=%s: %s", safe(user, 64), conn.peer,
                      resp.status.errorMessage if resp.status else "no status")
             raise UpstreamError("OpenSession failed", resp.status)
         session = Session(user=user, protocol=resp.serverProtocolVersion,
@@ -185,12 +215,7 @@ class Service:
         session.handle = self.sessions.add(session)
         conn.sessions.add(session)
         session.connection = conn
-        log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
-                 session.id, user, conn.peer, session.protocol + 1, client_protocol + 1,
-                 (time.monotonic() - t0) * 1000)
-        return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
-                                  sessionHandle=T.TSessionHandle(sessionId=session.handle),
-                                  configuration=resp.configuration)
+        return session, resp
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)
@@ -206,7 +231,10 @@ class Service:
             conn.sessions.discard(session)
         for op in list(session.operations.values()):
             self._forget_op(op, "session closed")
-        await session.upstream.close()
+        try:
+            await session.upstream.close()
+        finally:
+            self.slots.release(session.user)
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id, session.user,
                  reason, time.monotonic() - session.created)
 

@@ -1,5 +1,5 @@
 """The upstream side under stress, through the proxy with real Spark: replies over the reply
-limit (one call fails, the session goes on)."""
+limit (one call fails, the session goes on), caps on upstream sessions with their queue."""
 from __future__ import annotations
 
 import threading
@@ -78,5 +78,75 @@ def test_reply_over_limit_fails_one_call_and_session_goes_on(gw_dir, gw_relay, t
         c.close()
         log = p.log_path.read_text()
         assert "exceeds [upstream] max_reply_bytes" in log and "connection broken" not in log
+    finally:
+        assert p.stop(check=True) == 0
+
+
+def test_session_caps_queue_and_free_slots(gw_dir, gw_relay, monkeypatch):
+    monkeypatch.setenv("DATAMAP_PROXY_UPSTREAM_SESSION_QUEUE_SIZE", "1")
+    monkeypatch.setenv("DATAMAP_PROXY_UPSTREAM_SESSION_QUEUE_TIMEOUT", "5")
+    p = start_proxy(gw_dir / "proxy-caps", ("127.0.0.1", gw_relay.port),
+                    extra_args=["--upstream-max-sessions", "2",
+                                "--upstream-max-sessions-per-user", "1"])
+    try:
+        ann = Raw(p.host, p.port, user="ann")
+        ann.open()
+        ann2 = Raw(p.host, p.port, user="ann")
+        t_ann2, ann2_out = _in_thread(lambda: _open(ann2))       # waits: ann's own cap
+        time.sleep(0.5)
+        bob = Raw(p.host, p.port, user="bob")
+        bob.open()                                               # other users pass
+        cat = Raw(p.host, p.port, user="cat")
+        full = _open(cat)                                        # ann2 holds the only place
+        assert full.status.statusCode == T.TStatusCode.ERROR_STATUS
+        assert full.status.sqlState == "53300"
+        assert "[upstream] max_sessions" in full.status.errorMessage
+        assert "session_queue_size = 1" in full.status.errorMessage
+        t_ann2.join(30)
+        late = ann2_out["value"]
+        assert late.status.sqlState == "53300", late.status
+        assert "user 'ann' already has 1 open" in late.status.errorMessage
+        assert "max_sessions_per_user" in late.status.errorMessage
+        assert "within 5s" in late.status.errorMessage
+        assert bob.execute("select 1").status.statusCode == 0      # nobody else harmed
+
+        # A session closed by its client frees its slot for the one waiting.
+        t_cat, cat_out = _in_thread(lambda: _open(cat))
+        time.sleep(0.5)
+        assert t_cat.is_alive()
+        assert ann.call("CloseSession", T.TCloseSessionReq(sessionHandle=ann.session)).status.statusCode == 0
+        t_cat.join(30)
+        assert cat_out["value"].status.statusCode == 0, cat_out
+        # So does one whose client just goes away.
+        dan = Raw(p.host, p.port, user="dan")
+        t_dan, dan_out = _in_thread(lambda: _open(dan))
+        time.sleep(0.5)
+        assert t_dan.is_alive()
+        bob.close()
+        t_dan.join(30)
+        assert dan_out["value"].status.statusCode == 0, dan_out
+        for c in (ann, ann2, cat, dan):
+            c.close()
+        log = p.log_path.read_text()
+        assert "session refused user=ann" in log and "session refused user=cat" in log
+    finally:
+        assert p.stop(check=True) == 0
+
+
+def test_idle_reaper_frees_a_session_slot(gw_dir, gw_relay, monkeypatch):
+    monkeypatch.setenv("DATAMAP_PROXY_UPSTREAM_SESSION_QUEUE_TIMEOUT", "30")
+    p = start_proxy(gw_dir / "proxy-caps-idle", ("127.0.0.1", gw_relay.port),
+                    extra_args=["--upstream-max-sessions", "1", "--idle-session-timeout", "2"])
+    try:
+        idle = Raw(p.host, p.port, user="idle")
+        idle.open()
+        busy = Raw(p.host, p.port, user="busy")
+        t0 = time.monotonic()
+        busy.open()                     # waits until the reaper closes the idle session
+        assert time.monotonic() - t0 < 25
+        assert busy.execute("select 1").status.statusCode == 0
+        for c in (idle, busy):
+            c.close()
+        assert "reason=idle timeout" in p.log_path.read_text()
     finally:
         assert p.stop(check=True) == 0
