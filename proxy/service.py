@@ -203,10 +203,14 @@ class Service:
     async def _open_upstream(self, conn: ClientConnection, user: str, password: str,
                              client_protocol: int, req: T.TOpenSessionReq,
                              upstream: UpstreamSession) -> tuple[Session, T.TOpenSessionResp]:
-        resp = await upstream.open(user, password, client_protocol, req.configuration)
+        try:
+            resp = await upstream.open(user, password, client_protocol, req.configuration)
+        except UpstreamError as e:
+            self._log_open_failed(user, conn, upstream, str(e))
+            raise
         if resp.status is None or resp.status.statusCode not in (0, 1) or upstream.handle is None:
-            log.info("session open failed user=%s peer=%s: %s", safe(user, 64), conn.peer,
-                     resp.status.errorMessage if resp.status else "no status")
+            self._log_open_failed(user, conn, upstream,
+                                  resp.status.errorMessage if resp.status else "no status")
             raise UpstreamError("OpenSession failed", resp.status)
         session = Session(user=user, protocol=resp.serverProtocolVersion,
                           client_protocol=client_protocol,
@@ -215,7 +219,34 @@ class Service:
         session.handle = self.sessions.add(session)
         conn.sessions.add(session)
         session.connection = conn
+        upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
         return session, resp
+
+    @staticmethod
+    def _log_open_failed(user: str, conn: ClientConnection, upstream: UpstreamSession,
+                         reason: str | None) -> None:
+        log.warning("upstream OpenSession failed user=%s peer=%s upstream=%s: %s", safe(user, 64),
+                    conn.peer, upstream.conn.addr, safe(reason or "no reason given", 500))
+
+    def _upstream_lost(self, session: Session, reason: str) -> None:
+        """The upstream connection of `session` broke: every statement it was running is
+        gone with it. Say which (the client may only see a generic 08S01 later)."""
+        call = session.upstream.conn.current
+        if call is not None and call[0] == "ExecuteStatement":
+            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "
+                             "call=ExecuteStatement sql=%s: %s", session.id, safe(session.user, 64),
+                             safe(call[1].statement or ""), safe(reason))
+        for op in list(session.operations.values()):
+            if not op.state.running:
+                continue
+            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=%s "
+                             "decision=%s state=%s sql=%s: %s", session.id, safe(session.user, 64),
+                             hex_id(op.client_handle.operationId), op.decision, op.state.name,
+                             safe(op.statement or ""), safe(reason))
+            if op.kind is OpKind.UPSTREAM:
+                # mirrored state: a dead statement must not keep the session from idling
+                # out or hold up shutdown's drain
+                op.state = OpState.ERROR
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)

@@ -1,5 +1,6 @@
 """The upstream side under stress, through the proxy with real Spark: replies over the reply
-limit (one call fails, the session goes on), caps on upstream sessions with their queue."""
+limit (one call fails, the session goes on), caps on upstream sessions with their queue,
+and the log lines left when Spark is down or dies under a statement."""
 from __future__ import annotations
 
 import threading
@@ -7,6 +8,7 @@ import time
 
 import pytest
 
+from proxy.handles import hex_id
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.conftest import Relay
 from tests.proxy.test_gateway import Raw
@@ -150,3 +152,51 @@ def test_idle_reaper_frees_a_session_slot(gw_dir, gw_relay, monkeypatch):
         assert "reason=idle timeout" in p.log_path.read_text()
     finally:
         assert p.stop(check=True) == 0
+
+
+def test_failed_upstream_open_is_logged_on_one_line(gw_dir):
+    port = free_port()                  # Spark down: nobody listens there
+    p = start_proxy(gw_dir / "proxy-down-log", ("127.0.0.1", port))
+    try:
+        c = Raw(p.host, p.port, user="me\nFORGED line")
+        resp = _open(c)
+        assert resp.status.statusCode == T.TStatusCode.ERROR_STATUS and resp.status.sqlState == "08S01"
+        c.close()
+    finally:
+        assert p.stop(check=True) == 0
+    lines = p.log_path.read_text().splitlines()
+    hits = [ln for ln in lines if "upstream OpenSession failed" in ln]
+    assert len(hits) == 1, lines[-20:]
+    assert "WARNING" in hits[0] and f"upstream=127.0.0.1:{port}" in hits[0]
+    assert "user=me\\nFORGED line" in hits[0] and "Cannot connect" in hits[0]
+    assert not any(ln.startswith("FORGED") for ln in lines)
+
+
+def test_statements_cut_by_upstream_death_are_logged(gw_dir, gw_sts):
+    relay = Relay(gw_sts.host, gw_sts.port)       # its own: cut() hits only this proxy
+    p = start_proxy(gw_dir / "proxy-cut-log", ("127.0.0.1", relay.port))
+    try:
+        sync_c, async_c = Raw(p.host, p.port), Raw(p.host, p.port)
+        sync_c.open(), async_c.open()
+        slow = "select reflect('java.lang.Thread', 'sleep', bigint(6000)) /* line1\nline2 */"
+        r = async_c.execute(slow + " -- async", run_async=True)
+        assert r.status.statusCode == 0
+        t, out = _in_thread(lambda: sync_c.execute(slow + " -- sync"))
+        time.sleep(2.0)                          # both statements run in Spark now
+        relay.cut()
+        t.join(30)
+        assert out["value"].status.sqlState == "08S01", out
+        st = async_c.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=r.operationHandle))
+        assert st.status.sqlState == "08S01"
+        for c in (sync_c, async_c):
+            c.close()
+    finally:
+        assert p.stop(check=True) == 0
+        relay.close()
+    lines = [ln for ln in p.log_path.read_text().splitlines() if "statement cut by upstream" in ln]
+    assert len(lines) == 2, lines
+    sync_line = next(ln for ln in lines if "-- sync" in ln)
+    async_line = next(ln for ln in lines if "-- async" in ln)
+    assert "op=- call=ExecuteStatement" in sync_line and "line1\\nline2" in sync_line
+    assert f"op={hex_id(r.operationHandle.operationId)}" in async_line
+    assert "state=RUNNING" in async_line and "session=" in async_line
