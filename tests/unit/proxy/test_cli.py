@@ -77,3 +77,11 @@ def test_sync_output_helpers():
     assert text.splitlines() == ["Table" + " " * 9 + "New Segment", "db.t" + " " * 10 + "1",
                                  "db.long_name"]
     assert "no base tables" in cli._format_rows(["Table"], [])
+
+
+def test_upstream_limit_flags():
+    a = cli.build_parser().parse_args(["serve", "--upstream-max-reply-bytes", "2097152",
+                                       "--upstream-max-sessions", "8",
+                                       "--upstream-max-sessions-per-user", "2"])
+    up = cli._flags(a)["upstream"]
+    assert (up["max_reply_bytes"], up["max_sessions"], up["max_sessions_per_user"]) == (2097152, 8, 2)
