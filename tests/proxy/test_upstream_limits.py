@@ -95,7 +95,7 @@ def test_session_caps_queue_and_free_slots(gw_dir, gw_relay, monkeypatch):
         ann.open()
         ann2 = Raw(p.host, p.port, user="ann")
         t_ann2, ann2_out = _in_thread(lambda: _open(ann2))       # waits: ann's own cap
-        time.sleep(0.5)
+        time.sleep(1.0)                 # generous: it must be in line before cat asks
         bob = Raw(p.host, p.port, user="bob")
         bob.open()                                               # other users pass
         cat = Raw(p.host, p.port, user="cat")
