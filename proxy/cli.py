@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--upstream-max-protocol", type=int, metavar="N",
                    help="cap the protocol version sent upstream (0..10 = V1..V11)")
     s.add_argument("--upstream-call-timeout", type=float, metavar="SECONDS")
+    s.add_argument("--upstream-max-reply-bytes", type=int, metavar="N",
+                   help="largest reply accepted from Spark (a result page; default 1 GiB)")
+    s.add_argument("--upstream-max-sessions", type=int, metavar="N",
+                   help="cap on upstream sessions in all (default 400; 0 = none)")
+    s.add_argument("--upstream-max-sessions-per-user", type=int, metavar="N",
+                   help="cap on upstream sessions per user (default 0 = none)")
     s.add_argument("--spark-master", help="[spark] master for the embedded engine / pipeline")
     s.add_argument("--state-dir", metavar="DIR", help="[state] dir (default ./.datamap-proxy)")
     s.add_argument("--sync-interval", type=float, metavar="SECONDS",
@@ -117,7 +123,10 @@ def _flags(a: argparse.Namespace) -> dict:
                    "max_login_failures": a.max_login_failures},
         "upstream": {"host": up_host, "port": up_port, "auth": a.upstream_auth,
                      "user": a.upstream_user, "password": a.upstream_password,
-                     "max_protocol": a.upstream_max_protocol, "call_timeout": a.upstream_call_timeout},
+                     "max_protocol": a.upstream_max_protocol, "call_timeout": a.upstream_call_timeout,
+                     "max_reply_bytes": a.upstream_max_reply_bytes,
+                     "max_sessions": a.upstream_max_sessions,
+                     "max_sessions_per_user": a.upstream_max_sessions_per_user},
         "spark": {"master": a.spark_master},
         "state": {"dir": a.state_dir},
         "datamaps": {"sync_interval_s": a.sync_interval, "auto_compaction": a.auto_compaction},
@@ -255,7 +264,7 @@ def _sync(a: argparse.Namespace) -> int:
                               call_timeout=a.timeout)
 
     async def run() -> int:
-        session = UpstreamSession(up, settings.server.max_frame_bytes)
+        session = UpstreamSession(up)
         session.conn.peer = "datamap-proxy"
         session.conn.nosasl_hint = "--auth nosasl"
         try:

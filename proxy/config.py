@@ -52,6 +52,16 @@ class UpstreamSettings:
     connect_timeout: float = 30.0
     call_timeout: float = 3600.0        # one Thrift call (a blocking ExecuteStatement can be long)
     max_protocol: int = 10              # TProtocolVersion V11 (index 10)
+    # One reply from Spark, i.e. a result page (maxRows x row width): the default is Hive
+    # JDBC's own reply limit (hive.thrift.client.max.message.size), so any page a client
+    # would accept passes. Spark is trusted; this only bounds a runaway page's memory.
+    max_reply_bytes: int = 1 << 30
+    # Each upstream session is a TCP connection holding one Spark Thrift Server worker
+    # thread (hive.server2.thrift.max.worker.threads, 500 by default): stay below that.
+    max_sessions: int = 400             # <= 0: no cap
+    max_sessions_per_user: int = 0      # <= 0: no cap (HiveServer2's own default)
+    session_queue_size: int = 100       # OpenSessions waiting for a slot; more are refused
+    session_queue_timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,9 @@ class Settings:
 
 SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
             "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings}
+# Below this, replies that Spark splits over several small SASL frames could pass the
+# limit unchecked (upstream.py trusts a frame of 64 KiB or more to end its message).
+_MIN_REPLY_BYTES = 1 << 20
 _CHOICES = {("server", "auth"): ("none", "nosasl"), ("upstream", "auth"): ("plain", "nosasl")}
 
 
@@ -125,6 +138,9 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
         raise ConfigError(f"{source}: [{section}] {key} must be one of {', '.join(choices)}, got {value!r}")
     if key in ("port",) and not (0 <= value <= 65535):
         raise ConfigError(f"{source}: [{section}] {key} out of range: {value}")
+    if key == "max_reply_bytes" and value < _MIN_REPLY_BYTES:
+        raise ConfigError(f"{source}: [upstream] max_reply_bytes must be at least "
+                          f"{_MIN_REPLY_BYTES} (one result page must fit), got {value}")
     if key == "max_protocol" and not (0 <= value <= 10):
         raise ConfigError(f"{source}: [upstream] max_protocol must be 0..10 (V1..V11), got {value}")
     return value

@@ -30,10 +30,12 @@ from proxy import statements
 from proxy.config import Settings
 from proxy.errors import ClientError, InvalidHandle, ProxyError, UpstreamError, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
+from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource, empty_log_rowset
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
 from proxy.session import BLOCKED_KEY, Session, semantic_setting
+from proxy.slots import SessionSlots, TooManySessions
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import UpstreamSession, check
@@ -81,8 +83,10 @@ class Service:
         statements.install(router)
         self.sessions: HandleRegistry[Session] = HandleRegistry("SessionHandle")
         self.operations: HandleRegistry[Operation] = HandleRegistry("OperationHandle")
-        self._factory = upstream_factory or (lambda: UpstreamSession(
-            settings.upstream, settings.server.max_frame_bytes))
+        self._factory = upstream_factory or (lambda: UpstreamSession(settings.upstream))
+        up = settings.upstream
+        self.slots = SessionSlots(up.max_sessions, up.max_sessions_per_user,
+                                  up.session_queue_size, up.session_queue_timeout)
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
@@ -172,12 +176,41 @@ class Service:
         else:
             user, password = (req.username or "anonymous"), (req.password or "")
         client_protocol = req.client_protocol if req.client_protocol is not None else 0
-        upstream = self._factory()
         t0 = time.monotonic()
-        resp = await upstream.open(user, password, client_protocol, req.configuration)
+        try:
+            await self.slots.acquire(user)
+        except TooManySessions as e:
+            log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
+                        conn.peer, time.monotonic() - t0, e)
+            raise
+        upstream = session = None
+        try:
+            upstream = self._factory()
+            session, resp = await self._open_upstream(conn, user, password, client_protocol,
+                                                      req, upstream)
+        finally:
+            if session is None:
+                self.slots.release(user)
+                if upstream is not None:
+                    upstream.conn.close()
+        log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
+                 session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
+                 (time.monotonic() - t0) * 1000)
+        return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
+                                  sessionHandle=T.TSessionHandle(sessionId=session.handle),
+                                  configuration=resp.configuration)
+
+    async def _open_upstream(self, conn: ClientConnection, user: str, password: str,
+                             client_protocol: int, req: T.TOpenSessionReq,
+                             upstream: UpstreamSession) -> tuple[Session, T.TOpenSessionResp]:
+        try:
+            resp = await upstream.open(user, password, client_protocol, req.configuration)
+        except UpstreamError as e:
+            self._log_open_failed(user, conn, upstream, str(e))
+            raise
         if resp.status is None or resp.status.statusCode not in (0, 1) or upstream.handle is None:
-            log.info("session open failed user=%s peer=%s: %s", user, conn.peer,
-                     resp.status.errorMessage if resp.status else "no status")
+            self._log_open_failed(user, conn, upstream,
+                                  resp.status.errorMessage if resp.status else "no status")
             raise UpstreamError("OpenSession failed", resp.status)
         session = Session(user=user, protocol=resp.serverProtocolVersion,
                           client_protocol=client_protocol,
@@ -186,12 +219,34 @@ class Service:
         session.handle = self.sessions.add(session)
         conn.sessions.add(session)
         session.connection = conn
-        log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
-                 session.id, user, conn.peer, session.protocol + 1, client_protocol + 1,
-                 (time.monotonic() - t0) * 1000)
-        return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
-                                  sessionHandle=T.TSessionHandle(sessionId=session.handle),
-                                  configuration=resp.configuration)
+        upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
+        return session, resp
+
+    @staticmethod
+    def _log_open_failed(user: str, conn: ClientConnection, upstream: UpstreamSession,
+                         reason: str | None) -> None:
+        log.warning("upstream OpenSession failed user=%s peer=%s upstream=%s: %s", safe(user, 64),
+                    conn.peer, upstream.conn.addr, safe(reason or "no reason given", 500))
+
+    def _upstream_lost(self, session: Session, reason: str) -> None:
+        """The upstream connection of `session` broke: every statement it was running is
+        gone with it. Say which (the client may only see a generic 08S01 later)."""
+        call = session.upstream.conn.current
+        if call is not None and call[0] == "ExecuteStatement":
+            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "
+                             "call=ExecuteStatement sql=%s: %s", session.id, safe(session.user, 64),
+                             safe(call[1].statement or ""), safe(reason))
+        for op in list(session.operations.values()):
+            if not op.state.running:
+                continue
+            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=%s "
+                             "decision=%s state=%s sql=%s: %s", session.id, safe(session.user, 64),
+                             hex_id(op.client_handle.operationId), op.decision, op.state.name,
+                             safe(op.statement or ""), safe(reason))
+            if op.kind is OpKind.UPSTREAM:
+                # mirrored state: a dead statement must not keep the session from idling
+                # out or hold up shutdown's drain
+                op.state = OpState.ERROR
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)
@@ -207,7 +262,10 @@ class Service:
             conn.sessions.discard(session)
         for op in list(session.operations.values()):
             self._forget_op(op, "session closed")
-        await session.upstream.close()
+        try:
+            await session.upstream.close()
+        finally:
+            self.slots.release(session.user)
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id, session.user,
                  reason, time.monotonic() - session.created)
 

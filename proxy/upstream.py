@@ -4,6 +4,12 @@ Strict request/reply: one lock per connection, every await bounded by a timeout.
 or a broken socket makes the connection unusable (the byte stream cannot be resynchronised),
 so it is closed and every later call fails fast with UpstreamError (SQLSTATE 08S01).
 
+A reply larger than [upstream] max_reply_bytes (a result page too big to hold) fails that
+one call and nothing else: it is read past without being kept (SASL: the rest of its frame;
+NOSASL: codec.MessageSkipper walks it), so the connection stays in step and the session,
+its temporary views and settings, live on. Reconnecting instead would lose all of those:
+an HS2 session dies with its TCP connection.
+
 `call_raw(bytes) -> bytes` moves already-encoded messages (the relay path: replies without
 handles go back to the client undecoded); `call(name, req)` encodes/decodes.
 """
@@ -11,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import struct
+from typing import Any, Callable
 
 from thrift.Thrift import TApplicationException
 
@@ -28,6 +35,16 @@ _READ_CHUNK = 1 << 20
 # Replies at least this big are trusted to end at a SASL frame boundary (Thrift servers flush
 # once per message) instead of being walked by the skip-parser: keeps relaying cheap.
 _TRUST_FRAME_BYTES = 1 << 16
+_NEGOTIATION_BYTES = 1 << 16       # a SASL challenge from Spark is a few bytes
+_frame_len = struct.Struct("!I")
+
+
+class _ReplyTooLarge(Exception):
+    """The reply was read past and dropped; the connection is still in step."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
 
 
 class UpstreamConnection:
@@ -35,17 +52,19 @@ class UpstreamConnection:
     peer = "Spark Thrift Server"
     nosasl_hint = "--upstream-auth nosasl"
 
-    def __init__(self, settings: UpstreamSettings, max_frame_bytes: int):
+    def __init__(self, settings: UpstreamSettings, max_reply_bytes: int | None = None):
         self.settings = settings
-        self.max_bytes = max_frame_bytes
+        self.max_bytes = settings.max_reply_bytes if max_reply_bytes is None else max_reply_bytes
         self.addr = f"{settings.host}:{settings.port}"
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
         self._sasl = settings.auth == "plain"
-        self._frames: sasl.FrameDecoder | None = None
         self._buf = bytearray()
         self.broken: str | None = None
+        # (method, request) of the call in flight, for whoever reports a broken connection.
+        self.current: tuple[str, Any] | None = None
+        self.on_break: Callable[[str], None] | None = None
 
     async def connect(self, user: str, password: str) -> None:
         s = self.settings
@@ -63,7 +82,7 @@ class UpstreamConnection:
             await asyncio.wait_for(self._writer.drain(), s.connect_timeout)
             buf = bytearray()
             while not client.complete:
-                got = sasl.decode_negotiation(buf, self.max_bytes)
+                got = sasl.decode_negotiation(buf, _NEGOTIATION_BYTES)
                 if got is None:
                     chunk = await asyncio.wait_for(self._reader.read(65536), s.connect_timeout)
                     if not chunk:
@@ -85,28 +104,53 @@ class UpstreamConnection:
         except UpstreamError:
             self.close()
             raise
-        self._frames = sasl.FrameDecoder(self.max_bytes)
 
-    async def call_raw(self, data: bytes, timeout: float | None = None) -> bytes:
+    async def call_raw(self, data: bytes, timeout: float | None = None,
+                       request: tuple[str, Any] | None = None) -> bytes:
         if self.broken:
             raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {self.broken}")
         timeout = self.settings.call_timeout if timeout is None else timeout
         async with self._lock:
+            self.current = request
             try:
                 async with asyncio.timeout(timeout):      # no extra task per call
                     return await self._roundtrip(data)
+            except _ReplyTooLarge as e:
+                raise self._too_large(data, e.size) from None
             except TimeoutError:
                 self._break(f"no reply within {timeout:g}s")
-            except (OSError, EOFError, asyncio.IncompleteReadError) as e:
+            except asyncio.IncompleteReadError:
+                self._break(f"{self.peer} closed the connection")
+            except (OSError, EOFError) as e:
                 self._break(str(e) or type(e).__name__)
             except (codec.ProtocolError, sasl.SaslError) as e:
                 self._break(f"bad reply: {e}")
+            finally:
+                self.current = None
         raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {self.broken}")
+
+    def _too_large(self, data: bytes, size: int) -> UpstreamError:
+        try:
+            name = codec.decode_header(data)[0]
+        except codec.ProtocolError:
+            name = "a call"
+        log.warning("upstream %s reply to %s of %d bytes exceeds [upstream] max_reply_bytes "
+                    "(%d); dropped, the session goes on", self.addr, name, size, self.max_bytes)
+        # HY000, not 08S01: the link is fine, and pools evict connections on SQLSTATE 08xxx.
+        return UpstreamError(
+            f"The {self.peer} reply to {name} of {size} bytes exceeds the proxy's limit of "
+            f"{self.max_bytes} bytes ([upstream] max_reply_bytes); it was dropped. Fetch fewer "
+            f"rows at a time or raise the limit; the session is still usable.", sqlstate="HY000")
 
     def _break(self, reason: str) -> None:
         self.broken = reason
         log.warning("upstream %s connection broken: %s", self.addr, reason)
         self.close()
+        if self.on_break is not None:
+            try:
+                self.on_break(reason)
+            except Exception:  # noqa: BLE001 - reporting must not hide the failure itself
+                log.exception("reporting the broken upstream connection failed")
 
     async def _roundtrip(self, data: bytes) -> bytes:
         w, r = self._writer, self._reader
@@ -114,16 +158,41 @@ class UpstreamConnection:
             raise EOFError("not connected")
         w.write(sasl.encode_frame(data) if self._sasl else data)
         await w.drain()
+        if self._sasl:
+            return await self._read_sasl_reply(r)
+        return await self._read_raw_reply(r)
+
+    async def _read_sasl_reply(self, r: asyncio.StreamReader) -> bytes:
+        # Strict request/reply: buf holds only (part of) this reply, as whole frames; a
+        # frame of _TRUST_FRAME_BYTES or more is trusted to end the message (Thrift servers
+        # flush once per message), so big replies are never walked by the skip-parser.
         buf = self._buf
-        frames = self._frames if self._sasl else None
+        while True:
+            (length,) = _frame_len.unpack(await r.readexactly(4))
+            if length > self.max_bytes:
+                await _discard(r, length)
+                buf.clear()
+                raise _ReplyTooLarge(length)
+            payload = await r.readexactly(length)
+            if not buf:             # the usual case, one frame per reply: no copies
+                n = length if length >= _TRUST_FRAME_BYTES else codec.message_length(payload, self.max_bytes)
+                if n == length:
+                    return payload
+            buf += payload
+            n = len(buf) if len(buf) >= _TRUST_FRAME_BYTES else codec.message_length(buf, self.max_bytes)
+            if n is not None:
+                out = bytes(buf[:n])
+                del buf[:n]
+                return out
+
+    async def _read_raw_reply(self, r: asyncio.StreamReader) -> bytes:
+        buf = self._buf
         while True:
             if buf:
-                # Strict request/reply: buf holds only (part of) this reply. Under SASL it
-                # holds whole frames, and big ones are trusted to end the message.
-                if frames is not None and len(buf) >= _TRUST_FRAME_BYTES:
-                    n: int | None = len(buf)
-                else:
+                try:
                     n = codec.message_length(buf, self.max_bytes)
+                except codec.MessageTooLarge:
+                    raise _ReplyTooLarge(await self._skip_raw(r)) from None
                 if n is not None:
                     out = bytes(buf[:n])
                     del buf[:n]
@@ -131,14 +200,25 @@ class UpstreamConnection:
             chunk = await r.read(_READ_CHUNK)
             if not chunk:
                 raise EOFError("Spark closed the connection")
-            if frames is None:
-                buf += chunk
-            else:
-                for payload in frames.feed(chunk):
-                    buf += payload
+            buf += chunk
+
+    async def _skip_raw(self, r: asyncio.StreamReader) -> int:
+        """NOSASL: walk the rest of an oversized reply without keeping it; its size."""
+        skipper = codec.MessageSkipper()
+        with memoryview(self._buf) as view:
+            left = skipper.feed(view)
+        self._buf[:] = self._buf[len(self._buf) - left:] if left else b""
+        while left is None:
+            chunk = await r.read(_READ_CHUNK)
+            if not chunk:
+                raise EOFError("Spark closed the connection")
+            left = skipper.feed(chunk)
+            if left:
+                self._buf[:] = chunk[len(chunk) - left:]
+        return skipper.size
 
     async def call(self, name: str, req: Any, seqid: int = 0, timeout: float | None = None) -> Any:
-        reply = await self.call_raw(codec.encode_call(name, seqid, req), timeout)
+        reply = await self.call_raw(codec.encode_call(name, seqid, req), timeout, (name, req))
         try:
             return codec.decode_reply(reply, name)
         except TApplicationException as e:
@@ -157,6 +237,15 @@ class UpstreamConnection:
             self._reader = None
 
 
+async def _discard(r: asyncio.StreamReader, n: int) -> None:
+    """Read and drop n bytes, holding at most one chunk."""
+    while n > 0:
+        chunk = await r.read(min(n, _READ_CHUNK))
+        if not chunk:
+            raise EOFError("Spark closed the connection")
+        n -= len(chunk)
+
+
 def check(status: T.TStatus | None, what: str) -> None:
     """Raise UpstreamError (status passed through) unless status is SUCCESS/SUCCESS_WITH_INFO."""
     if status is None:
@@ -168,9 +257,9 @@ def check(status: T.TStatus | None, what: str) -> None:
 class UpstreamSession:
     """The upstream HS2 session backing one client session."""
 
-    def __init__(self, settings: UpstreamSettings, max_frame_bytes: int):
+    def __init__(self, settings: UpstreamSettings, max_reply_bytes: int | None = None):
         self.settings = settings
-        self.conn = UpstreamConnection(settings, max_frame_bytes)
+        self.conn = UpstreamConnection(settings, max_reply_bytes)
         self.handle: T.TSessionHandle | None = None
         self.protocol: int | None = None
 

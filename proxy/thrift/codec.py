@@ -44,6 +44,10 @@ class ProtocolError(Exception):
     """Malformed or oversized Thrift data: the connection cannot continue."""
 
 
+class MessageTooLarge(ProtocolError):
+    """The message is bigger than the limit given; the stream itself may be well-formed."""
+
+
 class Incomplete(Exception):
     """The buffer does not yet hold a whole message."""
 
@@ -178,13 +182,13 @@ def message_length(buf: bytes | bytearray | memoryview, max_bytes: int = 104_857
         end = _skip(buf, pos, TType.STRUCT, 0, max_bytes)
     except Incomplete:
         if n > max_bytes:
-            raise ProtocolError(f"message larger than {max_bytes} bytes") from None
+            raise MessageTooLarge(f"message larger than {max_bytes} bytes") from None
         return None
     except struct.error:
         return None
     if end > n:
         if end > max_bytes:
-            raise ProtocolError(f"message larger than {max_bytes} bytes")
+            raise MessageTooLarge(f"message larger than {max_bytes} bytes")
         return None
     return end
 
@@ -193,7 +197,7 @@ def _need(n: int, pos: int, size: int, limit: int) -> None:
     if size < 0:
         raise ProtocolError(f"negative size {size}")
     if pos + size > limit:
-        raise ProtocolError(f"message larger than {limit} bytes")
+        raise MessageTooLarge(f"message larger than {limit} bytes")
     if pos + size > n:
         raise Incomplete
 
@@ -236,7 +240,7 @@ def _skip(buf, pos: int, ttype: int, depth: int, limit: int) -> int:
                     raise ProtocolError(f"negative string size {size}")
                 pos += 4 + size
             if pos > limit:
-                raise ProtocolError(f"message larger than {limit} bytes")
+                raise MessageTooLarge(f"message larger than {limit} bytes")
             return pos
         for _ in range(count):
             pos = _skip(buf, pos, etype, depth + 1, limit)
@@ -253,8 +257,113 @@ def _skip(buf, pos: int, ttype: int, depth: int, limit: int) -> int:
     raise ProtocolError(f"unknown Thrift type id {ttype}")
 
 
+
+# ---------------------------------------------------------------- streaming skip
+
+_READ, _DROP = "read", "drop"
+
+
+class MessageSkipper:
+    """Finds where one message ends when it arrives in pieces, keeping nothing but the few
+    bytes of the size field being read: how an oversized reply is read past (and dropped)
+    so that the connection stays in step with the server. Slower per byte than
+    message_length (a generator step per field); it only runs on that rare path."""
+
+    def __init__(self) -> None:
+        self._walk = _walk_message()
+        self._step: tuple[str, int] | None = next(self._walk)
+        self._part = bytearray()
+        self.size = 0                 # bytes of the message consumed so far
+
+    @property
+    def done(self) -> bool:
+        return self._step is None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> int | None:
+        """Consume `data`. Once the message has ended, return how many bytes of `data`
+        follow it; until then None. Raises ProtocolError on garbage."""
+        view = memoryview(data)
+        pos = 0
+        while self._step is not None:
+            op, n = self._step
+            if op is _DROP:
+                k = min(n, len(view) - pos)
+                pos += k
+                if k < n:
+                    self._step = (_DROP, n - k)
+                    break
+                got = None
+            else:
+                k = min(n - len(self._part), len(view) - pos)
+                self._part += view[pos:pos + k]
+                pos += k
+                if len(self._part) < n:
+                    break
+                got = bytes(self._part)
+                self._part.clear()
+            try:
+                self._step = self._walk.send(got)
+            except StopIteration:
+                self._step = None
+        self.size += pos
+        return None if self._step is not None else len(view) - pos
+
+
+def _walk_message():
+    (word,) = _unpack_i32((yield _READ, 4), 0)
+    if word < 0:
+        if (word & VERSION_MASK) != VERSION_1:
+            raise ProtocolError(f"bad Thrift version word 0x{word & 0xFFFFFFFF:08x}")
+        (nlen,) = _unpack_i32((yield _READ, 4), 0)
+        if nlen < 0 or nlen > 4096:
+            raise ProtocolError(f"bad method name length {nlen}")
+        yield _DROP, nlen + 4
+    else:
+        if word > 4096:
+            raise ProtocolError(f"bad method name length {word} (not a Thrift message)")
+        yield _DROP, word + 1 + 4
+    yield from _walk(TType.STRUCT, 0)
+
+
+def _walk(ttype: int, depth: int):
+    """_skip as a generator: yields (READ, n) to receive n bytes, (DROP, n) to pass n."""
+    if depth > _MAX_DEPTH:
+        raise ProtocolError("Thrift structure nested too deeply")
+    fixed = _FIXED.get(ttype)
+    if fixed is not None:
+        yield _DROP, fixed
+    elif ttype == TType.STRING:
+        (size,) = _unpack_i32((yield _READ, 4), 0)
+        if size < 0:
+            raise ProtocolError(f"negative string size {size}")
+        yield _DROP, size
+    elif ttype == TType.STRUCT:
+        while (ftype := (yield _READ, 1)[0]) != TType.STOP:
+            yield _DROP, 2
+            yield from _walk(ftype, depth + 1)
+    elif ttype in (TType.LIST, TType.SET):
+        etype, count = _unpack_list((yield _READ, 5), 0)
+        if count < 0:
+            raise ProtocolError(f"negative list size {count}")
+        efixed = _FIXED.get(etype)
+        if efixed is not None:
+            yield _DROP, efixed * count
+        else:
+            for _ in range(count):
+                yield from _walk(etype, depth + 1)
+    elif ttype == TType.MAP:
+        ktype, vtype, count = _unpack_map((yield _READ, 6), 0)
+        if count < 0:
+            raise ProtocolError(f"negative map size {count}")
+        for _ in range(count):
+            yield from _walk(ktype, depth + 1)
+            yield from _walk(vtype, depth + 1)
+    else:
+        raise ProtocolError(f"unknown Thrift type id {ttype}")
+
 __all__ = [
     "CALL", "REPLY", "EXCEPTION", "ONEWAY", "METHODS", "Message", "ProtocolError",
     "encode", "encode_call", "encode_reply", "application_exception", "decode",
-    "decode_header", "decode_reply", "set_seqid", "message_length",
+    "decode_header", "decode_reply", "set_seqid", "message_length", "MessageTooLarge",
+    "MessageSkipper",
 ]

@@ -86,3 +86,11 @@ def test_pre_login_limit_flags():
     f = cli._flags(a)["server"]
     assert (f["login_timeout"], f["idle_connection_timeout"]) == (5.0, 60.0)
     assert (f["max_connections"], f["max_connections_per_address"], f["max_login_failures"]) == (10, 3, 0)
+
+
+def test_upstream_limit_flags():
+    a = cli.build_parser().parse_args(["serve", "--upstream-max-reply-bytes", "2097152",
+                                       "--upstream-max-sessions", "8",
+                                       "--upstream-max-sessions-per-user", "2"])
+    up = cli._flags(a)["upstream"]
+    assert (up["max_reply_bytes"], up["max_sessions"], up["max_sessions_per_user"]) == (2097152, 8, 2)

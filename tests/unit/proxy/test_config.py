@@ -61,3 +61,14 @@ def test_pre_login_limits_defaults_and_env():
     assert (s.max_login_failures, s.max_login_failures_per_address, s.login_failure_window) == (5, 20, 300.0)
     s = load(env={"DATAMAP_PROXY_SERVER_MAX_CONNECTIONS_PER_ADDRESS": "7"}).server
     assert s.max_connections_per_address == 7
+
+
+def test_upstream_limits_defaults_env_and_floor():
+    up = load(env={}).upstream
+    assert up.max_reply_bytes == 1 << 30 and up.max_sessions == 400
+    assert up.max_sessions_per_user == 0 and up.session_queue_size == 100
+    s = load(env={"DATAMAP_PROXY_UPSTREAM_MAX_REPLY_BYTES": str(2 << 20),
+                  "DATAMAP_PROXY_UPSTREAM_SESSION_QUEUE_TIMEOUT": "2.5"})
+    assert s.upstream.max_reply_bytes == 2 << 20 and s.upstream.session_queue_timeout == 2.5
+    with pytest.raises(ConfigError, match=r"max_reply_bytes must be at least 1048576"):
+        load(env={"DATAMAP_PROXY_UPSTREAM_MAX_REPLY_BYTES": "4096"})
