@@ -266,8 +266,8 @@ class Service:
             await session.upstream.close()
         finally:
             self.slots.release(session.user)
-        log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id, session.user,
-                 reason, time.monotonic() - session.created)
+        log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
+                 safe(session.user, 64), reason, time.monotonic() - session.created)
 
     async def connection_closed(self, conn: ClientConnection) -> None:
         for session in list(conn.sessions):
