@@ -44,8 +44,10 @@ stmt_log = logging.getLogger("proxy.statement")
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 _RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
                    T.TOperationState.PENDING_STATE)
-_USE = re.compile(r"^\s*use\s+(?:database\s+|schema\s+)?`?([\w.]+?)`?\s*;?\s*$", re.IGNORECASE)
-_SET = re.compile(r"^\s*set\s+([^\s=]+)\s*=\s*(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+# Matched in full against the statement without its terminator (proxy.statements.bare):
+# a trailing `\s*;?\s*$` in the pattern backtracks quadratically over a run of spaces.
+_USE = re.compile(r"\s*use\s+(?:database\s+|schema\s+)?`?([\w.]+)`?", re.IGNORECASE)
+_SET = re.compile(r"\s*set\s+([^\s=]+)\s*=\s*(.*)", re.IGNORECASE | re.DOTALL)
 _SESSION_CALLS = ("GetInfo", "GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables",
                   "GetTableTypes", "GetColumns", "GetFunctions", "GetPrimaryKeys",
                   "GetCrossReference", "GetDelegationToken", "CancelDelegationToken",
@@ -325,11 +327,12 @@ class Service:
         return resp
 
     def _track_session_state(self, session: Session, statement: str) -> None:
-        m = _USE.match(statement)
+        statement = statements.bare(statement)
+        m = _USE.fullmatch(statement)
         if m:
             session.current_db = m.group(1).lower()
             return
-        m = _SET.match(statement)
+        m = _SET.fullmatch(statement)
         if m:
             session.conf[m.group(1)] = m.group(2)
 

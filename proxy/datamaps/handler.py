@@ -40,7 +40,7 @@ log = logging.getLogger("proxy.datamaps")
 
 REWRITE_KEY = "datamap.rewrite.enabled"
 PLAN_COLUMNS = (("plan", "string"),)
-_QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:select|with|from|\()",
+_QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+(?:select|with|from|\()",
                     re.IGNORECASE | re.DOTALL)
 
 
@@ -194,8 +194,9 @@ def translate_only(service: DatamapService, statement: str, current_db: str) -> 
         return statement
 
 
+# _LEAD and _QUERY repeat possessively (*+): see proxy/datamaps/ddl.py's _LEAD.
 _NAME = r"(?P<name>(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+))?)"
-_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+"
 _LOADS = [
     re.compile(_LEAD + r"insert\s+(?:into|overwrite)\s+(?:table\s+)?" + _NAME, re.I | re.S),
     re.compile(_LEAD + r"load\s+data\s+(?:local\s+)?inpath\s+(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
@@ -214,8 +215,13 @@ _OVERWRITE = re.compile(
 _DROP_TABLE = re.compile(_LEAD + r"drop\s+table\s+(?:if\s+exists\s+)?" + _NAME, re.I | re.S)
 
 
+_NAME_PART = re.compile(r"`(?:[^`]|``)+`|[A-Za-z0-9_]+")
+
+
 def _qualify(raw: str, current_db: str) -> str:
-    parts = [p.strip() for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*\Z)", raw)]
+    # raw matched _NAME: one or two parts; found one by one (a split on dots outside
+    # backquotes that looks ahead to the end is quadratic in a long quoted name)
+    parts = _NAME_PART.findall(raw)
     parts = [(p[1:-1].replace("``", "`") if p.startswith("`") else p).lower() for p in parts]
     return ".".join(parts) if len(parts) == 2 else f"{current_db}.{parts[0]}"
 
