@@ -48,6 +48,8 @@ _RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNIN
 # a trailing `\s*;?\s*$` in the pattern backtracks quadratically over a run of spaces.
 _USE = re.compile(r"\s*use\s+(?:database\s+|schema\s+)?`?([\w.]+)`?", re.IGNORECASE)
 _SET = re.compile(r"\s*set\s+([^\s=]+)\s*=\s*(.*)", re.IGNORECASE | re.DOTALL)
+# Kept on an operation for its log line, which shows less than this.
+_STATEMENT_KEPT = 1000
 _SESSION_CALLS = ("GetInfo", "GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables",
                   "GetTableTypes", "GetColumns", "GetFunctions", "GetPrimaryKeys",
                   "GetCrossReference", "GetDelegationToken", "CancelDelegationToken",
@@ -288,7 +290,7 @@ class Service:
                                current_db=session.current_db, conf=conf,
                                protocol_version=session.protocol)
         try:
-            decision = self.router.decide(ctx, statement)
+            decision = await self.router.decide_async(ctx, statement)
         except ProxyError:
             raise
         except Exception:  # noqa: BLE001 - a broken handler must not break pass-through
@@ -319,7 +321,7 @@ class Service:
             return resp
         self._track_session_state(session, req.statement)
         op = Operation(OpKind.UPSTREAM, T.TOperationType.EXECUTE_STATEMENT,
-                       statement=req.statement, decision=label,
+                       statement=req.statement[:_STATEMENT_KEPT], decision=label,
                        state=OpState.RUNNING if req.runAsync else OpState.FINISHED)
         resp.operationHandle = self._register_op(session, op, resp.operationHandle,
                                                  resp.operationHandle.operationType,
@@ -337,7 +339,8 @@ class Service:
             session.conf[m.group(1)] = m.group(2)
 
     def _new_proxy_op(self, session: Session, kind: OpKind, statement: str, label: str) -> Operation:
-        op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement, decision=label)
+        op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement[:_STATEMENT_KEPT],
+                       decision=label)
         op.done = asyncio.Event()
         return op
 
@@ -488,7 +491,10 @@ class Service:
             self._require_finished(op)
             return await self._forward_op_call(op, name, req, seqid)
         self._require_finished(op)
-        rowset, more = op.result.fetch(req.maxRows, req.orientation)
+        if op.result.costly(req.maxRows):
+            rowset, more = await asyncio.to_thread(op.result.fetch, req.maxRows, req.orientation)
+        else:
+            rowset, more = op.result.fetch(req.maxRows, req.orientation)
         return T.TFetchResultsResp(status=OK, hasMoreRows=more, results=rowset)
 
     async def _h_CancelOperation(self, conn, name, req: T.TCancelOperationReq, seqid):

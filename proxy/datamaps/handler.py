@@ -10,8 +10,11 @@ proxy/statements.py.
 
 `DatamapSelectHandler`: a query -> Rewrite(sql) when the rewriter answers it from ENABLED,
 in-sync datamaps (or translates timeseries()); otherwise None, so the next handler or the
-default PassThrough forwards it unchanged. Runs on the event loop: it only reads the
-catalog version and, when that changed, rebuilds the index (a few small SQLite reads).
+default PassThrough forwards it unchanged. Runs where the Router decides (the event loop
+for short statements, a worker for long ones): it only reads the catalog version and,
+when that changed, rebuilds the index (a few small SQLite reads). A statement over
+`[datamaps] rewrite_max_sql_bytes` is not parsed at all: it is forwarded unchanged, or
+rejected (54001) when it calls timeseries(), which only a parse could translate.
 
 `DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap, and DDL
 that adds or removes its files (ALTER TABLE ... ADD/DROP/RENAME PARTITION, RECOVER
@@ -29,6 +32,7 @@ import logging
 import re
 
 from proxy.datamaps import ddl
+from proxy.config import DatamapsSettings
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
@@ -42,6 +46,18 @@ REWRITE_KEY = "datamap.rewrite.enabled"
 PLAN_COLUMNS = (("plan", "string"),)
 _QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+(?:select|with|from|\()",
                     re.IGNORECASE | re.DOTALL)
+MAX_SQL_BYTES = DatamapsSettings.rewrite_max_sql_bytes
+TOO_COMPLEX = "54001"
+
+
+def over_limit(sql: str, limit: int | None) -> bool:
+    """Is sql longer than `limit` bytes in UTF-8? (encodes only when the length in
+    characters cannot tell)"""
+    if limit is None:
+        return False
+    if len(sql) > limit:
+        return True
+    return len(sql) * 4 > limit and len(sql.encode("utf-8", "surrogatepass")) > limit
 
 
 def rewrite_enabled(ctx: StatementContext) -> bool:
@@ -53,8 +69,9 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
 
 
 class DatamapDdlHandler:
-    def __init__(self, service: DatamapService):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
         self.service = service
+        self.max_sql_bytes = max_sql_bytes
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         try:
@@ -79,23 +96,24 @@ class DatamapDdlHandler:
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
-        enabled = rewrite_enabled(ctx)
+        too_long = over_limit(stmt.query, self.max_sql_bytes)   # forwarded as written
+        enabled = rewrite_enabled(ctx) and not too_long
         current_db = ctx.current_db
         service = self.service
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
-            if not enabled and _TIMESERIES.search(stmt.query):
+            if not enabled and not too_long and _TIMESERIES.search(stmt.query):
                 sql = await asyncio.to_thread(translate_only, service, stmt.query, current_db)
                 result = RewriteResult(sql, sql != stmt.query)
             if enabled:
                 try:
                     index = await asyncio.to_thread(service.index)
-                    result = index.rewrite(stmt.query, current_db)
+                    result = await asyncio.to_thread(index.rewrite, stmt.query, current_db)
                     if result.missing_schemas:   # explain what the query will get once loaded
                         await asyncio.to_thread(service.load_schemas, result.missing_schemas)
                         index = await asyncio.to_thread(service.index)
-                        result = index.rewrite(stmt.query, current_db)
+                        result = await asyncio.to_thread(index.rewrite, stmt.query, current_db)
                 except Exception:  # noqa: BLE001 - explain what would really be sent
                     log.warning("rewrite failed during EXPLAIN; showing the original",
                                 exc_info=True)
@@ -146,12 +164,15 @@ def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
 
 
 class DatamapSelectHandler:
-    def __init__(self, service: DatamapService):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
         self.service = service
+        self.max_sql_bytes = max_sql_bytes
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if not _QUERY.match(statement):
             return None
+        if over_limit(statement, self.max_sql_bytes):
+            return self._too_long(statement)
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
         try:
@@ -170,6 +191,15 @@ class DatamapSelectHandler:
             or "timeseries"
         return Rewrite(result.sql, note=note)
 
+
+    def _too_long(self, statement: str) -> Decision | None:
+        if _TIMESERIES.search(statement):
+            return Reject(f"Statement of {len(statement)} characters is over [datamaps] "
+                          f"rewrite_max_sql_bytes ({self.max_sql_bytes} bytes), so its "
+                          "timeseries() calls cannot be translated", TOO_COMPLEX)
+        log.info("statement of %d characters is over rewrite_max_sql_bytes (%d); forwarding "
+                 "it without a rewrite", len(statement), self.max_sql_bytes)
+        return None
 
     def _timeseries_only(self, ctx: StatementContext, statement: str) -> Decision | None:
         """Datamap rewriting is off for the session, but timeseries() is proxy SQL that
