@@ -293,6 +293,10 @@ class Service:
             decision = await self.router.decide_async(ctx, statement)
         except ProxyError:
             raise
+        except RecursionError:   # the client's deeply nested input, not a bug: no traceback
+            log.warning("statement of %d characters is nested too deeply to analyse; "
+                        "forwarding it unchanged", len(statement))
+            decision = PassThrough()
         except Exception:  # noqa: BLE001 - a broken handler must not break pass-through
             log.exception("router failed on statement; forwarding unchanged")
             decision = PassThrough()

@@ -11,6 +11,9 @@ Cost model of a decision:
     bounded in bytes (CACHE_BYTES; an entry over CACHE_BYTES / 8 is not cached); what the
     text pre-check answers is not cached (it costs less than a lookup's worth of memory);
     a catalog change builds a new index (new `version`), which starts with an empty cache.
+A statement nested too deeply for Python's recursion limit (thousands of parentheses) is
+forwarded unchanged with one WARNING line, not a traceback: it is the client's input, not
+a rewriter bug.
 Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
 `skipped` name them so; the alias in the rewritten SQL is the bare name.
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
@@ -36,6 +39,7 @@ from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qua
 log = logging.getLogger(__name__)
 _HAS_TIMESERIES = re.compile(r"timeseries\s*\(", re.I)
 CACHE_BYTES = 64 << 20
+TOO_COMPLEX = "statement too complex (nested too deeply to analyse)"
 
 
 def _entry_size(key: tuple[str, str], res: RewriteResult) -> int:
@@ -79,6 +83,10 @@ class DatamapIndex:
                                  list(hit.missing_schemas))
         try:
             res = self._rewrite(sql, current_db)
+        except RecursionError:
+            log.warning("statement of %d characters is nested too deeply to rewrite; "
+                        "forwarding it unchanged", len(sql))
+            res = RewriteResult(sql, False, [], {n: TOO_COMPLEX for n in self.candidates})
         except Exception as e:  # a rewriter bug must never fail the statement: forward it as is
             log.exception("rewrite failed; forwarding the statement unchanged")
             res = RewriteResult(sql, False, [], {n: f"internal error ({type(e).__name__})"
@@ -128,6 +136,8 @@ class DatamapIndex:
         qtree = tree          # qualified in place; the original is parsed again on a hit
         try:
             qualify_tree(qtree, self.schema, current_db)
+        except RecursionError:
+            raise
         except (NormalizeError, Exception) as e:  # sqlglot raises several error types
             for n in touched:
                 skipped[n] = self.broken.get(n) or f"query does not resolve: {str(e).splitlines()[0]}"
@@ -206,6 +216,8 @@ class DatamapIndex:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
             return None
+        except RecursionError:
+            raise                 # the whole statement is too deep: rewrite() says so once
         except Exception as e:  # never let a block take the statement down
             log.exception("fact extraction failed")
             for n in cands:
@@ -236,6 +248,8 @@ class DatamapIndex:
             alias = bare if bare not in aliases else f"{bare}_dm"
             try:
                 m = match(facts, self.compiled[n], self.candidates[n], alias)
+            except RecursionError:
+                raise
             except Exception as e:  # a bug must not fail the query: forward it unchanged
                 log.exception("matching %s failed", n)
                 m = f"internal error while matching ({type(e).__name__})"

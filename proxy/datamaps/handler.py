@@ -16,6 +16,10 @@ when that changed, rebuilds the index (a few small SQLite reads). A statement ov
 `[datamaps] rewrite_max_sql_bytes` is not parsed at all: it is forwarded unchanged, or
 rejected (54001) when it calls timeseries(), which only a parse could translate.
 
+Statements nested too deeply for Python's recursion limit (thousands of parentheses) are
+the client's input, not a proxy bug: datamap DDL over one fails with 54001 "statement too
+complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING line).
+
 `DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap, and DDL
 that adds or removes its files (ALTER TABLE ... ADD/DROP/RENAME PARTITION, RECOVER
 PARTITIONS, SET LOCATION; MSCK REPAIR TABLE) -> PassThrough(after=...) that cuts the new
@@ -34,6 +38,7 @@ import re
 from proxy.datamaps import ddl
 from proxy.config import DatamapsSettings
 from proxy.datamaps.service import DatamapService, referenced_tables
+from proxy.errors import ClientError
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
 )
@@ -48,6 +53,11 @@ _QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+(?:select|with|from
                     re.IGNORECASE | re.DOTALL)
 MAX_SQL_BYTES = DatamapsSettings.rewrite_max_sql_bytes
 TOO_COMPLEX = "54001"
+
+
+def too_complex(what: str) -> str:
+    return (f"Statement too complex: {what} is nested too deeply to analyse "
+            "(e.g. thousands of parentheses)")
 
 
 def over_limit(sql: str, limit: int | None) -> bool:
@@ -78,6 +88,8 @@ class DatamapDdlHandler:
             stmt = ddl.parse(statement)
         except ddl.DdlError as e:
             return Reject(e.message, e.sqlstate)
+        except RecursionError:           # a legacy provider's query is analysed here
+            return Reject(too_complex("the datamap query"), TOO_COMPLEX)
         if stmt is None or isinstance(stmt, ddl.SetRewrite):
             return None
         if isinstance(stmt, ddl.Explain):
@@ -92,7 +104,10 @@ class DatamapDdlHandler:
         current_db = ctx.current_db
 
         async def run(_upstream) -> LocalResult:
-            return await asyncio.to_thread(method, stmt, current_db)
+            try:
+                return await asyncio.to_thread(method, stmt, current_db)
+            except RecursionError:
+                raise ClientError(too_complex("the statement"), TOO_COMPLEX) from None
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
@@ -219,6 +234,10 @@ def translate_only(service: DatamapService, statement: str, current_db: str) -> 
     schemas = getattr(service._index, "schemas", None)   # only what is known: no Spark call
     try:
         return translate_timeseries(statement, schemas, current_db)
+    except RecursionError:
+        log.warning("statement of %d characters is nested too deeply to translate "
+                    "timeseries(); forwarding the original", len(statement))
+        return statement
     except Exception:  # noqa: BLE001 - forward the original; Spark reports the function
         log.warning("timeseries translation failed; forwarding the original", exc_info=True)
         return statement

@@ -4,7 +4,8 @@ sockets.
 
 A statement calling timeseries() is parsed in full by the rewriter even with no datamap
 (Spark has no such function), so a megabyte IN list makes the proxy work for seconds:
-that work must not stall another session's `SELECT 1`.
+that work must not stall another session's `SELECT 1`. A statement nested 5,000
+parentheses deep must give a clear answer, not "Internal proxy error: RecursionError".
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.support.proxy_proc import start_proxy
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 MB = 1 << 20
+DEEP = "(" * 5000 + "1" + ")" * 5000
 
 
 def timeseries_statement(total: int, in_list: int) -> str:
@@ -117,3 +119,21 @@ def test_over_rewrite_max_sql_bytes_timeseries_is_rejected_without_a_parse(gw_pr
     assert status.statusCode == T.TStatusCode.ERROR_STATUS and status.sqlState == "54001"
     assert "rewrite_max_sql_bytes" in status.errorMessage
     assert took < 5.0 and (not lat or statistics.median(lat) < 1.0), (took, lat)
+
+
+def test_5000_nested_parentheses_datamap_ddl_54001_query_forwarded(gw_proxy):
+    offset = gw_proxy.log_path.stat().st_size
+    c = Raw(gw_proxy.host, gw_proxy.port)
+    c.open()
+    try:
+        r = c.execute(f"CREATE DATAMAP h10b_deep USING 'mv' AS SELECT {DEEP} AS x, count(*) "
+                      "FROM h10b_absent GROUP BY 1")
+        assert r.status.statusCode == T.TStatusCode.ERROR_STATUS
+        assert r.status.sqlState == "54001" and "too complex" in r.status.errorMessage
+        r = c.execute(f"SELECT {DEEP} AS x")        # Spark's answer, whatever it is
+        assert "Internal proxy error" not in (r.status.errorMessage or "")
+        _select_one(c)                              # the session still works
+    finally:
+        c.close()
+    log = _log_since(gw_proxy, offset)
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
