@@ -30,6 +30,7 @@ from proxy import statements
 from proxy.config import Settings
 from proxy.errors import ClientError, InvalidHandle, ProxyError, UpstreamError, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
+from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource, empty_log_rowset
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
@@ -548,10 +549,10 @@ class Service:
     def _log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
                        duration: float, statement: str) -> None:
         if stmt_log.isEnabledFor(logging.INFO):
-            stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%r",
-                          session.id, session.user,
+            stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%s",
+                          session.id, safe(session.user, 100),
                           hex_id(op.client_handle.operationId) if op is not None else "-",
-                          decision, state, duration, (statement or "")[:200])
+                          decision, state, duration, safe(statement or "", 200))
 
     async def _h_GetQueryId(self, conn, name, req: T.TGetQueryIdReq, seqid):
         op = self._op(req.operationHandle)
@@ -606,7 +607,7 @@ def _fail(op: Operation, exc: Exception, what: str) -> None:
     """A proxy-run operation ended in an error: the client reads it from the status (our
     own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
     if not isinstance(exc, ProxyError):
-        log.exception("%s: %.200s", what, op.statement)
+        log.exception("%s: %s", what, safe(op.statement, 200))
     op.error = to_status(exc)
     if op.state.running:
         op.to(OpState.ERROR)
