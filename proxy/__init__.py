@@ -31,7 +31,8 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
      │                 (session.py) or an Operation (operations.py: explicit state machine).
      │                 Replies without handles (FetchResults, GetOperationStatus, ...) are
      │                 relayed as upstream's bytes: row data is never decoded in pass-through.
-     │   ExecuteStatement -> router.py Router.decide(ctx, sql) -> Decision:
+     │   ExecuteStatement -> router.py Router.decide_async(ctx, sql) -> Decision (long
+     │   statements are decided in owned worker threads, off the event loop):
      │     PassThrough / Rewrite   forwarded (Rewrite sends its SQL instead); with `after`
      │                             the proxy polls upstream and awaits the hook before the
      │                             client sees FINISHED.

@@ -16,9 +16,10 @@ The SparkSession that pipeline jobs run on:
     or in the background at start when the catalog already holds datamaps (a restart).
     Until then nothing Spark-related is paid for. Right after it opens, its time zone is set
     to the upstream's default (proxy/timezone.py), before any pipeline job runs.
-The event loop never opens the session: a handler running on the loop that would need it
-gets `SparkNotReady`, forwards the original statement (always correct, only slower) and
-the session is opened in the background. Recovery (crash leftovers: interrupted segments,
+The event loop never opens the session: a handler running on the loop (or in a worker
+deciding a statement for it, proxy/router.py) that would need it gets `SparkNotReady`,
+forwards the original statement (always correct, only slower) and the session is opened in
+the background. Recovery (crash leftovers: interrupted segments,
 orphan partitions) runs once, before serving in embedded mode and right after the session
 opens in remote mode.
 
@@ -38,7 +39,7 @@ from proxy import statements
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
-from proxy.router import Router
+from proxy.router import Router, must_not_block
 
 log = logging.getLogger("proxy.app")
 
@@ -48,14 +49,6 @@ Closer = Callable[[], Awaitable[None]]
 class SparkNotReady(RuntimeError):
     """The pipeline session is not open yet and the caller runs on the event loop."""
     forward_quietly = True   # DatamapSelectHandler: forward the original, log at INFO
-
-
-def _on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class LazySpark:
@@ -81,7 +74,7 @@ class LazySpark:
     def get(self) -> Any:
         if self._ready:
             return self._session
-        if _on_event_loop():
+        if must_not_block():          # the loop, or a worker deciding a statement for it
             self.warm()
             raise SparkNotReady("the pipeline Spark session is still starting")
         with self._lock:
@@ -291,8 +284,9 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
 
     router = Router()
     statements.install(router)
-    router.handlers += [DatamapDdlHandler(service), DatamapLoadHandler(service),
-                        DatamapSelectHandler(service)]
+    max_sql = getattr(dm_settings, "rewrite_max_sql_bytes", None)
+    router.handlers += [DatamapDdlHandler(service, max_sql), DatamapLoadHandler(service),
+                        DatamapSelectHandler(service, max_sql)]
 
     syncer = (asyncio.create_task(_sync_periodically(service, interval), name="datamap-sync")
               if interval > 0 else None)
@@ -309,6 +303,7 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
                     await task
                 except asyncio.CancelledError:
                     pass
+        router.close()
         service.close()
         if engine is None:
             await asyncio.to_thread(spark.close)

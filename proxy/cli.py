@@ -171,6 +171,7 @@ async def _serve(settings: cfg.Settings) -> int:
         settings = dataclasses.replace(settings, upstream=dataclasses.replace(
             settings.upstream, host=host, port=port))
     from proxy.app import build_router as build_serve_router
+    from proxy.router import share_the_interpreter
     try:
         router, close_router = await build_serve_router(settings, engine)
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable catalog: report, exit non-zero
@@ -194,6 +195,7 @@ async def _serve(settings: cfg.Settings) -> int:
     log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port, settings.server.auth,
              ", TLS" if settings.server.tls_cert else "", settings.upstream.host,
              settings.upstream.port, settings.upstream.auth)
+    share_the_interpreter()
     log.info("ready")
     await stop.wait()
     log.info("shutting down: draining for up to %.0fs", settings.server.shutdown_grace)

@@ -82,6 +82,9 @@ class StateSettings:
 class DatamapsSettings:
     sync_interval_s: float = 0.0        # > 0: serve runs SYNC DATAMAPS this often
     auto_compaction: bool = False       # default for DMPROPERTIES('auto_compaction')
+    # Longer statements (UTF-8 bytes) are forwarded without being parsed for a rewrite:
+    # sqlglot needs about 10 s per megabyte, forwarding is always correct.
+    rewrite_max_sql_bytes: int = 1_048_576
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,11 @@ def empty_log_rowset(columnar: bool) -> T.TRowSet:
     return T.TRowSet(startRowOffset=0, rows=[])
 
 
+# Converting a value to its Thrift holder costs about a microsecond: a batch with more
+# values than this is converted off the event loop (service.py), not in its ~20 ms slice.
+CELLS_ON_LOOP = 20_000
+
+
 class LocalRowSource:
     """A LocalResult being fetched: position, FETCH_NEXT / FETCH_FIRST / FETCH_PRIOR."""
 
@@ -176,6 +181,11 @@ class LocalRowSource:
 
     def schema(self) -> T.TTableSchema:
         return table_schema(self.columns, self.protocol)
+
+    def costly(self, max_rows: int) -> bool:
+        """Would fetch(max_rows, ...) convert more than CELLS_ON_LOOP values?"""
+        n = max_rows if max_rows and max_rows > 0 else 1000
+        return min(n, len(self.rows)) * max(1, len(self.columns)) > CELLS_ON_LOOP
 
     def fetch(self, max_rows: int, orientation: int) -> tuple[T.TRowSet, bool]:
         """(rowset, hasMoreRows). hasMoreRows is never true for an empty batch."""

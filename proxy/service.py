@@ -46,8 +46,12 @@ stmt_log = logging.getLogger("proxy.statement")
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 _RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
                    T.TOperationState.PENDING_STATE)
-_USE = re.compile(r"^\s*use\s+(?:database\s+|schema\s+)?`?([\w.]+?)`?\s*;?\s*$", re.IGNORECASE)
-_SET = re.compile(r"^\s*set\s+([^\s=]+)\s*=\s*(.*?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+# Matched in full against the statement without its terminator (proxy.statements.bare):
+# a trailing `\s*;?\s*$` in the pattern backtracks quadratically over a run of spaces.
+_USE = re.compile(r"\s*use\s+(?:database\s+|schema\s+)?`?([\w.]+)`?", re.IGNORECASE)
+_SET = re.compile(r"\s*set\s+([^\s=]+)\s*=\s*(.*)", re.IGNORECASE | re.DOTALL)
+# Kept on an operation for its log line, which shows less than this.
+_STATEMENT_KEPT = 1000
 _SESSION_CALLS = ("GetInfo", "GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables",
                   "GetTableTypes", "GetColumns", "GetFunctions", "GetPrimaryKeys",
                   "GetCrossReference", "GetDelegationToken", "CancelDelegationToken",
@@ -344,9 +348,13 @@ class Service:
                                current_db=session.current_db, conf=conf,
                                protocol_version=session.protocol)
         try:
-            decision = self.router.decide(ctx, statement)
+            decision = await self.router.decide_async(ctx, statement)
         except ProxyError:
             raise
+        except RecursionError:   # the client's deeply nested input, not a bug: no traceback
+            log.warning("statement of %d characters is nested too deeply to analyse; "
+                        "forwarding it unchanged", len(statement))
+            decision = PassThrough()
         except Exception:  # noqa: BLE001 - a broken handler must not break pass-through
             log.exception("router failed on statement; forwarding unchanged")
             decision = PassThrough()
@@ -375,7 +383,7 @@ class Service:
             return resp
         self._track_session_state(session, req.statement)
         op = Operation(OpKind.UPSTREAM, T.TOperationType.EXECUTE_STATEMENT,
-                       statement=req.statement, decision=label,
+                       statement=req.statement[:_STATEMENT_KEPT], decision=label,
                        state=OpState.RUNNING if req.runAsync else OpState.FINISHED)
         resp.operationHandle = self._register_op(session, op, resp.operationHandle,
                                                  resp.operationHandle.operationType,
@@ -383,16 +391,18 @@ class Service:
         return resp
 
     def _track_session_state(self, session: Session, statement: str) -> None:
-        m = _USE.match(statement)
+        statement = statements.bare(statement)
+        m = _USE.fullmatch(statement)
         if m:
             session.current_db = m.group(1).lower()
             return
-        m = _SET.match(statement)
+        m = _SET.fullmatch(statement)
         if m:
             session.conf[m.group(1)] = m.group(2)
 
     def _new_proxy_op(self, session: Session, kind: OpKind, statement: str, label: str) -> Operation:
-        op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement, decision=label)
+        op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement[:_STATEMENT_KEPT],
+                       decision=label)
         op.done = asyncio.Event()
         return op
 
@@ -543,7 +553,10 @@ class Service:
             self._require_finished(op)
             return await self._forward_op_call(op, name, req, seqid)
         self._require_finished(op)
-        rowset, more = op.result.fetch(req.maxRows, req.orientation)
+        if op.result.costly(req.maxRows):
+            rowset, more = await asyncio.to_thread(op.result.fetch, req.maxRows, req.orientation)
+        else:
+            rowset, more = op.result.fetch(req.maxRows, req.orientation)
         return T.TFetchResultsResp(status=OK, hasMoreRows=more, results=rowset)
 
     async def _h_CancelOperation(self, conn, name, req: T.TCancelOperationReq, seqid):
@@ -593,10 +606,10 @@ class Service:
     def _log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
                        duration: float, statement: str) -> None:
         if stmt_log.isEnabledFor(logging.INFO):
-            stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%r",
-                          session.id, session.user,
+            stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%s",
+                          session.id, safe(session.user, 100),
                           hex_id(op.client_handle.operationId) if op is not None else "-",
-                          decision, state, duration, (statement or "")[:200])
+                          decision, state, duration, safe(statement or "", 200))
 
     async def _h_GetQueryId(self, conn, name, req: T.TGetQueryIdReq, seqid):
         op = self._op(req.operationHandle)
@@ -651,7 +664,7 @@ def _fail(op: Operation, exc: Exception, what: str) -> None:
     """A proxy-run operation ended in an error: the client reads it from the status (our
     own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
     if not isinstance(exc, ProxyError):
-        log.exception("%s: %.200s", what, op.statement)
+        log.exception("%s: %s", what, safe(op.statement, 200))
     op.error = to_status(exc)
     if op.state.running:
         op.to(OpState.ERROR)

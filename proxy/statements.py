@@ -17,14 +17,22 @@ import re
 from proxy.router import Decision, Local, LocalResult, Reject, Router, StatementContext
 from proxy.session import BLOCKED_KEY, REWRITE_KEY, semantic_setting
 
-_SET_REWRITE = re.compile(
-    r"^\s*set\s+datamap\.rewrite\.enabled\s*(?:=\s*(?P<value>.*?))?\s*;?\s*$",
-    re.IGNORECASE | re.DOTALL)
+# Matched in full against bare(statement): see bare().
+_SET_REWRITE = re.compile(r"\s*set\s+datamap\.rewrite\.enabled\s*(?:=\s*(?P<value>.*))?",
+                          re.IGNORECASE | re.DOTALL)
 SET_COLUMNS = (("key", "string"), ("value", "string"))
 
 
+def bare(statement: str) -> str:
+    r"""The statement without trailing blanks and one trailing ';'. Patterns match this in
+    full instead of ending in `\s*;?\s*$`, which backtracks quadratically (or worse, next
+    to another `\s*`) over a long run of blanks: seconds of event loop for a few KB."""
+    s = statement.rstrip()
+    return s[:-1].rstrip() if s.endswith(";") else s
+
+
 def set_rewrite_enabled(ctx: StatementContext, statement: str) -> Decision | None:
-    m = _SET_REWRITE.match(statement)
+    m = _SET_REWRITE.fullmatch(bare(statement))
     if m is None:
         return None
     raw = m.group("value")

@@ -7,8 +7,13 @@ Cost model of a decision:
     tables it contains (Calcite's pre-filter), so the count of datamaps elsewhere does not
     matter;
   * definitions are compiled once per index (and cached across indexes by their text);
-  * results are cached in an LRU keyed on (sql text, current_db); a catalog change builds a
-    new index (new `version`), which starts with an empty cache.
+  * results that took a parse are cached in an LRU keyed on (sql text, current_db) and
+    bounded in bytes (CACHE_BYTES; an entry over CACHE_BYTES / 8 is not cached); what the
+    text pre-check answers is not cached (it costs less than a lookup's worth of memory);
+    a catalog change builds a new index (new `version`), which starts with an empty cache.
+A statement nested too deeply for Python's recursion limit (thousands of parentheses) is
+forwarded unchanged with one WARNING line, not a traceback: it is the client's input, not
+a rewriter bug.
 Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
 `skipped` name them so; the alias in the rewritten SQL is the bare name.
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
@@ -19,11 +24,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 
 from sqlglot import exp
 
 from rewriter.api import Candidate, DatamapDefinitionError, RewriteResult
+from rewriter.bytecache import ByteLRU, text_size
 from rewriter.facts import Unsupported, extract
 from rewriter.layout import Compiled, compiled_for, schema_key
 from rewriter.match import Match, match
@@ -32,9 +38,18 @@ from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qua
 
 log = logging.getLogger(__name__)
 _HAS_TIMESERIES = re.compile(r"timeseries\s*\(", re.I)
+CACHE_BYTES = 64 << 20
+TOO_COMPLEX = "statement too complex (nested too deeply to analyse)"
+
+
+def _entry_size(key: tuple[str, str], res: RewriteResult) -> int:
+    # an unchanged statement's result shares the key's text: count it once
+    return text_size(key, res.used, res.skipped, res.missing_schemas,
+                     "" if res.sql is key[0] else res.sql)
+
 
 class DatamapIndex:
-    def __init__(self, candidates, schemas, version: int = 0, cache_size: int = 2048):
+    def __init__(self, candidates, schemas, version: int = 0, cache_bytes: int = CACHE_BYTES):
         self.version = version
         self.schemas = schemas
         self.schema = make_schema(schemas)
@@ -54,26 +69,29 @@ class DatamapIndex:
                 self.broken[name] = f"definition no longer compiles: {e}"
         bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)
         self._precheck = re.compile(r"\b(" + "|".join(re.escape(b) for b in bare) + r")\b", re.I) if bare else None
-        self._cache: OrderedDict = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: ByteLRU[tuple[str, str], RewriteResult] = ByteLRU(cache_bytes, _entry_size)
 
     # ------------------------------------------------------------------ public
     def rewrite(self, sql: str, current_db: str) -> RewriteResult:
+        if (self._precheck is None or not self._precheck.search(sql)) \
+                and not _HAS_TIMESERIES.search(sql):
+            return RewriteResult(sql, False)       # nothing to parse for
         key = (sql, current_db)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped),
                                  list(hit.missing_schemas))
         try:
             res = self._rewrite(sql, current_db)
+        except RecursionError:
+            log.warning("statement of %d characters is nested too deeply to rewrite; "
+                        "forwarding it unchanged", len(sql))
+            res = RewriteResult(sql, False, [], {n: TOO_COMPLEX for n in self.candidates})
         except Exception as e:  # a rewriter bug must never fail the statement: forward it as is
             log.exception("rewrite failed; forwarding the statement unchanged")
             res = RewriteResult(sql, False, [], {n: f"internal error ({type(e).__name__})"
                                                  for n in self.candidates})
-        self._cache[key] = res
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._cache.put(key, res)
         return RewriteResult(res.sql, res.rewritten, list(res.used), dict(res.skipped),
                              list(res.missing_schemas))
 
@@ -118,6 +136,8 @@ class DatamapIndex:
         qtree = tree          # qualified in place; the original is parsed again on a hit
         try:
             qualify_tree(qtree, self.schema, current_db)
+        except RecursionError:
+            raise
         except (NormalizeError, Exception) as e:  # sqlglot raises several error types
             for n in touched:
                 skipped[n] = self.broken.get(n) or f"query does not resolve: {str(e).splitlines()[0]}"
@@ -196,6 +216,8 @@ class DatamapIndex:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
             return None
+        except RecursionError:
+            raise                 # the whole statement is too deep: rewrite() says so once
         except Exception as e:  # never let a block take the statement down
             log.exception("fact extraction failed")
             for n in cands:
@@ -226,6 +248,8 @@ class DatamapIndex:
             alias = bare if bare not in aliases else f"{bare}_dm"
             try:
                 m = match(facts, self.compiled[n], self.candidates[n], alias)
+            except RecursionError:
+                raise
             except Exception as e:  # a bug must not fail the query: forward it unchanged
                 log.exception("matching %s failed", n)
                 m = f"internal error while matching ({type(e).__name__})"

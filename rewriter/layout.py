@@ -17,12 +17,12 @@ missing from the projection or ungrouped projected columns (42000).
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 from rewriter import sparktypes
+from rewriter.bytecache import ByteLRU, text_size
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
@@ -45,9 +45,20 @@ class Compiled:
 
 
 # Compiled forms by (definition identity, schema): compile_datamap fills it, so the index
-# built right after a CREATE does not compile the same definition again.
-_CACHE: "OrderedDict[tuple, Compiled]" = OrderedDict()
-_CACHE_SIZE = 4096
+# built right after a CREATE does not compile the same definition again. Bounded in bytes:
+# a compiled form (sqlglot trees, facts) weighs some tens of times its SQL text; the schema
+# part of the key is shared by every entry of one index, so it is not counted per entry.
+CACHE_BYTES = 32 << 20
+_TREE_WEIGHT = 32
+
+
+def _entry_size(key: tuple, comp: "Compiled") -> int:
+    d = comp.definition
+    return text_size(key[:-1]) + _TREE_WEIGHT * (len(d.qualified_sql or d.select_sql)
+                                                  + len(d.build_select))
+
+
+_CACHE: "ByteLRU[tuple, Compiled]" = ByteLRU(CACHE_BYTES, _entry_size)
 
 
 def schema_key(schemas) -> tuple:
@@ -59,15 +70,9 @@ def _cache_key(d: DatamapDefinition, skey) -> tuple:
             tuple(c.name for c in d.columns), skey)
 
 
-def _remember(key, comp: Compiled) -> None:
-    _CACHE[key] = comp
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-
-
 def compile_datamap(name: str, select_sql: str, schemas, current_db: str) -> DatamapDefinition:
     comp = _compile(name, select_sql, schemas, current_db)
-    _remember(_cache_key(comp.definition, schema_key(schemas)), comp)
+    _CACHE.put(_cache_key(comp.definition, schema_key(schemas)), comp)
     return comp.definition
 
 
@@ -77,9 +82,7 @@ def compiled_for(definition: DatamapDefinition, schemas, skey=None) -> Compiled:
     comp = _CACHE.get(key)
     if comp is None:
         comp = compile_internal(definition, schemas)
-        _remember(key, comp)
-    else:
-        _CACHE.move_to_end(key)
+        _CACHE.put(key, comp)
     return comp
 
 

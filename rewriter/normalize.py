@@ -20,7 +20,7 @@ import re
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
@@ -50,7 +50,7 @@ def parse(sql: str) -> exp.Expression:
     """One statement, dialect spark."""
     try:
         trees = sqlglot.parse(sql, read=DIALECT)
-    except ParseError as e:
+    except (ParseError, TokenError) as e:     # TokenError: e.g. an unterminated string
         raise NormalizeError(f"cannot parse SQL: {str(e).splitlines()[0]}") from e
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:

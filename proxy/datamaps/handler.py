@@ -10,8 +10,15 @@ proxy/statements.py.
 
 `DatamapSelectHandler`: a query -> Rewrite(sql) when the rewriter answers it from ENABLED,
 in-sync datamaps (or translates timeseries()); otherwise None, so the next handler or the
-default PassThrough forwards it unchanged. Runs on the event loop: it only reads the
-catalog version and, when that changed, rebuilds the index (a few small SQLite reads).
+default PassThrough forwards it unchanged. Runs where the Router decides (the event loop
+for short statements, a worker for long ones): it only reads the catalog version and,
+when that changed, rebuilds the index (a few small SQLite reads). A statement over
+`[datamaps] rewrite_max_sql_bytes` is not parsed at all: it is forwarded unchanged, or
+rejected (54001) when it calls timeseries(), which only a parse could translate.
+
+Statements nested too deeply for Python's recursion limit (thousands of parentheses) are
+the client's input, not a proxy bug: datamap DDL over one fails with 54001 "statement too
+complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING line).
 
 `DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap, and DDL
 that adds or removes its files (ALTER TABLE ... ADD/DROP/RENAME PARTITION, RECOVER
@@ -29,8 +36,10 @@ import logging
 import re
 
 from proxy.datamaps import ddl
+from proxy.config import DatamapsSettings
 from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.service import DatamapService, referenced_tables
+from proxy.errors import ClientError
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
 )
@@ -41,8 +50,25 @@ log = logging.getLogger("proxy.datamaps")
 
 REWRITE_KEY = "datamap.rewrite.enabled"
 PLAN_COLUMNS = (("plan", "string"),)
-_QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*(?:select|with|from|\()",
+_QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+(?:select|with|from|\()",
                     re.IGNORECASE | re.DOTALL)
+MAX_SQL_BYTES = DatamapsSettings.rewrite_max_sql_bytes
+TOO_COMPLEX = "54001"
+
+
+def too_complex(what: str) -> str:
+    return (f"Statement too complex: {what} is nested too deeply to analyse "
+            "(e.g. thousands of parentheses)")
+
+
+def over_limit(sql: str, limit: int | None) -> bool:
+    """Is sql longer than `limit` bytes in UTF-8? (encodes only when the length in
+    characters cannot tell)"""
+    if limit is None:
+        return False
+    if len(sql) > limit:
+        return True
+    return len(sql) * 4 > limit and len(sql.encode("utf-8", "surrogatepass")) > limit
 
 
 def rewrite_enabled(ctx: StatementContext) -> bool:
@@ -64,14 +90,17 @@ async def _job(statement: str, fn, *args, **kwargs):
 
 
 class DatamapDdlHandler:
-    def __init__(self, service: DatamapService):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
         self.service = service
+        self.max_sql_bytes = max_sql_bytes
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         try:
             stmt = ddl.parse(statement)
         except ddl.DdlError as e:
             return Reject(e.message, e.sqlstate)
+        except RecursionError:           # a legacy provider's query is analysed here
+            return Reject(too_complex("the datamap query"), TOO_COMPLEX)
         if stmt is None or isinstance(stmt, ddl.SetRewrite):
             return None
         if isinstance(stmt, ddl.Explain):
@@ -86,27 +115,31 @@ class DatamapDdlHandler:
         current_db = ctx.current_db
 
         async def run(_upstream) -> LocalResult:
-            return await _job(statement, method, stmt, current_db)
+            try:
+                return await _job(statement, method, stmt, current_db)
+            except RecursionError:
+                raise ClientError(too_complex("the statement"), TOO_COMPLEX) from None
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
-        enabled = rewrite_enabled(ctx)
+        too_long = over_limit(stmt.query, self.max_sql_bytes)   # forwarded as written
+        enabled = rewrite_enabled(ctx) and not too_long
         current_db = ctx.current_db
         service = self.service
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
-            if not enabled and _TIMESERIES.search(stmt.query):
+            if not enabled and not too_long and _TIMESERIES.search(stmt.query):
                 sql = await asyncio.to_thread(translate_only, service, stmt.query, current_db)
                 result = RewriteResult(sql, sql != stmt.query)
             if enabled:
                 try:
                     index = await asyncio.to_thread(service.index)
-                    result = index.rewrite(stmt.query, current_db)
+                    result = await asyncio.to_thread(index.rewrite, stmt.query, current_db)
                     if result.missing_schemas:   # explain what the query will get once loaded
                         await asyncio.to_thread(service.load_schemas, result.missing_schemas)
                         index = await asyncio.to_thread(service.index)
-                        result = index.rewrite(stmt.query, current_db)
+                        result = await asyncio.to_thread(index.rewrite, stmt.query, current_db)
                 except Exception:  # noqa: BLE001 - explain what would really be sent
                     log.warning("rewrite failed during EXPLAIN; showing the original",
                                 exc_info=True)
@@ -157,12 +190,15 @@ def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
 
 
 class DatamapSelectHandler:
-    def __init__(self, service: DatamapService):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
         self.service = service
+        self.max_sql_bytes = max_sql_bytes
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if not _QUERY.match(statement):
             return None
+        if over_limit(statement, self.max_sql_bytes):
+            return self._too_long(statement)
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
         try:
@@ -182,6 +218,15 @@ class DatamapSelectHandler:
         return Rewrite(result.sql, note=note)
 
 
+    def _too_long(self, statement: str) -> Decision | None:
+        if _TIMESERIES.search(statement):
+            return Reject(f"Statement of {len(statement)} characters is over [datamaps] "
+                          f"rewrite_max_sql_bytes ({self.max_sql_bytes} bytes), so its "
+                          "timeseries() calls cannot be translated", TOO_COMPLEX)
+        log.info("statement of %d characters is over rewrite_max_sql_bytes (%d); forwarding "
+                 "it without a rewrite", len(statement), self.max_sql_bytes)
+        return None
+
     def _timeseries_only(self, ctx: StatementContext, statement: str) -> Decision | None:
         """Datamap rewriting is off for the session, but timeseries() is proxy SQL that
         Spark does not know: translate it all the same (no datamap is used)."""
@@ -200,13 +245,18 @@ def translate_only(service: DatamapService, statement: str, current_db: str) -> 
     schemas = getattr(service._index, "schemas", None)   # only what is known: no Spark call
     try:
         return translate_timeseries(statement, schemas, current_db)
+    except RecursionError:
+        log.warning("statement of %d characters is nested too deeply to translate "
+                    "timeseries(); forwarding the original", len(statement))
+        return statement
     except Exception:  # noqa: BLE001 - forward the original; Spark reports the function
         log.warning("timeseries translation failed; forwarding the original", exc_info=True)
         return statement
 
 
+# _LEAD and _QUERY repeat possessively (*+): see proxy/datamaps/ddl.py's _LEAD.
 _NAME = r"(?P<name>(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+))?)"
-_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*"
+_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+"
 _LOADS = [
     re.compile(_LEAD + r"insert\s+(?:into|overwrite)\s+(?:table\s+)?" + _NAME, re.I | re.S),
     re.compile(_LEAD + r"load\s+data\s+(?:local\s+)?inpath\s+(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
@@ -225,8 +275,13 @@ _OVERWRITE = re.compile(
 _DROP_TABLE = re.compile(_LEAD + r"drop\s+table\s+(?:if\s+exists\s+)?" + _NAME, re.I | re.S)
 
 
+_NAME_PART = re.compile(r"`(?:[^`]|``)+`|[A-Za-z0-9_]+")
+
+
 def _qualify(raw: str, current_db: str) -> str:
-    parts = [p.strip() for p in re.split(r"\.(?=(?:[^`]*`[^`]*`)*[^`]*\Z)", raw)]
+    # raw matched _NAME: one or two parts; found one by one (a split on dots outside
+    # backquotes that looks ahead to the end is quadratic in a long quoted name)
+    parts = _NAME_PART.findall(raw)
     parts = [(p[1:-1].replace("``", "`") if p.startswith("`") else p).lower() for p in parts]
     return ".".join(parts) if len(parts) == 2 else f"{current_db}.{parts[0]}"
 

@@ -32,12 +32,14 @@ from proxy.errors import ClientError
 from proxy.router import LocalResult
 from rewriter import compile_datamap
 from rewriter.api import Candidate, DatamapDefinitionError
+from rewriter.bytecache import ByteLRU, text_size
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("proxy.datamaps")
 EMPTY = LocalResult(columns=(), rows=())
+SCHEMA_CACHE_BYTES = 64 << 20     # tables x columns; a 1,000-column table is ~150 KB
 
 
 def _client(exc: Exception) -> ClientError:
@@ -107,7 +109,7 @@ class DatamapService:
         self.catalog = catalog
         self._spark_provider = spark_provider
         self._schemas_provider = schemas_provider
-        self._schema_cache: dict[str, dict[str, str]] = {}
+        self._schema_cache: ByteLRU[str, dict[str, str]] = ByteLRU(SCHEMA_CACHE_BYTES, text_size)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._index = None
@@ -148,6 +150,7 @@ class DatamapService:
     def schemas(self, tables: Iterable[str], refresh: bool = False) -> dict:
         tables = list(tables)
         missing = [t for t in tables if refresh or t not in self._schema_cache]
+        fresh: dict[str, dict[str, str]] = {}     # what the byte-bounded cache may evict
         if missing:
             try:
                 got = (self._schemas_provider(missing) if self._schemas_provider
@@ -160,12 +163,13 @@ class DatamapService:
                                   state) from e
             for db, ts in got.items():
                 for t, cols in ts.items():
-                    self._schema_cache[f"{db}.{t}"] = dict(cols)
+                    fresh[f"{db}.{t}"] = self._schema_cache[f"{db}.{t}"] = dict(cols)
         out: dict[str, dict[str, dict[str, str]]] = {}
         for t in tables:
             db, _, name = t.partition(".")
-            if t in self._schema_cache:
-                out.setdefault(db, {})[name] = self._schema_cache[t]
+            cols = fresh[t] if t in fresh else self._schema_cache.get(t)
+            if cols is not None:
+                out.setdefault(db, {})[name] = cols
         return out
 
     def invalidate_schemas(self, table: str | None = None) -> None:
@@ -204,6 +208,8 @@ class DatamapService:
                 log.info("no schema for %s (%s); queries reading it are forwarded unchanged",
                          t, str(e).splitlines()[0] if str(e) else type(e).__name__)
                 with self._schema_guard:
+                    if len(self._schema_failed) >= 4096:   # names clients made up: forget
+                        self._schema_failed.clear()         # them rather than grow forever
                     self._schema_failed[t] = time.monotonic()
             else:
                 with self._schema_guard:

@@ -50,9 +50,16 @@ class ProxyProc:
 
     def rss_peak_kb(self) -> int | None:
         """VmHWM of the proxy process (peak resident set), in kB."""
+        return self._status_kb("VmHWM")
+
+    def rss_kb(self) -> int | None:
+        """VmRSS of the proxy process (resident set now), in kB."""
+        return self._status_kb("VmRSS")
+
+    def _status_kb(self, key: str) -> int | None:
         try:
             for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{key}:"):
                     return int(line.split()[1])
         except OSError:
             return None

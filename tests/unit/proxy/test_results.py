@@ -2,7 +2,8 @@
 import datetime
 import decimal
 
-from proxy.results import LocalRowSource, empty_log_rowset, nulls_bitmap, table_schema
+from proxy.results import (CELLS_ON_LOOP, LocalRowSource, empty_log_rowset, nulls_bitmap,
+                           table_schema)
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 
@@ -78,3 +79,10 @@ def test_batches_first_and_more_rows():
 def test_log_rowset():
     assert empty_log_rowset(True).columns[0].stringVal.values == []
     assert empty_log_rowset(False).rows == []
+
+
+def test_a_batch_of_many_values_is_costly_enough_to_convert_off_the_loop():
+    small = LocalRowSource([("a", "int"), ("b", "string")], [(1, "x")] * 100, 9)
+    assert not small.costly(1000)
+    big = LocalRowSource([("a", "int"), ("b", "string")], [(1, "x")] * CELLS_ON_LOOP, 9)
+    assert big.costly(CELLS_ON_LOOP) and not big.costly(0) and not big.costly(100)
