@@ -6,7 +6,6 @@ datamaps live their whole life through a remote-mode proxy started by proxy.sh."
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
 import os
 import subprocess
@@ -141,9 +140,6 @@ def test_pipeline_session_shares_the_metastore_both_ways(topology):
     assert not (Path(env["DIR"]) / "pipeline-state" / "metastore_db").exists()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("proxy.cli") is None
-                    or not (REPO / "proxy" / "__main__.py").exists(),
-                    reason="the gateway's CLI (proxy/cli.py, proxy/__main__.py) is not there yet")
 def test_proxy_in_remote_mode_forwards_to_the_thrift_server(topology):
     host, port = _sts(topology)
     _query(host, port, "CREATE TABLE IF NOT EXISTS via_proxy (x INT) USING parquet",
@@ -203,9 +199,6 @@ def _timed(cur, sql: str) -> tuple[float, list[tuple]]:
     return time.monotonic() - t0, rows
 
 
-@pytest.mark.skipif(importlib.util.find_spec("proxy.cli") is None
-                    or not (REPO / "proxy" / "__main__.py").exists(),
-                    reason="the gateway's CLI (proxy/cli.py, proxy/__main__.py) is not there yet")
 def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
     """What a platform team runs: datamaps created, refreshed and queried through a proxy in
     remote mode (proxy.sh: its pipeline session on the cluster and the shared metastore),
