@@ -7,8 +7,16 @@ Server, with the same client, directly and through the proxy:
       way and the throughput ratio proxy/direct (target >= 0.95)
   (c) 200 concurrent sessions x 20 small queries through the proxy: errors (target 0),
       wall time, and the proxy's peak RSS (VmHWM) and CPU seconds
+  (d) the proxy's RSS (VmRSS) after 0/250/500/1000 distinct 1 MB statements, each parsed
+      and rewritten (timeseries() makes the rewriter translate it) and cached (target: flat
+      within the rewrite cache's budget, rewriter.index.CACHE_BYTES)
+  (e) `SELECT 1` latency p50/p99 in a second session while a 2 MB statement is processed
+      (sent async; measured until its ExecuteStatement returns): with the default
+      [datamaps] rewrite_max_sql_bytes (not parsed) and with it raised to 8 MiB on a second
+      proxy (parsed and translated in a worker thread) (target: p99 <= 50 ms)
 
 Usage:  python bench/passthrough.py [--rounds N] [--sessions 200] [--queries 20]
+                                    [--big-statements 1000] [--big-rounds 5]
 The client is PyHive's generated TCLIService over thrift_sasl (SASL PLAIN), used raw, so
 that client-side row conversion does not hide the proxy's cost. Direct and proxy runs are
 interleaved in blocks so that load drift on a shared machine hits both sides equally.
@@ -31,6 +39,25 @@ from tests.support.proxy_proc import start_proxy  # noqa: E402
 from tests.support.sts import start_sts  # noqa: E402
 
 BIG_QUERY = "SELECT id, id * 2 AS twice, cast(id AS string) AS s FROM range(1000000)"
+MB = 1 << 20
+
+
+def distinct_mb_statement(i: int) -> str:
+    """1 MB (under the default rewrite_max_sql_bytes), distinct per i, parsed and rewritten
+    by the proxy (timeseries() is translated), cheap for Spark: one string literal, over a
+    table that does not exist (1,000 such queries run as jobs exhaust a test STS's heap)."""
+    return (f"SELECT timeseries(ts, 'hour') AS h FROM bench_absent "
+            f"WHERE s <> '{i:08d}{'x' * 999_800}'")
+
+
+def in_list_statement(i: int, total: int = 2 * MB, in_list: int = 1_200_000) -> str:
+    """~`total` characters, ~`in_list` of them an IN list (what costs a parser), distinct
+    per i, over a table that does not exist (Spark rejects it after its parse)."""
+    rng = random.Random(i)
+    ints = ",".join(str(rng.randrange(10**6)) for _ in range(in_list // 7))
+    head = (f"SELECT timeseries(ts, 'hour') AS h FROM bench_absent_{i} WHERE id IN ({ints}) "
+            "AND s <> '")
+    return head + "x" * max(0, total - len(head) - 2) + "'"
 
 
 class Raw:
@@ -75,6 +102,15 @@ class Raw:
         finally:
             self._ok(self.client.CloseOperation(t.TCloseOperationReq(operationHandle=op)))
         return rows
+
+    def submit(self, sql: str) -> int:
+        """Execute synchronously and close; returns the status code (errors expected)."""
+        t = self.t
+        resp = self.client.ExecuteStatement(t.TExecuteStatementReq(
+            sessionHandle=self.session, statement=sql, runAsync=False))
+        if resp.operationHandle is not None:
+            self.client.CloseOperation(t.TCloseOperationReq(operationHandle=resp.operationHandle))
+        return resp.status.statusCode
 
     def close(self):
         self.conn.close()
@@ -153,6 +189,62 @@ def bench_concurrency(host: str, port: int, sessions: int, queries: int) -> dict
             "hung": sum(th.is_alive() for th in threads)}
 
 
+def bench_memory(proxy, raw: "Raw", n: int) -> list[tuple[int, float]]:
+    """RSS after 0 and every quarter of n distinct ~1 MB statements."""
+    marks = {0, n // 4, n // 2, 3 * n // 4, n}
+    out = [(0, proxy.rss_kb() / 1024)]
+    print(f"    after {0:5d}: RSS {out[0][1]:7.1f} MiB", flush=True)
+    for i in range(1, n + 1):
+        raw.submit(distinct_mb_statement(i))     # Spark: table not found
+        if i in marks:
+            out.append((i, proxy.rss_kb() / 1024))
+            print(f"    after {i:5d}: RSS {out[-1][1]:7.1f} MiB", flush=True)
+    return out
+
+
+def bench_latency_under_big(host: str, port: int, rounds: int, seed: int) -> dict:
+    """SELECT 1 round trips in one session while another sends 2 MB statements (async),
+    one at a time; only the round trips that end before the big ExecuteStatement returned
+    count (Spark's own parse of it, afterwards, is not the proxy's doing)."""
+    from TCLIService import ttypes as t
+    probe, sender = Raw(host, port), Raw(host, port)
+    for _ in range(10):
+        probe.run("SELECT 1")
+    lat: list[float] = []
+    windows: list[float] = []
+    try:
+        for r in range(rounds):
+            sql = in_list_statement(seed + r)
+            done = threading.Event()
+            took: dict = {}
+
+            def send():
+                t0 = time.perf_counter()
+                resp = sender.client.ExecuteStatement(t.TExecuteStatementReq(
+                    sessionHandle=sender.session, statement=sql, runAsync=True))
+                took["s"] = time.perf_counter() - t0
+                took["end"] = time.perf_counter()
+                if resp.operationHandle is not None:
+                    sender.client.CloseOperation(t.TCloseOperationReq(
+                        operationHandle=resp.operationHandle))
+                done.set()
+            th = threading.Thread(target=send, name="big-sender", daemon=True)
+            samples = []
+            th.start()
+            while not done.is_set():
+                t0 = time.perf_counter()
+                probe.run("SELECT 1")
+                samples.append((t0, time.perf_counter()))
+            th.join()
+            windows.append(took["s"])
+            lat += [(b - a) * 1000 for a, b in samples if b <= took["end"]]
+            time.sleep(3)             # let Spark finish parsing it before the next round
+    finally:
+        probe.close()
+        sender.close()
+    return {"lat": lat, "windows": windows}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=400, help="tiny queries per side")
@@ -162,17 +254,32 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--concurrency-direct", action="store_true",
                     help="also run (c) directly against Spark, for its wall time")
+    ap.add_argument("--big-statements", type=int, default=1000,
+                    help="distinct 1 MB statements for (d); 0 skips (d)")
+    ap.add_argument("--big-rounds", type=int, default=5,
+                    help="2 MB statements for (e), per proxy; 0 skips (e)")
+    ap.add_argument("--only-big", action="store_true", help="run only (d) and (e)")
     args = ap.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-passthrough-"))
     print(f"workdir {workdir}", flush=True)
-    sts = start_sts(workdir / "sts")
+    # (d) sends 1,000 distinct 1 MB statements: Spark's own status stores keep the text of
+    # the last ~1,000 executions and 200 statements, which exhausts its heap
+    sts = start_sts(workdir / "sts", extra_conf={
+        "spark.sql.ui.retainedExecutions": "20",
+        "spark.sql.thriftServer.ui.retainedStatements": "20",
+        "spark.sql.thriftServer.ui.retainedSessions": "20"})
     proxy = None
     try:
         proxy = start_proxy(workdir / "proxy", (sts.host, sts.port))
         print(f"STS {sts.host}:{sts.port} pid {sts.pid}; proxy {proxy.host}:{proxy.port} "
               f"pid {proxy.pid}", flush=True)
         cpu0 = proxy.cpu_seconds()
+        if args.only_big:
+            bench_big(args, workdir, sts, proxy)
+            print(f"\nproxy exit code after SIGTERM: {proxy.stop(timeout=60)}")
+            proxy = None
+            return 0
         direct, via = Raw(sts.host, sts.port), Raw(proxy.host, proxy.port)
 
         c0 = proxy.cpu_seconds()
@@ -206,6 +313,7 @@ def main() -> int:
         via.close()
 
         if args.sessions <= 0:
+            bench_big(args, workdir, sts, proxy)
             print(f"\nproxy exit code after SIGTERM: {proxy.stop(timeout=60)}")
             proxy = None
             return 0
@@ -223,6 +331,7 @@ def main() -> int:
                   f"hung {cd['hung']}")
         print(f"    proxy peak RSS (VmHWM) {proxy.rss_peak_kb() / 1024:.1f} MiB; CPU seconds: "
               f"phase (c) {cpu2 - cpu1:.2f}, whole run {cpu2 - cpu0:.2f}", flush=True)
+        bench_big(args, workdir, sts, proxy)
         ok_exit = proxy.stop(timeout=60)
         print(f"\nproxy exit code after SIGTERM: {ok_exit}")
         proxy = None
@@ -231,6 +340,56 @@ def main() -> int:
         if proxy is not None:
             proxy.stop()
         sts.stop()
+
+
+def bench_big(args, workdir: Path, sts, proxy) -> None:
+    """(d) and (e)."""
+    if args.big_statements > 0:
+        from rewriter.index import CACHE_BYTES
+        print(f"\n(d) proxy RSS over {args.big_statements} distinct ~1 MB statements "
+              f"(rewrite cache budget {CACHE_BYTES / MB:.0f} MiB)", flush=True)
+        raw = Raw(proxy.host, proxy.port)
+        try:
+            marks = bench_memory(proxy, raw, args.big_statements)
+        finally:
+            raw.close()
+        grew = marks[-1][1] - marks[len(marks) // 2][1]
+        print(f"    growth over the second half: {grew:+.1f} MiB  -> "
+              f"{'OK' if grew <= CACHE_BYTES / MB else 'MISSED'} (flat within the budget)")
+    if args.big_rounds <= 0:
+        return
+    cfg = workdir / "parse-big.toml"
+    cfg.write_text("[datamaps]\nrewrite_max_sql_bytes = 8388608\n")
+    parsing = start_proxy(workdir / "proxy-parse-big", (sts.host, sts.port),
+                          extra_args=["--config", str(cfg)])
+    try:
+        print(f"\n(e) SELECT 1 round trip in a second session while a 2 MB statement is "
+              f"processed, ms; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for label, p, seed in (("default limit (not parsed)", proxy, 0),
+                               ("limit 8 MiB (parsed)", parsing, 1000)):
+            res = bench_latency_under_big(p.host, p.port, args.big_rounds, seed)
+            lat = res["lat"]
+            if not lat:
+                print(f"    {label:28s} no round trip ended inside the windows "
+                      f"({', '.join(f'{w:.2f}' for w in res['windows'])} s)")
+                continue
+            p99 = pct(lat, 99)
+            print(f"    {label:28s} p50 {statistics.median(lat):7.1f}  p99 {p99:7.1f}  n={len(lat)}"
+                  f"  windows {', '.join(f'{w:.2f}' for w in res['windows'])} s"
+                  f"  -> {'OK' if p99 <= 50 else 'MISSED'} (p99 <= 50 ms)", flush=True)
+        idle = Raw(proxy.host, proxy.port)
+        try:
+            base = []
+            for _ in range(50):
+                t0 = time.perf_counter()
+                idle.run("SELECT 1")
+                base.append((time.perf_counter() - t0) * 1000)
+        finally:
+            idle.close()
+        print(f"    for reference, idle proxy: p50 {statistics.median(base):.1f}  "
+              f"p99 {pct(base, 99):.1f}", flush=True)
+    finally:
+        parsing.stop()
 
 
 if __name__ == "__main__":

@@ -121,7 +121,9 @@ def test_over_rewrite_max_sql_bytes_timeseries_is_rejected_without_a_parse(gw_pr
     assert took < 5.0 and (not lat or statistics.median(lat) < 1.0), (took, lat)
 
 
-def test_5000_nested_parentheses_datamap_ddl_54001_query_forwarded(gw_proxy):
+def test_5000_nested_parentheses_in_datamap_ddl_is_54001(gw_proxy):
+    # (a query that deep is forwarded: tests/datamaps/test_hostile_statements.py; Spark
+    # takes 10-30 s over it here, too long for this suite)
     offset = gw_proxy.log_path.stat().st_size
     c = Raw(gw_proxy.host, gw_proxy.port)
     c.open()
@@ -130,8 +132,6 @@ def test_5000_nested_parentheses_datamap_ddl_54001_query_forwarded(gw_proxy):
                       "FROM h10b_absent GROUP BY 1")
         assert r.status.statusCode == T.TStatusCode.ERROR_STATUS
         assert r.status.sqlState == "54001" and "too complex" in r.status.errorMessage
-        r = c.execute(f"SELECT {DEEP} AS x")        # Spark's answer, whatever it is
-        assert "Internal proxy error" not in (r.status.errorMessage or "")
         _select_one(c)                              # the session still works
     finally:
         c.close()
