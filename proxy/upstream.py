@@ -16,9 +16,10 @@ handles go back to the client undecoded); `call(name, req)` encodes/decodes.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, Iterable
 
 from thrift.Thrift import TApplicationException
 
@@ -45,6 +46,10 @@ class _ReplyTooLarge(Exception):
     def __init__(self, size: int):
         super().__init__(size)
         self.size = size
+
+
+class UpstreamAuthError(UpstreamError):
+    """The server refused the SASL login (doctor tells this apart from a wrong transport)."""
 
 
 class UpstreamConnection:
@@ -96,7 +101,8 @@ class UpstreamConnection:
                 client.on_message(status, payload)
         except sasl.SaslError as e:
             self.close()
-            raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
+            error = UpstreamAuthError if isinstance(e, sasl.SaslRejected) else UpstreamError
+            raise error(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             self.close()
             raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: "
@@ -324,3 +330,43 @@ class UpstreamSession:
                 await self.conn.call("CloseOperation", T.TCloseOperationReq(operationHandle=op))
             except UpstreamError:
                 pass
+
+
+def run_blocking(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine of this client for a blocking caller, on a loop of its own: in this
+    thread, or (when this thread already runs a loop) in a worker thread owned and joined here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="upstream-blocking") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def show_settings(host: str, port: int, keys: Iterable[str], *, auth: str = "plain",
+                        user: str, password: str, timeout: float) -> tuple[int | None, dict[str, str]]:
+    """On a session of its own: `SET key` for each key, as the server reports it; with the
+    protocol version the server chose. A key the server refuses is left out, and so are the
+    rest once a call times out (a Thrift server's first statement can be slow). Raises
+    UpstreamError when no session opens (UpstreamAuthError: the login was refused)."""
+    settings = UpstreamSettings(host=host, port=port, auth=auth, user=user, password=password,
+                                connect_timeout=timeout, call_timeout=timeout)
+    session = UpstreamSession(settings)
+    resp = await session.open(user, password, T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, None)
+    if session.handle is None:
+        check(resp.status, "OpenSession")
+        raise UpstreamError("Spark Thrift Server sent OpenSession without a session handle")
+    found: dict[str, str] = {}
+    try:
+        for key in keys:
+            try:
+                result = await session.run_sql(f"SET {key}")
+            except UpstreamError:
+                if session.conn.broken:
+                    break
+                continue
+            if result.rows and len(result.rows[0]) >= 2 and result.rows[0][1] is not None:
+                found[key] = str(result.rows[0][1])
+    finally:
+        await session.close()
+    return session.protocol, found
