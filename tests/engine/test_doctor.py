@@ -113,3 +113,31 @@ def test_main_embedded_mode_passes_and_bad_flags_exit_2(tmp_path: Path, capsys):
         "all checks passed")
     assert doctor.main(["--upstream", "no-port-here"]) == 2
     assert "expected HOST:PORT" in capsys.readouterr().err
+
+
+def test_upstream_refusing_the_login_asks_for_credentials(tmp_path: Path):
+    """A SASL server that says BAD to the PLAIN login: an authentication problem, told
+    apart from a transport mismatch."""
+    from proxy.thrift import sasl
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def refuse():
+        conn, _ = srv.accept()          # the TCP check
+        conn.close()
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(1 << 16)          # START PLAIN + the initial response
+            conn.sendall(sasl.encode_negotiation(sasl.BAD, b"PLAIN authentication failed"))
+            conn.recv(1)
+    t = threading.Thread(target=refuse, daemon=True)
+    t.start()
+    try:
+        [bad] = doctor.check_upstream(_target(tmp_path, upstream=srv.getsockname()))
+    finally:
+        t.join(5)
+        srv.close()
+    assert bad.status == FAIL and "PLAIN authentication failed" in bad.detail, bad
+    assert "[upstream] user/password" in bad.fix
