@@ -130,8 +130,6 @@ def probe_metastore(host: str, port: int, timeout: float = 10.0) -> list[str]:
         return list(result.success or [])
 
 
-
-
 def check_metastores(t: Target) -> list[Check]:
     if not t.metastore_uris:
         return [Check("metastore", WARN, "remote mode without [spark] metastore_uris: pipeline "
@@ -161,8 +159,6 @@ def check_metastores(t: Target) -> list[Check]:
             continue
         checks.append(Check(name, PASS, f"{len(dbs)} database(s): {', '.join(dbs[:5])}"))
     return checks
-
-
 
 
 # Just the three shapes of ThriftHiveMetastore that get_all_databases needs (thrift_spec is
