@@ -12,6 +12,9 @@ an HS2 session dies with its TCP connection.
 
 `call_raw(bytes) -> bytes` moves already-encoded messages (the relay path: replies without
 handles go back to the client undecoded); `call(name, req)` encodes/decodes.
+
+It is the tree's one HiveServer2 client: `sync` (cli.py), doctor and the periodic time-zone
+check (show_settings, through run_blocking) and the tests' raw client use it too.
 """
 from __future__ import annotations
 
@@ -187,9 +190,7 @@ class UpstreamConnection:
             buf += payload
             n = len(buf) if len(buf) >= _TRUST_FRAME_BYTES else codec.message_length(buf, self.max_bytes)
             if n is not None:
-                out = bytes(buf[:n])
-                del buf[:n]
-                return out
+                return _take(buf, n)
 
     async def _read_raw_reply(self, r: asyncio.StreamReader) -> bytes:
         buf = self._buf
@@ -200,9 +201,7 @@ class UpstreamConnection:
                 except codec.MessageTooLarge:
                     raise _ReplyTooLarge(await self._skip_raw(r)) from None
                 if n is not None:
-                    out = bytes(buf[:n])
-                    del buf[:n]
-                    return out
+                    return _take(buf, n)
             chunk = await r.read(_READ_CHUNK)
             if not chunk:
                 raise EOFError("Spark closed the connection")
@@ -241,6 +240,13 @@ class UpstreamConnection:
                 pass
             self._writer = None
             self._reader = None
+
+
+def _take(buf: bytearray, n: int) -> bytes:
+    """The first n bytes of buf (one reply), cut off it."""
+    out = bytes(buf[:n])
+    del buf[:n]
+    return out
 
 
 async def _discard(r: asyncio.StreamReader, n: int) -> None:
@@ -303,6 +309,18 @@ class UpstreamSession:
         self.handle = None
         self.conn.close()
 
+    async def fetch_rows(self, op: T.TOperationHandle, ncols: int, batch: int = 10000) -> list[tuple]:
+        """FetchResults(NEXT) until an empty batch: every row left, as tuples."""
+        rows: list[tuple] = []
+        while True:
+            fr = await self.conn.call("FetchResults", T.TFetchResultsReq(
+                operationHandle=op, orientation=T.TFetchOrientation.FETCH_NEXT, maxRows=batch))
+            check(fr.status, "FetchResults")
+            got = decode_rowset(fr.results, ncols)
+            if not got:
+                return rows
+            rows.extend(got)
+
     async def run_sql(self, sql: str) -> LocalResult:
         """Run one statement synchronously on this session and return all its rows."""
         resp = await self.conn.call("ExecuteStatement", T.TExecuteStatementReq(
@@ -315,16 +333,7 @@ class UpstreamSession:
             meta = await self.conn.call("GetResultSetMetadata", T.TGetResultSetMetadataReq(operationHandle=op))
             check(meta.status, "GetResultSetMetadata")
             columns = schema_columns(meta.schema)
-            rows: list[tuple] = []
-            while True:
-                fr = await self.conn.call("FetchResults", T.TFetchResultsReq(
-                    operationHandle=op, orientation=T.TFetchOrientation.FETCH_NEXT, maxRows=10000))
-                check(fr.status, "FetchResults")
-                batch = decode_rowset(fr.results, len(columns))
-                if not batch:
-                    break
-                rows.extend(batch)
-            return LocalResult(columns=columns, rows=rows)
+            return LocalResult(columns=columns, rows=await self.fetch_rows(op, len(columns)))
         finally:
             try:
                 await self.conn.call("CloseOperation", T.TCloseOperationReq(operationHandle=op))

@@ -278,7 +278,6 @@ class RawHS2:
 
     def fetch_all(self, op_handle, batch: int = 1000) -> Result:
         """GetResultSetMetadata, then FetchResults(NEXT) until an empty batch; closes the op."""
-        from proxy.results import decode_rowset
         t = self.t
         try:
             meta = self._check(self.client.GetResultSetMetadata(
@@ -289,15 +288,7 @@ class RawHS2:
                 entry = c.typeDesc.types[0]
                 type_id = entry.primitiveEntry.type if entry.primitiveEntry else t.TTypeId.STRING_TYPE
                 types.append(t.TTypeId._VALUES_TO_NAMES[type_id])
-            rows: list[tuple[Any, ...]] = []
-            while True:
-                resp = self._check(self.client.FetchResults(t.TFetchResultsReq(
-                    operationHandle=op_handle, orientation=t.TFetchOrientation.FETCH_NEXT,
-                    maxRows=batch)))
-                new = decode_rowset(resp.results, len(names))
-                if not new:
-                    break
-                rows.extend(new)
+            rows = self._run(self._upstream.fetch_rows(op_handle, len(names), batch))
             return Result(names, types, rows)
         finally:
             self.client.CloseOperation(t.TCloseOperationReq(operationHandle=op_handle))
