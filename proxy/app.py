@@ -141,7 +141,7 @@ def align_time_zone(session: Any, upstream: Any, service: DatamapService,
     out of rewriting (service.time_zone_problem). Otherwise this is the check every
     ZONE_CHECK_S (a Thrift server restarted with another zone): the datamaps are rebuilt
     here, and a zone that cannot be read changes nothing."""
-    from proxy.timezone import TIME_ZONE_KEY, align_time_zone as align, same_zone
+    from proxy.timezone import TIME_ZONE_KEY, same_zone, set_session_zone as align
     from proxy.timezone import upstream_time_zone
     zone = upstream_time_zone(upstream)
     if zone is None:

@@ -133,15 +133,6 @@ def _flags(a: argparse.Namespace) -> dict:
     }
 
 
-def build_router(settings: cfg.Settings):
-    """The statement router. Components append their StatementHandlers here."""
-    from proxy import statements
-    from proxy.router import Router
-    router = Router()
-    statements.install(router)
-    return router
-
-
 async def _serve(settings: cfg.Settings) -> int:
     from proxy.auth import AllowAll, UsersFile
     from proxy.server import ProxyServer
@@ -170,10 +161,10 @@ async def _serve(settings: cfg.Settings) -> int:
             return 1
         settings = dataclasses.replace(settings, upstream=dataclasses.replace(
             settings.upstream, host=host, port=port))
-    from proxy.app import build_router as build_serve_router
+    from proxy.app import build_router
     from proxy.router import share_the_interpreter
     try:
-        router, close_router = await build_serve_router(settings, engine)
+        router, close_router = await build_router(settings, engine)
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable catalog: report, exit non-zero
         log.error("cannot set up datamaps: %s", e)
         if engine is not None:
@@ -316,8 +307,9 @@ def _has_failed(actions) -> bool:
 
 
 def _quote_table(name: str) -> str:
-    parts = name.strip().split(".")
-    return ".".join("`" + p.strip().strip("`").replace("`", "``") + "`" for p in parts)
+    """A --table value as typed (`db.t`, `` `db`.`t` ``, with spaces) -> a quoted name."""
+    from pipeline.files import quote_table
+    return quote_table(".".join(p.strip().strip("`") for p in name.strip().split(".")))
 
 
 def _format_rows(columns: list[str], rows) -> str:

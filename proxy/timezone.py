@@ -56,21 +56,23 @@ def same_zone(a: str | None, b: str | None) -> bool:
 
 def upstream_time_zone(upstream: Any, timeout: float | None = None) -> str | None:
     """The upstream's default session time zone, from `SET spark.sql.session.timeZone` on a
-    session of its own; None (logged) when it cannot be read."""
-    from proxy.doctor import probe_hiveserver2
+    session of its own; None (logged) when it cannot be read. Blocking: its callers are
+    worker threads (the pipeline session's opener, the periodic check), so the async client
+    runs on a loop of its own rather than on the serving loop."""
+    from proxy.upstream import run_blocking, show_settings
     limit = float(timeout if timeout is not None else
                   min(getattr(upstream, "connect_timeout", 30.0) or 30.0, 60.0))
     try:
-        probe = probe_hiveserver2(upstream.host, int(upstream.port),
-                                  auth=getattr(upstream, "auth", "plain") or "plain",
-                                  user=getattr(upstream, "user", None) or "datamap-proxy",
-                                  password=getattr(upstream, "password", None) or "datamap-proxy",
-                                  timeout=limit, show=(TIME_ZONE_KEY,))
+        _, found = run_blocking(show_settings(
+            upstream.host, int(upstream.port), (TIME_ZONE_KEY,),
+            auth=getattr(upstream, "auth", "plain") or "plain",
+            user=getattr(upstream, "user", None) or "datamap-proxy",
+            password=getattr(upstream, "password", None) or "datamap-proxy", timeout=limit))
     except Exception as e:  # noqa: BLE001 - reported by the caller's decision
         log.warning("cannot read the upstream's %s from %s:%s: %s", TIME_ZONE_KEY,
                     upstream.host, upstream.port, e)
         return None
-    zone = (probe.settings.get(TIME_ZONE_KEY) or "").strip()
+    zone = (found.get(TIME_ZONE_KEY) or "").strip()
     if not zone or zone == "<undefined>":
         log.warning("the upstream %s:%s did not report %s", upstream.host, upstream.port,
                     TIME_ZONE_KEY)
@@ -78,9 +80,10 @@ def upstream_time_zone(upstream: Any, timeout: float | None = None) -> str | Non
     return zone
 
 
-def align_time_zone(session: Any, zone: str) -> str | None:
-    """Set the pipeline session's zone to the upstream's. Returns the zone it had when that
-    differed (logged), else None."""
+def set_session_zone(session: Any, zone: str) -> str | None:
+    """Set the pipeline session's zone to the upstream's (the policy around it is
+    proxy/app.py's align_time_zone). Returns the zone it had when that differed (logged),
+    else None."""
     current = session.conf.get(TIME_ZONE_KEY)
     if same_zone(current, zone):
         log.info("pipeline session time zone %s matches the upstream's", current)

@@ -12,13 +12,17 @@ an HS2 session dies with its TCP connection.
 
 `call_raw(bytes) -> bytes` moves already-encoded messages (the relay path: replies without
 handles go back to the client undecoded); `call(name, req)` encodes/decodes.
+
+It is the tree's one HiveServer2 client: `sync` (cli.py), doctor and the periodic time-zone
+check (show_settings, through run_blocking) and the tests' raw client use it too.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, Iterable
 
 from thrift.Thrift import TApplicationException
 
@@ -45,6 +49,10 @@ class _ReplyTooLarge(Exception):
     def __init__(self, size: int):
         super().__init__(size)
         self.size = size
+
+
+class UpstreamAuthError(UpstreamError):
+    """The server refused the SASL login (doctor tells this apart from a wrong transport)."""
 
 
 class UpstreamConnection:
@@ -96,7 +104,8 @@ class UpstreamConnection:
                 client.on_message(status, payload)
         except sasl.SaslError as e:
             self.close()
-            raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
+            error = UpstreamAuthError if isinstance(e, sasl.SaslRejected) else UpstreamError
+            raise error(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             self.close()
             raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: "
@@ -181,9 +190,7 @@ class UpstreamConnection:
             buf += payload
             n = len(buf) if len(buf) >= _TRUST_FRAME_BYTES else codec.message_length(buf, self.max_bytes)
             if n is not None:
-                out = bytes(buf[:n])
-                del buf[:n]
-                return out
+                return _take(buf, n)
 
     async def _read_raw_reply(self, r: asyncio.StreamReader) -> bytes:
         buf = self._buf
@@ -194,9 +201,7 @@ class UpstreamConnection:
                 except codec.MessageTooLarge:
                     raise _ReplyTooLarge(await self._skip_raw(r)) from None
                 if n is not None:
-                    out = bytes(buf[:n])
-                    del buf[:n]
-                    return out
+                    return _take(buf, n)
             chunk = await r.read(_READ_CHUNK)
             if not chunk:
                 raise EOFError("Spark closed the connection")
@@ -235,6 +240,13 @@ class UpstreamConnection:
                 pass
             self._writer = None
             self._reader = None
+
+
+def _take(buf: bytearray, n: int) -> bytes:
+    """The first n bytes of buf (one reply), cut off it."""
+    out = bytes(buf[:n])
+    del buf[:n]
+    return out
 
 
 async def _discard(r: asyncio.StreamReader, n: int) -> None:
@@ -297,6 +309,18 @@ class UpstreamSession:
         self.handle = None
         self.conn.close()
 
+    async def fetch_rows(self, op: T.TOperationHandle, ncols: int, batch: int = 10000) -> list[tuple]:
+        """FetchResults(NEXT) until an empty batch: every row left, as tuples."""
+        rows: list[tuple] = []
+        while True:
+            fr = await self.conn.call("FetchResults", T.TFetchResultsReq(
+                operationHandle=op, orientation=T.TFetchOrientation.FETCH_NEXT, maxRows=batch))
+            check(fr.status, "FetchResults")
+            got = decode_rowset(fr.results, ncols)
+            if not got:
+                return rows
+            rows.extend(got)
+
     async def run_sql(self, sql: str) -> LocalResult:
         """Run one statement synchronously on this session and return all its rows."""
         resp = await self.conn.call("ExecuteStatement", T.TExecuteStatementReq(
@@ -309,18 +333,49 @@ class UpstreamSession:
             meta = await self.conn.call("GetResultSetMetadata", T.TGetResultSetMetadataReq(operationHandle=op))
             check(meta.status, "GetResultSetMetadata")
             columns = schema_columns(meta.schema)
-            rows: list[tuple] = []
-            while True:
-                fr = await self.conn.call("FetchResults", T.TFetchResultsReq(
-                    operationHandle=op, orientation=T.TFetchOrientation.FETCH_NEXT, maxRows=10000))
-                check(fr.status, "FetchResults")
-                batch = decode_rowset(fr.results, len(columns))
-                if not batch:
-                    break
-                rows.extend(batch)
-            return LocalResult(columns=columns, rows=rows)
+            return LocalResult(columns=columns, rows=await self.fetch_rows(op, len(columns)))
         finally:
             try:
                 await self.conn.call("CloseOperation", T.TCloseOperationReq(operationHandle=op))
             except UpstreamError:
                 pass
+
+
+def run_blocking(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine of this client for a blocking caller, on a loop of its own: in this
+    thread, or (when this thread already runs a loop) in a worker thread owned and joined here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="upstream-blocking") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def show_settings(host: str, port: int, keys: Iterable[str], *, auth: str = "plain",
+                        user: str, password: str, timeout: float) -> tuple[int | None, dict[str, str]]:
+    """On a session of its own: `SET key` for each key, as the server reports it; with the
+    protocol version the server chose. A key the server refuses is left out, and so are the
+    rest once a call times out (a Thrift server's first statement can be slow). Raises
+    UpstreamError when no session opens (UpstreamAuthError: the login was refused)."""
+    settings = UpstreamSettings(host=host, port=port, auth=auth, user=user, password=password,
+                                connect_timeout=timeout, call_timeout=timeout)
+    session = UpstreamSession(settings)
+    resp = await session.open(user, password, T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, None)
+    if session.handle is None:
+        check(resp.status, "OpenSession")
+        raise UpstreamError("Spark Thrift Server sent OpenSession without a session handle")
+    found: dict[str, str] = {}
+    try:
+        for key in keys:
+            try:
+                result = await session.run_sql(f"SET {key}")
+            except UpstreamError:
+                if session.conn.broken:
+                    break
+                continue
+            if result.rows and len(result.rows[0]) >= 2 and result.rows[0][1] is not None:
+                found[key] = str(result.rows[0][1])
+    finally:
+        await session.close()
+    return session.protocol, found

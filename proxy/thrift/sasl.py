@@ -36,6 +36,10 @@ class SaslError(Exception):
     """The SASL exchange failed; the connection must be closed."""
 
 
+class SaslRejected(SaslError):
+    """The server refused the credentials (BAD/ERROR), as opposed to a broken exchange."""
+
+
 def encode_negotiation(status: int, payload: bytes = b"") -> bytes:
     return _hdr.pack(status, len(payload)) + payload
 
@@ -186,5 +190,5 @@ class PlainClient:
             return
         reason = payload.decode("utf-8", "replace")
         if status in (BAD, ERROR):
-            raise SaslError(f"upstream rejected SASL PLAIN ({STATUS_NAMES[status]}): {reason}")
+            raise SaslRejected(f"upstream rejected SASL PLAIN ({STATUS_NAMES[status]}): {reason}")
         raise SaslError(f"unexpected SASL status {STATUS_NAMES.get(status, status)} from upstream")

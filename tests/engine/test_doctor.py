@@ -77,23 +77,30 @@ def test_upstream_refused_and_not_hiveserver2(tmp_path: Path):
     assert "--upstream HOST:PORT" in refused.fix
 
     # Something listens but hangs up at once (not a HiveServer2).
+    [bad] = _check_against(tmp_path, lambda conn: None)
+    assert bad.status == FAIL and "OpenSession failed" in bad.detail
+    assert "--upstream-auth nosasl" in bad.fix
+
+
+def _check_against(tmp_path: Path, answer) -> list[Check]:
+    """check_upstream against a listener that accepts the TCP check, then hands the probe's
+    connection to `answer` and closes it."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
 
-    def hang_up():
-        for _ in range(2):  # the TCP check, then the OpenSession probe
-            conn, _ = srv.accept()
-            conn.close()
-    t = threading.Thread(target=hang_up, daemon=True)
+    def serve():
+        srv.accept()[0].close()         # the TCP check
+        conn, _ = srv.accept()          # the OpenSession probe
+        with conn:
+            answer(conn)
+    t = threading.Thread(target=serve, daemon=True)
     t.start()
     try:
-        [bad] = doctor.check_upstream(_target(tmp_path, upstream=srv.getsockname()))
+        return doctor.check_upstream(_target(tmp_path, upstream=srv.getsockname()))
     finally:
         t.join(5)
         srv.close()
-    assert bad.status == FAIL and "OpenSession failed" in bad.detail
-    assert "--upstream-auth nosasl" in bad.fix
 
 
 def test_metastore_checks_in_remote_mode(tmp_path: Path):
@@ -113,3 +120,17 @@ def test_main_embedded_mode_passes_and_bad_flags_exit_2(tmp_path: Path, capsys):
         "all checks passed")
     assert doctor.main(["--upstream", "no-port-here"]) == 2
     assert "expected HOST:PORT" in capsys.readouterr().err
+
+
+def test_upstream_refusing_the_login_asks_for_credentials(tmp_path: Path):
+    """A SASL server that says BAD to the PLAIN login: an authentication problem, told
+    apart from a transport mismatch."""
+    from proxy.thrift import sasl
+
+    def refuse(conn):
+        conn.recv(1 << 16)              # START PLAIN + the initial response
+        conn.sendall(sasl.encode_negotiation(sasl.BAD, b"PLAIN authentication failed"))
+        conn.recv(1)
+    [bad] = _check_against(tmp_path, refuse)
+    assert bad.status == FAIL and "PLAIN authentication failed" in bad.detail, bad
+    assert "[upstream] user/password" in bad.fix

@@ -14,9 +14,11 @@ errors per run (`BeelineRun.errors`).
 """
 from __future__ import annotations
 
+import asyncio
 import csv
 import re
 import subprocess
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,19 +208,54 @@ def impyla_execute(cursor, sql: str, *, fetch: bool = True) -> Result:
 # --------------------------------------------------------------------------- raw Thrift
 
 class RawHS2:
-    """A thin TCLIService client (PyHive's generated code, its SASL/NOSASL transport and
-    session) exposing each metadata RPC. Every call returns a Result or raises ClientError."""
+    """A TCLIService session through the proxy's own asyncio HiveServer2 client
+    (proxy/upstream.py), made blocking for tests: `raw.client.<Call>(req)` sends one request
+    and returns the decoded response whatever its status; `raw.t` is the ttypes module. The
+    helpers return a Result or raise ClientError (a lost connection too). Like PyHive, it
+    asks for protocol V6, logs in with password "x" and runs USE `database`."""
 
     def __init__(self, host: str, port: int, *, auth: str = "NONE", database: str = "default",
-                 username: str = "me"):
-        from TCLIService import ttypes
+                 username: str = "me", timeout: float = 600.0):
+        from proxy.config import UpstreamSettings
+        from proxy.thrift.gen.TCLIService import ttypes
+        from proxy.upstream import UpstreamSession
+
         self.t = ttypes
-        self.conn = pyhive_connect(host, port, database=database, auth=auth, username=username)
-        self.client = self.conn.client
-        self.session = self.conn.sessionHandle
+        # The client is asyncio; tests are blocking (and some run inside an event loop), so
+        # it lives on a loop of its own in a thread this object owns and joins.
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name=f"raw-hs2-{host}:{port}", daemon=True)
+        self._thread.start()
+        self._upstream = UpstreamSession(UpstreamSettings(
+            host=host, port=port, auth="nosasl" if auth.upper() == "NOSASL" else "plain",
+            connect_timeout=timeout, call_timeout=timeout))
+        self.client = _Calls(self)
+        try:
+            resp = self._run(self._upstream.open(
+                username, "x", ttypes.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V6, None))
+            self.session = self._check(resp).sessionHandle
+            if database:
+                self.execute(f"USE `{database}`")
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, coro) -> Any:
+        from proxy.errors import UpstreamError
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        except UpstreamError as e:
+            raise ClientError(e.sqlstate, str(e)) from e
 
     def close(self) -> None:
-        self.conn.close()
+        if self._loop.is_closed():
+            return
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._upstream.close(), self._loop).result()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+        self._loop.close()
 
     def __enter__(self):
         return self
@@ -234,20 +271,10 @@ class RawHS2:
         return resp
 
     def _columns(self, tcols, ncols: int) -> list[list[Any]]:
-        out = []
-        for col in tcols:
-            for attr in ("boolVal", "byteVal", "i16Val", "i32Val", "i64Val", "doubleVal",
-                         "stringVal", "binaryVal"):
-                wrapper = getattr(col, attr)
-                if wrapper is not None:
-                    values = list(wrapper.values)
-                    nulls = wrapper.nulls or b""
-                    for i in range(len(values)):
-                        if i // 8 < len(nulls) and nulls[i // 8] & (1 << (i % 8)):
-                            values[i] = None
-                    out.append(values)
-                    break
-        return out
+        """A columnar rowset's columns as lists of values (None for NULL)."""
+        from proxy.results import decode_rowset
+        rows = decode_rowset(self.t.TRowSet(startRowOffset=0, rows=[], columns=tcols), ncols)
+        return [list(c) for c in zip(*rows)]
 
     def fetch_all(self, op_handle, batch: int = 1000) -> Result:
         """GetResultSetMetadata, then FetchResults(NEXT) until an empty batch; closes the op."""
@@ -261,16 +288,7 @@ class RawHS2:
                 entry = c.typeDesc.types[0]
                 type_id = entry.primitiveEntry.type if entry.primitiveEntry else t.TTypeId.STRING_TYPE
                 types.append(t.TTypeId._VALUES_TO_NAMES[type_id])
-            rows: list[tuple[Any, ...]] = []
-            while True:
-                resp = self._check(self.client.FetchResults(t.TFetchResultsReq(
-                    operationHandle=op_handle, orientation=t.TFetchOrientation.FETCH_NEXT,
-                    maxRows=batch)))
-                cols = self._columns(resp.results.columns or [], len(names))
-                new = list(zip(*cols)) if cols else []
-                if not new:
-                    break
-                rows.extend(new)
+            rows = self._run(self._upstream.fetch_rows(op_handle, len(names), batch))
             return Result(names, types, rows)
         finally:
             self.client.CloseOperation(t.TCloseOperationReq(operationHandle=op_handle))
@@ -350,3 +368,15 @@ class RawHS2:
         return self._op(self.client.GetFunctions(self.t.TGetFunctionsReq(
             sessionHandle=self.session, catalogName=catalog, schemaName=schema,
             functionName=function)))
+
+
+class _Calls:
+    """`raw.client.GetInfo(req)` & co: one TCLIService call, answered synchronously."""
+
+    def __init__(self, raw: RawHS2):
+        self._raw = raw
+
+    def __getattr__(self, name: str):
+        def call(req):
+            return self._raw._run(self._raw._upstream.conn.call(name, req))
+        return call

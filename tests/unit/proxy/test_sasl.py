@@ -68,8 +68,11 @@ def test_client_side():
     assert msgs == [(sasl.START, b"PLAIN"), (sasl.OK, b"\x00me\x00x")]
     c.on_message(sasl.COMPLETE, b"")
     assert c.complete
-    with pytest.raises(sasl.SaslError, match="denied"):
+    with pytest.raises(sasl.SaslRejected, match="denied"):      # a refusal ...
         sasl.PlainClient("me", "p").on_message(sasl.BAD, b"denied")
+    with pytest.raises(sasl.SaslError) as e:                   # ... vs a broken exchange
+        sasl.PlainClient("me", "p").on_message(sasl.START, b"")
+    assert not isinstance(e.value, sasl.SaslRejected)
 
 
 def test_frames_as_byte_stream():
@@ -87,3 +90,4 @@ def test_mechanism_name_in_the_error_is_one_bounded_line():
     step = sasl.PlainServer().on_message(sasl.START, b"PLAIN\nFORGED line" + b"x" * 5000)
     assert step.error.startswith("Unsupported mechanism type PLAIN\\nFORGED LINE")
     assert "\n" not in step.error and len(step.error) < 200
+
