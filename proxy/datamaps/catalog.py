@@ -23,11 +23,19 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Iterator, Mapping, Sequence
 
 from rewriter.api import DatamapDefinition, StoredColumn
 
-ENABLED, DISABLED = "ENABLED", "DISABLED"
+
+
+class DatamapStatus(StrEnum):
+    """Whether a datamap may answer queries (SHOW DATAMAP's DataMap Status). Not to be
+    confused with maintenance.RefreshOutcome, what a refresh did."""
+    ENABLED = "ENABLED"
+    DISABLED = "DISABLED"
+
 
 # Base segment status.
 SEG_SUCCESS = "SUCCESS"
@@ -332,7 +340,7 @@ class Catalog:
                  json.dumps(list(base_tables)), int(lazy),
                  json.dumps(dict(properties or {}), sort_keys=True),
                  definition_to_json(definition) if definition else None,
-                 definition.version if definition else None, DISABLED,
+                 definition.version if definition else None, DatamapStatus.DISABLED,
                  "deferred rebuild: not built yet" if lazy else "not built yet", time.time()))
             c.execute("DELETE FROM counters WHERE scope = ?", (f"dm:{db}.{name}",))
             self._event(c, db, name, "created", detail=select_sql)
@@ -382,7 +390,7 @@ class Catalog:
             self._check_found(cur, db, name)
 
     def set_status(self, db: str, name: str, status: str, reason: str = "") -> None:
-        if status not in (ENABLED, DISABLED):
+        if status not in (DatamapStatus.ENABLED, DatamapStatus.DISABLED):
             raise ValueError(f"bad datamap status {status!r}")
         with self._tx() as c:
             cur = c.execute("UPDATE datamaps SET status = ?, status_reason = ? "
@@ -401,7 +409,7 @@ class Catalog:
             c.execute("UPDATE dm_segments SET visible = 0, status = ? WHERE db = ? AND "
                       "name = ? AND visible = 1", (SEG_DELETED, db, name))
             cur = c.execute("UPDATE datamaps SET status = ?, status_reason = ? "
-                            "WHERE db = ? AND name = ?", (DISABLED, reason, db, name))
+                            "WHERE db = ? AND name = ?", (DatamapStatus.DISABLED, reason, db, name))
             self._check_found(cur, db, name)
             self._event(c, db, name, "invalidated", detail=reason)
             return [str(r["id"]) for r in rows]
@@ -412,11 +420,11 @@ class Catalog:
         changed = []
         with self._tx() as c:
             for row in c.execute("SELECT * FROM datamaps WHERE lazy = 1 AND status = ?",
-                                 (ENABLED,)).fetchall():
+                                 (DatamapStatus.ENABLED,)).fetchall():
                 rec = self._record(row)
                 if table in rec.base_tables:
                     c.execute("UPDATE datamaps SET status = ?, status_reason = ? WHERE db = ? "
-                              "AND name = ?", (DISABLED, reason, rec.db, rec.name))
+                              "AND name = ?", (DatamapStatus.DISABLED, reason, rec.db, rec.name))
                     self._event(c, rec.db, rec.name, "disabled", detail=reason)
                     changed.append(rec)
         return changed
@@ -557,7 +565,7 @@ class Catalog:
                                                    if supersedes else ""))
             if enable:
                 c.execute("UPDATE datamaps SET status = ?, status_reason = '' WHERE db = ? "
-                          "AND name = ?", (ENABLED, db, name))
+                          "AND name = ?", (DatamapStatus.ENABLED, db, name))
 
     def fail_segment(self, db: str, name: str, segment_id: str, reason: str,
                      disable: bool = True) -> None:
@@ -569,7 +577,7 @@ class Catalog:
             self._event(c, db, name, "failed", detail=f"segment {segment_id}: {reason}")
             if disable:
                 c.execute("UPDATE datamaps SET status = ?, status_reason = ? WHERE db = ? AND "
-                          "name = ?", (DISABLED, reason, db, name))
+                          "name = ?", (DatamapStatus.DISABLED, reason, db, name))
 
     def mark_dropped(self, db: str, name: str, segment_ids: Sequence[str]) -> None:
         """Their partitions were removed from the datamap table."""
@@ -621,7 +629,7 @@ class Catalog:
     def is_in_sync(self, db: str, name: str) -> bool:
         """ENABLED and every live base segment is covered."""
         rec = self.get_datamap(db, name)
-        if rec is None or rec.status != ENABLED:
+        if rec is None or rec.status != DatamapStatus.ENABLED:
             return False
         return (not any(self.pending_base_segments(db, name).values())
                 and not self.covers_deleted_base_segments(db, name))
@@ -632,7 +640,7 @@ class Catalog:
         rec = self.get_datamap(db, name)
         if rec is None:
             return "datamap does not exist"
-        if rec.status != ENABLED:
+        if rec.status != DatamapStatus.ENABLED:
             return f"datamap is DISABLED: {_one_line(rec.status_reason) or 'no reason recorded'}"
         pending = {t: segs for t, segs in self.pending_base_segments(db, name).items() if segs}
         if pending:
