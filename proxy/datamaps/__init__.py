@@ -5,6 +5,9 @@
     legacy.py   USING 'preaggregate' / 'timeseries' -> the equivalent mv SELECT
     catalog.py  Catalog(path): SQLite store of definitions, status, base-table segments,
                 datamap segments (visible flag = atomic publish), events, version counter
+      catalog_segments.py  SegmentStore: the segment half of Catalog
+      catalog_schema.py    MIGRATIONS, migrate()
+      records.py           DatamapRecord, segments, Event, DatamapStatus (values, no I/O)
     show.py     SHOW DATAMAP / SHOW SEGMENTS result sets (contract.md columns)
     service.py  DatamapService(catalog, spark_provider): builds the parts below on one
                 catalog, lock registry and Spark provider; the handlers' interface

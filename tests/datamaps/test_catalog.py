@@ -269,8 +269,9 @@ def test_migration_1_to_2_backfills_segment_kinds_from_the_history(tmp_path):
 
 
 def test_failed_migration_rolls_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(cat, "MIGRATIONS", cat.MIGRATIONS + ["CREATE TABLE broken (;"])
-    monkeypatch.setattr(cat, "SCHEMA_VERSION", len(cat.MIGRATIONS))
+    from proxy.datamaps import catalog_schema as schema
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS + ["CREATE TABLE broken (;"])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(schema.MIGRATIONS))
     with pytest.raises(sqlite3.Error):
         Catalog(tmp_path / "c.db")
     raw = sqlite3.connect(tmp_path / "c.db")
