@@ -40,7 +40,8 @@ def test_create_get_list_drop(catalog):
     rec = _create(catalog)
     assert catalog.version() > v0
     assert rec.table == "db1.agg_table" and rec.qualified == "db1.agg"
-    assert rec.status == cat.DatamapStatus.DISABLED and rec.definition == DEFN and rec.compiled_version == 1
+    assert rec.status == cat.DatamapStatus.DISABLED
+    assert rec.definition == DEFN and rec.compiled_version == 1
     assert catalog.get_datamap("db1", "agg") == rec
     assert catalog.get_datamap("db1", "nope") is None
     assert [r.name for r in catalog.list_datamaps()] == ["agg"]
