@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from proxy.datamaps import ddl
-
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
