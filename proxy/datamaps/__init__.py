@@ -5,10 +5,19 @@
     legacy.py   USING 'preaggregate' / 'timeseries' -> the equivalent mv SELECT
     catalog.py  Catalog(path): SQLite store of definitions, status, base-table segments,
                 datamap segments (visible flag = atomic publish), events, version counter
+      catalog_segments.py  SegmentStore: the segment half of Catalog
+      catalog_schema.py    MIGRATIONS, migrate()
+      records.py           DatamapRecord, segments, Event, DatamapStatus (values, no I/O)
     show.py     SHOW DATAMAP / SHOW SEGMENTS result sets (contract.md columns)
-    service.py  DatamapService(catalog, spark_provider): blocking DDL runners, refresh,
-                after_load, recover, candidates() and index() for the rewriter;
-                auto-compaction after a refresh
+    service.py  DatamapService(catalog, spark_provider): builds the parts below on one
+                catalog, lock registry and Spark provider; the handlers' interface
+      schemas.py       SchemaCache: base tables' schemas, background loader
+      commands.py      DatamapCommands: the DDL runners
+      maintenance.py   Maintenance: refresh/build, after-load hooks, recovery; RefreshOutcome
+      compaction.py    Compaction (COMPACT, auto-compaction), SegmentGarbage
+      zone_policy.py   TimeZonePolicy: the zone datamaps were computed under
+      rewrite_index.py RewriteIndexProvider: candidates and the rewriter's DatamapIndex
+      locks.py         KeyedLocks: one lock per datamap / base table, shared by the parts
     sync.py     SYNC DATAMAPS: files written to base tables outside the proxy
     handler.py  DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler: Router
                 StatementHandlers (register in that order, before the default)

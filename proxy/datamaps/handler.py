@@ -242,7 +242,7 @@ _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:
     """timeseries() -> Spark SQL, no datamaps; the original on any failure (logged)."""
     from rewriter import translate_timeseries
-    schemas = getattr(service._index, "schemas", None)   # only what is known: no Spark call
+    schemas = service.known_schemas()   # only what is known: no Spark call
     try:
         return translate_timeseries(statement, schemas, current_db)
     except RecursionError:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from typing import Iterable, Sequence
 
-from proxy.datamaps.catalog import BaseSegment, Catalog, DatamapRecord, DatamapSegment, format_time
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.records import BaseSegment, DatamapRecord, DatamapSegment, format_time
 from proxy.router import LocalResult
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (

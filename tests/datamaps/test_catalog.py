@@ -40,7 +40,8 @@ def test_create_get_list_drop(catalog):
     rec = _create(catalog)
     assert catalog.version() > v0
     assert rec.table == "db1.agg_table" and rec.qualified == "db1.agg"
-    assert rec.status == cat.DISABLED and rec.definition == DEFN and rec.compiled_version == 1
+    assert rec.status == cat.DatamapStatus.DISABLED
+    assert rec.definition == DEFN and rec.compiled_version == 1
     assert catalog.get_datamap("db1", "agg") == rec
     assert catalog.get_datamap("db1", "nope") is None
     assert [r.name for r in catalog.list_datamaps()] == ["agg"]
@@ -59,18 +60,18 @@ def test_create_get_list_drop(catalog):
         catalog.drop_datamap("db1", "agg")
     assert e.value.sqlstate == "42S02" and "db1.agg does not exist" in str(e.value)
     with pytest.raises(CatalogError) as e:
-        catalog.set_status("db1", "agg", cat.ENABLED)
+        catalog.set_status("db1", "agg", cat.DatamapStatus.ENABLED)
     assert e.value.sqlstate == "42S02"
 
 
 def test_status_and_events(catalog):
     _create(catalog, lazy=True)
     assert "deferred" in catalog.get_datamap("db1", "agg").status_reason
-    catalog.set_status("db1", "agg", cat.ENABLED)
+    catalog.set_status("db1", "agg", cat.DatamapStatus.ENABLED)
     changed = catalog.disable_on_table_change("db1.sales", "db1.sales changed")
     assert [r.name for r in changed] == ["agg"]
     rec = catalog.get_datamap("db1", "agg")
-    assert rec.status == cat.DISABLED and rec.status_reason == "db1.sales changed"
+    assert rec.status == cat.DatamapStatus.DISABLED and rec.status_reason == "db1.sales changed"
     assert [e.kind for e in catalog.events("db1", "agg")] == ["created", "enabled", "disabled"]
 
 
@@ -91,7 +92,7 @@ def test_segments_publish_and_sync(catalog):
     v = catalog.version()
     catalog.publish_segment("db1", "agg", s0, rows=3, files=["p0"], seconds=1.25, kind="built")
     assert catalog.version() > v
-    assert catalog.get_datamap("db1", "agg").status == cat.ENABLED
+    assert catalog.get_datamap("db1", "agg").status == cat.DatamapStatus.ENABLED
     assert catalog.is_in_sync("db1", "agg")
     sync = catalog.sync_status("db1", "agg")
     assert sync["db1.sales"] == "1" and "loadEndTime" in sync
@@ -117,7 +118,7 @@ def test_segments_publish_and_sync(catalog):
     s3 = catalog.begin_segment("db1", "agg", {"db1.sales": ["3"]})
     catalog.fail_segment("db1", "agg", s3, "executor lost")
     rec = catalog.get_datamap("db1", "agg")
-    assert rec.status == cat.DISABLED and rec.status_reason == "executor lost"
+    assert rec.status == cat.DatamapStatus.DISABLED and rec.status_reason == "executor lost"
     assert [s.id for s in catalog.visible_segments("db1", "agg")] == ["2"]
     with pytest.raises(CatalogError):
         catalog.publish_segment("db1", "agg", s3, rows=1)
@@ -217,7 +218,7 @@ def test_restart_keeps_everything(tmp_path):
     c = Catalog.in_state_dir(tmp_path)
     assert c.version() == version
     rec = c.get_datamap("db1", "agg")
-    assert rec.status == cat.ENABLED and rec.definition == DEFN
+    assert rec.status == cat.DatamapStatus.ENABLED and rec.definition == DEFN
     assert c.visible_segments("db1", "agg")[0].rows == 7
     assert c.add_base_segment("db1.sales", ["f2"]).id == "1"
     c.close()
@@ -269,8 +270,9 @@ def test_migration_1_to_2_backfills_segment_kinds_from_the_history(tmp_path):
 
 
 def test_failed_migration_rolls_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(cat, "MIGRATIONS", cat.MIGRATIONS + ["CREATE TABLE broken (;"])
-    monkeypatch.setattr(cat, "SCHEMA_VERSION", len(cat.MIGRATIONS))
+    from proxy.datamaps import catalog_schema as schema
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS + ["CREATE TABLE broken (;"])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(schema.MIGRATIONS))
     with pytest.raises(sqlite3.Error):
         Catalog(tmp_path / "c.db")
     raw = sqlite3.connect(tmp_path / "c.db")
@@ -318,4 +320,4 @@ def test_compaction_of_segments_hidden_meanwhile_is_refused(catalog):
     assert "0, 1" in str(e.value) and "db1.agg" in str(e.value)
     assert catalog.visible_segments("db1", "agg") == []
     rec = catalog.get_datamap("db1", "agg")
-    assert rec.status == cat.DISABLED and rec.status_reason == "zone changed"
+    assert rec.status == cat.DatamapStatus.DISABLED and rec.status_reason == "zone changed"

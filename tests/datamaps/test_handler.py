@@ -194,7 +194,7 @@ async def test_load_decisions(service, monkeypatch):
 
 
 async def test_drop_table_decisions(service, monkeypatch):
-    from proxy.datamaps import service as service_mod
+    from proxy.datamaps import maintenance
     from proxy.datamaps.handler import DatamapLoadHandler, dropped_table
     from proxy.router import PassThrough
     assert dropped_table("DROP TABLE IF EXISTS `Db2`.t", "db1") == "db2.t"
@@ -208,9 +208,9 @@ async def test_drop_table_decisions(service, monkeypatch):
     d = h(_ctx(), "DROP TABLE IF EXISTS db1.sales")
     assert isinstance(d, PassThrough)
     dropped_tables = []
-    monkeypatch.setattr(service_mod, "drop", lambda spark, definition: dropped_tables.append(
+    monkeypatch.setattr(maintenance, "drop", lambda spark, definition: dropped_tables.append(
         definition.table))
-    monkeypatch.setattr(service, "_spark_provider", lambda: None)
+    monkeypatch.setattr(service, "spark_provider", lambda: None)
     await d.after(_upstream)
     assert dropped_tables == ["db1.agg_table"]
     assert service.catalog.list_datamaps() == []
@@ -236,7 +236,7 @@ async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monke
 
 
 def test_minor_compaction_threshold_property():
-    from proxy.datamaps.service import minor_threshold
+    from proxy.datamaps.compaction import minor_threshold
     assert minor_threshold({}) == 4
     assert minor_threshold({"minor_compaction_threshold": "2"}) == 2
     for bad in ("1", "x", "-3", ""):
@@ -272,17 +272,17 @@ def test_dimension_table_schema_is_loaded_off_the_loop_then_the_query_is_rewritt
         h = DatamapSelectHandler(svc)
         # first time: the rewriter lacks db1.countries -> forwarded unchanged, load scheduled
         assert h(_ctx(), JOINED) is None
-        svc._schema_loader.submit(lambda: None).result(timeout=10)   # drain the loader
+        svc.schema_cache.drain(timeout=10)
         assert ["db1.countries"] in loads
         d = h(_ctx(), JOINED)
         assert isinstance(d, Rewrite) and "agg_table" in d.sql and "db1.countries" in d.sql
         # a table Spark does not know: one failed load, not retried on every statement
         bad = JOINED.replace("db1.countries", "db1.nowhere")
         assert h(_ctx(), bad) is None
-        svc._schema_loader.submit(lambda: None).result(timeout=10)
+        svc.schema_cache.drain(timeout=10)
         n = len(loads)
         assert h(_ctx(), bad) is None and h(_ctx(), bad) is None
-        svc._schema_loader.submit(lambda: None).result(timeout=10)
+        svc.schema_cache.drain(timeout=10)
         assert len(loads) == n
     finally:
         svc.close()
@@ -325,7 +325,7 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
     which datamap is refreshed, disabled or left alone, and a failing refresh disables
     only its own datamap."""
     import json as _json
-    from proxy.datamaps.service import BaseSync
+    from proxy.datamaps.maintenance import BaseSync
     from proxy.datamaps.sync import sync_datamaps
     _add_built_datamap(service, "agg")
     _add_built_datamap(service, "lazy_one", "SELECT country, max(qty) FROM db1.sales "
@@ -341,16 +341,17 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
             raise RuntimeError("disk full")
         refreshed.append(name)
         return "refreshed"
-    monkeypatch.setattr(service, "sync_base", lambda t, source="discovered": listing[t])
-    monkeypatch.setattr(service, "refresh", fake_refresh)
+    m = service.maintenance
+    monkeypatch.setattr(m, "sync_base", lambda t, source="discovered": listing[t])
+    monkeypatch.setattr(m, "refresh", fake_refresh)
     # nothing changed and everything in sync: rows say so, nothing refreshed
-    out = sync_datamaps(service, None)
+    out = sync_datamaps(m, None)
     assert out.rows == [("db1.sales", "", 0, 0, _json.dumps(
         {"db1.agg": "unchanged", "db1.broken": "unchanged", "db1.lazy_one": "unchanged"}))]
     assert refreshed == []
     # new files: non-lazy refreshed, lazy disabled, the failing one disabled with its reason
     listing["db1.sales"] = BaseSync("db1.sales", "1", 2, 0)
-    out = sync_datamaps(service, "db1.sales")
+    out = sync_datamaps(m, "db1.sales")
     table, seg, added, removed, actions = out.rows[0]
     assert (table, seg, added, removed) == ("db1.sales", "1", 2, 0)
     actions = _json.loads(actions)
@@ -362,7 +363,7 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
 
 
 def test_auto_compaction_setting_and_segment_kinds(service):
-    from proxy.datamaps.service import auto_compaction
+    from proxy.datamaps.compaction import auto_compaction
     assert auto_compaction({}, False) is False and auto_compaction({}, True) is True
     assert auto_compaction({"auto_compaction": "TRUE"}, False) is True
     assert auto_compaction({"auto_compaction": "false"}, True) is False
@@ -388,22 +389,22 @@ def test_auto_compaction_failure_is_recorded_and_harmless(service, monkeypatch):
     def failing(r, ids):
         tried.append(list(ids))
         raise RuntimeError("no space left")
-    monkeypatch.setattr(service, "_compact_locked", failing)
+    monkeypatch.setattr(service.compaction, "merge", failing)
     for _ in range(2):
         sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
         c.publish_segment("db1", "agg", sid, rows=1, kind="refreshed")
-    service._auto_compact(rec)                       # off: nothing tried
+    service.compaction.after_refresh(rec)                       # off: nothing tried
     assert tried == []
     service.auto_compaction = True                   # server default on; threshold 4 > 2
-    service._auto_compact(rec)
+    service.compaction.after_refresh(rec)
     assert tried == []
     rec = dataclasses.replace(rec, properties={"minor_compaction_threshold": "2"})
-    service._auto_compact(rec)            # the catalog's properties count (threshold 4 there)
+    service.compaction.after_refresh(rec)            # the catalog's properties count (threshold 4 there)
     assert tried == []
     c2 = dataclasses.replace(rec, properties={"auto_compaction": "true",
                                               "minor_compaction_threshold": "2"})
     monkeypatch.setattr(c, "require_datamap", lambda db, name: c2)
-    service._auto_compact(c2)
+    service.compaction.after_refresh(c2)
     assert tried == [["1", "2"]]
     assert c.get_datamap("db1", "agg").status == "ENABLED"
     assert [s.id for s in c.visible_segments("db1", "agg")] == ["0", "1", "2"]

@@ -73,7 +73,7 @@ async def test_both_datamaps_are_offered_and_each_database_hits_its_own(service)
 
 
 async def test_ddl_resolves_names_against_the_current_database(service, monkeypatch):
-    from proxy.datamaps import service as service_mod
+    from proxy.datamaps import maintenance
     _datamap(service, "db1")
     _datamap(service, "db2", rows=7)
     ddl = DatamapDdlHandler(service)
@@ -91,8 +91,8 @@ async def test_ddl_resolves_names_against_the_current_database(service, monkeypa
     rej = DatamapLoadHandler(service)(_ctx("db1"), "DROP TABLE db2.agg_table")
     assert isinstance(rej, Reject) and "DROP DATAMAP db2.agg" in rej.message
     dropped = []
-    monkeypatch.setattr(service_mod, "drop", lambda spark, d: dropped.append(d.table))
-    monkeypatch.setattr(service, "_spark_provider", lambda: None)
+    monkeypatch.setattr(maintenance, "drop", lambda spark, d: dropped.append(d.table))
+    monkeypatch.setattr(service, "spark_provider", lambda: None)
     await run("db2", "DROP DATAMAP agg")
     assert dropped == ["db2.agg_table"]
     assert [r.qualified for r in service.catalog.list_datamaps()] == ["db1.agg"]
@@ -153,7 +153,7 @@ async def test_on_table_finds_a_datamap_named_into_another_database(service):
     d = dataclasses.replace(d, database="db2", table="db2.x_table")
     service.catalog.create_datamap("db2", "x", provider="mv", select_sql=d.select_sql,
                                    base_tables=d.base_tables, definition=d)
-    assert service._require(Name("x"), Name("sales", "db1"), "default").qualified == "db2.x"
+    assert service.commands.require(Name("x"), Name("sales", "db1"), "default").qualified == "db2.x"
     with pytest.raises(ClientError) as e:
-        service._require(Name("x"), None, "db1")
+        service.commands.require(Name("x"), None, "db1")
     assert e.value.sqlstate == "42S02" and "db1.x does not exist" in str(e.value)

@@ -72,10 +72,10 @@ def test_partition_ddl_on_a_datamap_table_is_refused(service):
 def test_overwrite_with_the_same_file_names_forces_a_rebuild(service, monkeypatch):
     """A listing diff cannot see LOAD DATA ... OVERWRITE of a file of the same name: the
     statement's word for it marks every known segment deleted."""
-    from proxy.datamaps import service as service_mod
+    from proxy.datamaps import maintenance
     files = ["file:/w/sales/a.csv"]
-    monkeypatch.setattr(service_mod, "list_files", lambda spark, table: tuple(files))
-    monkeypatch.setattr(service, "_spark_provider", lambda: None)
+    monkeypatch.setattr(maintenance, "list_files", lambda spark, table: tuple(files))
+    monkeypatch.setattr(service, "spark_provider", lambda: None)
     assert service.sync_base_files("db1.sales") is False          # first listing: segment 0
     assert service.sync_base_files("db1.sales") is False          # nothing changed
     assert service.sync_base_files("db1.sales", rewritten=True) is True

@@ -80,7 +80,7 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
     router, closer = await app.build_router(settings, None)
     try:
         service = next(h.service for h in router.handlers if isinstance(h, Select))
-        assert await asyncio.to_thread(service._spark_provider.get) is session
+        assert await asyncio.to_thread(service.spark_provider.get) is session
         assert asked == ["sts.example"] and seen == ["Asia/Tokyo"]
         assert service.time_zone_problem is None
     finally:

@@ -1,0 +1,89 @@
+"""The catalog's SQLite schema: a list of migrations, applied in order at open.
+
+The schema version is PRAGMA user_version; MIGRATIONS[i] takes it from i to i + 1, in the
+same transaction as the version bump, so a failed migration leaves the file as it was.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+from proxy.datamaps.records import CatalogError
+
+# MIGRATIONS[i] takes the schema from version i to i + 1. Append only.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta VALUES ('catalog_version', '0');
+    CREATE TABLE counters (scope TEXT PRIMARY KEY, next_id INTEGER NOT NULL);
+    CREATE TABLE datamaps (
+        db TEXT NOT NULL, name TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        select_sql TEXT NOT NULL,
+        original_sql TEXT NOT NULL,
+        base_tables TEXT NOT NULL,
+        lazy INTEGER NOT NULL,
+        properties TEXT NOT NULL,
+        definition TEXT,
+        compiled_version INTEGER,
+        status TEXT NOT NULL CHECK (status IN ('ENABLED', 'DISABLED')),
+        status_reason TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        PRIMARY KEY (db, name));
+    CREATE TABLE base_segments (
+        tbl TEXT NOT NULL, id INTEGER NOT NULL,
+        files TEXT NOT NULL, rows INTEGER,
+        load_start REAL NOT NULL, load_seconds REAL NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('proxy-load', 'discovered')),
+        status TEXT NOT NULL,
+        PRIMARY KEY (tbl, id));
+    CREATE TABLE dm_segments (
+        db TEXT NOT NULL, name TEXT NOT NULL, id INTEGER NOT NULL,
+        files TEXT NOT NULL DEFAULT '[]', rows INTEGER,
+        extra_info TEXT NOT NULL,
+        visible INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        dropped INTEGER NOT NULL DEFAULT 0,
+        load_start REAL NOT NULL, load_seconds REAL,
+        PRIMARY KEY (db, name, id),
+        FOREIGN KEY (db, name) REFERENCES datamaps (db, name) ON DELETE CASCADE);
+    CREATE TABLE events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        db TEXT NOT NULL, name TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL,
+        rows INTEGER, seconds REAL, detail TEXT NOT NULL DEFAULT '',
+        FOREIGN KEY (db, name) REFERENCES datamaps (db, name) ON DELETE CASCADE);
+    CREATE INDEX events_by_datamap ON events (db, name, seq);
+    """,
+    # 1 -> 2: how each published datamap segment was made (built, refreshed, compacted),
+    # which auto-compaction needs; before, it was read back from the history's text.
+    """
+    ALTER TABLE dm_segments ADD COLUMN kind TEXT;
+    UPDATE dm_segments SET kind = (
+        SELECT e.kind FROM events e
+        WHERE e.db = dm_segments.db AND e.name = dm_segments.name
+          AND e.kind IN ('built', 'refreshed', 'compacted')
+          AND (e.detail = 'segment ' || dm_segments.id
+               OR e.detail LIKE 'segment ' || dm_segments.id || ' %')
+        ORDER BY e.seq DESC LIMIT 1)
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Bring the catalog at `path` (open on `conn`, autocommit) to SCHEMA_VERSION."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > SCHEMA_VERSION:
+            raise CatalogError(
+                f"Catalog {path} has schema version {current}, newer than this "
+                f"program supports ({SCHEMA_VERSION})", "HY000")
+        for version in range(current, SCHEMA_VERSION):
+            for stmt in MIGRATIONS[version].split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,91 @@
+"""The rewriter's view of the datamaps: which are offered (candidates), which are not and
+why (EXPLAIN), and the DatamapIndex built from them, cached on the catalog version and the
+schema cache's generation so the SELECT path touches neither SQLite nor Spark."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Iterable
+
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.schemas import SchemaCache
+from proxy.datamaps.zone_policy import TimeZonePolicy
+from rewriter.api import Candidate
+
+Unavailable = dict[str, tuple[tuple[str, ...], str]]   # "db.name" -> (base tables, reason)
+
+
+class RewriteIndexProvider:
+    def __init__(self, catalog: Catalog, schemas: SchemaCache, zones: TimeZonePolicy):
+        self.catalog = catalog
+        self._schemas = schemas
+        self._zones = zones
+        self._index = None
+        self._built_for: tuple[int, int] | None = None   # (catalog version, schema generation)
+        self._unavailable: Unavailable = {}
+        # Reentrant: the first index() in remote mode opens the pipeline session, whose
+        # on_open hook (proxy/app.py) warms the index again in the same thread.
+        self._guard = threading.RLock()
+
+    def candidates(self) -> list[Candidate]:
+        """ENABLED, in-sync datamaps with their visible segments and row counts."""
+        return self._offer()[0]
+
+    def _offer(self) -> tuple[list[Candidate], Unavailable]:
+        """The candidates, and the datamaps left out with why. The rewriter keys datamaps by
+        "db.name", so same-named datamaps of two databases are both offered."""
+        out = []
+        left_out: Unavailable = {}
+        for rec in self.catalog.list_datamaps():
+            if rec.definition is None:
+                left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
+                continue
+            reason = self.catalog.unavailable_reason(rec.db, rec.name)
+            if reason is None and self._zones.problem:
+                why = self._zones.time_dependent(rec)
+                if why:
+                    reason = f"not used: {why}, and {self._zones.problem}"
+            if reason is not None:
+                left_out[rec.qualified] = (rec.base_tables, reason)
+                continue
+            definition = rec.definition
+            if definition.qualified != rec.qualified:   # the catalog's name is its identity
+                definition = dataclasses.replace(definition, database=rec.db, name=rec.name,
+                                                 table=rec.table)
+            visible = self.catalog.visible_segments(rec.db, rec.name)
+            out.append(Candidate(definition,
+                                 rows=sum(s.rows or 0 for s in visible),
+                                 one_row_per_group=len(visible) <= 1,
+                                 segments=tuple(s.id for s in visible)))
+        return out, left_out
+
+    def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
+        """EXPLAIN only: datamaps over any of `tables` ("db.table") that the current index
+        was not offered (DISABLED, not in sync, time zone unknown), "db.name" -> reason.
+        Read from what the last index build saw: nothing is computed on the SELECT path."""
+        wanted = set(tables)
+        return {name: reason for name, (bases, reason) in self._unavailable.items()
+                if wanted.intersection(bases)}
+
+    def known_schemas(self) -> dict | None:
+        """The schemas the current index was built with (None before the first): for
+        callers on the event loop that must not wait for Spark."""
+        return getattr(self._index, "schemas", None)
+
+    def index(self):
+        """The rewriter's DatamapIndex for the current catalog version (rebuilt on change)."""
+        version = self.catalog.recent_version()   # every SELECT: no SQLite on the hot path
+        key = (version, self._schemas.generation)
+        if self._index is not None and self._built_for == key:
+            return self._index
+        with self._guard:
+            key = (version, self._schemas.generation)
+            if self._index is None or self._built_for != key:
+                from rewriter import DatamapIndex
+                cands, self._unavailable = self._offer()
+                tables = {t for c in cands for t in c.definition.base_tables}
+                tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
+                self._index = DatamapIndex(cands, self._schemas.schemas(sorted(tables)),
+                                           version)
+                self._built_for = key
+            return self._index
