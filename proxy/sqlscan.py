@@ -1,7 +1,8 @@
 """SQL text scanning: a lazy tokenizer with a cursor over it (no parse, no I/O).
 
-Used by the datamap DDL parser (proxy/datamaps/ddl.py), which reads a statement's frame
-and hands the query after it over as text. Tokens are made on demand, so nobody pays for
+Shared by the statement classifier (proxy/classify.py), which reads only a statement's
+first few words, and the datamap DDL parser (proxy/datamaps/ddl.py), which reads a frame
+and hands the query after it over as text. Tokens are made on demand, so neither pays for
 the rest of a long statement. Every pattern here runs in time linear in its input: the
 tokenizer never backtracks over a run of blanks or comments (24 blanks once took 7 s in
 a pattern that did).
@@ -44,6 +45,14 @@ def unquote_string(text: str) -> str:
     q = text[0]
     body = text[1:-1].replace(q + q, q)
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+
+
+def bare(statement: str) -> str:
+    r"""The statement without trailing blanks and one trailing ';'. Patterns match this in
+    full instead of ending in `\s*;?\s*$`, which backtracks quadratically (or worse, next
+    to another `\s*`) over a long run of blanks: seconds of event loop for a few KB."""
+    s = statement.rstrip()
+    return s[:-1].rstrip() if s.endswith(";") else s
 
 
 class Cursor:

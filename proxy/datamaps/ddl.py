@@ -1,11 +1,11 @@
 """Datamap DDL: a small hand-written parser for the statement frame (contract.md).
 
 `parse(statement)` returns a typed, frozen statement object, or None when the text is not
-datamap DDL (it runs on every ExecuteStatement, so a single compiled regex decides that
-first). Only the frame is parsed here: names, ON TABLE, USING, WITH DEFERRED ...,
-properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, EXPLAIN, from the
-tokens of proxy/sqlscan.py. The SELECT
-after AS (or after EXPLAIN) is handed over as text; the rewriter parses it with sqlglot
+datamap DDL (it runs on every ExecuteStatement, so the statement classifier's look at
+the first words, proxy/classify.py, decides that first). Only the frame is parsed here:
+names, ON TABLE, USING, WITH DEFERRED ..., properties, IF [NOT] EXISTS, COMPACT, SHOW
+SEGMENTS, SYNC DATAMAPS, EXPLAIN, from the tokens of proxy/sqlscan.py
+(`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after EXPLAIN) is handed over as text; the rewriter parses it with sqlglot
 later. The one exception is the legacy providers: `USING 'preaggregate'` and
 `USING 'timeseries'` are turned into an equivalent mv SELECT here, which needs a look at
 the query.
@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline import properties
+from proxy.classify import Kind, classify
 from proxy.sqlscan import Cursor, StatementError
 
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
-    "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain", "SetRewrite",
+    "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
     "SyncDatamaps", "DdlStatement", "GRANULARITIES",
 ]
 
@@ -32,7 +33,6 @@ Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x M
 PROVIDERS = ("mv", "preaggregate", "timeseries")
 GRANULARITIES = ("year", "month", "week", "day", "hour", "thirty_minute", "fifteen_minute",
                  "ten_minute", "five_minute", "minute", "second")
-REWRITE_SETTING = "datamap.rewrite.enabled"
 DdlError = StatementError       # the name callers and tests know
 
 
@@ -111,30 +111,8 @@ class Explain:
     query: str
 
 
-@dataclass(frozen=True)
-class SetRewrite:
-    """SET datamap.rewrite.enabled [= true|false]; enabled None = show the current value."""
-    enabled: bool | None
-
-
 DdlStatement = (CreateDatamap | DropDatamap | ShowDatamaps | RebuildDatamap | CompactDatamap
-                | ShowSegments | Explain | SetRewrite | SyncDatamaps)
-
-# The pre-check: leading comments, then the words that start a statement we answer. The
-# repetition is possessive: `(?:\s+|...)*` followed by a keyword that does not come tries
-# every way to split a run of blanks or comments, exponentially (24 blanks took 7 s).
-_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+"
-_PRECHECK = re.compile(
-    _LEAD + r"""(?:
-        (?:create|drop)\s+(?:datamap|materialized\s+view)\b
-      | show\s+(?:datamaps?|materialized\s+views|segments)\b
-      | rebuild\s+datamap\b
-      | refresh\s+materialized\s+view\b
-      | alter\s+datamap\b
-      | sync\s+(?:datamaps?|materialized\s+views)\b
-      | explain\b
-      | set\s+datamap\.rewrite\.enabled\b
-    )""", re.IGNORECASE | re.VERBOSE | re.DOTALL)
+                | ShowSegments | Explain | SyncDatamaps)
 
 _RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
                        "tblproperties", "where", "compact", "for", "deferred", "select"})
@@ -144,7 +122,7 @@ _NAME_OK = re.compile(r"[a-z0-9_]+\Z")
 
 def parse(statement: str) -> DdlStatement | None:
     """Parse datamap DDL; None when the statement is something else (forward it)."""
-    if not _PRECHECK.match(statement):
+    if classify(statement).kind is not Kind.DATAMAP:
         return None
     cur = Cursor(statement, reserved=_RESERVED)
     verb = cur.next().value
@@ -169,8 +147,6 @@ def parse(statement: str) -> DdlStatement | None:
         return _alter(cur)
     if verb == "explain":
         return _explain(cur)
-    if verb == "set":
-        return _set(cur)
     if verb == "sync":
         if cur.accept("materialized"):
             cur.expect("views")
@@ -179,7 +155,7 @@ def parse(statement: str) -> DdlStatement | None:
         on_table = _on_table(cur)
         cur.end()
         return SyncDatamaps(on_table)
-    return None  # pragma: no cover - the pre-check admits only the verbs above
+    return None  # pragma: no cover - the classifier admits only the verbs above
 
 
 def _name(cur: Cursor, what: str) -> Name:
@@ -382,21 +358,3 @@ def _explain(cur: Cursor) -> Explain | None:
         return None
     query, _ = cur.rest()
     return Explain(mode, query)  # type: ignore[arg-type]
-
-
-def _set(cur: Cursor) -> SetRewrite:
-    cur.subject = f"SET {REWRITE_SETTING}"
-    for part in ("datamap", ".", "rewrite", ".", "enabled"):
-        cur.next()
-    tok = cur.peek()
-    if tok.kind == "end" or (tok.kind == "op" and tok.value == ";"):
-        cur.end()
-        return SetRewrite(None)
-    cur.expect_op("=", f"after {REWRITE_SETTING}")
-    tok = cur.peek()
-    value = tok.value.strip().lower() if tok.kind in ("word", "str") else ""
-    if value not in ("true", "false"):
-        raise cur.error("expected true or false")
-    cur.next()
-    cur.end()
-    return SetRewrite(value == "true")
