@@ -356,6 +356,7 @@ class Service:
         if isinstance(decision, Reject):
             self._log_statement(session, None, "reject", "ERROR", 0.0, statement)
             raise ClientError(decision.message, decision.sqlstate)
+        session.conf.update(decision.settings)
         if isinstance(decision, Local):
             return await self._execute_local(session, req, decision)
         sql = decision.sql if isinstance(decision, Rewrite) else statement

@@ -1,8 +1,10 @@
 """Per-client session state (no I/O). The upstream connection object is attached by
 service.py but never used from here.
 
-`track_statement` follows USE and SET once Spark accepted them; `rewrite_on` is the one
-truth test of datamap.rewrite.enabled."""
+The session's settings (`conf`) change in two ways only: `track_statement` once Spark
+accepted a USE or SET, and the `settings` of a Decision the router returned (the proxy's
+own `SET datamap.rewrite.enabled`, the block after a result-affecting SET), applied by
+service.py. `rewrite_on` is the one truth test of datamap.rewrite.enabled."""
 from __future__ import annotations
 
 import time

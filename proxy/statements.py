@@ -2,20 +2,20 @@
 
 `SET datamap.rewrite.enabled=true|false` (per session; default true) and
 `SET datamap.rewrite.enabled` (show). Answered like Spark answers SET: columns key, value.
-The handler updates `ctx.conf`, which is the session's live settings map.
+The new value reaches the session as the Local decision's `settings`.
 
 `watch_semantic_settings` passes every SET through unchanged, but remembers when a
 session changes a setting that changes query *results* (time zone, ANSI mode, decimal
 precision rules, case sensitivity, legacy behaviours): datamaps were built under the
 engine's settings, so from then on that session is not answered from datamaps
-(`BLOCKED_KEY` in ctx.conf holds the reason; the datamap handlers honour it).
+(`BLOCKED_KEY` in the session's conf holds the reason; the datamap handlers honour it).
 
 Both read the statement through proxy/classify.py, which parses the SET once.
 """
 from __future__ import annotations
 
 from proxy.classify import Kind, classify
-from proxy.router import Decision, Local, LocalResult, Reject, Router, StatementContext
+from proxy.router import Decision, Local, LocalResult, Reject, Remember, Router, StatementContext
 from proxy.session import BLOCKED_KEY, REWRITE_KEY, semantic_setting
 
 SET_COLUMNS = (("key", "string"), ("value", "string"))
@@ -27,29 +27,25 @@ def set_rewrite_enabled(ctx: StatementContext, statement: str) -> Decision | Non
         return None
     if stmt.error is not None:
         return Reject(stmt.error, "42000")
-    if stmt.value is None:
-        value = ctx.conf.get(REWRITE_KEY, "true")
+    value = stmt.value if stmt.value is not None else ctx.conf.get(REWRITE_KEY, "true")
 
-        async def show(_upstream) -> LocalResult:
-            return LocalResult(columns=SET_COLUMNS, rows=[(REWRITE_KEY, value)])
-        return Local(show, note="set:show")
-    conf, value = ctx.conf, stmt.value
-
-    async def apply(_upstream) -> LocalResult:
-        conf[REWRITE_KEY] = value
+    async def answer(_upstream) -> LocalResult:
         return LocalResult(columns=SET_COLUMNS, rows=[(REWRITE_KEY, value)])
-    return Local(apply, note="set")
+    if stmt.value is None:
+        return Local(answer, note="set:show")
+    return Local(answer, note="set", settings=((REWRITE_KEY, value),))
 
 
-def watch_semantic_settings(ctx: StatementContext, statement: str) -> Decision | None:
+def watch_semantic_settings(ctx: StatementContext, statement: str) -> Remember | None:
     """Never decides (the SET goes to Spark as sent); marks the session when it changes a
     setting that datamap answers would not follow."""
     stmt = classify(statement)
     if stmt.kind is not Kind.SET or stmt.key is None or not semantic_setting(stmt.key):
         return None
-    if BLOCKED_KEY not in ctx.conf:
-        ctx.conf[BLOCKED_KEY] = f"the session changed {stmt.key}, which datamaps were not built with"
-    return None
+    if BLOCKED_KEY in ctx.conf:
+        return None
+    return Remember(((BLOCKED_KEY,
+                      f"the session changed {stmt.key}, which datamaps were not built with"),))
 
 
 def install(router: Router) -> None:
