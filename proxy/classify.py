@@ -17,15 +17,17 @@ Writes whose target is not at the head (`WITH ... INSERT`, Hive's `FROM t INSERT
 found by parsing the whole statement with sqlglot, which costs ~1-10 µs per byte: only
 when the caller passes a `parse_limit` the statement is within (the datamap handlers pass
 [datamaps] rewrite_max_sql_bytes; the Router already keeps long statements off the event
-loop), and only when the word INSERT occurs in it. Unparseable or too-long text stays a
+loop), and only when INSERT occurs in its text. Unparseable or too-long text stays a
 QUERY, which is what a head-only look says.
 """
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
+from typing import Callable, Iterator
 
 from proxy.sqlscan import Cursor, StatementError, Token, bare
 
@@ -61,19 +63,46 @@ class Statement:
 NAME, STRING = "<name>", "<string>"
 _QUERY_WORDS = frozenset({"select", "with", "from"})
 _DEEP_WORDS = frozenset({"with", "from"})        # may hide an INSERT behind a CTE / FROM
-_INSERT_WORD = re.compile(r"\binsert\b", re.IGNORECASE)
+# The first word (or parenthesis) after blanks and comments; possessive, so linear.
+_FIRST = re.compile(r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+([A-Za-z0-9_]+|\()", re.DOTALL)
 # ALTER TABLE clauses that add, remove or move data files. Matching a word is deliberately
 # broad: a false positive only re-lists the table's files.
 _FILE_CLAUSE = re.compile(r"\b(?:partitions?|location)\b", re.IGNORECASE)
 _SET_KV = re.compile(r"(?P<key>[^\s=]+)\s*=\s*(?P<value>.*)", re.DOTALL)
 _SET_REWRITE_VALUE = re.compile(r"\s*=\s*(?P<value>.*)", re.DOTALL)
+_SHARED: ContextVar[dict | None] = ContextVar("classified_in_this_decision", default=None)
+
+
+class _Head:
+    """A statement's tokens from its first word on, scanned once and shared by the forms
+    tried; __getitem__ raises StatementError at an unterminated quote."""
+
+    def __init__(self, statement: str, pos: int):
+        self._cursor = Cursor(statement, pos)
+        self._tokens: list[Token] = []
+
+    def __getitem__(self, i: int) -> Token:
+        while len(self._tokens) <= i:
+            self._tokens.append(self._cursor.next())
+        return self._tokens[i]
 
 
 @dataclass(frozen=True)
 class _Match:
-    cursor: Cursor                 # just after the last step
+    head: _Head
+    at: int                        # index of the first token after the form
     words: frozenset[str]          # words consumed (optional ones that were there)
     tables: tuple[str, ...]
+
+    @property
+    def next(self) -> Token:
+        return self.head[self.at]
+
+    @property
+    def end(self) -> int:
+        """Position just after the form's last token."""
+        last = self.head[self.at - 1]
+        return last.pos + len(last.text)
 
 
 Finish = Callable[[str, _Match], Statement]
@@ -92,20 +121,21 @@ def _written(kind: Kind) -> Finish:
 
 
 def _alter(statement: str, m: _Match) -> Statement:
-    files = _FILE_CLAUSE.search(statement, m.cursor.pos) is not None
+    files = _FILE_CLAUSE.search(statement, m.end) is not None
     return Statement(Kind.FILES if files else Kind.ALTER_TABLE, m.tables)
 
 
 def _use(_statement: str, m: _Match) -> Statement:
-    cur = m.cursor
-    cur.accept_op(";")
-    if cur.peek().kind != "end":
+    tok = m.next
+    if tok.kind == "op" and tok.value == ";":
+        tok = m.head[m.at + 1]
+    if tok.kind != "end":
         return Statement(Kind.OTHER)
     return Statement(Kind.USE, database=m.tables[0].partition(".")[2])
 
 
 def _set(statement: str, m: _Match) -> Statement:
-    kv = _SET_KV.fullmatch(bare(statement), m.cursor.peek().pos)
+    kv = _SET_KV.fullmatch(bare(statement), m.next.pos)
     if kv is None:                                    # SET, SET -v, SET k (show)
         return Statement(Kind.SET)
     return Statement(Kind.SET, key=kv.group("key"), value=kv.group("value"))
@@ -113,13 +143,16 @@ def _set(statement: str, m: _Match) -> Statement:
 
 def _set_rewrite(statement: str, m: _Match) -> Statement:
     text = bare(statement)
-    assign = _SET_REWRITE_VALUE.fullmatch(text, m.cursor.pos)
+    assign = _SET_REWRITE_VALUE.fullmatch(text, m.end)
     if assign is None:
-        tok = m.cursor.peek()
+        try:
+            tok = m.next
+        except StatementError as e:
+            return Statement(Kind.SET_REWRITE, key=REWRITE_KEY, error=e.message)
         if tok.kind == "end" or (tok.kind == "op" and tok.value == ";"):
             return Statement(Kind.SET_REWRITE, key=REWRITE_KEY)       # show the value
-        return Statement(Kind.SET_REWRITE, key=REWRITE_KEY,
-                         error=m.cursor.error(f"expected '=' after {REWRITE_KEY}").message)
+        return Statement(Kind.SET_REWRITE, key=REWRITE_KEY, error=Cursor(statement).error(
+            f"expected '=' after {REWRITE_KEY}", tok).message)
     raw = assign.group("value").strip()
     value = raw.strip("'\"`").strip().lower()
     if value not in ("true", "false"):
@@ -164,9 +197,35 @@ FORMS: tuple[Form, ...] = (
     Form(Kind.SET, ("set",), _set),
     Form(Kind.USE, ("use", "database|schema?", NAME), _use),
 )
-_BY_FIRST_WORD: dict[str, list[Form]] = {}
+
+
+def _compile(step: str) -> tuple[str, tuple[frozenset[str], ...], bool]:
+    """"if not exists?" -> ("words", ({if}, {not}, {exists}), optional); "a|b" -> one of."""
+    if step in (NAME, STRING):
+        return step, (), False
+    return "words", tuple(frozenset(w.split("|")) for w in step.rstrip("?").split(" ")), \
+        step.endswith("?")
+
+
+Steps = tuple[tuple[str, tuple[frozenset[str], ...], bool], ...]
+_BY_FIRST_WORD: dict[str, list[tuple[Form, Steps]]] = {}
 for _form in FORMS:
-    _BY_FIRST_WORD.setdefault(_form.steps[0], []).append(_form)
+    _BY_FIRST_WORD.setdefault(_form.steps[0], []).append(
+        (_form, tuple(_compile(step) for step in _form.steps)))
+_QUERY, _OTHER = Statement(Kind.QUERY), Statement(Kind.OTHER)
+# A QUERY that starts with WITH or FROM, so an INSERT may follow (told apart by identity).
+_MAYBE_WRITE = Statement(Kind.QUERY)
+
+
+@contextmanager
+def shared() -> Iterator[None]:
+    """Within it, classify() works out each (statement, database, limit) once: the Router
+    decides a statement in one, so that its handlers share the classification."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def classify(statement: str, current_db: str = "default",
@@ -174,25 +233,46 @@ def classify(statement: str, current_db: str = "default",
     """What `statement` is. `parse_limit`: the longest statement (UTF-8 bytes) that may be
     parsed with sqlglot to find an INSERT behind a CTE or FROM clause; 0 never (a look at
     the first words only), None any length."""
-    cur = Cursor(statement)
+    stmt = _shared(_head, statement, current_db)
+    if stmt is _MAYBE_WRITE and parse_limit != 0 and not over_limit(statement, parse_limit) \
+            and "insert" in statement.lower():
+        return _shared(_parsed, statement, current_db)
+    return stmt
+
+
+def _shared(fn: Callable[[str, str], Statement], statement: str, current_db: str) -> Statement:
+    memo = _SHARED.get()
+    if memo is None:
+        return fn(statement, current_db)
+    key = (fn, statement, current_db)        # str hashes are cached: O(1) after once
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = fn(statement, current_db)
+    return found
+
+
+def _head(statement: str, current_db: str) -> Statement:
+    """From the first words only."""
+    first = _FIRST.match(statement)
+    if first is None:
+        return _OTHER
+    word = first.group(1).lower()
+    if word == "(":
+        return _QUERY
+    if word in _QUERY_WORDS:
+        return _MAYBE_WRITE if word in _DEEP_WORDS else _QUERY
+    forms = _BY_FIRST_WORD.get(word)
+    if not forms:
+        return _OTHER
+    head = _Head(statement, first.start(1))
     try:
-        first = cur.peek()
-    except StatementError:               # an unterminated quote first: nothing of ours
-        return Statement(Kind.OTHER)
-    if first.kind == "op" and first.value == "(":
-        return Statement(Kind.QUERY)
-    if first.kind != "word":
-        return Statement(Kind.OTHER)
-    if first.value in _QUERY_WORDS:
-        if first.value in _DEEP_WORDS and parse_limit != 0 \
-                and not over_limit(statement, parse_limit) and _INSERT_WORD.search(statement):
-            return _parsed(statement, current_db)
-        return Statement(Kind.QUERY)
-    for form in _BY_FIRST_WORD.get(first.value, ()):
-        m = _match(form, statement, first.pos, current_db)
-        if m is not None:
-            return form.finish(statement, m) if form.finish else Statement(form.kind, m.tables)
-    return Statement(Kind.OTHER)
+        for form, steps in forms:
+            m = _match(steps, head, current_db)
+            if m is not None:
+                return form.finish(statement, m) if form.finish else Statement(form.kind, m.tables)
+    except StatementError:               # an unterminated quote: nothing of ours
+        pass
+    return _OTHER
 
 
 def over_limit(sql: str, limit: int | None) -> bool:
@@ -205,61 +285,49 @@ def over_limit(sql: str, limit: int | None) -> bool:
     return len(sql) * 4 > limit and len(sql.encode("utf-8", "surrogatepass")) > limit
 
 
-def _match(form: Form, statement: str, pos: int, current_db: str) -> _Match | None:
-    cur = Cursor(statement, pos)
-    words: set[str] = set()
-    tables: list[str] = []
-    try:
-        for step in form.steps:
-            optional = step.endswith("?")
-            if step == NAME:
-                name = _table_name(cur, current_db)
-                if name is None:
-                    return None
-                tables.append(name)
-            elif step == STRING:
-                if cur.peek().kind != "str":
-                    return None
-                cur.next()
-            elif not _words(cur, step.rstrip("?"), optional, words):
+def _match(steps: Steps, head: _Head, current_db: str) -> _Match | None:
+    at, words, tables = 0, set(), []
+    for kind, sequence, optional in steps:
+        if kind == NAME:
+            name, at = _table_name(head, at, current_db)
+            if name is None:
                 return None
-    except StatementError:               # an unterminated quote: not this form
-        return None
-    return _Match(cur, frozenset(words), tuple(tables))
+            tables.append(name)
+        elif kind == STRING:
+            if head[at].kind != "str":
+                return None
+            at += 1
+        elif not _is(head[at], sequence[0]):
+            if not optional:
+                return None
+        else:
+            for allowed in sequence:
+                tok = head[at]
+                if not _is(tok, allowed):
+                    return None
+                words.add(tok.value)
+                at += 1
+    return _Match(head, at, frozenset(words), tuple(tables))
 
 
-def _words(cur: Cursor, step: str, optional: bool, seen: set[str]) -> bool:
-    """One step: `a|b` (one of), `if exists` (in sequence), `.` (that operator)."""
-    sequence = step.split(" ")
-    first = sequence[0].split("|")
-    if not _is(cur.peek(), first):
-        return optional
-    for i, word in enumerate(sequence):
-        tok = cur.peek()
-        if not _is(tok, first if i == 0 else (word,)):
-            return False
-        seen.add(tok.value)
-        cur.next()
-    return True
+def _is(tok: Token, allowed: frozenset[str]) -> bool:
+    return tok.kind in ("word", "op") and tok.value in allowed
 
 
-def _is(tok: Token, words) -> bool:
-    return tok.kind in ("word", "op") and tok.value in words
-
-
-def _table_name(cur: Cursor, current_db: str) -> str | None:
+def _table_name(head: _Head, at: int, current_db: str) -> tuple[str | None, int]:
     """A table name of up to three parts (catalog.db.table) -> "db.table"."""
     parts: list[str] = []
     while True:
-        tok = cur.peek()
-        if tok.kind == "word" or (tok.kind == "ident" and tok.value):
-            parts.append(tok.value.lower())
-            cur.next()
-        else:
-            return None
-        if len(parts) == 3 or not cur.accept_op("."):
+        tok = head[at]
+        if not (tok.kind == "word" or (tok.kind == "ident" and tok.value)):
+            return None, at
+        parts.append(tok.value.lower())
+        at += 1
+        dot = head[at]
+        if len(parts) == 3 or dot.kind != "op" or dot.value != ".":
             break
-    return ".".join(parts[-2:]) if len(parts) > 1 else f"{current_db}.{parts[0]}"
+        at += 1
+    return (".".join(parts[-2:]) if len(parts) > 1 else f"{current_db}.{parts[0]}"), at
 
 
 def _parsed(statement: str, current_db: str) -> Statement:

@@ -4,7 +4,8 @@ The protocol layer (service.py) calls `Router.decide(ctx, statement)` for every
 ExecuteStatement and acts on the returned Decision; it knows nothing about datamaps or
 SQL. The default router forwards everything unchanged. Later components register
 `StatementHandler`s (tried in order; the first that returns a Decision wins). What a
-statement is comes from one classifier, proxy/classify.py, which every handler asks.
+statement is comes from one classifier, proxy/classify.py, which every handler asks; a
+decision is made within `classify.shared()`, so the statement is classified once.
 
 A handler never changes the session: `ctx.conf` is read-only. A statement that changes
 the session's settings says so in the Decision's `settings`, which the session's owner
@@ -29,6 +30,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+
+from proxy import classify
 
 # Decided on the loop up to this size: a cold rewrite takes 1-3 ms at 100-700 bytes, but
 # 25 ms at 7 KB and up to ~70 ms for 1 KB of nested parentheses (measured).
@@ -142,6 +145,10 @@ class Router:
     _pools: dict[str, ThreadPoolExecutor] = field(default_factory=dict, repr=False)
 
     def decide(self, ctx: StatementContext, statement: str) -> Decision:
+        with classify.shared():
+            return self._decide(ctx, statement)
+
+    def _decide(self, ctx: StatementContext, statement: str) -> Decision:
         remembered: Settings = ()
         for handler in self.handlers:
             decision = handler(ctx, statement)

@@ -10,7 +10,7 @@ a pattern that did).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)
@@ -33,8 +33,7 @@ class StatementError(Exception):
         self.token = token
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):       # a tuple: made for every token, cheaply
     kind: str        # word | ident (backquoted) | str | op | end
     text: str        # as written
     value: str       # word lower-cased, ident/str unquoted, op itself

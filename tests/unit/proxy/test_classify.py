@@ -44,3 +44,20 @@ def test_a_megabyte_statement_is_classified_from_its_head(sql):
     for _ in range(100):
         classify(sql, "db1")
     assert time.perf_counter() - t0 < 0.5     # ~10 µs each; a parse would take seconds
+
+
+def test_a_decision_classifies_its_statement_once(monkeypatch):
+    from proxy import classify as module
+    from proxy.router import Router, StatementContext
+    calls = []
+    head = module._head
+    monkeypatch.setattr(module, "_head", lambda *a: calls.append(a[0]) or head(*a))
+
+    def handler(ctx, sql):
+        assert classify(sql, ctx.current_db) is classify(sql, ctx.current_db, None)
+    Router(handlers=[handler, handler]).decide(StatementContext("s", "u", "db1", {}, 10),
+                                               "INSERT INTO t VALUES (1)")
+    assert calls == ["INSERT INTO t VALUES (1)"]
+    classify("SET a=1")
+    classify("SET a=1")                  # outside a decision nothing is kept
+    assert len(calls) == 3
