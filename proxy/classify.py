@@ -5,13 +5,15 @@ handlers (proxy/statements.py, proxy/datamaps/handler.py, the DDL parser's pre-c
 for the session-state tracking that runs after Spark accepted a statement
 (session.track_statement).
 
-Most statements are plain SELECTs, so the first look is cheap: the lazy tokenizer of
-sqlscan.py reads the leading comments and first word, and a SELECT is done there. Other
-statements are matched, word by word, against `FORMS`: a table of statement shapes, tried
-in order, each a sequence of steps (a word, `a|b` one of, `x?` or `if exists?` optional,
-NAME a table name, STRING a quoted string). Only a statement's first few tokens are ever
-read this way, so classification costs time linear in the leading blanks and comments and
-nothing in the rest, however long the statement.
+Most statements are plain SELECTs, so the first look is cheap: one possessive regex skips
+the leading blanks and comments and reads the first word, and a SELECT is done there.
+Other statements are matched, word by word (the lazy tokens of sqlscan.py, scanned once),
+against `FORMS`: a table of statement shapes, tried in order, each a sequence of steps (a
+word, `a|b` one of, `x?` or `if exists?` optional, NAME a table name, STRING a quoted
+string). Only a statement's first few tokens are ever read this way, so classification
+costs time linear in the leading blanks and comments and nothing in the rest, however
+long the statement. Router.decide runs its handlers within `shared()`, so each statement
+is classified once per decision however many handlers ask.
 
 Writes whose target is not at the head (`WITH ... INSERT`, Hive's `FROM t INSERT ...`) are
 found by parsing the whole statement with sqlglot, which costs ~1-10 µs per byte: only
@@ -219,8 +221,8 @@ _MAYBE_WRITE = Statement(Kind.QUERY)
 
 @contextmanager
 def shared() -> Iterator[None]:
-    """Within it, classify() works out each (statement, database, limit) once: the Router
-    decides a statement in one, so that its handlers share the classification."""
+    """Within it, classify() works out each statement once (and parses it at most once):
+    the Router decides a statement in one, so that its handlers share the work."""
     token = _SHARED.set({})
     try:
         yield

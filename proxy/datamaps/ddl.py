@@ -2,16 +2,17 @@
 
 `parse(statement)` returns a typed, frozen statement object, or None when the text is not
 datamap DDL (it runs on every ExecuteStatement, so the statement classifier's look at
-the first words, proxy/classify.py, decides that first). Only the frame is parsed here:
-names, ON TABLE, USING, WITH DEFERRED ..., properties, IF [NOT] EXISTS, COMPACT, SHOW
-SEGMENTS, SYNC DATAMAPS, EXPLAIN, from the tokens of proxy/sqlscan.py
-(`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after EXPLAIN) is handed over as text; the rewriter parses it with sqlglot
-later. The one exception is the legacy providers: `USING 'preaggregate'` and
-`USING 'timeseries'` are turned into an equivalent mv SELECT here, which needs a look at
-the query.
+the first words, proxy/classify.py, decides that first). Only the frame is parsed here,
+from the tokens of proxy/sqlscan.py: names, ON TABLE, USING, WITH DEFERRED ...,
+properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, EXPLAIN
+(`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after
+EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The one
+exception is the legacy providers: `USING 'preaggregate'` and `USING 'timeseries'` are
+turned into an equivalent mv SELECT here, which needs a look at the query.
 
-Errors are `DdlError` (= sqlscan.StatementError; SQLSTATE 42000 for syntax, 0A000 for unsupported) whose message
-names the offending token, its position and the datamap when known.
+Errors are `DdlError` (= sqlscan.StatementError; SQLSTATE 42000 for syntax, 0A000 for
+unsupported) whose message names the offending token, its position and the datamap when
+known.
 """
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING
 a base table of a datamap, and DDL that adds or removes its files (ALTER TABLE ...
 ADD/DROP/RENAME PARTITION, RECOVER PARTITIONS, SET LOCATION; MSCK REPAIR TABLE) ->
 PassThrough(after=...) that cuts the new base segment (or, when files vanished, rebuilds)
-and refreshes the datamaps; DROP TABLE of a base table -> PassThrough(after=...) that drops its datamaps; writes to or
-DROP TABLE of a datamap table are rejected. Which statement is which, and the tables it
-names, comes from proxy/classify.py.
+and refreshes the datamaps; DROP TABLE of a base table -> PassThrough(after=...) that
+drops its datamaps; writes to or DROP TABLE of a datamap table are rejected. Which
+statement is which, and the tables it names, comes from proxy/classify.py.
 
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
