@@ -25,11 +25,10 @@ QUERY, which is what a head-only look says.
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Iterator
+from typing import Callable
 
 from proxy.sqlscan import Cursor, StatementError, Token, bare
 
@@ -219,15 +218,16 @@ _QUERY, _OTHER = Statement(Kind.QUERY), Statement(Kind.OTHER)
 _MAYBE_WRITE = Statement(Kind.QUERY)
 
 
-@contextmanager
-def shared() -> Iterator[None]:
+class shared:
     """Within it, classify() works out each statement once (and parses it at most once):
-    the Router decides a statement in one, so that its handlers share the work."""
-    token = _SHARED.set({})
-    try:
-        yield
-    finally:
-        _SHARED.reset(token)
+    the Router decides a statement in one, so that its handlers share the work. (A class,
+    not a generator: it is entered for every statement.)"""
+
+    def __enter__(self) -> None:
+        self._token = _SHARED.set({})
+
+    def __exit__(self, *_exc) -> None:
+        _SHARED.reset(self._token)
 
 
 def classify(statement: str, current_db: str = "default",
