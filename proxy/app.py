@@ -285,7 +285,7 @@ async def build_router(settings: Any, engine: Any = None) -> tuple[Router, Close
     router = Router()
     statements.install(router)
     max_sql = getattr(dm_settings, "rewrite_max_sql_bytes", None)
-    router.handlers += [DatamapDdlHandler(service, max_sql), DatamapLoadHandler(service),
+    router.handlers += [DatamapDdlHandler(service, max_sql), DatamapLoadHandler(service, max_sql),
                         DatamapSelectHandler(service, max_sql)]
 
     syncer = (asyncio.create_task(_sync_periodically(service, interval), name="datamap-sync")

@@ -3,7 +3,14 @@
 The protocol layer (service.py) calls `Router.decide(ctx, statement)` for every
 ExecuteStatement and acts on the returned Decision; it knows nothing about datamaps or
 SQL. The default router forwards everything unchanged. Later components register
-`StatementHandler`s (tried in order; the first that returns a Decision wins).
+`StatementHandler`s (tried in order; the first that returns a Decision wins). What a
+statement is comes from one classifier, proxy/classify.py, which every handler asks; a
+decision is made within `classify.shared()`, so the statement is classified once.
+
+A handler never changes the session: `ctx.conf` is read-only. A statement that changes
+the session's settings says so in the Decision's `settings`, which the session's owner
+(service.py) applies; a handler that does not decide returns `Remember(settings)`, and
+the handlers after it see those settings in their `ctx.conf` already.
 
 Handlers are plain functions, but a decision can be costly: a rewrite parses the statement
 with sqlglot (about 10 µs per byte, so seconds for a megabyte IN list). `decide_async`
@@ -17,11 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import gc
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+
+from proxy import classify
 
 # Decided on the loop up to this size: a cold rewrite takes 1-3 ms at 100-700 bytes, but
 # 25 ms at 7 KB and up to ~70 ms for 1 KB of nested parentheses (measured).
@@ -62,7 +72,7 @@ class StatementContext:
     session_id: str                 # client-visible session guid (hex)
     user: str                       # authenticated user (from SASL / NOSASL OpenSession)
     current_db: str                 # best knowledge of the session's current database
-    conf: dict[str, str]            # session-level settings the proxy tracks (SET k=v it saw)
+    conf: Mapping[str, str]         # session-level settings the proxy tracks (SET k=v it saw)
     protocol_version: int
 
 
@@ -79,6 +89,7 @@ class LocalResult:
 # client's own upstream session: await upstream("SQL") -> LocalResult.
 LocalRunner = Callable[["UpstreamSQL"], Awaitable[LocalResult]]
 UpstreamSQL = Callable[[str], Awaitable[LocalResult]]
+Settings = tuple[tuple[str, str], ...]   # (key, value) pairs the session takes on
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,7 @@ class PassThrough:
     upstream operation has FINISHED successfully, before the client sees FINISHED
     (used to cut segments and refresh datamaps after a load)."""
     after: Callable[[UpstreamSQL], Awaitable[None]] | None = None
+    settings: Settings = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,7 @@ class Rewrite:
     sql: str
     note: str = ""                   # for the statement log line, e.g. "mv:agg_sales"
     after: Callable[[UpstreamSQL], Awaitable[None]] | None = None
+    settings: Settings = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,7 @@ class Local:
     """Answer locally: run `runner` and serve its LocalResult."""
     runner: LocalRunner
     note: str = ""
+    settings: Settings = ()
 
 
 @dataclass(frozen=True)
@@ -114,8 +128,15 @@ class Reject:
 Decision = PassThrough | Rewrite | Local | Reject
 
 
+@dataclass(frozen=True)
+class Remember:
+    """Not a decision: settings the session takes on with this statement, whatever is
+    decided (a Reject drops them: the statement never ran)."""
+    settings: Settings
+
+
 class StatementHandler(Protocol):
-    def __call__(self, ctx: StatementContext, statement: str) -> Decision | None: ...
+    def __call__(self, ctx: StatementContext, statement: str) -> Decision | Remember | None: ...
 
 
 @dataclass
@@ -124,11 +145,21 @@ class Router:
     _pools: dict[str, ThreadPoolExecutor] = field(default_factory=dict, repr=False)
 
     def decide(self, ctx: StatementContext, statement: str) -> Decision:
+        with classify.shared():
+            return self._decide(ctx, statement)
+
+    def _decide(self, ctx: StatementContext, statement: str) -> Decision:
+        remembered: Settings = ()
         for handler in self.handlers:
             decision = handler(ctx, statement)
-            if decision is not None:
-                return decision
-        return PassThrough()
+            if isinstance(decision, Remember):
+                remembered += decision.settings
+                ctx = dataclasses.replace(ctx, conf={**ctx.conf, **dict(decision.settings)})
+            elif decision is not None:
+                if not remembered or isinstance(decision, Reject):
+                    return decision
+                return dataclasses.replace(decision, settings=remembered + decision.settings)
+        return PassThrough(settings=remembered)
 
     async def decide_async(self, ctx: StatementContext, statement: str) -> Decision:
         """decide(), off the event loop when the statement is long enough to be costly."""

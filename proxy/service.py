@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
@@ -34,7 +33,7 @@ from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource, empty_log_rowset
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
-from proxy.session import BLOCKED_KEY, Session, semantic_setting
+from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
 from proxy.slots import SessionSlots, TooManySessions
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -46,10 +45,6 @@ stmt_log = logging.getLogger("proxy.statement")
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 _RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
                    T.TOperationState.PENDING_STATE)
-# Matched in full against the statement without its terminator (proxy.statements.bare):
-# a trailing `\s*;?\s*$` in the pattern backtracks quadratically over a run of spaces.
-_USE = re.compile(r"\s*use\s+(?:database\s+|schema\s+)?`?([\w.]+)`?", re.IGNORECASE)
-_SET = re.compile(r"\s*set\s+([^\s=]+)\s*=\s*(.*)", re.IGNORECASE | re.DOTALL)
 # Kept on an operation for its log line, which shows less than this.
 _STATEMENT_KEPT = 1000
 _SESSION_CALLS = ("GetInfo", "GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables",
@@ -361,6 +356,7 @@ class Service:
         if isinstance(decision, Reject):
             self._log_statement(session, None, "reject", "ERROR", 0.0, statement)
             raise ClientError(decision.message, decision.sqlstate)
+        session.conf.update(decision.settings)
         if isinstance(decision, Local):
             return await self._execute_local(session, req, decision)
         sql = decision.sql if isinstance(decision, Rewrite) else statement
@@ -391,14 +387,7 @@ class Service:
         return resp
 
     def _track_session_state(self, session: Session, statement: str) -> None:
-        statement = statements.bare(statement)
-        m = _USE.fullmatch(statement)
-        if m:
-            session.current_db = m.group(1).lower()
-            return
-        m = _SET.fullmatch(statement)
-        if m:
-            session.conf[m.group(1)] = m.group(2)
+        track_statement(session, statement)
 
     def _new_proxy_op(self, session: Session, kind: OpKind, statement: str, label: str) -> Operation:
         op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement[:_STATEMENT_KEPT],

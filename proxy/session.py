@@ -1,15 +1,22 @@
 """Per-client session state (no I/O). The upstream connection object is attached by
-service.py but never used from here."""
+service.py but never used from here.
+
+The session's settings (`conf`) change in two ways only: `track_statement` once Spark
+accepted a USE or SET, and the `settings` of a Decision the router returned (the proxy's
+own `SET datamap.rewrite.enabled`, the block after a result-affecting SET), applied by
+service.py. `rewrite_on` is the one truth test of datamap.rewrite.enabled."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
+from proxy.classify import REWRITE_KEY, Kind, classify
 from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
 
-REWRITE_KEY = "datamap.rewrite.enabled"
+__all__ = ["BLOCKED_KEY", "REWRITE_KEY", "Session", "rewrite_on", "semantic_setting",
+           "track_statement"]
 # Set (to a reason) when the session changed a setting that changes query results; the
 # session is then never answered from datamaps, which were built under the engine's settings.
 BLOCKED_KEY = "datamap.rewrite.blocked"
@@ -24,6 +31,21 @@ def semantic_setting(key: str) -> bool:
     """Does this Spark setting change what a query returns?"""
     k = key.strip().lower()
     return k in _SEMANTIC_KEYS or k.startswith("spark.sql.legacy.")
+
+
+def rewrite_on(conf: Mapping[str, str]) -> bool:
+    """Is datamap rewriting switched on in these settings? (on unless set to false)"""
+    return str(conf.get(REWRITE_KEY, "true")).strip().lower() != "false"
+
+
+def track_statement(session: Any, statement: str) -> None:
+    """Follow a statement Spark accepted: USE changes the current database, SET k = v the
+    settings (as written). Runs on the event loop: a look at the first words only."""
+    stmt = classify(statement)
+    if stmt.kind is Kind.USE:
+        session.current_db = stmt.database
+    elif stmt.kind is Kind.SET and stmt.key is not None and stmt.value is not None:
+        session.conf[stmt.key] = stmt.value
 
 
 @dataclass(eq=False)
@@ -60,7 +82,7 @@ class Session:
 
     @property
     def rewrite_enabled(self) -> bool:
-        return self.conf.get(REWRITE_KEY, "true") == "true"
+        return rewrite_on(self.conf)
 
     @property
     def columnar(self) -> bool:

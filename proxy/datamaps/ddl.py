@@ -1,16 +1,18 @@
 """Datamap DDL: a small hand-written parser for the statement frame (contract.md).
 
 `parse(statement)` returns a typed, frozen statement object, or None when the text is not
-datamap DDL (it runs on every ExecuteStatement, so a single compiled regex decides that
-first). Only the frame is parsed here: names, ON TABLE, USING, WITH DEFERRED ...,
-properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, EXPLAIN. The SELECT
-after AS (or after EXPLAIN) is handed over as text; the rewriter parses it with sqlglot
-later. The one exception is the legacy providers: `USING 'preaggregate'` and
-`USING 'timeseries'` are turned into an equivalent mv SELECT here, which needs a look at
-the query.
+datamap DDL (it runs on every ExecuteStatement, so the statement classifier's look at
+the first words, proxy/classify.py, decides that first). Only the frame is parsed here,
+from the tokens of proxy/sqlscan.py: names, ON TABLE, USING, WITH DEFERRED ...,
+properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, EXPLAIN
+(`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after
+EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The one
+exception is the legacy providers: `USING 'preaggregate'` and `USING 'timeseries'` are
+turned into an equivalent mv SELECT here, which needs a look at the query.
 
-Errors are `DdlError` (SQLSTATE 42000 for syntax, 0A000 for unsupported) whose message
-names the offending token, its position and the datamap when known.
+Errors are `DdlError` (= sqlscan.StatementError; SQLSTATE 42000 for syntax, 0A000 for
+unsupported) whose message names the offending token, its position and the datamap when
+known.
 """
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline import properties
+from proxy.classify import Kind, classify
+from proxy.sqlscan import Cursor, StatementError
 
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
-    "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain", "SetRewrite",
+    "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
     "SyncDatamaps", "DdlStatement", "GRANULARITIES",
 ]
 
@@ -30,19 +34,7 @@ Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x M
 PROVIDERS = ("mv", "preaggregate", "timeseries")
 GRANULARITIES = ("year", "month", "week", "day", "hour", "thirty_minute", "fifteen_minute",
                  "ten_minute", "five_minute", "minute", "second")
-REWRITE_SETTING = "datamap.rewrite.enabled"
-
-
-class DdlError(Exception):
-    """A datamap statement the proxy refuses. `sqlstate` per contract.md."""
-
-    def __init__(self, message: str, sqlstate: str = "42000",
-                 position: int | None = None, token: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.sqlstate = sqlstate
-        self.position = position
-        self.token = token
+DdlError = StatementError       # the name callers and tests know
 
 
 @dataclass(frozen=True)
@@ -120,38 +112,8 @@ class Explain:
     query: str
 
 
-@dataclass(frozen=True)
-class SetRewrite:
-    """SET datamap.rewrite.enabled [= true|false]; enabled None = show the current value."""
-    enabled: bool | None
-
-
 DdlStatement = (CreateDatamap | DropDatamap | ShowDatamaps | RebuildDatamap | CompactDatamap
-                | ShowSegments | Explain | SetRewrite | SyncDatamaps)
-
-# The pre-check: leading comments, then the words that start a statement we answer. The
-# repetition is possessive: `(?:\s+|...)*` followed by a keyword that does not come tries
-# every way to split a run of blanks or comments, exponentially (24 blanks took 7 s).
-_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+"
-_PRECHECK = re.compile(
-    _LEAD + r"""(?:
-        (?:create|drop)\s+(?:datamap|materialized\s+view)\b
-      | show\s+(?:datamaps?|materialized\s+views|segments)\b
-      | rebuild\s+datamap\b
-      | refresh\s+materialized\s+view\b
-      | alter\s+datamap\b
-      | sync\s+(?:datamaps?|materialized\s+views)\b
-      | explain\b
-      | set\s+datamap\.rewrite\.enabled\b
-    )""", re.IGNORECASE | re.VERBOSE | re.DOTALL)
-
-_TOKEN = re.compile(r"""
-    (?P<ws>\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)
-  | (?P<word>[A-Za-z0-9_]+)
-  | (?P<bq>`(?:[^`]|``)*`)
-  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
-  | (?P<op>.)
-""", re.VERBOSE | re.DOTALL)
+                | ShowSegments | Explain | SyncDatamaps)
 
 _RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
                        "tblproperties", "where", "compact", "for", "deferred", "select"})
@@ -159,139 +121,11 @@ _QUERY_START = frozenset({"select", "with", "from", "values", "table", "("})
 _NAME_OK = re.compile(r"[a-z0-9_]+\Z")
 
 
-@dataclass(frozen=True)
-class _Tok:
-    kind: str        # word | ident (backquoted) | str | op | end
-    text: str        # as written
-    value: str       # word lower-cased, ident/str unquoted, op itself
-    pos: int
-
-
-def _unquote_string(text: str) -> str:
-    q = text[0]
-    body = text[1:-1].replace(q + q, q)
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
-
-
-class _Cursor:
-    """Lazy tokenizer: the query after AS / EXPLAIN is never tokenized here."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.pos = 0
-        self.subject = ""            # "datamap foo" once known, for error messages
-        self._peeked: _Tok | None = None
-
-    def peek(self) -> _Tok:
-        if self._peeked is None:
-            self._peeked = self._scan()
-        return self._peeked
-
-    def next(self) -> _Tok:
-        tok = self.peek()
-        self._peeked = None
-        self.pos = tok.pos + len(tok.text)
-        return tok
-
-    def _scan(self) -> _Tok:
-        pos = self.pos
-        while True:
-            if pos >= len(self.text):
-                return _Tok("end", "", "", len(self.text))
-            m = _TOKEN.match(self.text, pos)
-            kind = m.lastgroup
-            if kind == "ws":
-                pos = m.end()
-                continue
-            text = m.group()
-            if kind == "word":
-                return _Tok("word", text, text.lower(), pos)
-            if kind == "bq":
-                return _Tok("ident", text, text[1:-1].replace("``", "`"), pos)
-            if kind == "str":
-                return _Tok("str", text, _unquote_string(text), pos)
-            if text in "'\"`":
-                raise self.error("unterminated quoted text", _Tok("op", text, text, pos))
-            return _Tok("op", text, text, pos)
-
-    # -- helpers -------------------------------------------------------------------------
-    def error(self, expected: str, tok: _Tok | None = None) -> DdlError:
-        tok = tok or self.peek()
-        line = self.text.count("\n", 0, tok.pos) + 1
-        col = tok.pos - (self.text.rfind("\n", 0, tok.pos) + 1)
-        near = "end of input" if tok.kind == "end" else f"'{tok.text}'"
-        where = f" in {self.subject}" if self.subject else ""
-        return DdlError(f"Syntax error at or near {near} (line {line}, pos {col}){where}: "
-                        f"{expected}", "42000", tok.pos, tok.text)
-
-    def at(self, *words: str) -> bool:
-        tok = self.peek()
-        return tok.kind == "word" and tok.value in words
-
-    def accept(self, *words: str) -> bool:
-        if self.at(*words):
-            self.next()
-            return True
-        return False
-
-    def expect(self, word: str, what: str | None = None) -> _Tok:
-        if not self.at(word):
-            raise self.error(f"expected {what or word.upper()}")
-        return self.next()
-
-    def accept_op(self, op: str) -> bool:
-        tok = self.peek()
-        if tok.kind == "op" and tok.value == op:
-            self.next()
-            return True
-        return False
-
-    def expect_op(self, op: str, what: str) -> None:
-        if not self.accept_op(op):
-            raise self.error(f"expected '{op}' {what}")
-
-    def ident(self, what: str) -> str:
-        tok = self.peek()
-        if tok.kind == "ident" and tok.value.strip():
-            self.next()
-            return tok.value.lower()
-        if tok.kind == "word" and tok.value not in _RESERVED:
-            self.next()
-            return tok.value
-        raise self.error(f"expected {what}")
-
-    def name(self, what: str) -> Name:
-        first = self.ident(what)
-        if self.accept_op("."):
-            return Name(self.ident(what), first)
-        return Name(first)
-
-    def string(self, what: str) -> str:
-        tok = self.peek()
-        if tok.kind != "str":
-            raise self.error(f"expected {what} as a quoted string")
-        self.next()
-        return tok.value
-
-    def end(self) -> None:
-        self.accept_op(";")
-        if self.peek().kind != "end":
-            raise self.error("expected end of statement")
-
-    def rest(self) -> tuple[str, int]:
-        """The remaining text (a query), without a trailing ';'."""
-        tok = self.peek()
-        body = self.text[tok.pos:].rstrip()
-        while body.endswith(";"):
-            body = body[:-1].rstrip()
-        return body, tok.pos
-
-
 def parse(statement: str) -> DdlStatement | None:
     """Parse datamap DDL; None when the statement is something else (forward it)."""
-    if not _PRECHECK.match(statement):
+    if classify(statement).kind is not Kind.DATAMAP:
         return None
-    cur = _Cursor(statement)
+    cur = Cursor(statement, reserved=_RESERVED)
     verb = cur.next().value
     if verb == "create":
         return _create(cur)
@@ -314,8 +148,6 @@ def parse(statement: str) -> DdlStatement | None:
         return _alter(cur)
     if verb == "explain":
         return _explain(cur)
-    if verb == "set":
-        return _set(cur)
     if verb == "sync":
         if cur.accept("materialized"):
             cur.expect("views")
@@ -324,26 +156,33 @@ def parse(statement: str) -> DdlStatement | None:
         on_table = _on_table(cur)
         cur.end()
         return SyncDatamaps(on_table)
-    return None  # pragma: no cover - the pre-check admits only the verbs above
+    return None  # pragma: no cover - the classifier admits only the verbs above
 
 
-def _datamap_name(cur: _Cursor, kind: str = "datamap") -> Name:
+def _name(cur: Cursor, what: str) -> Name:
+    first = cur.ident(what)
+    if cur.accept_op("."):
+        return Name(cur.ident(what), first)
+    return Name(first)
+
+
+def _datamap_name(cur: Cursor, kind: str = "datamap") -> Name:
     tok = cur.peek()
-    name = cur.name(f"{kind} name")
+    name = _name(cur, f"{kind} name")
     if not _NAME_OK.match(name.name):
         raise cur.error(f"invalid {kind} name '{name.name}': use letters, digits and '_'", tok)
     cur.subject = f"{kind} {name}"
     return name
 
 
-def _on_table(cur: _Cursor) -> Name | None:
+def _on_table(cur: Cursor) -> Name | None:
     if not cur.accept("on"):
         return None
     cur.expect("table", "TABLE after ON")
-    return cur.name("table name after ON TABLE")
+    return _name(cur, "table name after ON TABLE")
 
 
-def _properties(cur: _Cursor) -> tuple[tuple[str, str], ...]:
+def _properties(cur: Cursor) -> tuple[tuple[str, str], ...]:
     cur.expect_op("(", "to open the property list")
     props: dict[str, str] = {}
     while True:
@@ -375,7 +214,7 @@ def _check_properties(props: dict[str, str], subject: str) -> None:
                            "a comma-separated list of column names", "42000")
 
 
-def _query(cur: _Cursor, after: str) -> str:
+def _query(cur: Cursor, after: str) -> str:
     tok = cur.peek()
     if not ((tok.kind == "word" and tok.value in _QUERY_START) or tok.value == "("):
         raise cur.error(f"expected a SELECT statement after {after}")
@@ -383,7 +222,7 @@ def _query(cur: _Cursor, after: str) -> str:
     return query
 
 
-def _create(cur: _Cursor) -> CreateDatamap:
+def _create(cur: Cursor) -> CreateDatamap:
     if cur.accept("materialized"):
         cur.expect("view")
         if_not_exists = _if_not_exists(cur)
@@ -429,7 +268,7 @@ def _create(cur: _Cursor) -> CreateDatamap:
                          props, "datamap")
 
 
-def _if_not_exists(cur: _Cursor) -> bool:
+def _if_not_exists(cur: Cursor) -> bool:
     if cur.accept("if"):
         cur.expect("not", "NOT after IF")
         cur.expect("exists", "EXISTS after IF NOT")
@@ -437,7 +276,7 @@ def _if_not_exists(cur: _Cursor) -> bool:
     return False
 
 
-def _drop(cur: _Cursor) -> DropDatamap:
+def _drop(cur: Cursor) -> DropDatamap:
     syntax: Syntax = "datamap"
     kind = "datamap"
     if cur.accept("materialized"):
@@ -455,11 +294,11 @@ def _drop(cur: _Cursor) -> DropDatamap:
     return DropDatamap(name, if_exists, on_table, syntax)
 
 
-def _show(cur: _Cursor) -> ShowDatamaps | ShowSegments:
+def _show(cur: Cursor) -> ShowDatamaps | ShowSegments:
     if cur.accept("segments"):
         cur.expect("for", "FOR TABLE after SHOW SEGMENTS")
         cur.expect("table", "TABLE after SHOW SEGMENTS FOR")
-        table = cur.name("table name")
+        table = _name(cur, "table name")
         cur.end()
         return ShowSegments(table)
     syntax: Syntax = "datamap"
@@ -473,7 +312,7 @@ def _show(cur: _Cursor) -> ShowDatamaps | ShowSegments:
     return ShowDatamaps(on_table, syntax)
 
 
-def _alter(cur: _Cursor) -> CompactDatamap:
+def _alter(cur: Cursor) -> CompactDatamap:
     cur.expect("datamap")
     name = _datamap_name(cur)
     cur.expect("compact", "COMPACT after the datamap name")
@@ -510,7 +349,7 @@ def _alter(cur: _Cursor) -> CompactDatamap:
     return CompactDatamap(name, mode, tuple(ids))  # type: ignore[arg-type]
 
 
-def _explain(cur: _Cursor) -> Explain | None:
+def _explain(cur: Cursor) -> Explain | None:
     mode = ""
     if cur.at("extended", "formatted"):
         mode = cur.next().value
@@ -520,21 +359,3 @@ def _explain(cur: _Cursor) -> Explain | None:
         return None
     query, _ = cur.rest()
     return Explain(mode, query)  # type: ignore[arg-type]
-
-
-def _set(cur: _Cursor) -> SetRewrite:
-    cur.subject = f"SET {REWRITE_SETTING}"
-    for part in ("datamap", ".", "rewrite", ".", "enabled"):
-        cur.next()
-    tok = cur.peek()
-    if tok.kind == "end" or (tok.kind == "op" and tok.value == ";"):
-        cur.end()
-        return SetRewrite(None)
-    cur.expect_op("=", f"after {REWRITE_SETTING}")
-    tok = cur.peek()
-    value = tok.value.strip().lower() if tok.kind in ("word", "str") else ""
-    if value not in ("true", "false"):
-        raise cur.error("expected true or false")
-    cur.next()
-    cur.end()
-    return SetRewrite(value == "true")

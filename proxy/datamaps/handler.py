@@ -5,8 +5,7 @@ DatamapService in a thread (builds take long; the protocol layer reports RUNNING
 names a datamap bare when it is in the session's current database, else "db.name"; on a
 miss it also lists the datamaps over the query's tables that were no candidates (DISABLED,
 not in sync) with the catalog's reason.
-Syntax errors are rejected at once (42000). `SET datamap.rewrite.enabled` is left to
-proxy/statements.py.
+Syntax errors are rejected at once (42000).
 
 `DatamapSelectHandler`: a query -> Rewrite(sql) when the rewriter answers it from ENABLED,
 in-sync datamaps (or translates timeseries()); otherwise None, so the next handler or the
@@ -20,12 +19,13 @@ Statements nested too deeply for Python's recursion limit (thousands of parenthe
 the client's input, not a proxy bug: datamap DDL over one fails with 54001 "statement too
 complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING line).
 
-`DatamapLoadHandler`: INSERT / LOAD DATA / TRUNCATE on a base table of a datamap, and DDL
-that adds or removes its files (ALTER TABLE ... ADD/DROP/RENAME PARTITION, RECOVER
-PARTITIONS, SET LOCATION; MSCK REPAIR TABLE) -> PassThrough(after=...) that cuts the new
-base segment (or, when files vanished, rebuilds) and refreshes the datamaps; DROP
-TABLE of a base table -> PassThrough(after=...) that drops its datamaps; writes to or
-DROP TABLE of a datamap table are rejected.
+`DatamapLoadHandler`: INSERT (also behind a CTE or FROM clause) / LOAD DATA / TRUNCATE on
+a base table of a datamap, and DDL that adds or removes its files (ALTER TABLE ...
+ADD/DROP/RENAME PARTITION, RECOVER PARTITIONS, SET LOCATION; MSCK REPAIR TABLE) ->
+PassThrough(after=...) that cuts the new base segment (or, when files vanished, rebuilds)
+and refreshes the datamaps; DROP TABLE of a base table -> PassThrough(after=...) that
+drops its datamaps; writes to or DROP TABLE of a datamap table are rejected. Which
+statement is which, and the tables it names, comes from proxy/classify.py.
 
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
@@ -35,23 +35,24 @@ import asyncio
 import logging
 import re
 
-from proxy.datamaps import ddl
+from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
+from proxy.datamaps import ddl
 from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
 )
-from proxy.session import BLOCKED_KEY
+from proxy.session import BLOCKED_KEY, rewrite_on
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
 
-REWRITE_KEY = "datamap.rewrite.enabled"
+__all__ = ["DatamapDdlHandler", "DatamapLoadHandler", "DatamapSelectHandler", "explain_header",
+           "over_limit", "rewrite_enabled"]
+
 PLAN_COLUMNS = (("plan", "string"),)
-_QUERY = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+(?:select|with|from|\()",
-                    re.IGNORECASE | re.DOTALL)
 MAX_SQL_BYTES = DatamapsSettings.rewrite_max_sql_bytes
 TOO_COMPLEX = "54001"
 
@@ -61,22 +62,10 @@ def too_complex(what: str) -> str:
             "(e.g. thousands of parentheses)")
 
 
-def over_limit(sql: str, limit: int | None) -> bool:
-    """Is sql longer than `limit` bytes in UTF-8? (encodes only when the length in
-    characters cannot tell)"""
-    if limit is None:
-        return False
-    if len(sql) > limit:
-        return True
-    return len(sql) * 4 > limit and len(sql.encode("utf-8", "surrogatepass")) > limit
-
-
 def rewrite_enabled(ctx: StatementContext) -> bool:
     """Datamaps answer this session: not switched off by `SET datamap.rewrite.enabled=false`,
     and no result-affecting setting (time zone, ANSI, ...) changed (proxy/statements.py)."""
-    if BLOCKED_KEY in ctx.conf:
-        return False
-    return str(ctx.conf.get(REWRITE_KEY, "true")).strip().lower() != "false"
+    return BLOCKED_KEY not in ctx.conf and rewrite_on(ctx.conf)
 
 
 async def _job(statement: str, fn, *args, **kwargs):
@@ -101,7 +90,7 @@ class DatamapDdlHandler:
             return Reject(e.message, e.sqlstate)
         except RecursionError:           # a legacy provider's query is analysed here
             return Reject(too_complex("the datamap query"), TOO_COMPLEX)
-        if stmt is None or isinstance(stmt, ddl.SetRewrite):
+        if stmt is None:
             return None
         if isinstance(stmt, ddl.Explain):
             return Local(self._explain_runner(ctx, stmt), note="datamap:explain")
@@ -195,7 +184,7 @@ class DatamapSelectHandler:
         self.max_sql_bytes = max_sql_bytes
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
-        if not _QUERY.match(statement):
+        if classify(statement).kind is not Kind.QUERY:
             return None
         if over_limit(statement, self.max_sql_bytes):
             return self._too_long(statement)
@@ -216,7 +205,6 @@ class DatamapSelectHandler:
         note = ",".join(f"mv:{display_name(n, ctx.current_db)}" for n in result.used) \
             or "timeseries"
         return Rewrite(result.sql, note=note)
-
 
     def _too_long(self, statement: str) -> Decision | None:
         if _TIMESERIES.search(statement):
@@ -254,112 +242,42 @@ def translate_only(service: DatamapService, statement: str, current_db: str) -> 
         return statement
 
 
-# _LEAD and _QUERY repeat possessively (*+): see proxy/datamaps/ddl.py's _LEAD.
-_NAME = r"(?P<name>(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+))?)"
-_LEAD = r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+"
-_LOADS = [
-    re.compile(_LEAD + r"insert\s+(?:into|overwrite)\s+(?:table\s+)?" + _NAME, re.I | re.S),
-    re.compile(_LEAD + r"load\s+data\s+(?:local\s+)?inpath\s+(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
-               r"\s+(?:overwrite\s+)?into\s+table\s+" + _NAME, re.I | re.S),
-    re.compile(_LEAD + r"truncate\s+table\s+" + _NAME, re.I | re.S),
-]
-
-
-# Statements that replace a table's (or partition's) contents: the files they write may
-# carry the names of the files they removed (LOAD DATA ... OVERWRITE of a file of the same
-# name), so a listing diff cannot be trusted to see the change.
-_OVERWRITE = re.compile(
-    _LEAD + r"(?:insert\s+overwrite\b|load\s+data\b[^;]*?\boverwrite\s+into\b)", re.I | re.S)
-
-
-_DROP_TABLE = re.compile(_LEAD + r"drop\s+table\s+(?:if\s+exists\s+)?" + _NAME, re.I | re.S)
-
-
-_NAME_PART = re.compile(r"`(?:[^`]|``)+`|[A-Za-z0-9_]+")
-
-
-def _qualify(raw: str, current_db: str) -> str:
-    # raw matched _NAME: one or two parts; found one by one (a split on dots outside
-    # backquotes that looks ahead to the end is quadratic in a long quoted name)
-    parts = _NAME_PART.findall(raw)
-    parts = [(p[1:-1].replace("``", "`") if p.startswith("`") else p).lower() for p in parts]
-    return ".".join(parts) if len(parts) == 2 else f"{current_db}.{parts[0]}"
-
-
-def loaded_table(statement: str, current_db: str) -> str | None:
-    """"db.table" that an INSERT / LOAD DATA / TRUNCATE statement writes, else None."""
-    for pattern in _LOADS:
-        m = pattern.match(statement)
-        if m:
-            return _qualify(m.group("name"), current_db)
-    return None
-
-
-_ALTER_TABLE = re.compile(_LEAD + r"alter\s+table\s+" + _NAME, re.I | re.S)
-
-
-def altered_table(statement: str, current_db: str) -> str | None:
-    """"db.table" that an ALTER TABLE statement changes, else None."""
-    m = _ALTER_TABLE.match(statement)
-    return _qualify(m.group("name"), current_db) if m else None
-
-
-_MSCK = re.compile(_LEAD + r"msck\s+repair\s+table\s+" + _NAME, re.I | re.S)
-# Partition and location clauses of ALTER TABLE add, remove or move data files. Matching
-# a word is deliberately broad: a false positive only re-lists the table's files.
-_FILE_CLAUSE = re.compile(r"\b(?:partitions?|location)\b", re.I)
-
-
-def files_changed_table(statement: str, current_db: str) -> str | None:
-    """"db.table" whose data files a DDL statement may add or remove without being a load
-    (ALTER TABLE t DROP PARTITION ..., ADD PARTITION, PARTITION (...) RENAME TO, RECOVER
-    PARTITIONS, [PARTITION (...)] SET LOCATION; MSCK REPAIR TABLE t), else None."""
-    m = _MSCK.match(statement)
-    if m:
-        return _qualify(m.group("name"), current_db)
-    m = _ALTER_TABLE.match(statement)
-    if m and _FILE_CLAUSE.search(statement, m.end()):
-        return _qualify(m.group("name"), current_db)
-    return None
-
-
-def dropped_table(statement: str, current_db: str) -> str | None:
-    """"db.table" that a DROP TABLE statement drops, else None."""
-    m = _DROP_TABLE.match(statement)
-    return _qualify(m.group("name"), current_db) if m else None
-
-
 class DatamapLoadHandler:
     """Loads into base tables of datamaps: forward unchanged, then (after the upstream
     statement FINISHED) cut the table's new segment and refresh / disable its datamaps.
     Writes into a datamap table itself are rejected: its rows belong to the proxy."""
 
-    def __init__(self, service: DatamapService):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
         self.service = service
+        self.max_sql_bytes = max_sql_bytes      # INSERTs behind a CTE are parsed up to this
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
-        table = loaded_table(statement, ctx.current_db) or \
-            files_changed_table(statement, ctx.current_db)
-        if table is None:
-            dropped = dropped_table(statement, ctx.current_db)
-            if dropped:
-                return self._drop(dropped, ctx.current_db)
-            altered = altered_table(statement, ctx.current_db)
-            return self._alter(altered) if altered else None
+        stmt = classify(statement, ctx.current_db, self.max_sql_bytes)
+        if stmt.kind is Kind.DROP_TABLE:
+            return self._drop(stmt.tables[0], ctx.current_db)
+        if stmt.kind is Kind.ALTER_TABLE:
+            return self._alter(stmt.tables[0])
+        if stmt.kind not in (Kind.WRITE, Kind.FILES):
+            return None
+        based = []
         try:
-            if self.service.catalog.datamap_by_table(table) is not None:
-                return Reject(f"Table {table} holds a datamap's rows and cannot be written "
-                              "directly; use REBUILD DATAMAP", "0A000")
-            if not self.service.catalog.list_datamaps(base_table=table):
-                return None
+            for table in stmt.tables:
+                if self.service.catalog.datamap_by_table(table) is not None:
+                    return Reject(f"Table {table} holds a datamap's rows and cannot be written "
+                                  "directly; use REBUILD DATAMAP", "0A000")
+                if self.service.catalog.list_datamaps(base_table=table):
+                    based.append(table)
         except Exception:  # noqa: BLE001 - the catalog is unavailable: forward the load
-            log.warning("catalog lookup failed for a load of %s", table, exc_info=True)
+            log.warning("catalog lookup failed for a load of %s", ", ".join(stmt.tables),
+                        exc_info=True)
+            return None
+        if not based:
             return None
         service = self.service
-        overwrite = bool(_OVERWRITE.match(statement))
 
         async def after(_upstream) -> None:
-            await _job(statement, service.after_load, table, overwrite=overwrite)
+            for table in based:
+                await _job(statement, service.after_load, table, overwrite=stmt.overwrite)
         return PassThrough(after=after)
 
     def _alter(self, table: str) -> Decision | None:

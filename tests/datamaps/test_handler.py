@@ -159,21 +159,6 @@ def test_referenced_tables():
     assert e.value.sqlstate == "42000" and "SELECT of datamap db1.x" in str(e.value)
 
 
-@pytest.mark.parametrize("sql,table", [
-    ("INSERT INTO sales VALUES (1)", "db1.sales"),
-    ("insert overwrite table DB2.`Sales` select 1", "db2.sales"),
-    ("/* x */ INSERT INTO TABLE `db2`.`a``b` SELECT 1", "db2.a`b"),
-    ("LOAD DATA LOCAL INPATH '/tmp/x y.csv' OVERWRITE INTO TABLE sales", "db1.sales"),
-    ("load data inpath \"/tmp/x\" into table db3.t", "db3.t"),
-    ("TRUNCATE TABLE sales", "db1.sales"),
-    ("SELECT * FROM sales", None),
-    ("INSERTINTO sales", None),
-])
-def test_loaded_table(sql, table):
-    from proxy.datamaps.handler import loaded_table
-    assert loaded_table(sql, "db1") == table
-
-
 async def test_load_decisions(service, monkeypatch):
     from proxy.datamaps.handler import DatamapLoadHandler
     from proxy.router import PassThrough
@@ -193,13 +178,30 @@ async def test_load_decisions(service, monkeypatch):
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "db1.agg_table" in rej.message
 
 
+async def test_inserts_behind_a_cte_or_from_clause_are_loads_too(service, monkeypatch):
+    from proxy.datamaps.handler import DatamapLoadHandler
+    from proxy.router import PassThrough
+    _add_built_datamap(service)
+    calls = []
+    monkeypatch.setattr(service, "after_load",
+                        lambda table, overwrite=False: calls.append((table, overwrite)))
+    h = DatamapLoadHandler(service)
+    cte = "WITH n AS (SELECT 1 AS id, 'x' AS country, 1 AS qty) INSERT OVERWRITE TABLE sales "
+    d = h(_ctx(), cte + "SELECT id, country, qty, now() FROM n")
+    assert isinstance(d, PassThrough)
+    await d.after(_upstream)
+    d = h(_ctx(), "FROM db1.other INSERT INTO sales SELECT * INSERT INTO db1.other2 SELECT *")
+    await d.after(_upstream)
+    assert calls == [("db1.sales", True), ("db1.sales", False)]
+    rej = h(_ctx(), "WITH n AS (SELECT 1) INSERT INTO agg_table SELECT * FROM n")
+    assert isinstance(rej, Reject) and rej.sqlstate == "0A000"
+    assert DatamapLoadHandler(service, max_sql_bytes=10)(_ctx(), cte + "SELECT 1") is None
+
+
 async def test_drop_table_decisions(service, monkeypatch):
     from proxy.datamaps import maintenance
-    from proxy.datamaps.handler import DatamapLoadHandler, dropped_table
+    from proxy.datamaps.handler import DatamapLoadHandler
     from proxy.router import PassThrough
-    assert dropped_table("DROP TABLE IF EXISTS `Db2`.t", "db1") == "db2.t"
-    assert dropped_table("drop table t", "db1") == "db1.t"
-    assert dropped_table("DROP VIEW t", "db1") is None
     h = DatamapLoadHandler(service)
     assert h(_ctx(), "DROP TABLE sales") is None
     _add_built_datamap(service)
@@ -218,11 +220,8 @@ async def test_drop_table_decisions(service, monkeypatch):
 
 
 async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monkeypatch):
-    from proxy.datamaps.handler import DatamapLoadHandler, altered_table
+    from proxy.datamaps.handler import DatamapLoadHandler
     from proxy.router import PassThrough
-    assert altered_table("ALTER TABLE `Db2`.t ADD COLUMNS (x INT)", "db1") == "db2.t"
-    assert altered_table("alter table t rename to u", "db1") == "db1.t"
-    assert altered_table("ALTER VIEW t AS SELECT 1", "db1") is None
     h = DatamapLoadHandler(service)
     assert h(_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)") is None   # no datamap over it
     _add_built_datamap(service)

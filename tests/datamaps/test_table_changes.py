@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.datamaps.handler import DatamapLoadHandler, files_changed_table
+from proxy.datamaps.handler import DatamapLoadHandler
 from proxy.router import PassThrough, Reject, StatementContext
 from tests.datamaps.support import add_datamap, decision_service
 
@@ -22,25 +22,6 @@ def service(tmp_path):
 
 def _ctx():
     return StatementContext("s1", "me", "db1", {}, 10)
-
-
-@pytest.mark.parametrize("sql,table", [
-    ("ALTER TABLE sales DROP PARTITION (p='a b')", "db1.sales"),
-    ("alter table `DB2`.sales drop if exists partition (p='x'), partition (p='y')", "db2.sales"),
-    ("ALTER TABLE sales ADD IF NOT EXISTS PARTITION (p='x') LOCATION '/w/x'", "db1.sales"),
-    ("ALTER TABLE sales PARTITION (p='x') RENAME TO PARTITION (p='y')", "db1.sales"),
-    ("ALTER TABLE sales RECOVER PARTITIONS", "db1.sales"),
-    ("ALTER TABLE sales SET LOCATION '/elsewhere'", "db1.sales"),
-    ("ALTER TABLE sales PARTITION (p='x') SET LOCATION '/elsewhere'", "db1.sales"),
-    ("MSCK REPAIR TABLE db2.t SYNC PARTITIONS", "db2.t"),
-    ("-- c\nmsck repair table t", "db1.t"),
-    ("ALTER TABLE sales ADD COLUMNS (x INT)", None),
-    ("ALTER TABLE sales RENAME TO s2", None),
-    ("ALTER VIEW v AS SELECT * FROM t PARTITION", None),
-    ("SELECT * FROM sales", None),
-])
-def test_files_changed_table(sql, table):
-    assert files_changed_table(sql, "db1") == table
 
 
 @pytest.mark.parametrize("sql,overwrite", [

@@ -1,7 +1,7 @@
 """Sessions that change result-affecting settings are not answered from datamaps."""
 import pytest
 
-from proxy.router import PassThrough, Router, StatementContext
+from proxy.router import PassThrough, Remember, Router, StatementContext
 from proxy.session import BLOCKED_KEY, Session, semantic_setting
 from proxy.statements import install, watch_semantic_settings
 
@@ -21,9 +21,29 @@ def ctx(conf=None):
     "SET spark.sql.caseSensitive=true",
 ])
 def test_result_affecting_set_blocks_rewriting_and_still_forwards(statement):
-    c = ctx()
-    assert watch_semantic_settings(c, statement) is None   # Spark still gets the SET
-    assert "datamaps were not built with" in c.conf[BLOCKED_KEY]
+    note = watch_semantic_settings(ctx(), statement)   # not a decision: Spark gets the SET
+    assert isinstance(note, Remember)
+    assert "datamaps were not built with" in dict(note.settings)[BLOCKED_KEY]
+    d = Router(handlers=[watch_semantic_settings]).decide(ctx(), statement)
+    assert isinstance(d, PassThrough) and BLOCKED_KEY in dict(d.settings)
+
+
+def test_a_session_blocked_already_keeps_its_first_reason():
+    assert watch_semantic_settings(ctx({BLOCKED_KEY: "first"}), "SET TIME ZONE 'UTC'") is None
+
+
+def test_handlers_after_the_watch_see_the_block_and_a_reject_drops_it():
+    from proxy.router import Reject
+    seen = []
+
+    def spy(c, s):
+        seen.append(BLOCKED_KEY in c.conf)
+        return Reject("no") if "ansi" in s else None
+    r = Router(handlers=[watch_semantic_settings, spy])
+    conf = {}
+    assert BLOCKED_KEY in dict(r.decide(ctx(conf), "SET TIME ZONE 'UTC'").settings)
+    assert isinstance(r.decide(ctx(conf), "SET spark.sql.ansi.enabled=true"), Reject)
+    assert seen == [True, True] and conf == {}          # the context's conf is never changed
 
 
 @pytest.mark.parametrize("statement", [
@@ -32,11 +52,10 @@ def test_result_affecting_set_blocks_rewriting_and_still_forwards(statement):
     "SELECT 'SET spark.sql.session.timeZone=UTC'",
     "SET",
     "SET -v",
+    "SET spark.sql.session.timeZone",
 ])
 def test_other_statements_leave_the_session_alone(statement):
-    c = ctx()
-    assert watch_semantic_settings(c, statement) is None
-    assert BLOCKED_KEY not in c.conf
+    assert watch_semantic_settings(ctx(), statement) is None
 
 
 def test_open_session_configuration_blocks_too():
@@ -61,7 +80,8 @@ def test_install_puts_gateway_handlers_first_once():
     install(r)
     assert r.handlers[1] is watch_semantic_settings
     assert len(r.handlers) == 3
-    assert isinstance(r.decide(ctx(), "SET spark.sql.session.timeZone=UTC"), PassThrough)
+    d = r.decide(ctx(), "/* c */ SET spark.sql.session.timeZone=UTC")
+    assert isinstance(d, PassThrough) and BLOCKED_KEY in dict(d.settings)
 
 
 def test_datamap_handlers_honour_the_block():

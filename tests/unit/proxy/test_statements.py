@@ -17,26 +17,32 @@ def _ctx(conf=None):
     ("SET datamap.rewrite.enabled=false", "false"),
     ("set DATAMAP.REWRITE.ENABLED = TRUE ;", "true"),
     ("  SET datamap.rewrite.enabled='false'", "false"),
+    ("/* dashboard */ SET datamap.rewrite.enabled = `true`;", "true"),
 ])
-def test_set_updates_live_session_conf(sql, value):
+def test_set_returns_the_new_value_for_the_session(sql, value):
     conf = {"datamap.rewrite.enabled": "x"}
     d = statements.set_rewrite_enabled(_ctx(conf), sql)
     assert isinstance(d, Local)
     res = asyncio.run(d.runner(None))
-    assert conf["datamap.rewrite.enabled"] == value
+    assert d.settings == (("datamap.rewrite.enabled", value),)
+    assert conf == {"datamap.rewrite.enabled": "x"}          # applied by the owner, not here
     assert list(res.columns) == [("key", "string"), ("value", "string")]
     assert list(res.rows) == [("datamap.rewrite.enabled", value)]
 
 
 def test_show_value():
-    d = statements.set_rewrite_enabled(_ctx({"datamap.rewrite.enabled": "false"}),
-                                       "SET datamap.rewrite.enabled")
-    assert asyncio.run(d.runner(None)).rows == [("datamap.rewrite.enabled", "false")]
+    for sql in ("SET datamap.rewrite.enabled", "set datamap.rewrite.enabled ; ",
+                "SET datamap.rewrite.enabled -- which?"):
+        d = statements.set_rewrite_enabled(_ctx({"datamap.rewrite.enabled": "false"}), sql)
+        assert asyncio.run(d.runner(None)).rows == [("datamap.rewrite.enabled", "false")]
+        assert d.settings == ()
 
 
 def test_bad_value_rejected_with_sqlstate():
     d = statements.set_rewrite_enabled(_ctx(), "SET datamap.rewrite.enabled=maybe")
     assert isinstance(d, Reject) and "maybe" in d.message and d.sqlstate == "42000"
+    d = statements.set_rewrite_enabled(_ctx(), "SET datamap.rewrite.enabled false")
+    assert isinstance(d, Reject) and "expected '='" in d.message and d.sqlstate == "42000"
 
 
 @pytest.mark.parametrize("sql", ["SET spark.sql.shuffle.partitions=4", "SET", "select 1",
