@@ -28,7 +28,8 @@ from thrift.Thrift import TApplicationException
 
 from proxy import statements
 from proxy.config import Settings
-from proxy.errors import ClientError, InvalidHandle, ProxyError, UpstreamError, to_status
+from proxy.errors import (ClientError, InvalidHandle, ProxyError, UpstreamError, succeeded,
+                          to_status)
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
@@ -212,7 +213,7 @@ class Service:
         except UpstreamError as e:
             self._log_open_failed(user, conn, upstream, str(e))
             raise
-        if resp.status is None or resp.status.statusCode not in (0, 1) or upstream.handle is None:
+        if not succeeded(resp.status) or upstream.handle is None:
             self._log_open_failed(user, conn, upstream,
                                   resp.status.errorMessage if resp.status else "no status")
             raise UpstreamError("OpenSession failed", resp.status)
@@ -290,7 +291,7 @@ class Service:
             resp = await up.conn.call(name, req, seqid)
         finally:
             req.sessionHandle = client_session_handle
-        if resp.operationHandle is not None and resp.status.statusCode in (0, 1):
+        if resp.operationHandle is not None and succeeded(resp.status):
             op = Operation(OpKind.UPSTREAM, resp.operationHandle.operationType, statement=name,
                            decision="metadata", state=OpState.FINISHED)
             resp.operationHandle = self._register_op(session, op, resp.operationHandle,
@@ -378,7 +379,7 @@ class Service:
                                      queryTimeout=req.queryTimeout)
         t0 = time.monotonic()
         resp = await up.conn.call("ExecuteStatement", fwd, seqid)
-        if resp.status is None or resp.status.statusCode not in (0, 1) or resp.operationHandle is None:
+        if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement)
             return resp
         self._track_session_state(session, req.statement)
@@ -454,7 +455,7 @@ class Service:
                                      confOverlay=req.confOverlay, runAsync=True,
                                      queryTimeout=req.queryTimeout)
         resp = await up.conn.call("ExecuteStatement", fwd)
-        if resp.status is None or resp.status.statusCode not in (0, 1) or resp.operationHandle is None:
+        if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
             return resp
         self._track_session_state(session, req.statement)
