@@ -133,15 +133,6 @@ def _flags(a: argparse.Namespace) -> dict:
     }
 
 
-def build_router(settings: cfg.Settings):
-    """The statement router. Components append their StatementHandlers here."""
-    from proxy import statements
-    from proxy.router import Router
-    router = Router()
-    statements.install(router)
-    return router
-
-
 async def _serve(settings: cfg.Settings) -> int:
     from proxy.auth import AllowAll, UsersFile
     from proxy.server import ProxyServer
