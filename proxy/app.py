@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from proxy import statements
 from proxy.background import Background
@@ -36,6 +36,9 @@ from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.router import Router
 from proxy.startup import RemoteStart, start_embedded
 
+if TYPE_CHECKING:
+    from proxy.engine import EmbeddedEngine
+
 log = logging.getLogger("proxy.app")
 
 Closer = Callable[[], Awaitable[None]]
@@ -44,7 +47,8 @@ Closer = Callable[[], Awaitable[None]]
 SYNC_STOP_GRACE_S = 60.0
 
 
-async def build_router(settings: Settings, engine=None) -> tuple[Router, Closer]:
+async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
+                       ) -> tuple[Router, Closer]:
     """The Router for `serve` and an async closer to await after the server stopped.
 
     `engine` is the started EmbeddedEngine, or None in remote mode."""
