@@ -11,6 +11,8 @@ get a SparkSession from `open_pipeline_session`, configured by the `[spark]` set
 (master, conf, metastore URIs) so that it shares the Thrift server's Hive metastore.
 
 Everything here blocks (py4j); the asyncio side calls it through `asyncio.to_thread`.
+What the JVM is started with (the checked `[spark]` settings, the Spark conf, the state
+paths) is decided in proxy/sparkconf.py, which starts nothing.
 
 State directory layout (all absolute, nothing lands in the current directory):
     metastore_db/   Derby metastore (derby.system.home = state dir)
