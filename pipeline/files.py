@@ -25,6 +25,8 @@ import uuid
 from typing import TYPE_CHECKING, Iterable, Sequence
 from urllib.parse import unquote
 
+from pipeline.errors import PipelineError
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -149,7 +151,6 @@ def in_files(spark: "SparkSession", table: str, files: Iterable[str],
     if hive_scan(spark, table) if hive is None else hive:
         why = unreadable_by_file(spark, table, True)
         if why:   # callers check first (incremental_append rebuilds instead); never read ''
-            from pipeline.table import PipelineError
             raise PipelineError(f"Cannot read only the new files of table {table}: {why}",
                                 "0A000")
         return _normalized(F.input_file_name()).isin(sorted({decoded_path(f) for f in files}))

@@ -26,10 +26,9 @@ from pipeline.files import (
     LOOK_UP, hive_scan, normalize_path, quote_table, read_files, small_input_bytes, table_meta,
     total_bytes, unreadable_by_file,
 )
-from pipeline.table import (
-    PipelineError, SegmentWrite, drop_segments, drop_stray_dirs, drop_table, list_segments,
-    read_segments, write_segment,
-)
+from pipeline.errors import PipelineError
+from pipeline.segments import drop_segments, drop_stray_dirs, list_segments, read_segments
+from pipeline.table import SegmentWrite, drop_table, write_segment
 from rewriter.api import DatamapDefinition
 
 if TYPE_CHECKING:

@@ -66,10 +66,12 @@ class UpstreamSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
+    """The SparkSession of the embedded engine and of pipeline jobs (proxy/sparkconf.py
+    checks it and turns it into a Spark conf)."""
     master: str = "local[*]"           # contract.md: embedded Spark uses every core
-    driver_memory: str = "2g"
+    driver_memory: str = "2g"          # "" = Spark's own default
     conf: Mapping[str, str] = field(default_factory=dict)
-    metastore_uris: str | None = None
+    metastore_uris: tuple[str, ...] = ()    # thrift://host:port, ...; the TOML/env form is "a,b"
     ui: bool = False
 
 
@@ -116,6 +118,12 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             if not isinstance(value, Mapping):
                 raise ValueError("expected a table of key = value")
             return {str(k): str(v) for k, v in value.items()}
+        if key == "metastore_uris":
+            if isinstance(value, str):
+                value = value.split(",")
+            if not isinstance(value, (list, tuple)):
+                raise ValueError("expected a list or a comma-separated string of URIs")
+            return tuple(u for u in (str(v).strip() for v in value) if u)
         if value is None or (isinstance(value, str) and value == "" and "None" in typ):
             return None
         if typ.startswith("int"):

@@ -16,6 +16,13 @@ from proxy.thrift.gen.TCLIService.ttypes import TStatus, TStatusCode
 log = logging.getLogger("proxy.errors")
 
 OK_STATUS = TStatus(statusCode=TStatusCode.SUCCESS_STATUS)
+_SUCCESS_CODES = (TStatusCode.SUCCESS_STATUS, TStatusCode.SUCCESS_WITH_INFO_STATUS)
+
+
+def succeeded(status: TStatus | None) -> bool:
+    """Whether a reply's status means the call worked (SUCCESS_WITH_INFO counts: HS2 uses it
+    for warnings); a missing status does not."""
+    return status is not None and status.statusCode in _SUCCESS_CODES
 
 
 class ProxyError(Exception):

@@ -12,6 +12,11 @@ Operation kinds (proxy.operations.OpKind):
             `after` hook before reporting FINISHED (the client polls the proxy).
   LOCAL     the router's runner produces a LocalResult the proxy serves.
 
+Here: dispatch, the handle registries, ExecuteStatement's decision, housekeeping. The
+other calls are mixins in proxy/calls/: sessions.py (Open/CloseSession), metadata.py
+(GetTables & co., GetInfo, SetClientInfo), operation.py (status, fetch, cancel, close),
+statement.py (LOCAL and HOOKED statements the proxy runs itself).
+
 Errors: every handler raises; `handle` turns the exception into the call's reply (a TStatus
 via errors.to_status, or a TApplicationException for calls without a status field).
 """
@@ -26,40 +31,25 @@ from typing import Any, Awaitable, Callable
 from thrift.Thrift import TApplicationException
 
 from proxy import statements
+from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
+from proxy.calls.operation import OperationCalls
+from proxy.calls.sessions import SessionCalls
+from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements
 from proxy.config import Settings
-from proxy.errors import ClientError, InvalidHandle, ProxyError, UpstreamError, to_status
+from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
-from proxy.results import LocalRowSource, empty_log_rowset
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
-from proxy.slots import SessionSlots, TooManySessions
+from proxy.slots import SessionSlots
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.upstream import UpstreamSession, check
+from proxy.upstream import UpstreamSession
 
 log = logging.getLogger("proxy.service")
 stmt_log = logging.getLogger("proxy.statement")
 
-OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
-_RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
-                   T.TOperationState.PENDING_STATE)
-# Kept on an operation for its log line, which shows less than this.
-_STATEMENT_KEPT = 1000
-_SESSION_CALLS = ("GetInfo", "GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables",
-                  "GetTableTypes", "GetColumns", "GetFunctions", "GetPrimaryKeys",
-                  "GetCrossReference", "GetDelegationToken", "CancelDelegationToken",
-                  "RenewDelegationToken", "UploadData", "DownloadData")
-_UPSTREAM_INFO_TYPES = frozenset({T.TGetInfoType.CLI_SERVER_NAME, T.TGetInfoType.CLI_DBMS_NAME,
-                                   T.TGetInfoType.CLI_DBMS_VER, T.TGetInfoType.CLI_ODBC_KEYWORDS})
-# HiveServer2 documents 128 for these; STS 4.3 cannot actually answer them.
-_LOCAL_INFO_LENGTHS = frozenset({T.TGetInfoType.CLI_MAX_COLUMN_NAME_LEN,
-                                 T.TGetInfoType.CLI_MAX_SCHEMA_NAME_LEN,
-                                 T.TGetInfoType.CLI_MAX_TABLE_NAME_LEN})
-_METADATA_CALLS = {"GetTypeInfo", "GetCatalogs", "GetSchemas", "GetTables", "GetTableTypes",
-                   "GetColumns", "GetFunctions", "GetPrimaryKeys", "GetCrossReference",
-                   "UploadData", "DownloadData"}
 
 
 @dataclass(eq=False)
@@ -74,7 +64,10 @@ class ClientConnection:
 UpstreamFactory = Callable[[], UpstreamSession]
 
 
-class Service:
+class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
+    """Dispatch, the handle registries, ExecuteStatement's decision and housekeeping; the
+    other calls are in proxy/calls/."""
+
     def __init__(self, settings: Settings, router: Router,
                  upstream_factory: UpstreamFactory | None = None):
         self.settings = settings
@@ -92,7 +85,7 @@ class Service:
         self._handlers: dict[str, Callable[..., Awaitable[Any]]] = {}
         for name in codec.METHODS:
             h = getattr(self, f"_h_{name}", None)
-            if h is None and name in _SESSION_CALLS:
+            if h is None and name in SESSION_CALLS:
                 h = self._forward_session_call
             self._handlers[name] = h
 
@@ -167,168 +160,6 @@ class Service:
         session.operations.add(op, ident)
         return op.client_handle
 
-    # ------------------------------------------------------------------ sessions
-
-    async def _h_OpenSession(self, conn: ClientConnection, name: str, req: T.TOpenSessionReq, seqid: int):
-        if conn.sasl_user is not None:     # HS2 trusts the transport, not req.username
-            user, password = conn.sasl_user, conn.sasl_password
-        else:
-            user, password = (req.username or "anonymous"), (req.password or "")
-        client_protocol = req.client_protocol if req.client_protocol is not None else 0
-        t0 = time.monotonic()
-        try:
-            await self.slots.acquire(user)
-        except TooManySessions as e:
-            log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
-                        conn.peer, time.monotonic() - t0, e)
-            raise
-        upstream = session = None
-        try:
-            upstream = self._factory()
-            session, resp = await self._open_upstream(conn, user, password, client_protocol,
-                                                      req, upstream)
-        finally:
-            if session is None:
-                self.slots.release(user)
-                if upstream is not None:
-                    upstream.conn.close()
-        log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
-                 session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
-                 (time.monotonic() - t0) * 1000)
-        return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
-                                  sessionHandle=T.TSessionHandle(sessionId=session.handle),
-                                  configuration=resp.configuration)
-
-    async def _open_upstream(self, conn: ClientConnection, user: str, password: str,
-                             client_protocol: int, req: T.TOpenSessionReq,
-                             upstream: UpstreamSession) -> tuple[Session, T.TOpenSessionResp]:
-        try:
-            resp = await upstream.open(user, password, client_protocol, req.configuration)
-        except UpstreamError as e:
-            self._log_open_failed(user, conn, upstream, str(e))
-            raise
-        if resp.status is None or resp.status.statusCode not in (0, 1) or upstream.handle is None:
-            self._log_open_failed(user, conn, upstream,
-                                  resp.status.errorMessage if resp.status else "no status")
-            raise UpstreamError("OpenSession failed", resp.status)
-        session = Session(user=user, protocol=resp.serverProtocolVersion,
-                          client_protocol=client_protocol,
-                          configuration=dict(req.configuration or {}), upstream=upstream,
-                          peer=conn.peer)
-        session.handle = self.sessions.add(session)
-        conn.sessions.add(session)
-        session.connection = conn
-        upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
-        return session, resp
-
-    @staticmethod
-    def _log_open_failed(user: str, conn: ClientConnection, upstream: UpstreamSession,
-                         reason: str | None) -> None:
-        log.warning("upstream OpenSession failed user=%s peer=%s upstream=%s: %s", safe(user, 64),
-                    conn.peer, upstream.conn.addr, safe(reason or "no reason given", 500))
-
-    def _upstream_lost(self, session: Session, reason: str) -> None:
-        """The upstream connection of `session` broke: every statement it was running is
-        gone with it. Say which (the client may only see a generic 08S01 later)."""
-        call = session.upstream.conn.current
-        if call is not None and call[0] == "ExecuteStatement":
-            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "
-                             "call=ExecuteStatement sql=%s: %s", session.id, safe(session.user, 64),
-                             safe(call[1].statement or ""), safe(reason))
-        for op in list(session.operations.values()):
-            if not op.state.running:
-                continue
-            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=%s "
-                             "decision=%s state=%s sql=%s: %s", session.id, safe(session.user, 64),
-                             hex_id(op.client_handle.operationId), op.decision, op.state.name,
-                             safe(op.statement or ""), safe(reason))
-            if op.kind is OpKind.UPSTREAM:
-                # mirrored state: a dead statement must not keep the session from idling
-                # out or hold up shutdown's drain
-                op.state = OpState.ERROR
-
-    async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
-        session = self._session(req.sessionHandle)
-        await self.close_session(session, "client")
-        return T.TCloseSessionResp(status=OK)
-
-    async def close_session(self, session: Session, reason: str) -> None:
-        """Close a session's operations and its upstream session. Idempotent."""
-        if self.sessions.remove(session.handle) is None:
-            return
-        conn = getattr(session, "connection", None)
-        if conn is not None:
-            conn.sessions.discard(session)
-        for op in list(session.operations.values()):
-            self._forget_op(op, "session closed")
-        try:
-            await session.upstream.close()
-        finally:
-            self.slots.release(session.user)
-        log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
-                 safe(session.user, 64), reason, time.monotonic() - session.created)
-
-    async def connection_closed(self, conn: ClientConnection) -> None:
-        for session in list(conn.sessions):
-            await self.close_session(session, "disconnect")
-
-    # ------------------------------------------------------------------ generic forwarding
-
-    async def _forward_session_call(self, conn, name: str, req: Any, seqid: int):
-        session = self._session(req.sessionHandle)
-        up = session.upstream
-        client_session_handle = req.sessionHandle
-        req.sessionHandle = up.handle
-        if name not in _METADATA_CALLS:
-            return await up.conn.call_raw(codec.encode_call(name, seqid, req))
-        try:
-            resp = await up.conn.call(name, req, seqid)
-        finally:
-            req.sessionHandle = client_session_handle
-        if resp.operationHandle is not None and resp.status.statusCode in (0, 1):
-            op = Operation(OpKind.UPSTREAM, resp.operationHandle.operationType, statement=name,
-                           decision="metadata", state=OpState.FINISHED)
-            resp.operationHandle = self._register_op(session, op, resp.operationHandle,
-                                                     resp.operationHandle.operationType,
-                                                     resp.operationHandle.hasResultSet)
-        return resp
-
-    async def _forward_op_call(self, op: Operation, name: str, req: Any, seqid: int) -> bytes:
-        saved = req.operationHandle
-        req.operationHandle = op.upstream_handle
-        try:
-            return await op.session.upstream.conn.call_raw(codec.encode_call(name, seqid, req))
-        finally:
-            req.operationHandle = saved
-
-    async def _h_GetInfo(self, conn, name, req: T.TGetInfoReq, seqid):
-        """Forward only the codes Spark implements: for any other code STS 4.3 fails to
-        serialise its own error reply and drops the connection (the session would die)."""
-        session = self._session(req.sessionHandle)
-        if req.infoType in _UPSTREAM_INFO_TYPES:
-            saved, req.sessionHandle = req.sessionHandle, session.upstream.handle
-            try:
-                return await session.upstream.conn.call_raw(codec.encode_call(name, seqid, req))
-            finally:
-                req.sessionHandle = saved
-        if req.infoType in _LOCAL_INFO_LENGTHS:
-            return T.TGetInfoResp(status=OK, infoValue=T.TGetInfoValue(lenValue=128))
-        label = T.TGetInfoType._VALUES_TO_NAMES.get(req.infoType, str(req.infoType))
-        raise ClientError(f"Unrecognized GetInfoType value: {label}", "HY096")
-
-    async def _h_SetClientInfo(self, conn, name, req: T.TSetClientInfoReq, seqid):
-        session = self._session(req.sessionHandle)
-        session.client_info.update(req.configuration or {})
-        saved, req.sessionHandle = req.sessionHandle, session.upstream.handle
-        try:
-            return await session.upstream.conn.call(name, req, seqid)
-        except UpstreamError as e:
-            if "rejected SetClientInfo" in str(e):   # backend predates the call
-                return T.TSetClientInfoResp(status=OK)
-            raise
-        finally:
-            req.sessionHandle = saved
-
     # ------------------------------------------------------------------ ExecuteStatement
 
     async def _h_ExecuteStatement(self, conn, name, req: T.TExecuteStatementReq, seqid):
@@ -374,12 +205,12 @@ class Service:
                                      queryTimeout=req.queryTimeout)
         t0 = time.monotonic()
         resp = await up.conn.call("ExecuteStatement", fwd, seqid)
-        if resp.status is None or resp.status.statusCode not in (0, 1) or resp.operationHandle is None:
+        if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement)
             return resp
         self._track_session_state(session, req.statement)
         op = Operation(OpKind.UPSTREAM, T.TOperationType.EXECUTE_STATEMENT,
-                       statement=req.statement[:_STATEMENT_KEPT], decision=label,
+                       statement=req.statement[:STATEMENT_KEPT], decision=label,
                        state=OpState.RUNNING if req.runAsync else OpState.FINISHED)
         resp.operationHandle = self._register_op(session, op, resp.operationHandle,
                                                  resp.operationHandle.operationType,
@@ -389,191 +220,7 @@ class Service:
     def _track_session_state(self, session: Session, statement: str) -> None:
         track_statement(session, statement)
 
-    def _new_proxy_op(self, session: Session, kind: OpKind, statement: str, label: str) -> Operation:
-        op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement[:_STATEMENT_KEPT],
-                       decision=label)
-        op.done = asyncio.Event()
-        return op
-
-    async def _finish_sync(self, op: Operation) -> None:
-        """runAsync=false: block until the operation is terminal; failures become the
-        ExecuteStatement status."""
-        await op.done.wait()
-        if op.state is not OpState.FINISHED:
-            status = op.error or T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HY000",
-                                           errorMessage=f"Statement ended in state {op.state.name}")
-            self._forget_op(op, "failed synchronously")
-            raise UpstreamError(status.errorMessage or "statement failed", status)
-
-    async def _execute_local(self, session: Session, req: T.TExecuteStatementReq, decision: Local):
-        label = f"local:{decision.note}" if decision.note else "local"
-        op = self._new_proxy_op(session, OpKind.LOCAL, req.statement, label)
-        handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
-        timeout = req.queryTimeout if req.queryTimeout and req.queryTimeout > 0 else None
-        op.task = asyncio.create_task(self._run_local(session, op, decision, timeout),
-                                      name=f"local-op-{hex_id(handle.operationId)[:12]}")
-        if not req.runAsync:
-            await self._finish_sync(op)
-        return T.TExecuteStatementResp(status=OK, operationHandle=handle)
-
-    async def _run_local(self, session: Session, op: Operation, decision: Local,
-                         timeout: float | None) -> None:
-        op.to(OpState.RUNNING)
-        try:
-            async with asyncio.timeout(timeout):
-                result = await decision.runner(session.upstream.run_sql)
-            op.result = LocalRowSource(result.columns, result.rows, session.protocol)
-            op.to(OpState.FINISHED)
-        except asyncio.CancelledError:
-            if op.state.running:
-                op.to(OpState.CANCELED)
-        except TimeoutError:
-            op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HYT00",
-                                 errorMessage=f"Query timed out after {timeout} seconds")
-            op.to(OpState.TIMEDOUT)
-        except Exception as e:  # noqa: BLE001 - reported through the operation's status
-            _fail(op, e, "local statement failed")
-        finally:
-            op.done.set()
-
-    async def _execute_hooked(self, session: Session, req: T.TExecuteStatementReq, sql: str,
-                              label: str, after) -> T.TExecuteStatementResp:
-        up = session.upstream
-        fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
-                                     confOverlay=req.confOverlay, runAsync=True,
-                                     queryTimeout=req.queryTimeout)
-        resp = await up.conn.call("ExecuteStatement", fwd)
-        if resp.status is None or resp.status.statusCode not in (0, 1) or resp.operationHandle is None:
-            self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
-            return resp
-        self._track_session_state(session, req.statement)
-        op = self._new_proxy_op(session, OpKind.HOOKED, req.statement, label)
-        uh = resp.operationHandle
-        resp.operationHandle = self._register_op(session, op, uh, uh.operationType, uh.hasResultSet)
-        op.task = asyncio.create_task(self._run_hooked(session, op, after),
-                                      name=f"hooked-op-{hex_id(resp.operationHandle.operationId)[:12]}")
-        if not req.runAsync:
-            await self._finish_sync(op)
-        return resp
-
-    async def _run_hooked(self, session: Session, op: Operation, after) -> None:
-        op.to(OpState.RUNNING)
-        conn = session.upstream.conn
-        try:
-            while True:
-                t0 = time.monotonic()
-                st = await conn.call("GetOperationStatus",
-                                     T.TGetOperationStatusReq(operationHandle=op.upstream_handle))
-                check(st.status, "GetOperationStatus")
-                if st.operationState not in _RUNNING_STATES:
-                    break
-                if time.monotonic() - t0 < 0.5:   # upstream did not long-poll
-                    await asyncio.sleep(0.1)
-            if st.operationState == T.TOperationState.FINISHED_STATE:
-                await after(session.upstream.run_sql)
-                op.to(OpState.FINISHED)
-                return
-            op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
-                                 errorCode=st.errorCode, errorMessage=st.errorMessage)
-            op.to({T.TOperationState.CANCELED_STATE: OpState.CANCELED,
-                   T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
-                   T.TOperationState.CLOSED_STATE: OpState.CLOSED}.get(st.operationState, OpState.ERROR))
-        except asyncio.CancelledError:
-            if op.state.running:
-                op.to(OpState.CANCELED)
-        except Exception as e:  # noqa: BLE001 - reported through the operation's status
-            _fail(op, e, "post-statement hook failed")
-        finally:
-            op.done.set()
-
-    # ------------------------------------------------------------------ operation calls
-
-    async def _h_GetOperationStatus(self, conn, name, req: T.TGetOperationStatusReq, seqid):
-        op = self._op(req.operationHandle)
-        if op.kind is OpKind.UPSTREAM:
-            reply = await self._forward_op_call(op, name, req, seqid)
-            self._mirror_state(op, reply)
-            return reply
-        if op.state.running:
-            try:
-                await asyncio.wait_for(op.done.wait(), self.long_poll)
-            except asyncio.TimeoutError:
-                pass
-        resp = T.TGetOperationStatusResp(status=OK, operationState=int(op.state))
-        if op.state in (OpState.ERROR, OpState.TIMEDOUT, OpState.CANCELED) and op.error is not None:
-            resp.sqlState = op.error.sqlState
-            resp.errorCode = op.error.errorCode or 0
-            resp.errorMessage = op.error.errorMessage
-        return resp
-
-    @staticmethod
-    def _mirror_state(op: Operation, reply: bytes) -> None:
-        """Remember upstream's state (small reply) so shutdown can drain running statements."""
-        try:
-            resp = codec.decode_reply(reply, "GetOperationStatus")
-        except Exception:  # noqa: BLE001 - the client gets the reply as is
-            return
-        if resp.operationState is not None and resp.operationState in OpState._value2member_map_:
-            op.state = OpState(resp.operationState)   # mirrored, not driven: no transition check
-
-    async def _h_GetResultSetMetadata(self, conn, name, req: T.TGetResultSetMetadataReq, seqid):
-        op = self._op(req.operationHandle)
-        if op.kind is not OpKind.LOCAL:
-            return await self._forward_op_call(op, name, req, seqid)
-        self._require_finished(op)
-        return T.TGetResultSetMetadataResp(status=OK, schema=op.result.schema())
-
-    def _require_finished(self, op: Operation) -> None:
-        if op.state is not OpState.FINISHED:
-            if op.state is OpState.ERROR and op.error is not None:
-                raise UpstreamError(op.error.errorMessage or "statement failed", op.error)
-            raise ClientError(f"Expected state FINISHED, but found {op.state.name}", "HY010")
-
-    async def _h_FetchResults(self, conn, name, req: T.TFetchResultsReq, seqid):
-        op = self._op(req.operationHandle)
-        if op.kind is OpKind.UPSTREAM:
-            return await self._forward_op_call(op, name, req, seqid)
-        columnar = op.session.columnar
-        if req.fetchType == 1:        # operation log: must always succeed
-            if op.kind is OpKind.HOOKED:
-                return await self._forward_op_call(op, name, req, seqid)
-            return T.TFetchResultsResp(status=OK, hasMoreRows=False, results=empty_log_rowset(columnar))
-        if op.kind is OpKind.HOOKED:
-            self._require_finished(op)
-            return await self._forward_op_call(op, name, req, seqid)
-        self._require_finished(op)
-        if op.result.costly(req.maxRows):
-            rowset, more = await asyncio.to_thread(op.result.fetch, req.maxRows, req.orientation)
-        else:
-            rowset, more = op.result.fetch(req.maxRows, req.orientation)
-        return T.TFetchResultsResp(status=OK, hasMoreRows=more, results=rowset)
-
-    async def _h_CancelOperation(self, conn, name, req: T.TCancelOperationReq, seqid):
-        op = self._op(req.operationHandle)
-        if op.task is not None and not op.task.done():
-            op.task.cancel()
-        if op.kind is OpKind.LOCAL:
-            return T.TCancelOperationResp(status=OK)
-        return await self._forward_op_call(op, name, req, seqid)
-
-    async def _h_CloseOperation(self, conn, name, req: T.TCloseOperationReq, seqid):
-        ident = req.operationHandle.operationId if req.operationHandle else None
-        op = self.operations.find(ident)
-        if op is None:
-            # Tolerate handles this proxy already closed; unknown ones are an error.
-            if ident is not None and bytes(ident.guid or b"") in self._recently_closed:
-                return T.TCloseOperationResp(status=OK)
-            raise InvalidHandle("OperationHandle", hex_id(ident))
-        op.session.touch()
-        reply: Any = T.TCloseOperationResp(status=OK)
-        if op.upstream_handle is not None:
-            try:
-                reply = await self._forward_op_call(op, name, req, seqid)
-            finally:
-                self._forget_op(op, "closed")
-        else:
-            self._forget_op(op, "closed")
-        return reply
+    # ------------------------------------------------------------------ operations
 
     def _forget_op(self, op: Operation, why: str) -> None:
         if self.operations.remove(op.client_handle.operationId) is None:
@@ -599,12 +246,6 @@ class Service:
                           session.id, safe(session.user, 100),
                           hex_id(op.client_handle.operationId) if op is not None else "-",
                           decision, state, duration, safe(statement or "", 200))
-
-    async def _h_GetQueryId(self, conn, name, req: T.TGetQueryIdReq, seqid):
-        op = self._op(req.operationHandle)
-        if op.kind is OpKind.LOCAL:
-            return T.TGetQueryIdResp(queryId=hex_id(op.client_handle.operationId))
-        return await self._forward_op_call(op, name, req, seqid)
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -648,12 +289,3 @@ class Service:
             except (asyncio.TimeoutError, ProxyError) as e:
                 log.warning("closing session %s: %s", session.id, e)
 
-
-def _fail(op: Operation, exc: Exception, what: str) -> None:
-    """A proxy-run operation ended in an error: the client reads it from the status (our
-    own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
-    if not isinstance(exc, ProxyError):
-        log.exception("%s: %s", what, safe(op.statement, 200))
-    op.error = to_status(exc)
-    if op.state.running:
-        op.to(OpState.ERROR)

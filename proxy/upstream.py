@@ -27,7 +27,7 @@ from typing import Any, Callable, Coroutine, Iterable
 from thrift.Thrift import TApplicationException
 
 from proxy.config import UpstreamSettings
-from proxy.errors import UpstreamError
+from proxy.errors import UpstreamError, succeeded
 from proxy.router import LocalResult
 from proxy.results import decode_rowset, schema_columns
 from proxy.thrift import codec, sasl
@@ -262,7 +262,7 @@ def check(status: T.TStatus | None, what: str) -> None:
     """Raise UpstreamError (status passed through) unless status is SUCCESS/SUCCESS_WITH_INFO."""
     if status is None:
         raise UpstreamError(f"Spark Thrift Server sent {what} without a status")
-    if status.statusCode not in (T.TStatusCode.SUCCESS_STATUS, T.TStatusCode.SUCCESS_WITH_INFO_STATUS):
+    if not succeeded(status):
         raise UpstreamError(status.errorMessage or f"{what} failed", status)
 
 
@@ -292,7 +292,7 @@ class UpstreamSession:
         except UpstreamError:
             self.conn.close()
             raise
-        if resp.status is not None and resp.status.statusCode in (0, 1) and resp.sessionHandle:
+        if succeeded(resp.status) and resp.sessionHandle:
             self.handle = resp.sessionHandle
             self.protocol = resp.serverProtocolVersion
         else:

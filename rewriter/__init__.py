@@ -36,8 +36,8 @@ from rewriter.api import (  # noqa: F401
     SEGMENT_COLUMN, Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult, Schemas,
     StoredColumn,
 )
-from rewriter.layout import build_sql, compile_datamap  # noqa: F401,E402
-from rewriter.index import DatamapIndex, rewrite  # noqa: F401,E402
+from rewriter.layout import build_sql  # noqa: F401,E402
+from rewriter.index import DatamapIndex, compile_datamap, rewrite  # noqa: F401,E402
 
 
 def translate_timeseries(sql: str, schemas=None, current_db: str = "default") -> str:

@@ -12,12 +12,15 @@ self-joins are refused, so a table name identifies one table reference). Facts:
   ranges      representative -> Range (intersection of that class's range conjuncts)
   group       canonical grouping expressions
   outputs     (output name, canonical expression) — aggregates still inside
-  having, order: canonical
+  having      canonical
+  order       one OrderItem per ORDER BY item: ("alias", (the Ordered node, index of the
+              output it names)) or ("expr", the Ordered node over a canonical expression)
 A block the matcher cannot reason about raises Unsupported(reason).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, Union
 
 from sqlglot import exp
 
@@ -47,6 +50,12 @@ class Edge:
     on_key: str = ""
 
 
+# An ORDER BY item naming an output alias keeps that reference (the rewrite renames it);
+# any other item is an expression to derive from the datamap's columns.
+OrderItem = Union[tuple[Literal["alias"], tuple[exp.Ordered, int]],
+                  tuple[Literal["expr"], exp.Ordered]]
+
+
 @dataclass
 class Facts:
     select: exp.Select
@@ -57,7 +66,7 @@ class Facts:
     group: list[exp.Expression]
     outputs: list[tuple[str | None, exp.Expression]]
     having: exp.Expression | None
-    order: list[exp.Expression]
+    order: list[OrderItem]
     distinct: bool
     is_aggregate: bool
     column_types: dict[str, str]
@@ -178,7 +187,7 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
         outputs.append((name, canon_cols(canonical_expr(inner, copy=not in_place))))
     having = select.args.get("having")
     having_expr = canon_cols(canonical_expr(having.this, copy=not in_place)) if having else None
-    order = []
+    order: list[OrderItem] = []
     if select.args.get("order"):
         for o in select.args["order"].expressions:
             ref = o.this

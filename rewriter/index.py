@@ -6,7 +6,9 @@ Cost model of a decision:
   * datamaps are indexed by base table; a block is matched only against datamaps whose
     tables it contains (Calcite's pre-filter), so the count of datamaps elsewhere does not
     matter;
-  * definitions are compiled once per index (and cached across indexes by their text);
+  * definitions are compiled once per index, and cached across indexes by their text and
+    schema (DatamapIndex.compiled_forms: compile_datamap fills it, so the index built right
+    after a CREATE does not compile the same definition again);
   * results that took a parse are cached in an LRU keyed on (sql text, current_db) and
     bounded in bytes (CACHE_BYTES; an entry over CACHE_BYTES / 8 is not cached); what the
     text pre-check answers is not cached (it costs less than a lookup's worth of memory);
@@ -28,10 +30,10 @@ from collections import defaultdict
 
 from sqlglot import exp
 
-from rewriter.api import Candidate, DatamapDefinitionError, RewriteResult
+from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.facts import Unsupported, extract
-from rewriter.layout import Compiled, compiled_for, schema_key
+from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
 from rewriter.match import Match, match
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
@@ -48,7 +50,55 @@ def _entry_size(key: tuple[str, str], res: RewriteResult) -> int:
                      "" if res.sql is key[0] else res.sql)
 
 
+# A compiled form (sqlglot trees, facts) weighs some tens of times its SQL text; the
+# schema part of its key is shared by every entry of one index, so it is not counted.
+COMPILED_CACHE_BYTES = 32 << 20
+_TREE_WEIGHT = 32
+
+
+def _compiled_size(key: tuple, comp: Compiled) -> int:
+    d = comp.definition
+    return text_size(key[:-1]) + _TREE_WEIGHT * (len(d.qualified_sql or d.select_sql)
+                                                  + len(d.build_select))
+
+
+class CompiledForms:
+    """Compiled definitions by (definition identity, schema), bounded in bytes. Thread-safe
+    (ByteLRU): indexes are built and CREATEs compiled in worker threads; two threads that
+    compile one definition at once both compile it, and store equal values."""
+
+    def __init__(self, max_bytes: int = COMPILED_CACHE_BYTES):
+        self.entries: ByteLRU[tuple, Compiled] = ByteLRU(max_bytes, _compiled_size)
+
+    @staticmethod
+    def key(d: DatamapDefinition, skey: tuple) -> tuple:
+        return (d.name, d.qualified_sql or d.select_sql, d.database, d.table, d.version,
+                tuple(c.name for c in d.columns), skey)
+
+    def remember(self, comp: Compiled, skey: tuple) -> None:
+        self.entries.put(self.key(comp.definition, skey), comp)
+
+    def get(self, definition: DatamapDefinition, schemas, skey: tuple | None = None) -> Compiled:
+        """The matcher's form of a catalog definition, compiled on a miss."""
+        key = self.key(definition, skey if skey is not None else schema_key(schemas))
+        comp = self.entries.get(key)
+        if comp is None:
+            comp = compile_internal(definition, schemas)
+            self.entries.put(key, comp)
+        return comp
+
+
+def compile_datamap(name: str, select_sql: str, schemas, current_db: str) -> DatamapDefinition:
+    comp = compile_definition(name, select_sql, schemas, current_db)
+    DatamapIndex.compiled_forms.remember(comp, schema_key(schemas))
+    return comp.definition
+
+
 class DatamapIndex:
+    # Shared by every index: a catalog change builds a new index over mostly the same
+    # definitions.
+    compiled_forms = CompiledForms()
+
     def __init__(self, candidates, schemas, version: int = 0, cache_bytes: int = CACHE_BYTES):
         self.version = version
         self.schemas = schemas
@@ -64,7 +114,7 @@ class DatamapIndex:
             for t in cand.definition.base_tables:
                 self.by_table[t].append(name)
             try:
-                self.compiled[name] = compiled_for(cand.definition, schemas, skey)
+                self.compiled[name] = self.compiled_forms.get(cand.definition, schemas, skey)
             except DatamapDefinitionError as e:
                 self.broken[name] = f"definition no longer compiles: {e}"
         bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)

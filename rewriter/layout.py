@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from rewriter import sparktypes
-from rewriter.bytecache import ByteLRU, text_size
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
@@ -44,46 +43,13 @@ class Compiled:
     keyed: dict = field(default_factory=dict)   # match.py's per-equivalence-shape key cache
 
 
-# Compiled forms by (definition identity, schema): compile_datamap fills it, so the index
-# built right after a CREATE does not compile the same definition again. Bounded in bytes:
-# a compiled form (sqlglot trees, facts) weighs some tens of times its SQL text; the schema
-# part of the key is shared by every entry of one index, so it is not counted per entry.
-CACHE_BYTES = 32 << 20
-_TREE_WEIGHT = 32
-
-
-def _entry_size(key: tuple, comp: "Compiled") -> int:
-    d = comp.definition
-    return text_size(key[:-1]) + _TREE_WEIGHT * (len(d.qualified_sql or d.select_sql)
-                                                  + len(d.build_select))
-
-
-_CACHE: "ByteLRU[tuple, Compiled]" = ByteLRU(CACHE_BYTES, _entry_size)
-
-
 def schema_key(schemas) -> tuple:
     return tuple(sorted((db, t, tuple(cols.items())) for db, ts in schemas.items() for t, cols in ts.items()))
 
 
-def _cache_key(d: DatamapDefinition, skey) -> tuple:
-    return (d.name, d.qualified_sql or d.select_sql, d.database, d.table, d.version,
-            tuple(c.name for c in d.columns), skey)
-
-
-def compile_datamap(name: str, select_sql: str, schemas, current_db: str) -> DatamapDefinition:
-    comp = _compile(name, select_sql, schemas, current_db)
-    _CACHE.put(_cache_key(comp.definition, schema_key(schemas)), comp)
-    return comp.definition
-
-
-def compiled_for(definition: DatamapDefinition, schemas, skey=None) -> Compiled:
-    """The matcher's form of a catalog definition (cached)."""
-    key = _cache_key(definition, skey if skey is not None else schema_key(schemas))
-    comp = _CACHE.get(key)
-    if comp is None:
-        comp = compile_internal(definition, schemas)
-        _CACHE.put(key, comp)
-    return comp
+def compile_definition(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
+    """A user's definition SELECT -> its Compiled form (a new DatamapDefinition inside)."""
+    return _compile(name, select_sql, schemas, current_db)
 
 
 def compile_internal(definition: DatamapDefinition, schemas) -> Compiled:
@@ -98,25 +64,8 @@ def compile_internal(definition: DatamapDefinition, schemas) -> Compiled:
 
 def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     name = name.lower()
-    try:
-        tree = parse(select_sql)
-    except NormalizeError as e:
-        raise DatamapDefinitionError(f"datamap {name}: {e}", "42000") from e
-    if isinstance(tree, exp.Union):
-        raise DatamapDefinitionError(f"datamap {name}: UNION is not supported in a datamap query", "0A000")
-    if not isinstance(tree, exp.Select):
-        raise DatamapDefinitionError(f"datamap {name}: the query must be a SELECT", "0A000")
-    if tree.args.get("with_"):
-        raise DatamapDefinitionError(f"datamap {name}: WITH is not supported in a datamap query", "0A000")
-    if tree.args.get("limit") or tree.args.get("offset"):
-        raise DatamapDefinitionError(f"datamap {name}: LIMIT is not supported in a datamap query", "0A000")
-    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
-           for e in tree.expressions):
-        raise DatamapDefinitionError(f"datamap {name}: SELECT * is not supported; list the columns", "0A000")
-    for t in tree.find_all(exp.Table):
-        db = (t.db or current_db).lower()
-        if db not in schemas or t.name.lower() not in schemas[db]:
-            raise DatamapDefinitionError(f"datamap {name}: table {db}.{t.name.lower()} not found", "42S02")
+    tree = _parse_definition(name, select_sql)
+    _check_tables(name, tree, schemas, current_db)
     user_alias = [e.alias.lower() if isinstance(e, exp.Alias) else None for e in tree.expressions]
     names = [spark_output_name(e) for e in tree.expressions]
     try:
@@ -124,153 +73,257 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     except NormalizeError as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "42S02") from e
     quote_unsafe(tree)
-    if tree.args.get("having"):
-        raise DatamapDefinitionError(f"datamap {name}: HAVING is not supported in a datamap query", "0A000")
-    if any(isinstance(n, exp.Window) for n in tree.walk()):
-        raise DatamapDefinitionError(f"datamap {name}: window functions are not supported in a datamap query", "0A000")
+    _check_qualified(name, tree)
     try:
         facts = extract(tree, schemas, names)
     except Unsupported as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "0A000") from e
-    first_db = facts.edges[0].table.split(".")[0]
     comp = Compiled(definition=None, facts=facts)  # type: ignore[arg-type]
-    used_names: set[str] = {SEGMENT_COLUMN}
+    comp.granularity = _granularity(name, tree)
+    qualified_items = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
+    layout = _Layout(name, comp, schemas)
+    layout.place_outputs(qualified_items, user_alias)
+    first_db = facts.edges[0].table.split(".")[0]
+    comp.definition = DatamapDefinition(
+        name=name, database=first_db, table=f"{first_db}.{name}_table", select_sql=select_sql,
+        base_tables=tuple(e.table for e in facts.edges), columns=tuple(layout.columns),
+        is_aggregate=layout.is_agg, join_kinds=tuple(e.kind for e in facts.edges[1:]),
+        qualified_sql=_qualified_text(tree, user_alias),
+        build_select=_build_select(tree, layout, qualified_items).sql(DIALECT))
+    return comp
 
-    def column_type(col: exp.Column) -> str | None:
-        return facts.column_types.get(f"{col.db}.{col.table}.{col.name}")
 
-    alias_tables = facts.table_of_alias()
+# ---------------------------------------------------------------- validation
 
-    def qtype(col: exp.Column) -> str | None:
-        db, t = alias_tables.get(col.table, ".").split(".", 1)
-        return schemas.get(db, {}).get(t, {}).get(col.name)
+def _refuse(name: str, what: str, sqlstate: str = "0A000") -> DatamapDefinitionError:
+    return DatamapDefinitionError(f"datamap {name}: {what}", sqlstate)
 
-    def unique(base: str) -> str:
-        base = re.sub(r"[^a-z0-9_]+", "_", base.lower()).strip("_") or "col"
-        if base[0].isdigit():
-            base = "c_" + base
-        cand, n = base, 2
-        while cand in used_names:
-            cand, n = f"{base}_{n}", n + 1
-        used_names.add(cand)
-        return cand
 
+def _parse_definition(name: str, select_sql: str) -> exp.Select:
+    """The definition's tree, refused when its shape is not a plain SELECT block."""
+    try:
+        tree = parse(select_sql)
+    except NormalizeError as e:
+        raise _refuse(name, str(e), "42000") from e
+    if isinstance(tree, exp.Union):
+        raise _refuse(name, "UNION is not supported in a datamap query")
+    if not isinstance(tree, exp.Select):
+        raise _refuse(name, "the query must be a SELECT")
+    if tree.args.get("with_"):
+        raise _refuse(name, "WITH is not supported in a datamap query")
+    if tree.args.get("limit") or tree.args.get("offset"):
+        raise _refuse(name, "LIMIT is not supported in a datamap query")
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+           for e in tree.expressions):
+        raise _refuse(name, "SELECT * is not supported; list the columns")
+    return tree
+
+
+def _check_tables(name: str, tree: exp.Select, schemas, current_db: str) -> None:
+    for t in tree.find_all(exp.Table):
+        db = (t.db or current_db).lower()
+        if db not in schemas or t.name.lower() not in schemas[db]:
+            raise _refuse(name, f"table {db}.{t.name.lower()} not found", "42S02")
+
+
+def _check_qualified(name: str, tree: exp.Select) -> None:
+    if tree.args.get("having"):
+        raise _refuse(name, "HAVING is not supported in a datamap query")
+    if any(isinstance(n, exp.Window) for n in tree.walk()):
+        raise _refuse(name, "window functions are not supported in a datamap query")
+
+
+def _granularity(name: str, tree: exp.Select) -> str | None:
+    """The one timeseries granularity the definition uses, if any."""
     grans = set()
     for node in tree.walk():
         if isinstance(node, exp.Anonymous) and node.name.lower() == "timeseries":
             args = node.expressions
             if len(args) != 2 or not isinstance(args[1], exp.Literal) or not args[1].is_string:
-                raise DatamapDefinitionError(f"datamap {name}: timeseries() takes a column and a granularity literal", "42000")
+                raise _refuse(name, "timeseries() takes a column and a granularity literal", "42000")
             grans.add(args[1].this.lower())
     if len(grans) > 1:
-        raise DatamapDefinitionError(f"datamap {name}: more than one timeseries granularity ({', '.join(sorted(grans))})", "0A000")
-    comp.granularity = grans.pop() if grans else None
+        raise _refuse(name, f"more than one timeseries granularity ({', '.join(sorted(grans))})")
+    return grans.pop() if grans else None
 
-    qualified_items = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
-    columns: list[StoredColumn] = []
-    build_items: list[exp.Expression] = []
-    is_agg = facts.is_aggregate or facts.distinct
-    group_keys = {key_of(g): g for g in facts.group}
-    if facts.distinct and not facts.is_aggregate:
-        group_keys = {key_of(e): e for _, e in facts.outputs}
-    out_keys = set()
-    agg_seen: dict[tuple[str, str], str] = {}
 
-    def add(role, expr_sql_node, canon, col_name, ctype, agg=None):
-        columns.append(StoredColumn(name=col_name, role=role, expr_sql=_translate(expr_sql_node, qtype).sql(DIALECT),
-                                    type=ctype or "", agg=agg))
-        build_items.append(exp.alias_(_translate(expr_sql_node, qtype), ident(col_name)))
-        comp.types[col_name] = ctype or ""
+def _check_storable(name: str, agg_node: exp.Expression, q_node: exp.Expression) -> None:
+    if not isinstance(agg_node, STORABLE):
+        raise _refuse(name, f"aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, max, avg)")
+    arg = agg_node.this
+    if isinstance(arg, exp.Distinct):
+        raise _refuse(name, f"{q_node.sql(DIALECT)}: DISTINCT aggregates cannot be re-aggregated")
+    if arg is not None and has_aggregate(arg):
+        raise _refuse(name, f"nested aggregate {q_node.sql(DIALECT)}")
 
-    for i, ((_, canon), q_item) in enumerate(zip(facts.outputs, qualified_items)):
-        if not is_agg:
-            col_name = unique(user_alias[i] or (canon.name if isinstance(canon, exp.Column) else f"expr_{i}"))
-            add("column", q_item, canon, col_name, sparktypes.infer(canon, column_type))
-            comp.plain.append((canon, col_name))
-            continue
-        if not has_aggregate(canon):
-            k = key_of(canon)
-            if k not in group_keys:
-                raise DatamapDefinitionError(
-                    f"datamap {name}: {q_item.sql(DIALECT)} is neither grouped nor aggregated", "42000")
-            if k in out_keys:
-                continue
-            out_keys.add(k)
-            col_name = unique(user_alias[i] or (canon.name if isinstance(canon, exp.Column) else f"expr_{i}"))
-            add("group", q_item, canon, col_name, sparktypes.infer(canon, column_type))
-            comp.group.append((canon, col_name))
-            continue
-        lone = user_alias[i] if is_aggregate_call(canon) else None
-        pairs = list(zip([n for n in canon.walk() if is_aggregate_call(n)],
-                         [n for n in q_item.walk() if is_aggregate_call(n)]))
+
+# ---------------------------------------------------------------- naming and typing
+
+# The stored aggregates each aggregate call becomes (avg is sum + count: re-aggregatable).
+_KINDS = {exp.Sum: ("sum",), exp.Min: ("min",), exp.Max: ("max",), exp.Avg: ("sum", "count")}
+_STORED_CALL = {"sum": exp.Sum, "count": exp.Count, "min": exp.Min, "max": exp.Max}
+
+
+def _is_count_star(agg_node: exp.Expression) -> bool:
+    arg = agg_node.this
+    return isinstance(agg_node, exp.Count) and (arg is None or isinstance(arg, exp.Star) or
+                                                (isinstance(arg, exp.Literal) and not arg.is_string))
+
+
+def _stored_kinds(agg_node: exp.Expression, star: bool) -> tuple[str, ...]:
+    if isinstance(agg_node, exp.Count):
+        return ("count_star",) if star else ("count",)
+    return _KINDS[type(agg_node)]
+
+
+def _stored_type(name: str, kind: str, arg_type: str | None, q_node: exp.Expression) -> str | None:
+    """Spark's type of a stored aggregate column: sum widens, counts are bigint."""
+    if kind == "sum":
+        ctype = sparktypes.sum_type(arg_type)
+        if ctype is None:
+            raise _refuse(name, f"cannot determine a numeric type for {q_node.sql(DIALECT)}")
+        return ctype
+    if kind in ("count", "count_star"):
+        return "bigint"
+    return arg_type
+
+
+def _agg_column_base(lone: str | None, kind: str, n_kinds: int, argname: str) -> str:
+    """A lone aggregate keeps the user's alias (avg's two columns get a suffix)."""
+    if lone and n_kinds == 1:
+        return lone
+    if lone:
+        return f"{lone}_{kind}"
+    return "count_star" if kind == "count_star" else f"{kind}_{argname}"
+
+
+def _stored_call(kind: str, q_arg: exp.Expression | None) -> exp.Expression:
+    if kind == "count_star":
+        return exp.Count(this=exp.Star())
+    return _STORED_CALL[kind](this=q_arg.copy() if q_arg is not None else None)
+
+
+class _Layout:
+    """The stored columns of one definition, placed output by output: unique names, Spark
+    types, and the build SELECT's items."""
+
+    def __init__(self, name: str, comp: Compiled, schemas):
+        self.name = name
+        self.comp = comp
+        facts = comp.facts
+        self.facts = facts
+        self.schemas = schemas
+        self.alias_tables = facts.table_of_alias()
+        self.columns: list[StoredColumn] = []
+        self.build_items: list[exp.Expression] = []
+        self.used_names: set[str] = {SEGMENT_COLUMN}
+        self.is_agg = facts.is_aggregate or facts.distinct
+        self.group_keys = {key_of(g): g for g in facts.group}
+        if facts.distinct and not facts.is_aggregate:
+            self.group_keys = {key_of(e): e for _, e in facts.outputs}
+        self.out_keys: set = set()
+        self.agg_seen: dict[tuple[str, str], str] = {}
+
+    def column_type(self, col: exp.Column) -> str | None:
+        return self.facts.column_types.get(f"{col.db}.{col.table}.{col.name}")
+
+    def qtype(self, col: exp.Column) -> str | None:
+        db, t = self.alias_tables.get(col.table, ".").split(".", 1)
+        return self.schemas.get(db, {}).get(t, {}).get(col.name)
+
+    def unique(self, base: str) -> str:
+        base = re.sub(r"[^a-z0-9_]+", "_", base.lower()).strip("_") or "col"
+        if base[0].isdigit():
+            base = "c_" + base
+        cand, n = base, 2
+        while cand in self.used_names:
+            cand, n = f"{base}_{n}", n + 1
+        self.used_names.add(cand)
+        return cand
+
+    def add(self, role: str, node: exp.Expression, col_name: str, ctype: str | None,
+            agg: str | None = None) -> None:
+        translated = _translate(node, self.qtype)
+        self.columns.append(StoredColumn(name=col_name, role=role, expr_sql=translated.sql(DIALECT),
+                                         type=ctype or "", agg=agg))
+        self.build_items.append(exp.alias_(_translate(node, self.qtype), ident(col_name)))
+        self.comp.types[col_name] = ctype or ""
+
+    def place_outputs(self, qualified_items: list[exp.Expression], user_alias: list) -> None:
+        for i, ((_, canon), q_item) in enumerate(zip(self.facts.outputs, qualified_items)):
+            if not self.is_agg:
+                self._place_plain(i, canon, q_item, user_alias[i])
+            elif not has_aggregate(canon):
+                self._place_group(i, canon, q_item, user_alias[i])
+            else:
+                self._place_aggregates(i, canon, q_item,
+                                       user_alias[i] if is_aggregate_call(canon) else None)
+        for k, g in self.group_keys.items():
+            if k not in self.out_keys and self.is_agg:
+                raise _refuse(self.name, f"grouping expression {g.sql(DIALECT)} must be in the "
+                                         "projection", "42000")
+        if not self.columns:
+            raise _refuse(self.name, "the query projects nothing storable")
+
+    def _output_name(self, i: int, canon: exp.Expression, alias: str | None) -> str:
+        return self.unique(alias or (canon.name if isinstance(canon, exp.Column) else f"expr_{i}"))
+
+    def _place_plain(self, i, canon, q_item, alias) -> None:
+        col_name = self._output_name(i, canon, alias)
+        self.add("column", q_item, col_name, sparktypes.infer(canon, self.column_type))
+        self.comp.plain.append((canon, col_name))
+
+    def _place_group(self, i, canon, q_item, alias) -> None:
+        k = key_of(canon)
+        if k not in self.group_keys:
+            raise _refuse(self.name, f"{q_item.sql(DIALECT)} is neither grouped nor aggregated",
+                          "42000")
+        if k in self.out_keys:
+            return
+        self.out_keys.add(k)
+        col_name = self._output_name(i, canon, alias)
+        self.add("group", q_item, col_name, sparktypes.infer(canon, self.column_type))
+        self.comp.group.append((canon, col_name))
+
+    def _place_aggregates(self, i, canon, q_item, lone: str | None) -> None:
+        pairs = zip([n for n in canon.walk() if is_aggregate_call(n)],
+                    [n for n in q_item.walk() if is_aggregate_call(n)])
         for agg_node, q_node in pairs:
-            if not isinstance(agg_node, STORABLE):
-                raise DatamapDefinitionError(
-                    f"datamap {name}: aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, max, avg)", "0A000")
+            _check_storable(self.name, agg_node, q_node)
             arg = agg_node.this
-            if isinstance(arg, exp.Distinct):
-                raise DatamapDefinitionError(
-                    f"datamap {name}: {q_node.sql(DIALECT)}: DISTINCT aggregates cannot be re-aggregated", "0A000")
-            if has_aggregate(arg) if arg is not None else False:
-                raise DatamapDefinitionError(f"datamap {name}: nested aggregate {q_node.sql(DIALECT)}", "0A000")
-            star = isinstance(agg_node, exp.Count) and (arg is None or isinstance(arg, exp.Star) or
-                                                         (isinstance(arg, exp.Literal) and not arg.is_string))
-            arg_type = None if star else sparktypes.infer(arg, column_type)
+            star = _is_count_star(agg_node)
+            arg_type = None if star else sparktypes.infer(arg, self.column_type)
             argname = "star" if star else (arg.name if isinstance(arg, exp.Column) else f"expr_{i}")
-            kinds = {exp.Sum: ["sum"], exp.Count: ["count_star" if star else "count"], exp.Min: ["min"],
-                     exp.Max: ["max"], exp.Avg: ["sum", "count"]}[type(agg_node)]
+            kinds = _stored_kinds(agg_node, star)
             for kind in kinds:
                 k = (kind, "" if star else key_of(arg))
-                if k in agg_seen:
+                if k in self.agg_seen:
                     continue
-                if kind == "sum":
-                    ctype = sparktypes.sum_type(arg_type)
-                    if ctype is None:
-                        raise DatamapDefinitionError(
-                            f"datamap {name}: cannot determine a numeric type for {q_node.sql(DIALECT)}", "0A000")
-                elif kind in ("count", "count_star"):
-                    ctype = "bigint"
-                else:
-                    ctype = arg_type
-                if lone and len(kinds) == 1:
-                    base = lone
-                elif lone:
-                    base = f"{lone}_{kind}"
-                else:
-                    base = "count_star" if kind == "count_star" else f"{kind}_{argname}"
-                col_name = unique(base)
-                agg_seen[k] = col_name
-                q_arg = None if star else q_node.this
-                node = {"sum": lambda a: exp.Sum(this=a), "count": lambda a: exp.Count(this=a),
-                        "count_star": lambda a: exp.Count(this=exp.Star()), "min": lambda a: exp.Min(this=a),
-                        "max": lambda a: exp.Max(this=a)}[kind](q_arg.copy() if q_arg is not None else None)
-                canon_node = node.copy() if star else type(node)(this=arg.copy())
-                add("agg", node, canon_node, col_name, ctype, agg=kind)
-                comp.aggs.append((kind, None if star else arg, col_name))
-    for k, g in group_keys.items():
-        if k not in out_keys and is_agg:
-            raise DatamapDefinitionError(
-                f"datamap {name}: grouping expression {g.sql(DIALECT)} must be in the projection", "42000")
-    if not columns:
-        raise DatamapDefinitionError(f"datamap {name}: the query projects nothing storable", "0A000")
+                ctype = _stored_type(self.name, kind, arg_type, q_node)
+                col_name = self.unique(_agg_column_base(lone, kind, len(kinds), argname))
+                self.agg_seen[k] = col_name
+                self.add("agg", _stored_call(kind, None if star else q_node.this), col_name,
+                         ctype, agg=kind)
+                self.comp.aggs.append((kind, None if star else arg, col_name))
 
+
+# ---------------------------------------------------------------- build SELECT
+
+def _build_select(tree: exp.Select, layout: _Layout, qualified_items) -> exp.Select:
+    """The definition with the stored columns as its projection, grouped as stored."""
+    facts = layout.facts
     build = tree.copy()
-    build.set("expressions", build_items)
+    build.set("expressions", layout.build_items)
     build.set("order", None)
     build.set("distinct", None)
-    if is_agg:
-        groups = [_translate(g, qtype) for g in
-                  ([e for e, n in zip(qualified_items, facts.outputs) if not has_aggregate(n[1])]
-                   if facts.distinct and not facts.is_aggregate else
-                   (tree.args["group"].expressions if tree.args.get("group") else []))]
+    if layout.is_agg:
+        if facts.distinct and not facts.is_aggregate:
+            keys = [e for e, n in zip(qualified_items, facts.outputs) if not has_aggregate(n[1])]
+        else:
+            keys = tree.args["group"].expressions if tree.args.get("group") else []
+        groups = [_translate(g, layout.qtype) for g in keys]
         build.set("group", exp.Group(expressions=[g.copy() for g in groups]) if groups else None)
-    definition = DatamapDefinition(
-        name=name, database=first_db, table=f"{first_db}.{name}_table", select_sql=select_sql,
-        base_tables=tuple(e.table for e in facts.edges), columns=tuple(columns), is_aggregate=is_agg,
-        join_kinds=tuple(e.kind for e in facts.edges[1:]), qualified_sql=_qualified_text(tree, user_alias),
-        build_select=build.sql(DIALECT))
-    comp.definition = definition
-    return comp
+    return build
 
 
 def _qualified_text(tree: exp.Select, user_alias) -> str:

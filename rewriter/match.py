@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from rewriter.api import SEGMENT_COLUMN, Candidate
-from rewriter.facts import Facts
+from rewriter.facts import Facts, OrderItem
 from rewriter.layout import Compiled
 from rewriter.normalize import ident, key_of
 from rewriter.rules.compensate_filters import compensate_filters
@@ -189,7 +189,7 @@ def _owners(c: exp.Expression, ctx: Ctx) -> set:
     return out
 
 
-def _order_item(o, q: Facts, ctx: Ctx, final_names) -> exp.Expression:
+def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression:
     kind, value = o
     if kind == "alias":
         ordered, idx = value

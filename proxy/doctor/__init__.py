@@ -64,7 +64,7 @@ def resolve_target(argv: list[str]) -> Target:
             raise cfg.ConfigError(f"--upstream {a.upstream!r}: expected HOST:PORT")
         flags["upstream"].update(host=host, port=int(port))
     s = cfg.load(a.config, flags=flags)
-    uris = s.spark.metastore_uris or s.spark.conf.get("spark.hadoop.hive.metastore.uris", "")
+    uris = ",".join(s.spark.metastore_uris) or s.spark.conf.get("spark.hadoop.hive.metastore.uris", "")
     from proxy.timezone import pipeline_zone
     zone, zone_source = pipeline_zone(s.spark.conf)
     return Target(

@@ -1,5 +1,6 @@
-"""proxy/app.py: the serve Router's assembly and the lazy pipeline session (pure logic:
-fake sessions, no Spark)."""
+"""proxy/app.py: the serve Router's assembly, the lazy pipeline session
+(proxy/pipeline_session.py) and the background work's shutdown (pure logic: fake
+sessions, no Spark)."""
 from __future__ import annotations
 
 import asyncio
@@ -9,13 +10,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import app, engine as engine_mod, statements
+from proxy import app, engine as engine_mod, startup, statements, timezone
+from proxy.config import DatamapsSettings, Settings, StateSettings
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.datamaps.service import DatamapService
+from proxy.pipeline_session import LazySpark, SparkNotReady
 from proxy.router import Local, PassThrough, Rewrite, StatementContext
 
 
 def _ctx(**conf):
     return StatementContext("s", "me", "default", dict(conf), 10)
+
+
+def _settings(state_dir, **datamaps) -> Settings:
+    return Settings(state=StateSettings(dir=str(state_dir)), datamaps=DatamapsSettings(**datamaps))
 
 
 def test_lazy_spark_opens_once_in_a_thread_never_on_the_loop():
@@ -27,13 +35,13 @@ def test_lazy_spark_opens_once_in_a_thread_never_on_the_loop():
         gate.wait(5)
         return "session"
     opened = []
-    lazy = app.LazySpark(opener, on_open=opened.append)
+    lazy = LazySpark(opener, on_open=opened.append)
 
     async def on_loop():
-        with pytest.raises(app.SparkNotReady) as e:
+        with pytest.raises(SparkNotReady) as e:
             lazy.get()
         assert e.value.forward_quietly
-        with pytest.raises(app.SparkNotReady):
+        with pytest.raises(SparkNotReady):
             lazy()            # still starting: no second opener call
     asyncio.run(on_loop())
     gate.set()
@@ -55,12 +63,12 @@ def test_lazy_spark_failure_is_reported_and_retried():
         if len(attempts) == 1:
             raise RuntimeError("no java")
         return "s"
-    lazy = app.LazySpark(opener)
+    lazy = LazySpark(opener)
     with pytest.raises(RuntimeError):
         lazy.get()
     assert not lazy.ready and lazy.get() == "s" and len(attempts) == 2
     closed = []
-    lazy2 = app.LazySpark(lambda: "x", closer=closed.append)
+    lazy2 = LazySpark(lambda: "x", closer=closed.append)
     lazy2.close()
     assert closed == []          # never opened: nothing to close
     lazy2.get()
@@ -71,15 +79,14 @@ def test_lazy_spark_failure_is_reported_and_retried():
 def test_lazy_spark_on_open_may_use_the_session():
     seen = []
     holder = {}
-    lazy = app.LazySpark(lambda: "s", on_open=lambda s: seen.append(holder["lazy"].get()))
+    lazy = LazySpark(lambda: "s", on_open=lambda s: seen.append(holder["lazy"].get()))
     holder["lazy"] = lazy
     assert lazy.get() == "s" and seen == ["s"] and lazy.ready
 
 
 async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
     engine = SimpleNamespace(spark=object())
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None)
-    router, closer = await app.build_router(settings, engine)
+    router, closer = await app.build_router(_settings(tmp_path / "state"), engine)
     try:
         kinds = [type(h) for h in router.handlers]
         assert router.handlers[0] is statements.set_rewrite_enabled
@@ -103,8 +110,7 @@ async def test_remote_router_opens_no_session_until_needed(tmp_path, monkeypatch
     monkeypatch.setattr(engine_mod, "open_pipeline_session",
                         lambda state_dir, spark=None: opened.append(state_dir) or "session")
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
-    router, closer = await app.build_router(settings, None)
+    router, closer = await app.build_router(_settings(tmp_path), None)
     assert isinstance(router.decide(_ctx(), "SELECT a FROM t"), PassThrough)
     assert isinstance(router.decide(_ctx(), "INSERT INTO t VALUES (1)"), PassThrough)
     assert opened == []
@@ -119,10 +125,8 @@ async def test_periodic_sync_and_auto_compaction_settings(tmp_path, monkeypatch)
         calls.append(self.auto_compaction)
         if len(calls) == 2:
             raise RuntimeError("one bad run")    # logged; the next period runs again
-    monkeypatch.setattr(app.DatamapService, "sync_all", fake_sync_all)
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None,
-                               datamaps=SimpleNamespace(sync_interval_s=0.02,
-                                                        auto_compaction=True))
+    monkeypatch.setattr(DatamapService, "sync_all", fake_sync_all)
+    settings = _settings(tmp_path / "state", sync_interval_s=0.02, auto_compaction=True)
     router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
     deadline = time.monotonic() + 10
     while len(calls) < 3 and time.monotonic() < deadline:
@@ -134,8 +138,8 @@ async def test_periodic_sync_and_auto_compaction_settings(tmp_path, monkeypatch)
     assert len(calls) == n              # stopped by the closer
     # off by default
     calls.clear()
-    settings.datamaps = SimpleNamespace(sync_interval_s=0, auto_compaction=False)
-    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    router, closer = await app.build_router(_settings(tmp_path / "state"),
+                                            SimpleNamespace(spark=object()))
     await asyncio.sleep(0.1)
     await closer()
     assert calls == []
@@ -148,10 +152,8 @@ async def test_shutdown_waits_for_a_running_periodic_sync(tmp_path, monkeypatch)
         state["started"].set()
         time.sleep(0.3)
         state["finished"] = True
-    monkeypatch.setattr(app.DatamapService, "sync_all", slow_sync_all)
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path / "state")), spark=None,
-                               datamaps=SimpleNamespace(sync_interval_s=0.01,
-                                                        auto_compaction=False))
+    monkeypatch.setattr(DatamapService, "sync_all", slow_sync_all)
+    settings = _settings(tmp_path / "state", sync_interval_s=0.01)
     router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
     assert await asyncio.to_thread(state["started"].wait, 10)
     await closer()
@@ -189,12 +191,10 @@ def _catalog_with_a_datamap(state_dir):
 def test_first_index_in_a_worker_thread_opens_the_session_without_deadlock(tmp_path):
     """Remote mode: EXPLAIN's worker thread asks for the index, which opens the pipeline
     session, whose on_open warms the index again in that same thread."""
-    from proxy.datamaps.service import DatamapService
     catalog, schemas = _catalog_with_a_datamap(tmp_path)
-    holder = {}
-    lazy = app.LazySpark(lambda: _FakeSession(schemas),
-                         on_open=lambda _s: app._warm_index(holder["service"]))
-    holder["service"] = service = DatamapService(catalog, lazy)
+    lazy = LazySpark(lambda: _FakeSession(schemas))
+    service = DatamapService(catalog, lazy)
+    lazy.after_open(lambda _s: startup.warm_index(service))
     got = []
     t = threading.Thread(target=lambda: got.append(service.index()), daemon=True)
     t.start()
@@ -218,8 +218,8 @@ async def test_remote_router_opens_the_session_at_start_when_datamaps_exist(tmp_
                         lambda state_dir, spark=None: opened.append(state_dir)
                         or _FakeSession(schemas))
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
-    router, closer = await app.build_router(settings, None)
+    monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)   # no upstream
+    router, closer = await app.build_router(_settings(tmp_path), None)
     try:
         deadline = time.monotonic() + 10
         while True:   # opened in the background: a query is answered from the datamap
@@ -249,8 +249,8 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
         return _FakeSession(schemas)
     monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None)
-    router, closer = await app.build_router(settings, None)
+    monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)   # no upstream
+    router, closer = await app.build_router(_settings(tmp_path), None)
     service = router.handlers[-1].service
     try:
         assert entered.wait(5)
@@ -263,3 +263,43 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
                               "db1").used == ["db1.agg"]
     finally:
         await closer()
+
+
+@pytest.mark.timeout(60)
+async def test_shutdown_stops_and_joins_the_background_work_it_started(tmp_path, monkeypatch):
+    """`serve`'s closer: the periodic tasks are cancelled (a running sync finishes first),
+    and the threads build_router started (the pipeline session's opening, which itself
+    starts the index warm-up) are joined: none is left running, and no thread it started
+    outlives it but the event loop's own executor."""
+    catalog, schemas = _catalog_with_a_datamap(tmp_path)
+    catalog.close()
+    opening = threading.Event()
+    done = []
+
+    def slow_open(state_dir, spark=None):
+        opening.set()
+        time.sleep(0.3)
+        return _FakeSession(schemas)
+
+    def slow_warm(service):
+        time.sleep(0.3)
+        done.append("warm")
+
+    def slow_sync_all(self):
+        time.sleep(0.2)
+        done.append("sync")
+    monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
+    monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: done.append("closed"))
+    monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)
+    monkeypatch.setattr(startup, "warm_index", slow_warm)
+    monkeypatch.setattr(DatamapService, "sync_all", slow_sync_all)
+    before = set(threading.enumerate())
+    router, closer = await app.build_router(_settings(tmp_path, sync_interval_s=0.05), None)
+    assert await asyncio.to_thread(opening.wait, 10)
+    await asyncio.sleep(0.1)                  # a sync run is under way
+    await closer()
+    started = [t for t in set(threading.enumerate()) - before
+               if not t.name.startswith("asyncio_")]     # the loop's to_thread workers
+    assert started == [], [t.name for t in started]
+    assert done.index("warm") < done.index("closed")       # joined before Spark stopped
+    assert "sync" in done and done[-1] == "closed"

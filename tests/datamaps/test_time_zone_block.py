@@ -59,7 +59,8 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
     import asyncio
     from types import SimpleNamespace
 
-    from proxy import app, engine as engine_mod, timezone
+    from proxy import app, engine as engine_mod, startup, timezone
+    from proxy.config import Settings, StateSettings, UpstreamSettings
     from proxy.datamaps.handler import DatamapSelectHandler as Select
 
     class Conf(dict):
@@ -72,11 +73,11 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
     monkeypatch.setattr(timezone, "upstream_time_zone",
                         lambda upstream: asked.append(upstream.host) or "Asia/Tokyo")
     seen = []
-    monkeypatch.setattr(app, "_recover",
+    monkeypatch.setattr(startup, "recover",
                         lambda service: seen.append(session.conf.get(timezone.TIME_ZONE_KEY)))
-    monkeypatch.setattr(app, "_warm_index", lambda service: None)
-    settings = SimpleNamespace(state=SimpleNamespace(dir=str(tmp_path)), spark=None,
-                               upstream=SimpleNamespace(host="sts.example", port=10000))
+    monkeypatch.setattr(startup, "warm_index", lambda service: None)
+    settings = Settings(state=StateSettings(dir=str(tmp_path)),
+                        upstream=UpstreamSettings(host="sts.example", port=10000))
     router, closer = await app.build_router(settings, None)
     try:
         service = next(h.service for h in router.handlers if isinstance(h, Select))
@@ -94,11 +95,11 @@ def test_zone_change_invalidates_only_time_dependent_datamaps(service):
     embedded engine's zone is checked the same way at start."""
     from types import SimpleNamespace
 
-    from proxy import app
+    from proxy.pipeline_zone import adopt_engine_zone
     from proxy.timezone import TIME_ZONE_KEY
     c = service.catalog
     session = SimpleNamespace(conf={TIME_ZONE_KEY: "UTC"})
-    assert app._adopt_engine_zone(session, service) == []
+    assert adopt_engine_zone(session, service) == []
     assert c.setting("time_zone") == "UTC"
     aligned = []
     assert service.adopt_time_zone("Etc/UTC", aligned.append) == [] and aligned == ["Etc/UTC"]
@@ -112,4 +113,4 @@ def test_zone_change_invalidates_only_time_dependent_datamaps(service):
     assert country.status == "ENABLED" and c.visible_segments("db1", "by_country")
     assert [e.kind for e in c.events("db1", "by_hour")][-1] == "invalidated"
     session.conf[TIME_ZONE_KEY] = "Asia/Tokyo"
-    assert app._adopt_engine_zone(session, service) == []
+    assert adopt_engine_zone(session, service) == []

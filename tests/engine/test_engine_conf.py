@@ -1,4 +1,4 @@
-"""Pure parts of proxy/engine.py: settings duck-typing, the Spark conf, the state lock."""
+"""Pure parts of the engine (proxy/sparkconf.py, proxy/engine.py): settings duck-typing, the Spark conf, the state lock."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from proxy.engine import (EngineError, SparkSettings, StatePaths, _java_property, _StateLock,
-                          build_conf, spark_settings, write_log4j2)
+from proxy.config import SparkSettings
+from proxy.engine import _StateLock
+from proxy.sparkconf import (EngineError, StatePaths, _java_property, build_conf, spark_settings,
+                             write_log4j2)
 
 
 @dataclass(frozen=True)

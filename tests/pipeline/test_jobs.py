@@ -14,7 +14,8 @@ from pipeline import (
     read_files, read_segments, reaggregate, table_schemas,
 )
 from pipeline.files import quote_table, total_bytes
-from pipeline.table import PipelineError, segment_stats, table_exists
+from pipeline.errors import PipelineError
+from pipeline.segments import segment_stats, table_exists
 from rewriter import compile_datamap
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -198,7 +199,7 @@ def test_writes_count_rows_from_footers_and_small_deltas_need_no_shuffle(
     assert _answer(spark, d, ["0", "1"]) == _expected(spark, d)
     # A job that died after writing files but before ADD PARTITION leaves a directory the
     # metastore does not list: the start-up cleanup removes it too.
-    from pipeline.table import _partition_dir
+    from pipeline.segments import _partition_dir
     fs, stray = _partition_dir(spark, d.table, "77")
     spark.range(3).write.parquet(stray.toString())
     assert fs.exists(stray)

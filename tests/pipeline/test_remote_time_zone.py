@@ -1,7 +1,7 @@
 """Remote mode's time-zone alignment against a real Spark Thrift Server started in another
 zone (America/Los_Angeles) than the pipeline session (UTC): the same time bucket differs
-between the two until the proxy aligns the pipeline session (proxy/app.py
-align_time_zone, run when the remote pipeline session opens); an upstream whose zone
+between the two until the proxy aligns the pipeline session (proxy/pipeline_zone.py
+align_pipeline_zone, run when the remote pipeline session opens); an upstream whose zone
 cannot be read blocks time-dependent datamaps instead; doctor reports the mismatch.
 
 Embedded mode needs no check: its Thrift server runs in the pipeline's own Spark
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.app import align_time_zone, check_upstream_zone
+from proxy.pipeline_zone import align_pipeline_zone, check_upstream_zone
 from proxy.config import UpstreamSettings
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler
@@ -74,7 +74,7 @@ def test_pipeline_session_is_aligned_to_the_upstream_zone(sts, pipeline_utc, cap
     service = DatamapService(Catalog.in_state_dir(tmp_path), lambda: pipeline_utc)
     service.time_zone_problem = "left over"
     with caplog.at_level(logging.INFO, logger="proxy.timezone"):
-        assert align_time_zone(pipeline_utc, upstream, service) == []
+        assert align_pipeline_zone(pipeline_utc, upstream, service) == []
     assert service.time_zone_problem is None
     assert service.catalog.setting("time_zone") == ZONE   # what datamaps are computed under
     assert pipeline_utc.conf.get(TIME_ZONE_KEY) == ZONE
@@ -86,7 +86,7 @@ def test_pipeline_session_is_aligned_to_the_upstream_zone(sts, pipeline_utc, cap
 def test_unreadable_upstream_zone_blocks_time_dependent_datamaps(pipeline_utc):
     upstream = UpstreamSettings(host="127.0.0.1", port=free_port(), connect_timeout=2.0)
     service = SimpleNamespace(time_zone_problem=None)
-    align_time_zone(pipeline_utc, upstream, service)
+    align_pipeline_zone(pipeline_utc, upstream, service)
     assert "could not be read" in service.time_zone_problem
     assert pipeline_utc.conf.get(TIME_ZONE_KEY) == "UTC"
 

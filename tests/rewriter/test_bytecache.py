@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from rewriter import Candidate, DatamapIndex, compile_datamap
-from rewriter import layout
+from rewriter.index import CompiledForms
 from rewriter.bytecache import ByteLRU, text_size
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}
@@ -94,8 +94,9 @@ def test_rewrite_cache_skips_entries_over_an_eighth_of_the_budget_and_cheap_answ
 
 
 def test_compiled_definition_cache_is_bounded_in_bytes(monkeypatch):
-    cache = ByteLRU(200_000, layout._entry_size)
-    monkeypatch.setattr(layout, "_CACHE", cache)
+    forms = CompiledForms(200_000)
+    monkeypatch.setattr(DatamapIndex, "compiled_forms", forms)
+    cache = forms.entries
     for i in range(200):   # each definition compiles to a distinct entry
         compile_datamap(f"agg{i}", f"SELECT country, sum(qty) + {i} AS q FROM sales GROUP BY country",
                         SCHEMAS, "db1")

@@ -72,3 +72,13 @@ def test_upstream_limits_defaults_env_and_floor():
     assert s.upstream.max_reply_bytes == 2 << 20 and s.upstream.session_queue_timeout == 2.5
     with pytest.raises(ConfigError, match=r"max_reply_bytes must be at least 1048576"):
         load(env={"DATAMAP_PROXY_UPSTREAM_MAX_REPLY_BYTES": "4096"})
+
+
+def test_metastore_uris_is_a_tuple_from_toml_list_or_comma_string(tmp_path):
+    from proxy.config import load
+    f = tmp_path / "c.toml"
+    f.write_text('[spark]\nmetastore_uris = ["thrift://a:9083", " thrift://b:9083 "]\n')
+    assert load(f, env={}).spark.metastore_uris == ("thrift://a:9083", "thrift://b:9083")
+    env = {"DATAMAP_PROXY_SPARK_METASTORE_URIS": "thrift://a:9083, ,thrift://b:9083"}
+    assert load(env=env).spark.metastore_uris == ("thrift://a:9083", "thrift://b:9083")
+    assert load(env={}).spark.metastore_uris == ()

@@ -1,0 +1,125 @@
+"""Operation calls of Service (proxy/service.py): GetOperationStatus,
+GetResultSetMetadata, FetchResults, CancelOperation, CloseOperation, GetQueryId.
+
+UPSTREAM operations are forwarded (handle swapped, reply relayed as bytes); LOCAL ones are
+answered from their LocalRowSource; HOOKED ones report the proxy's state and forward
+the rest once FINISHED (proxy/calls/statement.py runs them).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from proxy.errors import ClientError, InvalidHandle, UpstreamError
+from proxy.handles import hex_id
+from proxy.operations import OpKind, OpState, Operation
+from proxy.results import empty_log_rowset
+from proxy.thrift import codec
+from proxy.thrift.gen.TCLIService import ttypes as T
+
+OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
+
+
+class OperationCalls:
+    """Part of Service (its operation registry and long-poll bound)."""
+
+    async def _h_GetOperationStatus(self, conn, name, req: T.TGetOperationStatusReq, seqid):
+        op = self._op(req.operationHandle)
+        if op.kind is OpKind.UPSTREAM:
+            reply = await self._forward_op_call(op, name, req, seqid)
+            self._mirror_state(op, reply)
+            return reply
+        if op.state.running:
+            try:
+                await asyncio.wait_for(op.done.wait(), self.long_poll)
+            except asyncio.TimeoutError:
+                pass
+        resp = T.TGetOperationStatusResp(status=OK, operationState=int(op.state))
+        if op.state in (OpState.ERROR, OpState.TIMEDOUT, OpState.CANCELED) and op.error is not None:
+            resp.sqlState = op.error.sqlState
+            resp.errorCode = op.error.errorCode or 0
+            resp.errorMessage = op.error.errorMessage
+        return resp
+
+    @staticmethod
+    def _mirror_state(op: Operation, reply: bytes) -> None:
+        """Remember upstream's state (small reply) so shutdown can drain running statements."""
+        try:
+            resp = codec.decode_reply(reply, "GetOperationStatus")
+        except Exception:  # noqa: BLE001 - the client gets the reply as is
+            return
+        if resp.operationState is not None and resp.operationState in OpState._value2member_map_:
+            op.state = OpState(resp.operationState)   # mirrored, not driven: no transition check
+
+    async def _h_GetResultSetMetadata(self, conn, name, req: T.TGetResultSetMetadataReq, seqid):
+        op = self._op(req.operationHandle)
+        if op.kind is not OpKind.LOCAL:
+            return await self._forward_op_call(op, name, req, seqid)
+        self._require_finished(op)
+        return T.TGetResultSetMetadataResp(status=OK, schema=op.result.schema())
+
+    def _require_finished(self, op: Operation) -> None:
+        if op.state is not OpState.FINISHED:
+            if op.state is OpState.ERROR and op.error is not None:
+                raise UpstreamError(op.error.errorMessage or "statement failed", op.error)
+            raise ClientError(f"Expected state FINISHED, but found {op.state.name}", "HY010")
+
+    async def _h_FetchResults(self, conn, name, req: T.TFetchResultsReq, seqid):
+        op = self._op(req.operationHandle)
+        if op.kind is OpKind.UPSTREAM:
+            return await self._forward_op_call(op, name, req, seqid)
+        columnar = op.session.columnar
+        if req.fetchType == 1:        # operation log: must always succeed
+            if op.kind is OpKind.HOOKED:
+                return await self._forward_op_call(op, name, req, seqid)
+            return T.TFetchResultsResp(status=OK, hasMoreRows=False, results=empty_log_rowset(columnar))
+        if op.kind is OpKind.HOOKED:
+            self._require_finished(op)
+            return await self._forward_op_call(op, name, req, seqid)
+        self._require_finished(op)
+        if op.result.costly(req.maxRows):
+            rowset, more = await asyncio.to_thread(op.result.fetch, req.maxRows, req.orientation)
+        else:
+            rowset, more = op.result.fetch(req.maxRows, req.orientation)
+        return T.TFetchResultsResp(status=OK, hasMoreRows=more, results=rowset)
+
+    async def _h_CancelOperation(self, conn, name, req: T.TCancelOperationReq, seqid):
+        op = self._op(req.operationHandle)
+        if op.task is not None and not op.task.done():
+            op.task.cancel()
+        if op.kind is OpKind.LOCAL:
+            return T.TCancelOperationResp(status=OK)
+        return await self._forward_op_call(op, name, req, seqid)
+
+    async def _h_CloseOperation(self, conn, name, req: T.TCloseOperationReq, seqid):
+        ident = req.operationHandle.operationId if req.operationHandle else None
+        op = self.operations.find(ident)
+        if op is None:
+            # Tolerate handles this proxy already closed; unknown ones are an error.
+            if ident is not None and bytes(ident.guid or b"") in self._recently_closed:
+                return T.TCloseOperationResp(status=OK)
+            raise InvalidHandle("OperationHandle", hex_id(ident))
+        op.session.touch()
+        reply: Any = T.TCloseOperationResp(status=OK)
+        if op.upstream_handle is not None:
+            try:
+                reply = await self._forward_op_call(op, name, req, seqid)
+            finally:
+                self._forget_op(op, "closed")
+        else:
+            self._forget_op(op, "closed")
+        return reply
+
+    async def _h_GetQueryId(self, conn, name, req: T.TGetQueryIdReq, seqid):
+        op = self._op(req.operationHandle)
+        if op.kind is OpKind.LOCAL:
+            return T.TGetQueryIdResp(queryId=hex_id(op.client_handle.operationId))
+        return await self._forward_op_call(op, name, req, seqid)
+
+    async def _forward_op_call(self, op: Operation, name: str, req: Any, seqid: int) -> bytes:
+        saved = req.operationHandle
+        req.operationHandle = op.upstream_handle
+        try:
+            return await op.session.upstream.conn.call_raw(codec.encode_call(name, seqid, req))
+        finally:
+            req.operationHandle = saved

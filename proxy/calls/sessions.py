@@ -1,0 +1,134 @@
+"""Session calls of Service (proxy/service.py): OpenSession, CloseSession, and what
+happens when a client connection or a session's upstream connection goes away.
+
+Each client session is backed by one upstream session (proxy/upstream.py), opened as the
+client's user once proxy/slots.py grants it a slot.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from proxy.errors import UpstreamError, succeeded
+from proxy.handles import hex_id
+from proxy.logsafe import safe
+from proxy.operations import OpKind, OpState
+from proxy.session import Session
+from proxy.slots import TooManySessions
+from proxy.thrift.gen.TCLIService import ttypes as T
+from proxy.upstream import UpstreamSession
+
+if TYPE_CHECKING:
+    from proxy.service import ClientConnection
+
+log = logging.getLogger("proxy.service")
+stmt_log = logging.getLogger("proxy.statement")
+OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
+
+
+class SessionCalls:
+    """Part of Service (its registries, slots and upstream factory)."""
+
+    async def _h_OpenSession(self, conn: ClientConnection, name: str, req: T.TOpenSessionReq, seqid: int):
+        if conn.sasl_user is not None:     # HS2 trusts the transport, not req.username
+            user, password = conn.sasl_user, conn.sasl_password
+        else:
+            user, password = (req.username or "anonymous"), (req.password or "")
+        client_protocol = req.client_protocol if req.client_protocol is not None else 0
+        t0 = time.monotonic()
+        try:
+            await self.slots.acquire(user)
+        except TooManySessions as e:
+            log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
+                        conn.peer, time.monotonic() - t0, e)
+            raise
+        upstream = session = None
+        try:
+            upstream = self._factory()
+            session, resp = await self._open_upstream(conn, user, password, client_protocol,
+                                                      req, upstream)
+        finally:
+            if session is None:
+                self.slots.release(user)
+                if upstream is not None:
+                    upstream.conn.close()
+        log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
+                 session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
+                 (time.monotonic() - t0) * 1000)
+        return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
+                                  sessionHandle=T.TSessionHandle(sessionId=session.handle),
+                                  configuration=resp.configuration)
+
+    async def _open_upstream(self, conn: ClientConnection, user: str, password: str,
+                             client_protocol: int, req: T.TOpenSessionReq,
+                             upstream: UpstreamSession) -> tuple[Session, T.TOpenSessionResp]:
+        try:
+            resp = await upstream.open(user, password, client_protocol, req.configuration)
+        except UpstreamError as e:
+            self._log_open_failed(user, conn, upstream, str(e))
+            raise
+        if not succeeded(resp.status) or upstream.handle is None:
+            self._log_open_failed(user, conn, upstream,
+                                  resp.status.errorMessage if resp.status else "no status")
+            raise UpstreamError("OpenSession failed", resp.status)
+        session = Session(user=user, protocol=resp.serverProtocolVersion,
+                          client_protocol=client_protocol,
+                          configuration=dict(req.configuration or {}), upstream=upstream,
+                          peer=conn.peer)
+        session.handle = self.sessions.add(session)
+        conn.sessions.add(session)
+        session.connection = conn
+        upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
+        return session, resp
+
+    @staticmethod
+    def _log_open_failed(user: str, conn: ClientConnection, upstream: UpstreamSession,
+                         reason: str | None) -> None:
+        log.warning("upstream OpenSession failed user=%s peer=%s upstream=%s: %s", safe(user, 64),
+                    conn.peer, upstream.conn.addr, safe(reason or "no reason given", 500))
+
+    def _upstream_lost(self, session: Session, reason: str) -> None:
+        """The upstream connection of `session` broke: every statement it was running is
+        gone with it. Say which (the client may only see a generic 08S01 later)."""
+        call = session.upstream.conn.current
+        if call is not None and call[0] == "ExecuteStatement":
+            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "
+                             "call=ExecuteStatement sql=%s: %s", session.id, safe(session.user, 64),
+                             safe(call[1].statement or ""), safe(reason))
+        for op in list(session.operations.values()):
+            if not op.state.running:
+                continue
+            stmt_log.warning("statement cut by upstream failure session=%s user=%s op=%s "
+                             "decision=%s state=%s sql=%s: %s", session.id, safe(session.user, 64),
+                             hex_id(op.client_handle.operationId), op.decision, op.state.name,
+                             safe(op.statement or ""), safe(reason))
+            if op.kind is OpKind.UPSTREAM:
+                # mirrored state: a dead statement must not keep the session from idling
+                # out or hold up shutdown's drain
+                op.state = OpState.ERROR
+
+    async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
+        session = self._session(req.sessionHandle)
+        await self.close_session(session, "client")
+        return T.TCloseSessionResp(status=OK)
+
+    async def close_session(self, session: Session, reason: str) -> None:
+        """Close a session's operations and its upstream session. Idempotent."""
+        if self.sessions.remove(session.handle) is None:
+            return
+        conn = getattr(session, "connection", None)
+        if conn is not None:
+            conn.sessions.discard(session)
+        for op in list(session.operations.values()):
+            self._forget_op(op, "session closed")
+        try:
+            await session.upstream.close()
+        finally:
+            self.slots.release(session.user)
+        log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
+                 safe(session.user, 64), reason, time.monotonic() - session.created)
+
+    async def connection_closed(self, conn: ClientConnection) -> None:
+        for session in list(conn.sessions):
+            await self.close_session(session, "disconnect")

@@ -1,0 +1,138 @@
+"""Statements the proxy runs itself, for Service's ExecuteStatement (proxy/service.py):
+LOCAL (the router's runner makes the result) and HOOKED (forwarded, then the proxy polls
+upstream and awaits the decision's `after` hook before reporting FINISHED). Each runs in
+a named task owned by its operation (cancelled when the operation is closed).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from proxy.errors import ProxyError, UpstreamError, succeeded, to_status
+from proxy.handles import hex_id
+from proxy.logsafe import safe
+from proxy.operations import OpKind, OpState, Operation
+from proxy.results import LocalRowSource
+from proxy.router import Local
+from proxy.session import Session
+from proxy.thrift.gen.TCLIService import ttypes as T
+from proxy.upstream import check
+
+log = logging.getLogger("proxy.service")
+OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
+_RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
+                   T.TOperationState.PENDING_STATE)
+# Kept on an operation for its log line, which shows less than this.
+STATEMENT_KEPT = 1000
+
+
+class ProxyRunStatements:
+    """Part of Service (its operation registry and statement log)."""
+
+    def _new_proxy_op(self, session: Session, kind: OpKind, statement: str, label: str) -> Operation:
+        op = Operation(kind, T.TOperationType.EXECUTE_STATEMENT, statement=statement[:STATEMENT_KEPT],
+                       decision=label)
+        op.done = asyncio.Event()
+        return op
+
+    async def _finish_sync(self, op: Operation) -> None:
+        """runAsync=false: block until the operation is terminal; failures become the
+        ExecuteStatement status."""
+        await op.done.wait()
+        if op.state is not OpState.FINISHED:
+            status = op.error or T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HY000",
+                                           errorMessage=f"Statement ended in state {op.state.name}")
+            self._forget_op(op, "failed synchronously")
+            raise UpstreamError(status.errorMessage or "statement failed", status)
+
+    async def _execute_local(self, session: Session, req: T.TExecuteStatementReq, decision: Local):
+        label = f"local:{decision.note}" if decision.note else "local"
+        op = self._new_proxy_op(session, OpKind.LOCAL, req.statement, label)
+        handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
+        timeout = req.queryTimeout if req.queryTimeout and req.queryTimeout > 0 else None
+        op.task = asyncio.create_task(self._run_local(session, op, decision, timeout),
+                                      name=f"local-op-{hex_id(handle.operationId)[:12]}")
+        if not req.runAsync:
+            await self._finish_sync(op)
+        return T.TExecuteStatementResp(status=OK, operationHandle=handle)
+
+    async def _run_local(self, session: Session, op: Operation, decision: Local,
+                         timeout: float | None) -> None:
+        op.to(OpState.RUNNING)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await decision.runner(session.upstream.run_sql)
+            op.result = LocalRowSource(result.columns, result.rows, session.protocol)
+            op.to(OpState.FINISHED)
+        except asyncio.CancelledError:
+            if op.state.running:
+                op.to(OpState.CANCELED)
+        except TimeoutError:
+            op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HYT00",
+                                 errorMessage=f"Query timed out after {timeout} seconds")
+            op.to(OpState.TIMEDOUT)
+        except Exception as e:  # noqa: BLE001 - reported through the operation's status
+            _fail(op, e, "local statement failed")
+        finally:
+            op.done.set()
+
+    async def _execute_hooked(self, session: Session, req: T.TExecuteStatementReq, sql: str,
+                              label: str, after) -> T.TExecuteStatementResp:
+        up = session.upstream
+        fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
+                                     confOverlay=req.confOverlay, runAsync=True,
+                                     queryTimeout=req.queryTimeout)
+        resp = await up.conn.call("ExecuteStatement", fwd)
+        if not succeeded(resp.status) or resp.operationHandle is None:
+            self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
+            return resp
+        self._track_session_state(session, req.statement)
+        op = self._new_proxy_op(session, OpKind.HOOKED, req.statement, label)
+        uh = resp.operationHandle
+        resp.operationHandle = self._register_op(session, op, uh, uh.operationType, uh.hasResultSet)
+        op.task = asyncio.create_task(self._run_hooked(session, op, after),
+                                      name=f"hooked-op-{hex_id(resp.operationHandle.operationId)[:12]}")
+        if not req.runAsync:
+            await self._finish_sync(op)
+        return resp
+
+    async def _run_hooked(self, session: Session, op: Operation, after) -> None:
+        op.to(OpState.RUNNING)
+        conn = session.upstream.conn
+        try:
+            while True:
+                t0 = time.monotonic()
+                st = await conn.call("GetOperationStatus",
+                                     T.TGetOperationStatusReq(operationHandle=op.upstream_handle))
+                check(st.status, "GetOperationStatus")
+                if st.operationState not in _RUNNING_STATES:
+                    break
+                if time.monotonic() - t0 < 0.5:   # upstream did not long-poll
+                    await asyncio.sleep(0.1)
+            if st.operationState == T.TOperationState.FINISHED_STATE:
+                await after(session.upstream.run_sql)
+                op.to(OpState.FINISHED)
+                return
+            op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
+                                 errorCode=st.errorCode, errorMessage=st.errorMessage)
+            op.to({T.TOperationState.CANCELED_STATE: OpState.CANCELED,
+                   T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
+                   T.TOperationState.CLOSED_STATE: OpState.CLOSED}.get(st.operationState, OpState.ERROR))
+        except asyncio.CancelledError:
+            if op.state.running:
+                op.to(OpState.CANCELED)
+        except Exception as e:  # noqa: BLE001 - reported through the operation's status
+            _fail(op, e, "post-statement hook failed")
+        finally:
+            op.done.set()
+
+
+def _fail(op: Operation, exc: Exception, what: str) -> None:
+    """A proxy-run operation ended in an error: the client reads it from the status (our
+    own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
+    if not isinstance(exc, ProxyError):
+        log.exception("%s: %s", what, safe(op.statement, 200))
+    op.error = to_status(exc)
+    if op.state.running:
+        op.to(OpState.ERROR)
