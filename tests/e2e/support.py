@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from tests.engine.test_embedded import ServeProc  # noqa: F401  (re-exported)
+from tests.support.proxy_proc import ServeProc  # noqa: F401  (re-exported)
 from tests.support.clients import ClientError, pyhive_connect, pyhive_execute
 
 __all__ = ["ServeProc", "Conn", "Pair", "ClientError", "sort_rows"]

@@ -122,7 +122,7 @@ def test_over_rewrite_max_sql_bytes_timeseries_is_rejected_without_a_parse(gw_pr
 
 
 def test_5000_nested_parentheses_in_datamap_ddl_is_54001(gw_proxy):
-    # (a query that deep is forwarded: tests/datamaps/test_hostile_statements.py; Spark
+    # (a query that deep is forwarded: tests/proxy/datamaps/test_hostile_statements.py; Spark
     # takes 10-30 s over it here, too long for this suite)
     offset = gw_proxy.log_path.stat().st_size
     c = Raw(gw_proxy.host, gw_proxy.port)

@@ -1,4 +1,6 @@
-"""Run the proxy (`python -m proxy serve ...`) as a subprocess, for integration tests.
+"""Run the proxy (`python -m proxy serve ...`) as a subprocess: in front of a given Spark
+Thrift Server (start_proxy -> ProxyProc) or embedded with its own Spark (ServeProc). The one
+process harness of the tests.
 
 The proxy is started from the repository checkout (PYTHONPATH = repo root) in its own
 working directory and process group, on an ephemeral 127.0.0.1 port. It is up when its
@@ -99,6 +101,39 @@ class ProxyProc:
         return rc
 
 
+def _spawn(argv: list[str], cwd: Path, log_path: Path,
+           env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`argv` in its own process group, from this checkout, output to `log_path`."""
+    full = dict(os.environ)
+    full["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([full["PYTHONPATH"]] if full.get("PYTHONPATH") else []))
+    full["PYTHONUNBUFFERED"] = "1"
+    full.update(env or {})
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(argv, cwd=cwd, env=full, stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc._log_file = log  # type: ignore[attr-defined]
+    return proc
+
+
+def _wait_ready(proc: subprocess.Popen, log_path: Path, host: str, port: int,
+                timeout: float, argv: list[str]) -> None:
+    """Until the proxy logged `ready` and accepts on its port; ProxyStartError otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise ProxyStartError(
+                f"proxy exited with code {proc.returncode} during start-up "
+                f"({' '.join(argv[1:])}); output:\n{log_tail(log_path)}")
+        if READY_RE.search(log_path.read_bytes()) and _port_accepts(host, port):
+            return
+        if time.monotonic() > deadline:
+            raise ProxyStartError(
+                f"proxy did not log 'ready' and accept on {host}:{port} within "
+                f"{timeout:.0f}s; output:\n{log_tail(log_path)}")
+        time.sleep(0.1)
+
+
 def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = None,
                 upstream_auth: str | None = None, state_dir: Path | None = None,
                 extra_args: list[str] | None = None,
@@ -117,32 +152,73 @@ def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = 
     if upstream_auth:
         argv += ["--upstream-auth", upstream_auth]
     argv += extra_args or []
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["PYTHONUNBUFFERED"] = "1"
     log_path = workdir / f"proxy-{port}.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    proc._log_file = log  # type: ignore[attr-defined]
+    proc = _spawn(argv, workdir, log_path)
     pp = ProxyProc(host, port, proc.pid, log_path, workdir, argv, proc)
-
-    deadline = time.monotonic() + timeout
     try:
-        while True:
-            if proc.poll() is not None:
-                raise ProxyStartError(
-                    f"proxy exited with code {proc.returncode} during start-up "
-                    f"({' '.join(argv[1:])}); output:\n{log_tail(log_path)}")
-            if READY_RE.search(log_path.read_bytes()) and _port_accepts(host, port):
-                return pp
-            if time.monotonic() > deadline:
-                raise ProxyStartError(
-                    f"proxy did not log 'ready' and accept on {host}:{port} within "
-                    f"{timeout:.0f}s; output:\n{log_tail(log_path)}")
-            time.sleep(0.1)
+        _wait_ready(proc, log_path, host, port, timeout, argv)
     except BaseException:
         pp.stop(5)
         raise
+    return pp
+
+
+class ServeProc:
+    """`python -m proxy serve` in embedded mode (its own Spark), as a subprocess in its own
+    process group, for the embedded and end-to-end tests."""
+
+    def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
+                 env: dict[str, str] | None = None):
+        self.cwd = workdir / "cwd"
+        self.cwd.mkdir(parents=True)
+        self.log_path = workdir / "serve.log"
+        self.port = free_port()
+        argv = [sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1",
+                "--port", str(self.port), "--state-dir", str(state), "--spark-master", "local[2]"]
+        t0 = time.monotonic()
+        self.proc = _spawn(argv, self.cwd, self.log_path, {
+            "DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
+            "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})})
+        self._log = self.proc._log_file   # type: ignore[attr-defined]
+        try:
+            _wait_ready(self.proc, self.log_path, "127.0.0.1", self.port, timeout, argv)
+        except ProxyStartError as e:
+            self.kill()
+            raise AssertionError(f"proxy serve did not get ready: {e}") from None
+        self.ready_seconds = time.monotonic() - t0
+        m = re.search(r"engine: Spark Thrift server on 127\.0\.0\.1:(\d+)",
+                      self.log_path.read_text(errors="replace"))
+        assert m, self.tail()
+        self.engine_port = int(m.group(1))
+        self.jvm_pids = self._children(self.proc.pid)
+
+    @staticmethod
+    def _children(pid: int) -> list[int]:
+        out = []
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                out += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return out
+
+    def jvm_pids_alive(self) -> list[int]:
+        return [p for p in self.jvm_pids if Path(f"/proc/{p}").exists()
+                and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self, timeout: float = 90.0) -> int:
+        _signal_group(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        if not self._log.closed:
+            self._log.close()

@@ -14,8 +14,8 @@ import pytest
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, over_limit
 from proxy.errors import ClientError
 from proxy.router import Local, LocalResult, Reject, Rewrite
-from tests.datamaps.support import add_datamap
-from tests.datamaps.test_handler import AGG, SCHEMAS, _ctx, service  # noqa: F401 - fixture
+from tests.proxy.datamaps.support import add_datamap
+from tests.proxy.datamaps.test_handler import AGG, SCHEMAS, _ctx, service  # noqa: F401 - fixture
 
 DEEP = "(" * 5000 + "qty" + ")" * 5000
 

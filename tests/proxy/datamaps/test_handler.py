@@ -12,7 +12,7 @@ from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
 from rewriter.api import RewriteResult
-from tests.datamaps.support import add_datamap, decision_service, no_spark
+from tests.proxy.datamaps.support import add_datamap, decision_service, no_spark
 
 SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
                              "ts": "timestamp"}}}

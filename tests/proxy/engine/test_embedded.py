@@ -3,23 +3,19 @@ pytest process), PyHive and beeline against its in-process Spark Thrift server, 
 SparkSession used as the pipeline session, and a restart on the same state directory."""
 from __future__ import annotations
 
-import os
-import re
-import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.engine.driver_client import DriverError, SparkDriver
+from tests.proxy.engine.driver_client import DriverError, SparkDriver
 from tests.support.clients import jdbc_url, pyhive_connect, pyhive_execute, run_beeline
+from tests.support.proxy_proc import ServeProc
 from tests.support.sts import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 SETTINGS = {"master": "local[2]", "driver_memory": "1g", "ui": False,
             "conf": {"spark.sql.shuffle.partitions": "4"}}
@@ -122,73 +118,6 @@ def test_embedded_engine_serves_persists_and_restarts(tmp_path: Path):
     finally:
         serve.kill()
     assert list(serve.cwd.iterdir()) == [], list(serve.cwd.iterdir())
-
-
-class ServeProc:
-    """`python -m proxy serve` in embedded mode, as a subprocess in its own process group."""
-
-    def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
-                 env: dict[str, str] | None = None):
-        self.cwd = workdir / "cwd"
-        self.cwd.mkdir(parents=True)
-        self.log_path = workdir / "serve.log"
-        self.port = free_port()
-        extra, env = env or {}, dict(os.environ)
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        env.update({"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
-                    "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **extra})
-        self._log = open(self.log_path, "wb")
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1",
-             "--port", str(self.port), "--state-dir", str(state), "--spark-master", "local[2]"],
-            cwd=self.cwd, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True)
-        while not re.search(r"\bready\b", self.log_path.read_text(errors="replace")):
-            if self.proc.poll() is not None or time.monotonic() - t0 > timeout:
-                self.kill()
-                raise AssertionError(f"proxy serve did not get ready:\n{self.tail()}")
-            time.sleep(0.2)
-        self.ready_seconds = time.monotonic() - t0
-        m = re.search(r"engine: Spark Thrift server on 127\.0\.0\.1:(\d+)",
-                      self.log_path.read_text(errors="replace"))
-        assert m, self.tail()
-        self.engine_port = int(m.group(1))
-        self.jvm_pids = self._children(self.proc.pid)
-
-    @staticmethod
-    def _children(pid: int) -> list[int]:
-        out = []
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                out += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                pass
-        return out
-
-    def jvm_pids_alive(self) -> list[int]:
-        return [p for p in self.jvm_pids if Path(f"/proc/{p}").exists()
-                and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
-
-    def tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-
-    def stop(self, timeout: float = 90.0) -> int:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            self._log.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(30)
-        if not self._log.closed:
-            self._log.close()
 
 
 def _non_loopback_address() -> str | None:

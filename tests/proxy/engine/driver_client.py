@@ -1,4 +1,4 @@
-"""Test-side handle on tests/engine/spark_driver.py running in a subprocess."""
+"""Test-side handle on tests/proxy/engine/spark_driver.py running in a subprocess."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class DriverError(AssertionError):
@@ -31,7 +31,7 @@ class SparkDriver:
         cwd.mkdir(parents=True, exist_ok=True)
         self.cwd = cwd
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.engine.spark_driver", mode, str(state_dir),
+            [sys.executable, "-m", "tests.proxy.engine.spark_driver", mode, str(state_dir),
              json.dumps(settings)],
             cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log, text=True, bufsize=1, start_new_session=True)

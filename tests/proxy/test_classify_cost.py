@@ -12,7 +12,7 @@ from proxy import statements
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.router import Router, StatementContext
 from proxy.service import Service
-from tests.datamaps.support import add_datamap, decision_service
+from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}
 

@@ -1,7 +1,7 @@
 """Subprocess driver for the engine tests: keeps every SparkSession out of the pytest process.
 
-    python -m tests.engine.spark_driver embedded STATE_DIR SETTINGS_JSON
-    python -m tests.engine.spark_driver pipeline STATE_DIR SETTINGS_JSON
+    python -m tests.proxy.engine.spark_driver embedded STATE_DIR SETTINGS_JSON
+    python -m tests.proxy.engine.spark_driver pipeline STATE_DIR SETTINGS_JSON
 
 `embedded` starts proxy.engine.EmbeddedEngine and prints {"ready": [host, port], "seconds": s};
 `pipeline` opens proxy.engine.open_pipeline_session and prints {"ready": null, "seconds": s}.

@@ -6,7 +6,7 @@ import pytest
 
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
-from tests.unit.proxy.test_codec import ALL_METHODS, _sample_req, _sample_resp
+from tests.proxy.test_codec import ALL_METHODS, _sample_req, _sample_resp
 
 
 def _rowset_reply(rows: int) -> bytes:

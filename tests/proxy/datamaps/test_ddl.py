@@ -11,7 +11,7 @@ import yaml
 from proxy.datamaps import ddl
 from proxy.datamaps.ddl import DdlError, Name, parse
 
-CASES = yaml.safe_load((Path(__file__).parents[1] / "fixtures/datamaps/ddl.yaml").read_text())
+CASES = yaml.safe_load((Path(__file__).parents[2] / "fixtures/datamaps/ddl.yaml").read_text())
 
 
 def _plain(value):

@@ -10,7 +10,7 @@ import yaml
 
 from proxy.classify import FORMS, Kind, Statement, classify
 
-CASES = yaml.safe_load((Path(__file__).parents[2] / "fixtures/proxy/classify.yaml")
+CASES = yaml.safe_load((Path(__file__).parents[1] / "fixtures/proxy/classify.yaml")
                        .read_text())["cases"]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.router import LocalResult, Rewrite, StatementContext
-from tests.datamaps.support import add_datamap, decision_service
+from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}
 BY_COUNTRY = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"

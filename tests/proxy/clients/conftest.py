@@ -60,7 +60,7 @@ _SPARK_FIXTURES = {"sts", "sts_starts", "target", "direct", "proxy", "itest_db"}
 def pytest_collection_modifyitems(items):
     # Tests that touch a real Spark Thrift Server carry the `spark` marker.
     for item in items:
-        if "/integration/" in str(item.fspath) and \
+        if "/proxy/clients/" in str(item.fspath) and \
                 _SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.spark)
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.driver_client import SparkDriver
+from tests.proxy.engine.driver_client import SparkDriver
 from tests.support.clients import pyhive_connect, pyhive_execute
 from tests.support.sts import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy" / "local"
 CORE = "metastore spark-master spark-worker thrift-server"
 
