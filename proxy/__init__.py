@@ -26,7 +26,10 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
      │                 binary protocol; skip-parser for NOSASL message boundaries;
      │                 TApplicationException (UNKNOWN_METHOD for GetLog & co, same seqid).
      ▼
-  service.py           one handler per TCLIService call. Every handle a client sees is
+  service.py           one handler per TCLIService call (session calls, metadata
+     │                 pass-through, operation calls and proxy-run statements are mixins in
+     │                 calls/; service.py keeps dispatch, registries and ExecuteStatement's
+     │                 decision). Every handle a client sees is
      │                 minted here (handles.py: 16-byte guid + secret) and maps to a Session
      │                 (session.py) or an Operation (operations.py: explicit state machine).
      │                 Replies without handles (FetchResults, GetOperationStatus, ...) are
@@ -40,8 +43,11 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
      │                             TRowSet for protocol >= V6, row-based below; FETCH_FIRST;
      │                             long-poll GetOperationStatus up to 5 s).
      │     Reject                  error status with the handler's SQLSTATE.
-     │   Handlers are appended to the Router by components (statements.py owns
-     │   `SET datamap.rewrite.enabled`; datamaps/ adds DDL; the rewriter adds Rewrite).
+     │   classify.py says once per decision what the statement is (query, SET, USE,
+     │   write and its tables, datamap DDL; tokens from sqlscan.py) for every handler and
+     │   for session.track_statement. Handlers are appended to the Router by components
+     │   (statements.py owns `SET datamap.rewrite.enabled`; datamaps/ adds DDL, loads and
+     │   the rewriter's Rewrite). Handlers return the settings a statement changes.
      ▼
   upstream.py          asyncio HS2 client to Spark: one connection + session per client
                        session, opened as the client's user with its OpenSession
@@ -56,6 +62,11 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
 errors.py turns any exception into a TStatus in one place (ClientError: our SQLSTATE;
 UpstreamError: Spark's status untouched; anything else: HY000 "Internal proxy error").
 config.py holds frozen settings (defaults < TOML < DATAMAP_PROXY_<SECTION>_<KEY> < flags).
+app.py wires one `serve` process: pipeline_session.py (the lazily opened pipeline
+SparkSession), startup.py (recovery, index warm-up, remote-mode on-open), pipeline_zone.py
+(the pipeline's time zone against the upstream's), background.py (every thread and task
+serve starts, stopped and joined at shutdown); engine.py runs embedded Spark, sparkconf.py
+is its pure half (settings check, Spark conf, state paths).
 cli.py: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `sync` (runs
 SYNC DATAMAPS on the running proxy through upstream.py's client), `users add`, `doctor`.
 
