@@ -107,8 +107,10 @@ def test_select_1_stays_fast_while_a_2mb_statement_is_parsed(parsing_proxy):
                                                             parsing_proxy.port, sql))
     log = _log_since(parsing_proxy, offset)
     assert "decision=rewrite:timeseries" in log        # it was parsed and translated
-    assert len(lat) >= 5, (lat, took)      # on 8aae22c the loop is blocked: 0-2 calls end
-    assert statistics.median(lat) < 1.0, lat
+    # On 8aae22c the loop is blocked for the whole parse: 0-2 calls end, each as long as
+    # the parse. A quiet box parses it in under 2 s, so ask for a few calls, each short.
+    assert len(lat) >= 3, (lat, took)
+    assert statistics.median(lat) < min(1.0, took / 2), (lat, took)
     assert "Traceback" not in log and " ERROR " not in log
 
 
