@@ -115,18 +115,6 @@ def _partition_files(spark: "SparkSession", table: str, segment_id: str,
         return None
 
 
-def segment_files(spark: "SparkSession", definition: DatamapDefinition,
-                  segment_id: str) -> tuple[str, ...]:
-    """Data files of one partition (a listing, no Spark job)."""
-    files = _partition_files(spark, definition.table, segment_id)
-    if files is not None:
-        return files
-    spark.catalog.refreshTable(definition.table)
-    marker = f"/{SEGMENT_COLUMN}={segment_id}/"
-    return tuple(sorted(normalize_path(f) for f in spark.table(definition.table).inputFiles()
-                        if marker in f))
-
-
 def segment_stats(spark: "SparkSession", definition: DatamapDefinition,
                   segment_id: str) -> tuple[int, tuple[str, ...]]:
     """(rows, files) of one written partition, in one small job."""

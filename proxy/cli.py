@@ -300,8 +300,10 @@ def _sync(a: argparse.Namespace) -> int:
 def _has_failed(actions) -> bool:
     """A SYNC DATAMAPS row's DataMaps column names a datamap that could not be refreshed."""
     import json
+
+    from proxy.datamaps.maintenance import RefreshOutcome
     try:
-        return any(str(v).startswith("failed") for v in json.loads(actions).values())
+        return any(str(v).startswith(RefreshOutcome.FAILED) for v in json.loads(actions).values())
     except (TypeError, ValueError, AttributeError):
         return False
 
