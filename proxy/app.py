@@ -79,9 +79,9 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
 
     router = Router()
     statements.install(router)
+    select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes)
     router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes),
-                        DatamapLoadHandler(service, dm.rewrite_max_sql_bytes),
-                        DatamapSelectHandler(service, dm.rewrite_max_sql_bytes)]
+                        DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if dm.sync_interval_s > 0:
         log.info("datamap sync every %gs", dm.sync_interval_s)
@@ -99,6 +99,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     async def closer() -> None:
         await background.stop()
         router.close()
+        await asyncio.to_thread(select.close)     # the large-statement rewrite process
         service.close()
         if engine is None:       # the engine's own session is the engine's to stop
             await asyncio.to_thread(spark.close)

@@ -24,6 +24,7 @@ fewest grouping columns, then the name).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections import defaultdict
@@ -40,6 +41,7 @@ from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qua
 
 log = logging.getLogger(__name__)
 _HAS_TIMESERIES = re.compile(r"timeseries\s*\(", re.I)
+_TOKENS = itertools.count(1)
 CACHE_BYTES = 64 << 20
 TOO_COMPLEX = "statement too complex (nested too deeply to analyse)"
 
@@ -101,6 +103,7 @@ class DatamapIndex:
 
     def __init__(self, candidates, schemas, version: int = 0, cache_bytes: int = CACHE_BYTES):
         self.version = version
+        self.token = next(_TOKENS)    # tells this index from a rebuilt one of the same version
         self.schemas = schemas
         self.schema = make_schema(schemas)
         self.candidates: dict[str, Candidate] = {}
@@ -122,9 +125,14 @@ class DatamapIndex:
         self._cache: ByteLRU[tuple[str, str], RewriteResult] = ByteLRU(cache_bytes, _entry_size)
 
     # ------------------------------------------------------------------ public
+    def would_parse(self, sql: str) -> bool:
+        """False when the text alone settles that nothing is rewritten (no datamap's base
+        table is named and no timeseries() is called): rewrite() then returns at once."""
+        return bool((self._precheck is not None and self._precheck.search(sql))
+                    or _HAS_TIMESERIES.search(sql))
+
     def rewrite(self, sql: str, current_db: str) -> RewriteResult:
-        if (self._precheck is None or not self._precheck.search(sql)) \
-                and not _HAS_TIMESERIES.search(sql):
+        if not self.would_parse(sql):
             return RewriteResult(sql, False)       # nothing to parse for
         key = (sql, current_db)
         hit = self._cache.get(key)

@@ -39,6 +39,7 @@ from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import ddl
 from proxy.datamaps.failures import STATEMENT
+from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.router import (
@@ -179,9 +180,21 @@ def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
 
 
 class DatamapSelectHandler:
-    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
+                 isolated: IsolatedRewriter | None = None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
+        # large statements are parsed in a process of their own (see isolated.py)
+        self.isolated = isolated or IsolatedRewriter()
+
+    def close(self) -> None:
+        self.isolated.close()
+
+    def _rewrite(self, statement: str, current_db: str):
+        index = self.service.index()
+        if self.isolated.wanted(index, statement):
+            return self.isolated.rewrite(index, statement, current_db)
+        return index.rewrite(statement, current_db)
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if classify(statement).kind is not Kind.QUERY:
@@ -191,12 +204,14 @@ class DatamapSelectHandler:
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
         try:
-            result = self.service.index().rewrite(statement, ctx.current_db)
+            result = self._rewrite(statement, ctx.current_db)
         except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
             if getattr(e, "forward_quietly", False):   # e.g. the pipeline session is starting
                 log.info("not rewriting yet (%s); forwarding the original statement", e)
             else:
                 log.warning("rewrite failed; forwarding the original statement", exc_info=True)
+            return None
+        if result is None:              # the rewrite process failed: logged, forward as is
             return None
         if result.missing_schemas:      # e.g. a dimension table joined onto a datamap's table
             self.service.request_schemas(result.missing_schemas)
