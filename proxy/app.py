@@ -30,6 +30,7 @@ from proxy.background import Background
 from proxy.config import Settings
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.serving import ServingTier
 from proxy.datamaps.service import DatamapService
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
@@ -79,8 +80,9 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
 
     router = Router()
     statements.install(router)
-    select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes)
-    router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes),
+    serving = ServingTier(catalog, settings.serving)   # DuckDB starts at the first hit
+    select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving)
+    router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if dm.sync_interval_s > 0:
@@ -100,6 +102,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         await background.stop()
         router.close()
         await asyncio.to_thread(select.close)     # the large-statement rewrite process
+        serving.close()
         service.close()
         if engine is None:       # the engine's own session is the engine's to stop
             await asyncio.to_thread(spark.close)

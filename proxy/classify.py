@@ -32,14 +32,17 @@ from typing import Callable
 
 from proxy.sqlscan import Cursor, StatementError, Token, bare
 
-REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session setting
+REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
+SERVING_KEY = "datamap.serving.enabled"      # answer datamap hits in-process (proxy/serving)
+CACHE_KEY = "datamap.cache.enabled"          # the result cache of served answers
+PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY)
 TIME_ZONE_SETTING = "spark.sql.session.timeZone"
 
 
 class Kind(Enum):
     QUERY = "query"                # SELECT / WITH / FROM / ( ...: what the rewriter reads
     SET = "set"                    # SET [k = v], SET TIME ZONE ...
-    SET_REWRITE = "set_rewrite"    # SET datamap.rewrite.enabled [= true|false]
+    SET_REWRITE = "set_rewrite"    # SET datamap.(rewrite|serving|cache).enabled [= true|false]
     USE = "use"
     WRITE = "write"                # rows of `tables` change: INSERT, LOAD DATA, TRUNCATE
     FILES = "files"                # data files of `tables` may change: partition DDL, MSCK
@@ -142,24 +145,27 @@ def _set(statement: str, m: _Match) -> Statement:
     return Statement(Kind.SET, key=kv.group("key"), value=kv.group("value"))
 
 
-def _set_rewrite(statement: str, m: _Match) -> Statement:
-    text = bare(statement)
-    assign = _SET_REWRITE_VALUE.fullmatch(text, m.end)
-    if assign is None:
-        try:
-            tok = m.next
-        except StatementError as e:
-            return Statement(Kind.SET_REWRITE, key=REWRITE_KEY, error=e.message)
-        if tok.kind == "end" or (tok.kind == "op" and tok.value == ";"):
-            return Statement(Kind.SET_REWRITE, key=REWRITE_KEY)       # show the value
-        return Statement(Kind.SET_REWRITE, key=REWRITE_KEY, error=Cursor(statement).error(
-            f"expected '=' after {REWRITE_KEY}", tok).message)
-    raw = assign.group("value").strip()
-    value = raw.strip("'\"`").strip().lower()
-    if value not in ("true", "false"):
-        return Statement(Kind.SET_REWRITE, key=REWRITE_KEY,
-                         error=f"Invalid value '{raw}' for {REWRITE_KEY}: expected true or false")
-    return Statement(Kind.SET_REWRITE, key=REWRITE_KEY, value=value)
+def _set_proxy_key(key: str):
+    """SET <one of PROXY_KEYS> [= true|false]: the proxy's own session settings."""
+    def parse(statement: str, m: _Match) -> Statement:
+        text = bare(statement)
+        assign = _SET_REWRITE_VALUE.fullmatch(text, m.end)
+        if assign is None:
+            try:
+                tok = m.next
+            except StatementError as e:
+                return Statement(Kind.SET_REWRITE, key=key, error=e.message)
+            if tok.kind == "end" or (tok.kind == "op" and tok.value == ";"):
+                return Statement(Kind.SET_REWRITE, key=key)       # show the value
+            return Statement(Kind.SET_REWRITE, key=key, error=Cursor(statement).error(
+                f"expected '=' after {key}", tok).message)
+        raw = assign.group("value").strip()
+        value = raw.strip("'\"`").strip().lower()
+        if value not in ("true", "false"):
+            return Statement(Kind.SET_REWRITE, key=key,
+                             error=f"Invalid value '{raw}' for {key}: expected true or false")
+        return Statement(Kind.SET_REWRITE, key=key, value=value)
+    return parse
 
 
 # Tried in order; the first form whose steps all match wins. Forms for the same first word
@@ -192,7 +198,8 @@ FORMS: tuple[Form, ...] = (
     # -- after the datamap forms that share their first word --------------------------------
     Form(Kind.ALTER_TABLE, ("alter", "table", NAME), _alter),
     # -- session state ----------------------------------------------------------------------
-    Form(Kind.SET_REWRITE, ("set", *re.split(r"(\.)", REWRITE_KEY)), _set_rewrite),
+    *(Form(Kind.SET_REWRITE, ("set", *re.split(r"(\.)", key)), _set_proxy_key(key))
+      for key in PROXY_KEYS),
     Form(Kind.SET, ("set", "time", "zone"),
          lambda _sql, _m: Statement(Kind.SET, key=TIME_ZONE_SETTING)),
     Form(Kind.SET, ("set",), _set),

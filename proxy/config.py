@@ -90,16 +90,32 @@ class DatamapsSettings:
 
 
 @dataclass(frozen=True)
+class ServingSettings:
+    """The in-process engine for datamap answers (proxy/serving, docs/serving.md)."""
+    enabled: bool = True                 # False: every datamap hit runs on Spark as before
+    max_datamap_bytes: int = 1 << 30     # datamap files read by one query above this -> Spark
+    threads: int = 2                     # DuckDB threads per query
+    workers: int = 4                     # queries run at once; more wait for a worker
+    memory_limit: str = "1GB"            # DuckDB's memory_limit
+    timeout: float = 5.0                 # seconds; a slower local answer goes to Spark
+    cache: bool = True                   # the result cache of served answers
+    cache_bytes: int = 256 << 20         # all cached results together
+    cache_max_result_bytes: int = 8 << 20    # one result above this is not cached
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
     state: StateSettings = field(default_factory=StateSettings)
     datamaps: DatamapsSettings = field(default_factory=DatamapsSettings)
+    serving: ServingSettings = field(default_factory=ServingSettings)
 
 
 SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
-            "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings}
+            "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings,
+            "serving": ServingSettings}
 # Below this, replies that Spark splits over several small SASL frames could pass the
 # limit unchecked (upstream.py trusts a frame of 64 KiB or more to end its message).
 _MIN_REPLY_BYTES = 1 << 20

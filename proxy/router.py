@@ -119,13 +119,23 @@ class Local:
 
 
 @dataclass(frozen=True)
+class Serve:
+    """A rewritten query the proxy may answer in-process (proxy/serving): `attempt()`
+    returns (LocalResult, how) or (None, why) — then `fallback` is forwarded to Spark.
+    Either way the client sees one statement; `how` goes to the statement log."""
+    attempt: Callable[[], Awaitable[tuple["LocalResult | None", str]]]
+    fallback: Rewrite
+    settings: Settings = ()
+
+
+@dataclass(frozen=True)
 class Reject:
     """Fail the statement with this message and SQLSTATE, without contacting upstream."""
     message: str
     sqlstate: str = "42000"
 
 
-Decision = PassThrough | Rewrite | Local | Reject
+Decision = PassThrough | Rewrite | Local | Reject | Serve
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ via errors.to_status, or a TApplicationException for calls without a status fiel
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_s
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
-from proxy.router import Local, PassThrough, Reject, Rewrite, Router, StatementContext
+from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
 from proxy.slots import SessionSlots
 from proxy.thrift import codec
@@ -190,6 +191,14 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         session.conf.update(decision.settings)
         if isinstance(decision, Local):
             return await self._execute_local(session, req, decision)
+        if isinstance(decision, Serve):
+            result, how = await decision.attempt()
+            note = decision.fallback.note
+            label = f"rewrite:{note} served={how}" if note else f"rewrite served={how}"
+            if result is not None:
+                return self._execute_served(session, req, result, label)
+            decision = dataclasses.replace(decision.fallback, note=(
+                f"{note} served={how}" if note else f"served={how}"))
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = f"rewrite:{decision.note}" if isinstance(decision, Rewrite) and decision.note else (
             "rewrite" if isinstance(decision, Rewrite) else "pass")

@@ -33,9 +33,10 @@ def semantic_setting(key: str) -> bool:
     return k in _SEMANTIC_KEYS or k.startswith("spark.sql.legacy.")
 
 
-def rewrite_on(conf: Mapping[str, str]) -> bool:
-    """Is datamap rewriting switched on in these settings? (on unless set to false)"""
-    return str(conf.get(REWRITE_KEY, "true")).strip().lower() != "false"
+def rewrite_on(conf: Mapping[str, str], key: str = REWRITE_KEY) -> bool:
+    """Is datamap rewriting (or another of classify.PROXY_KEYS) switched on in these
+    settings? (on unless set to false)"""
+    return str(conf.get(key, "true")).strip().lower() != "false"
 
 
 def track_statement(session: Any, statement: str) -> None:

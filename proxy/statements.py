@@ -1,7 +1,9 @@
 """Statements the gateway answers itself, as Router StatementHandlers.
 
 `SET datamap.rewrite.enabled=true|false` (per session; default true) and
-`SET datamap.rewrite.enabled` (show). Answered like Spark answers SET: columns key, value.
+`SET datamap.rewrite.enabled` (show); the same for `datamap.serving.enabled` (answer hits
+in-process, proxy/serving) and `datamap.cache.enabled` (their result cache). Answered like
+Spark answers SET: columns key, value.
 The new value reaches the session as the Local decision's `settings`.
 
 `watch_semantic_settings` passes every SET through unchanged, but remembers when a
@@ -27,13 +29,14 @@ def set_rewrite_enabled(ctx: StatementContext, statement: str) -> Decision | Non
         return None
     if stmt.error is not None:
         return Reject(stmt.error, "42000")
-    value = stmt.value if stmt.value is not None else ctx.conf.get(REWRITE_KEY, "true")
+    key = stmt.key or REWRITE_KEY
+    value = stmt.value if stmt.value is not None else ctx.conf.get(key, "true")
 
     async def answer(_upstream) -> LocalResult:
-        return LocalResult(columns=SET_COLUMNS, rows=[(REWRITE_KEY, value)])
+        return LocalResult(columns=SET_COLUMNS, rows=[(key, value)])
     if stmt.value is None:
         return Local(answer, note="set:show")
-    return Local(answer, note="set", settings=((REWRITE_KEY, value),))
+    return Local(answer, note="set", settings=((key, value),))
 
 
 def watch_semantic_settings(ctx: StatementContext, statement: str) -> Remember | None:

@@ -93,6 +93,10 @@ class RewriteResult:
     # Tables the statement reads (next to tables with datamaps) whose schemas the index was
     # not given: the caller may load them and build a new index; nothing was rewritten.
     missing_schemas: list[str] = field(default_factory=list)
+    # The rewritten statement as a sqlglot tree (Spark dialect) when the rewriter has it:
+    # the serving tier emits its engine's SQL from it without parsing `sql` again. Shared
+    # by every caller of a cached result: read it, never change it.
+    tree: object | None = field(default=None, repr=False, compare=False)
 
 
 class DatamapDefinitionError(Exception):

@@ -43,13 +43,15 @@ log = logging.getLogger(__name__)
 _HAS_TIMESERIES = re.compile(r"timeseries\s*\(", re.I)
 _TOKENS = itertools.count(1)
 CACHE_BYTES = 64 << 20
+TREE_KEPT_BYTES = 16 << 10
 TOO_COMPLEX = "statement too complex (nested too deeply to analyse)"
 
 
 def _entry_size(key: tuple[str, str], res: RewriteResult) -> int:
     # an unchanged statement's result shares the key's text: count it once
     return text_size(key, res.used, res.skipped, res.missing_schemas,
-                     "" if res.sql is key[0] else res.sql)
+                     "" if res.sql is key[0] else res.sql) + (
+        _TREE_WEIGHT * len(res.sql) if res.tree is not None else 0)
 
 
 # A compiled form (sqlglot trees, facts) weighs some tens of times its SQL text; the
@@ -138,7 +140,7 @@ class DatamapIndex:
         hit = self._cache.get(key)
         if hit is not None:
             return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped),
-                                 list(hit.missing_schemas))
+                                 list(hit.missing_schemas), hit.tree)
         try:
             res = self._rewrite(sql, current_db)
         except RecursionError:
@@ -151,7 +153,7 @@ class DatamapIndex:
                                                  for n in self.candidates})
         self._cache.put(key, res)
         return RewriteResult(res.sql, res.rewritten, list(res.used), dict(res.skipped),
-                             list(res.missing_schemas))
+                             list(res.missing_schemas), res.tree)
 
     # ------------------------------------------------------------------ work
     def _rewrite(self, sql: str, current_db: str) -> RewriteResult:
@@ -231,7 +233,11 @@ class DatamapIndex:
                 skipped[n] = "no query block reads its tables"
         if not replaced:
             return RewriteResult(sql, False, [], skipped)
-        return RewriteResult(tree.sql(DIALECT), True, used, skipped)
+        out = tree.sql(DIALECT)
+        # the tree rides along for the serving tier only for dashboard-sized statements:
+        # a cached tree weighs tens of times its text
+        return RewriteResult(out, True, used, skipped,
+                             tree=tree if len(out) <= TREE_KEPT_BYTES else None)
 
     def _unknown_tables(self, tree: exp.Expression, current_db: str) -> list[str]:
         """Tables read by the statement that the index has no schema for (CTE names and

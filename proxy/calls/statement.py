@@ -57,6 +57,21 @@ class ProxyRunStatements:
             await self._finish_sync(op)
         return T.TExecuteStatementResp(status=OK, operationHandle=handle)
 
+    def _execute_served(self, session: Session, req: T.TExecuteStatementReq, result,
+                        label: str) -> T.TExecuteStatementResp:
+        """A datamap answer the proxy computed already (proxy/serving): the operation is
+        FINISHED when the client gets its handle."""
+        op = self._new_proxy_op(session, OpKind.LOCAL, req.statement, label)
+        handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
+        op.to(OpState.RUNNING)
+        try:
+            op.result = LocalRowSource(result.columns, result.rows, session.protocol)
+            op.to(OpState.FINISHED)
+        except Exception as e:  # noqa: BLE001 - reported through the operation's status
+            _fail(op, e, "served result failed")
+        op.done.set()
+        return T.TExecuteStatementResp(status=OK, operationHandle=handle)
+
     async def _run_local(self, session: Session, op: Operation, decision: Local,
                          timeout: float | None) -> None:
         op.to(OpState.RUNNING)

@@ -43,7 +43,7 @@ from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.router import (
-    Decision, Local, LocalResult, PassThrough, Reject, Rewrite, StatementContext,
+    Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
 from proxy.session import BLOCKED_KEY, rewrite_on
 from rewriter.api import RewriteResult
@@ -80,9 +80,11 @@ async def _job(statement: str, fn, *args, **kwargs):
 
 
 class DatamapDdlHandler:
-    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
+    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
+                 serving=None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
+        self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         try:
@@ -116,6 +118,7 @@ class DatamapDdlHandler:
         enabled = rewrite_enabled(ctx) and not too_long
         current_db = ctx.current_db
         service = self.service
+        serving, conf = self.serving, ctx.conf
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
@@ -139,8 +142,9 @@ class DatamapDdlHandler:
             mode = f"{stmt.mode.upper()} " if stmt.mode else ""
             plan = await upstream(f"EXPLAIN {mode}{result.sql}")
             upstream_text = "\n".join(str(r[0]) for r in plan.rows)
-            return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db) + "\n"
-                                               + upstream_text,)])
+            where = await asyncio.to_thread(served_lines, serving, result, conf)
+            return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
+                                               + "\n" + upstream_text,)])
         return run
 
 
@@ -164,7 +168,22 @@ def display_name(datamap: str, current_db: str | None) -> str:
     return name if dot and db == (current_db or "default").lower() else datamap
 
 
-def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
+def served_lines(serving, result: RewriteResult, conf) -> list[str]:
+    """EXPLAIN's `Served by:` and `Result cache:` lines (docs/serving.md)."""
+    if not result.used:
+        return ["Served by: spark", "Result cache: bypassed (not answered from a datamap)"]
+    if serving is None:
+        return ["Served by: spark (no local engine)", "Result cache: bypassed (not served "
+                                                      "locally)"]
+    from proxy.serving import Served
+    served = serving.plan(result, conf)
+    if not isinstance(served, Served):
+        return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]
+    return ["Served by: local engine", f"Result cache: {serving.cache_state(served, conf)}"]
+
+
+def explain_header(result: RewriteResult, current_db: str | None = None,
+                   served: list[str] | None = None) -> str:
     """contract.md's EXPLAIN preamble, ending with the blank line."""
     lines = ["== Datamap Rewrite =="]
     if result.used:
@@ -172,6 +191,7 @@ def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
     else:
         lines.append("No datamap hit")
     lines.append(f"Rewritten SQL: {result.sql}")
+    lines += served or []
     if not result.used:
         lines += [f"Skipped {display_name(name, current_db)}: {reason}"
                   for name, reason in result.skipped.items()]
@@ -181,9 +201,10 @@ def explain_header(result: RewriteResult, current_db: str | None = None) -> str:
 
 class DatamapSelectHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 isolated: IsolatedRewriter | None = None):
+                 isolated: IsolatedRewriter | None = None, serving=None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
+        self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         # large statements are parsed in a process of their own (see isolated.py)
         self.isolated = isolated or IsolatedRewriter()
 
@@ -219,7 +240,27 @@ class DatamapSelectHandler:
             return None
         note = ",".join(f"mv:{display_name(n, ctx.current_db)}" for n in result.used) \
             or "timeseries"
-        return Rewrite(result.sql, note=note)
+        rewrite = Rewrite(result.sql, note=note)
+        if self.serving is None or not result.used:
+            return rewrite
+        return self._serve(result, rewrite, ctx)
+
+    def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
+        """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
+        from proxy.serving import Served
+        try:
+            served = self.serving.plan(result, ctx.conf)
+        except Exception:  # noqa: BLE001 - the tier must never fail a query: Spark answers
+            log.warning("serving tier failed to plan; Spark answers", exc_info=True)
+            return rewrite
+        if not isinstance(served, Served):
+            log.debug("Spark answers: %s", served)
+            return rewrite
+        tier, conf = self.serving, ctx.conf
+
+        async def attempt():
+            return await tier.answer(served, conf)
+        return Serve(attempt, rewrite)
 
     def _too_long(self, statement: str) -> Decision | None:
         if _TIMESERIES.search(statement):

@@ -33,7 +33,9 @@ def _rewrite_in_child(key, candidates, schemas, version, sql: str, current_db: s
     from rewriter import DatamapIndex
     if _child_index is None or _child_index[0] != key:
         _child_index = (key, DatamapIndex(candidates, schemas, version))
-    return _child_index[1].rewrite(sql, current_db)
+    result = _child_index[1].rewrite(sql, current_db)
+    result.tree = None       # not worth pickling: the serving tier parses the SQL if it must
+    return result
 
 
 class IsolatedRewriter:

@@ -139,8 +139,11 @@ async def test_explain(service):
     lines = text.split("\n")
     assert lines[:2] == ["== Datamap Rewrite ==", "Hit mv DataMap: agg"]
     assert lines[2].startswith("Rewritten SQL: ") and "agg_table" in lines[2]
-    assert lines[3] == "" and lines[4] == "== Physical Plan =="
-    assert "Scan for: SELECT" not in lines[5] or "agg_table" in lines[5]
+    # no serving tier in this handler: EXPLAIN says Spark answers (docs/serving.md)
+    assert lines[3:5] == ["Served by: spark (no local engine)",
+                          "Result cache: bypassed (not served locally)"]
+    assert lines[5] == "" and lines[6] == "== Physical Plan =="
+    assert "Scan for: SELECT" not in lines[7] or "agg_table" in lines[7]
     text = (await h(_ctx(), "EXPLAIN SELECT id FROM sales WHERE qty > 1").runner(_upstream)).rows[0][0]
     assert "No datamap hit" in text and "Skipped agg: " in text
 
