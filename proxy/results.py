@@ -88,7 +88,10 @@ def _as_string(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, _dt.datetime):
         return v.isoformat(sep=" ")
-    if isinstance(v, (_dt.date, decimal.Decimal, int, float)):
+    if isinstance(v, decimal.Decimal):
+        # Spark's toPlainString: 0.0000001, never 1E-7; and no negative zero
+        return format(v.copy_abs() if v.is_zero() else v, "f")
+    if isinstance(v, (_dt.date, int, float)):
         return str(v)
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).decode("utf-8", "replace")

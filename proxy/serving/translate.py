@@ -467,29 +467,29 @@ class _Translator:
         for w in e.args.get("ifs") or []:
             cond = self.condition(w.this, scope)
             val, t = self._value(w.args["true"], scope)
-            whens.append(f"WHEN {cond} THEN {val}")
+            whens.append((cond, val, t))
             types.append(t)
         default = e.args.get("default")
         tail = ""
         if default is not None:
-            val, t = self._value(default, scope)
-            tail = f" ELSE {val}"
+            tail, t = self._value(default, scope)
             types.append(t)
         t = _common(types, "CASE")
-        whens = [w.replace("\0NULL\0", f"CAST(NULL AS {duck_type(t)})") for w in whens]
-        tail = tail.replace("\0NULL\0", f"CAST(NULL AS {duck_type(t)})")
-        return f"(CASE {' '.join(whens)}{tail} END)", t
+        typed = " ".join(f"WHEN {c} THEN CAST({v} AS {duck_type(t)})" for c, v, _ in whens)
+        if default is not None:
+            tail = f" ELSE CAST({tail} AS {duck_type(t)})"
+        return f"(CASE {typed}{tail} END)", t
 
     def _value(self, e, scope):
         if isinstance(e, exp.Null):
-            return "\0NULL\0", None
+            return "NULL", None
         return self.expr(e, scope)
 
     def _coalesce(self, e: exp.Coalesce, scope):
         args = [e.this] + list(e.expressions)
         parts = [self.expr(a, scope) for a in args]
         t = _common([p[1] for p in parts], "COALESCE")
-        return f"COALESCE({', '.join(p[0] for p in parts)})", t
+        return f"COALESCE({', '.join(f'CAST({p[0]} AS {duck_type(t)})' for p in parts)})", t
 
     def _date_part(self, e, scope):
         arg = e.this
@@ -504,7 +504,11 @@ class _Translator:
 
 
 def _common(types, what: str) -> str:
+    """The one type of CASE branches / COALESCE arguments: equal types, or integral types
+    widened to the widest (Spark's and DuckDB's rule alike); anything else -> Spark."""
     known = {t for t in types if t is not None}
+    if len(known) > 1 and known <= set(_INT_ORDER):
+        return max(known, key=_INT_ORDER.index)
     if len(known) != 1:
         raise NotServable(f"{what} over values of types {sorted(known) or ['NULL']}")
     return known.pop()

@@ -287,7 +287,12 @@ class RawHS2:
             for c in meta.schema.columns:
                 entry = c.typeDesc.types[0]
                 type_id = entry.primitiveEntry.type if entry.primitiveEntry else t.TTypeId.STRING_TYPE
-                types.append(t.TTypeId._VALUES_TO_NAMES[type_id])
+                name = t.TTypeId._VALUES_TO_NAMES[type_id]
+                quals = getattr(entry.primitiveEntry, "typeQualifiers", None)
+                if quals is not None and quals.qualifiers:      # decimal(p,s), varchar(n)
+                    name += "(" + ",".join(str(v.i32Value) for _, v in
+                                           sorted(quals.qualifiers.items())) + ")"
+                types.append(name)
             rows = self._run(self._upstream.fetch_rows(op_handle, len(names), batch))
             return Result(names, types, rows)
         finally:

@@ -1,0 +1,196 @@
+"""The serving tier end to end (issue 12): one embedded `serve`, a datamap over a table
+loaded in several segments, queries answered in-process by DuckDB and compared with Spark
+answering the original query directly (the engine's own Thrift port): column names, types
+(with decimal precision and scale) and rows as the client decodes them. Then freshness of
+the result cache (loads, compaction, REBUILD, DROP), the per-session switches, and the
+fall-backs to Spark (engine error, outside the allow-list)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.e2e.support import ServeProc, sort_rows
+from tests.rewriter.spark_tier import rows_equal
+from tests.support.clients import ClientError, RawHS2
+
+pytestmark = pytest.mark.spark
+
+ROWS = [
+    # id, country, city, d, qty, amount, price, n
+    (1, "'de'", "'berlin'", "DATE'2024-01-01'", 3, "12.50", "1.5", 10),
+    (2, "'de'", "'berlin'", "DATE'2024-01-02'", -1, "-3.25", "2.25", -7),
+    (3, "'de'", "'munich'", "DATE'2024-02-01'", 5, "0.00", "NULL", 1000000000000),
+    (4, "'fr'", "'paris'", "DATE'2024-01-01'", 2, "99999999.99", "0.1", 3),
+    (5, "'fr'", "NULL", "DATE'2024-03-15'", "NULL", "NULL", "3.0", "NULL"),
+    (6, "NULL", "'nowhere'", "DATE'2024-03-15'", 7, "1.01", "-4.5", 2),
+    (7, "'zz'", "'zero'", "DATE'2024-01-01'", 0, "5.00", "1.0", 1),
+    (8, "'ümlaut'", "'éa'", "DATE'2023-12-31'", 1, "0.07", "0.3", 0),
+]
+MORE = [
+    (9, "'de'", "'berlin'", "DATE'2024-01-03'", 4, "7.77", "1.25", 5),
+    (10, "'it'", "'rome'", "DATE'2024-02-29'", 6, "-0.01", "2.0", 9),
+]
+DATAMAP = ("CREATE DATAMAP sv USING 'mv' AS SELECT country, city, d, sum(qty), sum(amount), "
+           "avg(amount), avg(price), count(*), count(amount), min(amount), max(n), max(price) "
+           "FROM facts GROUP BY country, city, d")
+SERVED = [
+    "SELECT country, sum(amount) s, avg(amount) a, count(*) c FROM facts GROUP BY country "
+    "ORDER BY country",
+    "SELECT city, sum(qty) q, avg(price) p FROM facts WHERE country IN ('de', 'fr') "
+    "GROUP BY city ORDER BY q DESC, city LIMIT 3",
+    "SELECT year(d) y, month(d) m, sum(amount) FROM facts WHERE d >= '2024-01-02' "
+    "GROUP BY year(d), month(d) ORDER BY y, m",
+    "SELECT country, sum(amount) / count(*) per_row FROM facts GROUP BY country "
+    "HAVING count(*) > 1",
+    "SELECT country, city, max(n), min(amount) FROM facts GROUP BY country, city "
+    "ORDER BY country DESC, city",
+    "SELECT count(*) FROM facts",
+    "SELECT country, sum(qty) * 2 AS dbl, sum(amount) + 1 AS plus FROM facts GROUP BY country",
+    "SELECT avg(amount), avg(price), max(price) FROM facts WHERE city <> 'paris'",
+]
+NOT_SERVED = [
+    "SELECT upper(country) u, count(*) c FROM facts GROUP BY upper(country)",
+]
+
+
+def values(rows) -> str:
+    return ", ".join("(" + ", ".join(str(v) for v in r) + ")" for r in rows)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    work = tmp_path_factory.mktemp("serving")
+    srv = ServeProc(work, work / "state")
+    proxy = RawHS2("127.0.0.1", srv.port)
+    spark = RawHS2("127.0.0.1", srv.engine_port)
+    try:
+        proxy.execute("CREATE TABLE facts (id INT, country STRING, city STRING, d DATE, "
+                      "qty INT, amount DECIMAL(10,2), price DOUBLE, n BIGINT) USING parquet")
+        proxy.execute("INSERT INTO facts VALUES " + values(ROWS[:4]))
+        proxy.execute(DATAMAP)
+        proxy.execute("INSERT INTO facts VALUES " + values(ROWS[4:]))   # a second segment
+        yield {"srv": srv, "proxy": proxy, "spark": spark}
+    finally:
+        for c in (proxy, spark):
+            c.close()
+        srv.kill()
+
+
+def explain(c: RawHS2, sql: str) -> str:
+    return c.execute("EXPLAIN " + sql).rows[0][0]
+
+
+def same(env, sql: str, ordered: bool | None = None):
+    """The proxy's answer (names, types, rows) equals Spark's own for the original query."""
+    got = env["proxy"].execute(sql)
+    want = _spark(env, sql)
+    assert got.columns == want.columns, (sql, got.columns, want.columns)
+    assert got.types == want.types, (sql, got.types, want.types)
+    ordered = "ORDER BY" in sql.upper() if ordered is None else ordered
+    g, w = (got.rows, want.rows) if ordered else (sort_rows(got.rows), sort_rows(want.rows))
+    # doubles within 1e-9 relative: a sum of doubles depends on the order it is added in,
+    # which differs between Spark's own plans too (base tables vs a datamap)
+    assert len(g) == len(w) and all(rows_equal(a, b) for a, b in zip(g, w)), \
+        f"{sql}\nproxy: {g}\nspark: {w}"
+    return got
+
+
+def _spark(env, sql: str):
+    # a new session each time: Spark sessions cache file listings across INSERTs
+    with RawHS2("127.0.0.1", env["srv"].engine_port) as c:
+        return c.execute(sql)
+
+
+def test_dashboard_queries_are_served_locally_with_sparks_answer(env):
+    for sql in SERVED:
+        plan = explain(env["proxy"], sql)
+        assert "Hit mv DataMap: sv" in plan, plan[:600]
+        assert "Served by: local engine" in plan, plan[:1500]
+        same(env, sql)
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert "served=local cache=miss" in log
+
+
+def test_outside_the_allow_list_spark_answers(env):
+    for sql in NOT_SERVED:
+        plan = explain(env["proxy"], sql)
+        assert "Hit mv DataMap: sv" in plan and "Served by: spark (not served locally: " \
+            in plan, plan[:1500]
+        assert "Result cache: bypassed (not served locally)" in plan
+        same(env, sql)
+
+
+def test_engine_error_falls_back_to_spark(env):
+    """'zz' sums qty 0: the decimal division raises in DuckDB; Spark (ANSI) answers with
+    its own error, exactly as when the proxy is not there."""
+    sql = "SELECT country, sum(amount) / sum(qty) FROM facts GROUP BY country"
+    assert "Served by: local engine" in explain(env["proxy"], sql)
+    with pytest.raises(ClientError) as proxied:
+        env["proxy"].execute(sql)
+    with pytest.raises(ClientError) as direct:
+        _spark(env, sql)
+    assert proxied.value.sqlstate == direct.value.sqlstate
+    assert "DIVIDE_BY_ZERO" in proxied.value.message
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert "served=spark (local engine: " in log
+
+
+def test_cache_hits_and_never_a_stale_answer(env):
+    c = env["proxy"]
+    sql = "SELECT country, sum(amount) s, count(*) n FROM facts GROUP BY country"
+    same(env, sql)
+    assert "Result cache: hit" in explain(c, sql)
+    c.execute("SET datamap.cache.enabled=false")
+    assert "Result cache: bypassed (the session set datamap.cache.enabled=false)" \
+        in explain(c, sql)
+    c.execute("SET datamap.cache.enabled=true")
+    # a load publishes a segment: the rewritten query reads it, the cache key changes
+    c.execute("INSERT INTO facts VALUES " + values(MORE))
+    assert "Result cache: miss" in explain(c, sql)
+    assert ("'it'" in values(MORE)) and any(r[0] == "it" for r in same(env, sql).rows)
+    assert "Result cache: hit" in explain(c, sql)
+    # compaction hides the old segments and publishes one
+    c.execute("ALTER DATAMAP sv COMPACT 'MAJOR'")
+    assert "Result cache: miss" in explain(c, sql)
+    same(env, sql)
+    # REBUILD of a datamap in sync has nothing to do: the same answer, still cached
+    c.execute("REBUILD DATAMAP sv")
+    assert "Result cache: hit" in explain(c, sql)
+    same(env, sql)
+    # INSERT OVERWRITE rebuilds it from scratch: new segments, a new key
+    c.execute("INSERT OVERWRITE TABLE facts VALUES " + values(ROWS[1:] + MORE))
+    assert "Result cache: miss" in explain(c, sql)
+    same(env, sql)
+    # a session that changes a result-affecting setting is not answered from datamaps
+    with RawHS2("127.0.0.1", env["srv"].port) as other:
+        other.execute("SET spark.sql.session.timeZone=Asia/Tokyo")
+        assert "No datamap hit" in explain(other, sql)
+
+
+def test_session_switches(env):
+    c = env["proxy"]
+    sql = SERVED[0]
+    c.execute("SET datamap.serving.enabled=false")
+    try:
+        assert "Served by: spark (the session set datamap.serving.enabled=false)" \
+            in explain(c, sql)
+        same(env, sql)
+        assert c.execute("SET datamap.serving.enabled").rows == [
+            ("datamap.serving.enabled", "false")]
+    finally:
+        c.execute("SET datamap.serving.enabled=true")
+    assert "Served by: local engine" in explain(c, sql)
+    with pytest.raises(ClientError) as bad:
+        c.execute("SET datamap.cache.enabled=maybe")
+    assert bad.value.sqlstate == "42000" and "datamap.cache.enabled" in bad.value.message
+
+
+def test_drop_datamap_last(env):
+    c = env["proxy"]
+    sql = SERVED[0]
+    c.execute("DROP DATAMAP sv")
+    plan = explain(c, sql)
+    assert "No datamap hit" in plan and "Served by: spark" in plan
+    assert re.search(r"Result cache: bypassed \(not answered from a datamap\)", plan)
+    same(env, sql)
