@@ -1,0 +1,290 @@
+"""Datamap serving figures (issue 12), measured in one run of the embedded `python -m proxy serve`
+(Spark local[2]) on a TPC-H dashboard workload (data from the `tpchgen-cli` PyPI package):
+
+  4 datamaps (star joins lineitem/orders/customer/nation/region, lineitem/part/supplier/nation,
+  orders/customer, a lineitem rollup; time buckets timeseries(col, 'month') and year(col)) and
+  10 dashboard queries over them (group-by subsets, filters on grouping columns, ORDER BY +
+  LIMIT, sum/avg/count/min/max over decimals). Each query must hit its datamap (EXPLAIN says
+  "Hit mv DataMap"); a miss is printed and left out of the ratios.
+
+  Per query, the median of --reps runs after one warm-up, end to end at the client (PyHive
+  execute + fetchall), all on one connection through the proxy, the mode switched by SET:
+    base      datamap.rewrite.enabled=false: Spark on the base tables
+    dm-spark  rewrite on, datamap.serving.enabled=false: the datamap read by Spark
+    served    rewrite on, serving on, datamap.cache.enabled=false: the serving tier
+    cached    serving and cache on, the same statement repeated
+  Rows of every mode must equal base's (decimals exact, doubles within 1e-9 relative, order
+  ignored unless the query has ORDER BY); a difference prints MISMATCH.
+
+  Targets (SF1, 2 cores): median base / served >= 50x; served p50 <= 15 ms; cached p50
+  <= 3 ms; no served query slower than dm-spark. Before the serving tier exists the serving
+  and cache keys are unknown settings that Spark accepts and the proxy ignores, so served
+  and cached measure the same path as dm-spark.
+
+    python bench/serving.py [--scale 1] [--data-dir DIR] [--reps 7] [--keep-state DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.proxy_proc import ServeProc  # noqa: E402 - the tests' harness
+
+TABLES = ("region", "nation", "customer", "supplier", "part", "partsupp", "orders", "lineitem")
+
+SALES = ("lineitem JOIN orders ON l_orderkey = o_orderkey JOIN customer ON o_custkey = c_custkey "
+         "JOIN nation ON c_nationkey = n_nationkey JOIN region ON n_regionkey = r_regionkey")
+PARTS = ("lineitem JOIN part ON l_partkey = p_partkey JOIN supplier ON l_suppkey = s_suppkey "
+         "JOIN nation ON s_nationkey = n_nationkey")
+ORDERS = "orders JOIN customer ON o_custkey = c_custkey"
+REVENUE = "l_extendedprice * (1 - l_discount)"
+
+DATAMAPS = {
+    "dm_sales_month": f"""SELECT r_name, n_name, timeseries(o_orderdate, 'month') AS order_month,
+        sum({REVENUE}) AS revenue, sum(l_quantity) AS qty, avg(l_discount) AS avg_disc,
+        count(*) AS lines, min(l_extendedprice) AS min_price, max(l_extendedprice) AS max_price
+        FROM {SALES} GROUP BY r_name, n_name, timeseries(o_orderdate, 'month')""",
+    "dm_lineitem_flags": f"""SELECT l_returnflag, l_linestatus, l_shipmode,
+        year(l_shipdate) AS ship_year, sum(l_quantity) AS sum_qty,
+        sum(l_extendedprice) AS sum_base, sum({REVENUE}) AS sum_disc_price,
+        sum({REVENUE} * (1 + l_tax)) AS sum_charge, avg(l_quantity) AS avg_qty,
+        avg(l_extendedprice) AS avg_price, avg(l_discount) AS avg_disc, count(*) AS lines
+        FROM lineitem GROUP BY l_returnflag, l_linestatus, l_shipmode, year(l_shipdate)""",
+    "dm_parts_supp": f"""SELECT p_mfgr, p_brand, n_name, sum(l_quantity) AS qty,
+        sum(l_extendedprice) AS gross, avg(l_discount) AS avg_disc,
+        min(p_retailprice) AS min_retail, max(p_retailprice) AS max_retail, count(*) AS lines
+        FROM {PARTS} GROUP BY p_mfgr, p_brand, n_name""",
+    "dm_orders_seg": f"""SELECT o_orderpriority, o_orderstatus, c_mktsegment,
+        year(o_orderdate) AS order_year, count(*) AS orders, sum(o_totalprice) AS total,
+        avg(o_totalprice) AS avg_total, min(o_totalprice) AS min_total,
+        max(o_totalprice) AS max_total
+        FROM {ORDERS} GROUP BY o_orderpriority, o_orderstatus, c_mktsegment, year(o_orderdate)""",
+}
+
+QUERIES = {
+    "q01_region_year": f"""SELECT r_name, timeseries(o_orderdate, 'year') AS yr,
+        sum({REVENUE}) AS revenue, count(*) AS lines FROM {SALES}
+        GROUP BY r_name, timeseries(o_orderdate, 'year') ORDER BY r_name, yr""",
+    "q02_top_asia": f"""SELECT n_name, sum({REVENUE}) AS revenue, max(l_extendedprice) AS top
+        FROM {SALES} WHERE r_name = 'ASIA' GROUP BY n_name
+        ORDER BY revenue DESC, n_name LIMIT 3""",
+    "q03_month_1995": f"""SELECT timeseries(o_orderdate, 'month') AS m, avg(l_discount) AS disc,
+        sum(l_quantity) AS qty, min(l_extendedprice) AS lo FROM {SALES}
+        WHERE o_orderdate >= DATE '1995-01-01' AND o_orderdate < DATE '1996-01-01'
+        GROUP BY timeseries(o_orderdate, 'month') ORDER BY m""",
+    "q04_pricing_summary": f"""SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty,
+        sum(l_extendedprice) AS sum_base, sum({REVENUE}) AS sum_disc_price,
+        sum({REVENUE} * (1 + l_tax)) AS sum_charge, avg(l_quantity) AS avg_qty,
+        avg(l_extendedprice) AS avg_price, avg(l_discount) AS avg_disc, count(*) AS lines
+        FROM lineitem WHERE year(l_shipdate) <= 1998
+        GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus""",
+    "q05_shipmode_year": """SELECT l_shipmode, year(l_shipdate) AS y, count(*) AS lines,
+        avg(l_quantity) AS avg_qty FROM lineitem WHERE l_shipmode IN ('MAIL', 'SHIP')
+        GROUP BY l_shipmode, year(l_shipdate)""",
+    "q06_mfgr": f"""SELECT p_mfgr, sum(l_extendedprice) AS gross, min(p_retailprice) AS lo,
+        max(p_retailprice) AS hi, count(*) AS lines FROM {PARTS}
+        GROUP BY p_mfgr ORDER BY p_mfgr""",
+    "q07_brands_germany": f"""SELECT p_brand, sum(l_quantity) AS qty, avg(l_discount) AS disc
+        FROM {PARTS} WHERE n_name = 'GERMANY' GROUP BY p_brand
+        ORDER BY qty DESC, p_brand LIMIT 5""",
+    "q08_segment_year": f"""SELECT c_mktsegment, year(o_orderdate) AS y, count(*) AS orders,
+        avg(o_totalprice) AS avg_total FROM {ORDERS} WHERE o_orderstatus = 'F'
+        GROUP BY c_mktsegment, year(o_orderdate) ORDER BY c_mktsegment, y""",
+    "q09_priority": f"""SELECT o_orderpriority, sum(o_totalprice) AS total,
+        min(o_totalprice) AS lo, max(o_totalprice) AS hi FROM {ORDERS}
+        GROUP BY o_orderpriority""",
+    "q10_building_kpi": f"""SELECT count(*) AS orders, sum(o_totalprice) AS total,
+        avg(o_totalprice) AS avg_total FROM {ORDERS}
+        WHERE c_mktsegment = 'BUILDING' AND year(o_orderdate) BETWEEN 1995 AND 1996""",
+}
+
+MODES = {
+    "base": {"datamap.rewrite.enabled": "false"},
+    "dm-spark": {"datamap.rewrite.enabled": "true", "datamap.serving.enabled": "false"},
+    "served": {"datamap.rewrite.enabled": "true", "datamap.serving.enabled": "true",
+               "datamap.cache.enabled": "false"},
+    "cached": {"datamap.rewrite.enabled": "true", "datamap.serving.enabled": "true",
+               "datamap.cache.enabled": "true"},
+}
+
+
+def generate(scale: float, data_dir: Path) -> Path:
+    """TPC-H parquet at `scale` under data_dir/sf<scale>, generated unless already there."""
+    out = data_dir / f"sf{scale:g}"
+    if all((out / f"{t}.parquet").exists() for t in TABLES):
+        print(f"data: reusing {out}")
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    subprocess.run(["tpchgen-cli", "parquet", "-s", f"{scale:g}", "-o", str(out),
+                    "--overwrite"], check=True)
+    print(f"data: generated TPC-H SF{scale:g} in {time.monotonic() - t0:.1f} s -> {out}")
+    return out
+
+
+def timed(cur, sql: str) -> tuple[float, list]:
+    t0 = time.perf_counter()
+    cur.execute(sql)
+    rows = cur.fetchall()
+    return (time.perf_counter() - t0) * 1000, rows
+
+
+def load(cur, data: Path) -> None:
+    """Tables in `tpch` created empty, then filled by INSERT through the proxy: a load the
+    proxy sees (it cuts a segment), as a dashboard's ETL would do it."""
+    cur.execute("CREATE DATABASE IF NOT EXISTS tpch")
+    cur.execute("USE tpch")
+    for t in TABLES:
+        src = f"parquet.`{data / (t + '.parquet')}`"
+        t0 = time.monotonic()
+        cur.execute(f"CREATE TABLE {t} USING parquet AS SELECT * FROM {src} WHERE false")
+        cur.execute(f"INSERT INTO {t} SELECT * FROM {src}")
+        print(f"load {t}: {time.monotonic() - t0:.1f} s")
+
+
+def hits(cur, name: str, sql: str) -> bool:
+    cur.execute(f"EXPLAIN {sql}")
+    text = "\n".join(str(r[0]) for r in cur.fetchall())
+    head = text.split("\n\n", 1)[0]
+    if "Hit mv DataMap:" in head:
+        return True
+    print(f"MISS {name}: excluded from the ratios\n    " + head.replace("\n", "\n    "))
+    return False
+
+
+def sort_key(row) -> tuple:
+    return tuple((1, f"{v:.6g}") if isinstance(v, float) else (0, str(v)) for v in row)
+
+
+def same_rows(a: list, b: list, ordered: bool) -> str | None:
+    """None when equal; else what differs first."""
+    if len(a) != len(b):
+        return f"{len(a)} rows vs {len(b)}"
+    if not ordered:
+        a, b = sorted(a, key=sort_key), sorted(b, key=sort_key)
+    for i, (ra, rb) in enumerate(zip(a, b)):
+        if len(ra) != len(rb):
+            return f"row {i}: {len(ra)} columns vs {len(rb)}"
+        for x, y in zip(ra, rb):
+            if isinstance(x, float) and isinstance(y, float):
+                if not (x == y or math.isclose(x, y, rel_tol=1e-9)
+                        or (math.isnan(x) and math.isnan(y))):
+                    return f"row {i}: {ra!r} vs {rb!r}"
+            elif type(x) is not type(y) or x != y:
+                return f"row {i}: {ra!r} vs {rb!r}"
+    return None
+
+
+def measure(cur, sql: str, reps: int) -> dict[str, tuple[float, list]]:
+    """{mode: (median ms, rows)}: each mode set by SET, one warm-up, then `reps` runs."""
+    out = {}
+    for mode, settings in MODES.items():
+        for k, v in settings.items():
+            cur.execute(f"SET {k}={v}")
+        _, rows = timed(cur, sql)
+        samples = []
+        for _ in range(reps):
+            ms, again = timed(cur, sql)
+            samples.append(ms)
+            if diff := same_rows(rows, again, True):
+                print(f"MISMATCH {mode} repeat differs from its warm-up: {diff}")
+        out[mode] = (statistics.median(samples), rows)
+    return out
+
+
+def p50(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def report(results: dict[str, dict[str, tuple[float, list]]]) -> None:
+    names = list(MODES)
+    print(f"\n{'query':22}" + "".join(f"{m:>11}" for m in names)
+          + f"{'base/served':>13}{'base/dm-spark':>15}   (ms, median; client execute+fetchall)")
+    for q, r in results.items():
+        ms = {m: r[m][0] for m in names}
+        print(f"{q:22}" + "".join(f"{ms[m]:11.1f}" for m in names)
+              + f"{ms['base'] / ms['served']:12.1f}x{ms['base'] / ms['dm-spark']:14.1f}x")
+    col = {m: [r[m][0] for r in results.values()] for m in names}
+    speed = [r["base"][0] / r["served"][0] for r in results.values()]
+    speed_dm = [r["base"][0] / r["dm-spark"][0] for r in results.values()]
+    slower = [q for q, r in results.items() if r["served"][0] > r["dm-spark"][0]]
+    print(f"\nqueries that hit: {len(results)} of {len(QUERIES)}")
+    print(f"median speed-up base / served:   {p50(speed):7.1f}x   (target >= 50x)")
+    print(f"median speed-up base / dm-spark: {p50(speed_dm):7.1f}x")
+    for m in names:
+        print(f"{m:9} p50 {p50(col[m]):9.1f} ms   min {min(col[m], default=0):8.1f}"
+              f"   max {max(col[m], default=0):8.1f}"
+              + {"served": "   (target p50 <= 15 ms)", "cached": "   (target p50 <= 3 ms)"}
+              .get(m, ""))
+    print("served slower than dm-spark: " + (", ".join(slower) if slower else "none")
+          + "  (same path until the serving tier exists: noise either way)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--data-dir", help="where generated data is kept and reused "
+                                       "(default: a temp dir, removed)")
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--keep-state", help="state dir to use (default: a temp dir, removed)")
+    a = ap.parse_args(argv)
+    t_run = time.monotonic()
+    tmp = tempfile.TemporaryDirectory(prefix="bench-serving-")
+    data = generate(a.scale, Path(a.data_dir) if a.data_dir else Path(tmp.name) / "data")
+    state = Path(a.keep_state) if a.keep_state else Path(tmp.name) / "state"
+    try:
+        srv = ServeProc(Path(tmp.name), state, timeout=300,
+                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g"})
+    except AssertionError as e:
+        print(e, file=sys.stderr)
+        return 1
+    from pyhive import hive
+
+    try:
+        print(f"proxy ready in {srv.ready_seconds:.1f} s (Spark local[2])")
+        conn = hive.connect(host="127.0.0.1", port=srv.port, username="bench")
+        cur = conn.cursor()
+        load(cur, data)
+        for name, sql in DATAMAPS.items():
+            t0 = time.monotonic()
+            cur.execute(f"CREATE DATAMAP {name} USING 'mv' AS {sql}")
+            cur.execute(f"SELECT count(*) FROM {name}_table")
+            print(f"datamap {name}: built in {time.monotonic() - t0:.1f} s, "
+                  f"{cur.fetchall()[0][0]} rows")
+        results = {}
+        for name, sql in QUERIES.items():
+            if not hits(cur, name, sql):
+                continue
+            r = measure(cur, sql, a.reps)
+            ordered = "order by" in sql.lower()
+            for mode in MODES:
+                if mode != "base" and (diff := same_rows(r["base"][1], r[mode][1], ordered)):
+                    print(f"MISMATCH {name} base vs {mode}: {diff}")
+            print(f"{name}: " + ", ".join(f"{m} {r[m][0]:.1f} ms" for m in MODES)
+                  + f" ({len(r['base'][1])} rows)", flush=True)
+            results[name] = r
+        conn.close()
+        report(results)
+        print(f"\nSF{a.scale:g}, {a.reps} reps after 1 warm-up; load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; whole run "
+              f"{time.monotonic() - t_run:.0f} s")
+    finally:
+        try:
+            print(f"SIGTERM -> exit {srv.stop(120)}")
+        finally:
+            srv.kill()
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
