@@ -191,10 +191,10 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
     else:
         lines.append("No datamap hit")
     lines.append(f"Rewritten SQL: {result.sql}")
-    lines += served or []
     if not result.used:
         lines += [f"Skipped {display_name(name, current_db)}: {reason}"
                   for name, reason in result.skipped.items()]
+    lines += served or []          # added after contract.md's lines, before the blank one
     lines.append("")
     return "\n".join(lines)
 

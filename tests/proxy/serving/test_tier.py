@@ -1,0 +1,205 @@
+"""The serving tier's decisions and answers without Spark: a real catalog (SQLite), real
+Parquet files written by DuckDB in the datamap table's layout, the real DuckDB engine.
+What Spark would answer is checked by the Spark tiers (tests/e2e/test_serving.py,
+test_types_spark.py); here: which queries are served, the cache keys, the fall-backs."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from proxy.config import ServingSettings
+from proxy.datamaps.handler import DatamapSelectHandler, served_lines
+from proxy.router import Rewrite, Serve, StatementContext
+from proxy.serving import ServingTier
+from proxy.serving.tier import local_path
+from tests.proxy.datamaps.support import add_datamap, decision_service
+
+SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
+                             "amount": "decimal(10,2)"}}}
+AGG = "SELECT country, sum(qty), avg(amount), count(*) FROM db1.sales GROUP BY country"
+QUERY = "SELECT country, sum(qty) AS q, avg(amount) AS a FROM db1.sales GROUP BY country"
+
+
+@pytest.fixture
+def service(tmp_path):
+    yield from decision_service(tmp_path / "state", SCHEMAS)
+
+
+def _ctx(**conf):
+    return StatementContext("s1", "me", "db1", dict(conf), 10)
+
+
+def publish(service, tmp_path: Path, rows, files=None) -> str:
+    """A new visible segment of db1.agg holding `rows` (country, sum_qty, sum_amount,
+    count_amount, count_star) as one Parquet file."""
+    c = service.catalog
+    sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    if files is None:
+        d = tmp_path / "agg_table" / f"dm_segment_id={sid}"
+        d.mkdir(parents=True)
+        path = d / "part-0.parquet"
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t (country VARCHAR, sum_qty BIGINT, sum_amount DECIMAL(20,2), "
+                    "count_amount BIGINT, count_star BIGINT)")
+        if rows:
+            con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", rows)
+        con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
+        con.close()
+        files = [path.as_uri()]
+    c.publish_segment("db1", "agg", sid, rows=len(rows), files=files, kind="built")
+    return sid
+
+
+@pytest.fixture
+def setup(service, tmp_path):
+    d = add_datamap(service, SCHEMAS, "db1", "agg", AGG, build=False)
+    assert [c.name for c in d.columns] == ["country", "sum_qty", "sum_amount", "count_amount",
+                                           "count_star"]
+    service.catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
+    publish(service, tmp_path, [("de", 3, "1.50", 1, 1), ("fr", None, None, 0, 2)])
+    return service
+
+
+def handler(service, **settings):
+    tier = ServingTier(service.catalog, ServingSettings(**settings))
+    return DatamapSelectHandler(service, serving=tier), tier
+
+
+def answer(decision):
+    return asyncio.run(decision.attempt())
+
+
+def test_a_datamap_hit_is_served_and_then_cached(setup):
+    h, tier = handler(setup)
+    try:
+        d = h(_ctx(), QUERY)
+        assert isinstance(d, Serve) and isinstance(d.fallback, Rewrite)
+        result, how = answer(d)
+        assert how == "local cache=miss"
+        assert list(result.columns) == [("country", "string"), ("q", "bigint"),
+                                        ("a", "decimal(14,6)")]
+        rows = sorted(result.rows, key=repr)
+        assert [r[:2] for r in rows] == [("de", 3), ("fr", None)]
+        assert str(rows[0][2]) == "1.500000" and rows[1][2] is None
+        assert answer(h(_ctx(), QUERY))[1] == "local cache=hit"
+        assert answer(h(_ctx(**{"datamap.cache.enabled": "false"}), QUERY))[1] == \
+            "local cache=bypassed"
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_a_new_segment_changes_the_answer_and_the_key(setup, tmp_path):
+    h, tier = handler(setup)
+    try:
+        first = answer(h(_ctx(), QUERY))[0]
+        publish(setup, tmp_path, [("de", 4, "2.00", 1, 1)])
+        setup.catalog._seen = None          # read the new version now, not within 1 s
+        d = h(_ctx(), QUERY)
+        result, how = answer(d)
+        assert how == "local cache=miss"
+        assert dict((r[0], r[1]) for r in result.rows)["de"] == 7 != \
+            dict((r[0], r[1]) for r in first.rows)["de"]
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_what_goes_to_spark(setup, tmp_path):
+    h, tier = handler(setup)
+    try:
+        # outside the allow-list
+        d = h(_ctx(), "SELECT upper(country), sum(qty) FROM db1.sales GROUP BY upper(country)")
+        assert isinstance(d, Rewrite)
+        # switched off for the session
+        assert isinstance(h(_ctx(**{"datamap.serving.enabled": "false"}), QUERY), Rewrite)
+    finally:
+        h.close()
+        tier.close()
+    h, tier = handler(setup, max_datamap_bytes=10)
+    try:
+        assert isinstance(h(_ctx(), QUERY), Rewrite)
+        result = setup.index().rewrite(QUERY, "db1")
+        lines = served_lines(tier, result, {})
+        assert lines[0].startswith("Served by: spark (not served locally: db1.agg_table reads ")
+        assert "max_datamap_bytes (10)" in lines[0]
+    finally:
+        h.close()
+        tier.close()
+    h, tier = handler(setup, enabled=False)
+    try:
+        assert isinstance(h(_ctx(), QUERY), Rewrite)
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_files_the_proxy_cannot_read_go_to_spark(setup, tmp_path):
+    publish(setup, tmp_path, [("it", 1, "1.00", 1, 1)],
+            files=["hdfs://nn:8020/warehouse/agg_table/dm_segment_id=2/part-0.parquet"])
+    setup.catalog._seen = None
+    h, tier = handler(setup)
+    try:
+        assert isinstance(h(_ctx(), QUERY), Rewrite)
+        lines = served_lines(tier, setup.index().rewrite(QUERY, "db1"), {})
+        assert "its files are on hdfs://, which the proxy does not read" in lines[0]
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_an_engine_failure_falls_back(setup, tmp_path):
+    h, tier = handler(setup)
+    try:
+        d = h(_ctx(), QUERY)
+        assert isinstance(d, Serve)
+        for f in (tmp_path / "agg_table").rglob("*.parquet"):
+            f.unlink()                      # e.g. removed behind the catalog's back
+        result, how = answer(d)
+        assert result is None and how.startswith("spark (local engine: ")
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_a_slow_local_answer_falls_back(setup):
+    h, tier = handler(setup, timeout=1e-6)
+    try:
+        result, how = answer(h(_ctx(), QUERY))
+        assert result is None and "no answer within" in how
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_an_empty_segment_is_an_empty_read(service, tmp_path):
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG, build=False)
+    service.catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
+    publish(service, tmp_path, [], files=[])
+    h, tier = handler(service)
+    try:
+        d = h(_ctx(), QUERY)
+        assert isinstance(d, Serve)
+        result, _ = answer(d)
+        assert list(result.rows) == []
+    finally:
+        h.close()
+        tier.close()
+
+
+def test_local_paths():
+    assert local_path("file:/tmp/a%20b/x.parquet") == "/tmp/a b/x.parquet"
+    assert local_path("file:///tmp/x.parquet") == "/tmp/x.parquet"
+    assert local_path("/tmp/x.parquet") == "/tmp/x.parquet"
+    assert local_path("hdfs://nn/x") is None and local_path("s3a://b/x") is None
+    assert local_path("file://otherhost/x") is None
+
+
+def test_settings_are_frozen_defaults():
+    s = ServingSettings()
+    assert s.enabled and s.cache and s.max_datamap_bytes == 1 << 30
+    assert dataclasses.replace(s, timeout=1.0).timeout == 1.0
