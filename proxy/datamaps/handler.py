@@ -32,6 +32,7 @@ Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 
@@ -42,6 +43,7 @@ from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.errors import ClientError
+from proxy.logsafe import safe
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
@@ -253,9 +255,9 @@ class DatamapSelectHandler:
         except Exception:  # noqa: BLE001 - the tier must never fail a query: Spark answers
             log.warning("serving tier failed to plan; Spark answers", exc_info=True)
             return rewrite
-        if not isinstance(served, Served):
-            log.debug("Spark answers: %s", served)
-            return rewrite
+        if not isinstance(served, Served):     # the statement log says why
+            return dataclasses.replace(rewrite, note=f"{rewrite.note} served=spark "
+                                                     f"({safe(served, 120)})")
         tier, conf = self.serving, ctx.conf
 
         async def attempt():
