@@ -309,9 +309,21 @@ class _Translator:
         return ("TRUE" if e.this else "FALSE"), "boolean"
 
     def _neg(self, e, scope):
+        if _int_literal(e) is not None:
+            # Spark reads `-2147483648` as one literal (an int), not minus a bigint
+            text = _int_literal(e)
+            v = int(text)
+            if v < -_BIGINT_MAX - 1:
+                raise NotServable(f"integer literal {text}")
+            return f"CAST({text} AS {'INTEGER' if v >= -_INT_MAX - 1 else 'BIGINT'})", \
+                ("int" if v >= -_INT_MAX - 1 else "bigint")
         sql, t = self.expr(e.this, scope)
         if not (t in INTEGRAL or _DEC.match(t) or t == "double"):
             raise NotServable("minus of a non-number")
+        if _DEC.match(t) and int(_DEC.match(t).group(1)) > 34:
+            # Spark negates a wide decimal through Scala's BigDecimal, which rounds it to 34
+            # digits (-999...9.9999999999 of decimal(38,10) comes back as -1E27)
+            raise NotServable(f"unary minus of a {t}")
         return f"CAST(-({sql}) AS {duck_type(t)})", t
 
     def _arith(self, e: exp.Binary, scope):
@@ -337,8 +349,11 @@ class _Translator:
         if p > 38:
             raise NotServable(f"decimal {op} that loses precision in Spark")
         t = f"decimal({p},{s})"
-        return (f"CAST(CAST({l_sql} AS DECIMAL({p1},{s1})) {op} CAST({r_sql} AS "
-                f"DECIMAL({p2},{s2})) AS DECIMAL({p},{s}))"), t
+        # DuckDB multiplies two decimals of up to 18 digits in 64 bits and fails on a
+        # product Spark's decimal(p1+p2+1) holds: multiply at 38 digits, then narrow
+        w1, w2 = (38, 38) if op == "*" else (p1, p2)
+        return (f"CAST(CAST({l_sql} AS DECIMAL({w1},{s1})) {op} CAST({r_sql} AS "
+                f"DECIMAL({w2},{s2})) AS DECIMAL({p},{s}))"), t
 
     def _div(self, e: exp.Div, scope):
         l_sql, lt = self.expr(e.this, scope)
@@ -430,6 +445,9 @@ class _Translator:
             or (dst == "string" and (src in INTEGRAL or _DEC.match(src) or src == "date"))
         if not ok:
             raise NotServable(f"CAST from {src} to {dst}")
+        if _DEC.match(src) and dst in INTEGRAL:
+            # Spark truncates a decimal towards zero (2.5 -> 2); DuckDB's cast rounds (-> 3)
+            sql = f"trunc({sql})"
         # narrowing that overflows fails in DuckDB (Spark: error or NULL): Spark answers
         return f"CAST({sql} AS {duck_type(dst)})", dst
 
@@ -512,13 +530,26 @@ def _common(types, what: str) -> str:
 
 def _dec_operand(e: exp.Expression, t: str) -> tuple[int, int]:
     """Spark's decimal view of an operand: an integer literal takes its own digits
-    (DecimalPrecision's literal rule), an integral column its type's."""
-    if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
-        return max(1, len(e.this.lstrip("0") or "0")), 0
+    (DecimalPrecision's literal rule; `-3` is one literal in Spark too), an integral
+    column its type's."""
+    text = _int_literal(e)
+    if text is not None:
+        return max(1, len(text.lstrip("-").lstrip("0") or "0")), 0
     d = _dec(t)
     if d is None:
         raise NotServable(f"decimal arithmetic with {t}")
     return d
+
+
+def _int_literal(e: exp.Expression) -> str | None:
+    """The text of an integer literal, `-` included when Spark's parser takes it in
+    (`-3`, not `-(3)`); None for anything else."""
+    if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
+        return e.this
+    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal) \
+            and not e.this.is_string and e.this.this.isdigit():
+        return "-" + e.this.this
+    return None
 
 
 def decimal_div_type(p1: int, s1: int, p2: int, s2: int) -> tuple[int, int]:
