@@ -198,6 +198,8 @@ class _Translator:
             if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()) \
                     or limit.args.get("offset"):
                 raise NotServable("LIMIT other than a whole number")
+            if int(n.this) > _INT_MAX:
+                raise NotServable("LIMIT over the int range (Spark raises)")
             parts.append(f"LIMIT {int(n.this)}")
         return " ".join(parts), out_cols
 
