@@ -201,6 +201,22 @@ CASES = [
      "GROUP BY m.flag ORDER BY t DESC LIMIT 2", ROWS_),
     ("limit", "SELECT m.k AS k FROM {m} ORDER BY k LIMIT 3", ROWS_),
     ("limit 0", "SELECT m.k AS k FROM {m} LIMIT 0", ROWS_),
+    ("order by boolean, NaN first when descending", "SELECT m.flag AS f, m.dbl AS x, m.k AS k "
+     "FROM {m} ORDER BY f DESC, x DESC, k", ROWS_),
+    ("distinct with order by", "SELECT DISTINCT m.flag AS f FROM {m} ORDER BY f", ROWS_),
+    ("limit over int", "SELECT m.k AS k FROM {m} ORDER BY k LIMIT 3000000000", REFUSED),
+    # --- no rows, ordinals, doubles beyond range
+    ("aggregates over no rows", "SELECT count(*) AS n, count(m.i) AS c, sum(m.i) AS s, "
+     "sum(m.d10) AS d, min(m.s) AS mi, max(m.dt) AS ma FROM {m} WHERE m.k < 0", ROWS_),
+    ("group by over no rows", "SELECT m.s AS s, count(*) AS n FROM {m} WHERE m.k < 0 "
+     "GROUP BY m.s", ROWS_),
+    ("group by and order by ordinals", "SELECT m.flag AS f, year(m.dt) AS y, count(*) AS n "
+     "FROM {m} GROUP BY 1, 2 ORDER BY 1, 2", ROWS_),
+    ("double arithmetic beyond its range is infinite", "SELECT m.dbl * 10 AS a, "
+     "m.dbl + m.dbl AS b, m.dbl * m.dbl AS c, -m.dbl * 10 AS d, m.dbl / m.k AS e FROM {m}",
+     ROWS_),
+    ("sum of doubles beyond their range", "SELECT sum(m.dbl) + sum(m.dbl) AS a, "
+     "sum(m.dbl * 10) AS b FROM {m} WHERE m.k <> 7", ROWS_),
     # --- literals and shapes
     ("literals", "SELECT 2147483647 AS a, 2147483648 AS b, 1.50 AS c, 0.05 AS d, "
      "'x' AS e, true AS f, m.k AS k FROM {m}", ROWS_),
