@@ -180,6 +180,14 @@ CASES = [
      "m.i <> 7 AS d, m.s >= 'Z' AS e, m.dt <= '2000-02-29' AS f, m.b > m.d38 AS g, "
      "m.i > m.dbl AS h, m.flag = true AS i2, m.dbl = m.dbl AS j, m.ti < m.si AS l FROM {m}",
      ROWS_),
+    ("comparisons across widths", "SELECT m.k AS k, m.ti = 1000 AS a, m.d10 > 3000000000 AS b, "
+     "m.d10 = 1.251 AS c, m.d10 < 1.251 AS d, m.i BETWEEN 1.5 AND 3000000000 AS e, "
+     "m.d10 IN (123456789012.5, 1.25) AS f, m.si > -40000 AS g, m.b = 9223372036854775807 AS h, "
+     "m.d38 > m.b AS i2, m.d38 < 99999999999999999999999999.5 AS j FROM {m}", ROWS_),
+    ("comparison of decimals over 38 digits", "SELECT m.k AS k FROM {m} "
+     "WHERE m.d38 > 99999999999999999999999999999.5", REFUSED),
+    ("in over 38 digits", "SELECT m.k AS k FROM {m} "
+     "WHERE m.d10 IN (1234567890123456789012345.0, 0.0000000000000000000000000001)", REFUSED),
     ("boolean logic with NULLs", "SELECT m.k AS k, (m.i > 0 AND m.flag) AS a, "
      "(m.i > 0 OR m.flag) AS b, NOT m.flag AS c, m.s IS NULL AS d, m.s IS NOT NULL AS e "
      "FROM {m}", ROWS_),
