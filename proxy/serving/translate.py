@@ -93,7 +93,7 @@ def duck_type(spark_type: str) -> str:
 
 def _spark_type(t: str | None) -> str:
     t = norm(t)
-    if t is None:
+    if not t:
         raise NotServable("a column of unknown type")
     if _DEC.match(t):
         p, s = map(int, _DEC.match(t).groups())
