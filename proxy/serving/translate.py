@@ -38,13 +38,15 @@ _BIGINT_MAX = 2**63 - 1
 # What the tier evaluates; docs/serving.md lists it for users. Keep the two in step.
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
-              "WHERE, GROUP BY, HAVING, ORDER BY (Spark's NULL ordering), LIMIT",
+              "WHERE, GROUP BY, HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max",
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
-                 "decimal division by Spark's rules), unary -, = <> < <= > >=, AND OR NOT, "
-                 "IN (literals), BETWEEN, IS [NOT] NULL",
-    "functions": "CAST (integral/decimal widening and narrowing, to string from "
+                 "decimal division by Spark's rules), unary - (decimals of up to 34 digits), "
+                 "= <> < <= > >=, IN (literals), BETWEEN (of decimals: when their common "
+                 "type fits 38 digits), AND OR NOT, IS [NOT] NULL",
+    "functions": "CAST (integral/decimal widening and narrowing, decimal to integral "
+                 "truncating, to string from "
                  "integral/decimal/date/string), CASE WHEN, COALESCE, year, quarter, month, "
                  "day/dayofmonth over dates",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date",
