@@ -131,9 +131,11 @@ CASES = [
      "HAVING count(m.d10) > 0", ROWS_),
     ("avg-style decimal(38,10)", "SELECT m.flag AS f, CAST(sum(m.d38) AS DECIMAL(38,10)) / "
      "CAST(count(*) AS DECIMAL(20,0)) AS a FROM {m} GROUP BY m.flag", ROWS_),
-    ("avg-style over an empty group divides by zero", "SELECT m.flag AS f, "
+    ("avg-style over a group of NULLs is NULL / 0, NULL", "SELECT m.k AS k, "
      "CAST(CAST(sum(m.d10) AS DECIMAL(20,2)) / CAST(count(m.d10) AS DECIMAL(20,0)) "
-     "AS DECIMAL(14,6)) AS a FROM {m} GROUP BY m.k", ERROR),
+     "AS DECIMAL(14,6)) AS a FROM {m} GROUP BY m.k", ROWS_),
+    ("decimal / a zero count", "SELECT m.k AS k, CAST(sum(m.k) AS DECIMAL(20,2)) / "
+     "CAST(count(m.d10) AS DECIMAL(20,0)) AS a FROM {m} GROUP BY m.k", ERROR),
     ("avg-style integral", "SELECT m.flag AS f, sum(m.i) / count(m.i) AS a FROM {m} "
      "GROUP BY m.flag HAVING count(m.i) > 0", ROWS_),
     # --- CAST
@@ -344,7 +346,7 @@ def test_served_like_spark(title, template, expect, served_table, engine):
         srows = [tuple(r) for r in sdf.collect()]
         spark_error = None
     except Exception as e:  # noqa: BLE001 - Spark's own error is an outcome here
-        spark_error = str(e).splitlines()[0][:200]
+        spark_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     try:
         rows = engine.run_blocking(plan)
         engine_error = None
@@ -353,6 +355,8 @@ def test_served_like_spark(title, template, expect, served_table, engine):
 
     if expect == ERROR:
         assert spark_error is not None, f"the case expects Spark to raise; it answered {srows}"
+        # a runtime arithmetic error, not a query Spark rejects
+        assert spark_error.startswith(("ArithmeticException", "NumberFormatException")), spark_error
         assert engine_error is not None, (
             f"Spark raised ({spark_error}) but the engine answered {rows}: a served answer "
             f"where the client must get an error\n  duckdb: {plan.sql}")
@@ -370,3 +374,26 @@ def test_served_like_spark(title, template, expect, served_table, engine):
     assert not problems, "\n".join(problems) + (f"\n  spark:  {_fmt_rows(srows, 20)}"
                                                 f"\n  served: {_fmt_rows(rows, 20)}"
                                                 f"\n  duckdb: {plan.sql}")
+
+
+ERROR_CASES = [c for c in CASES if c[2] == ERROR]
+
+
+@pytest.mark.parametrize("title,template,expect", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_error_cases_without_ansi_are_still_spark_answers(title, template, expect, served_table,
+                                                          engine):
+    """With ANSI off Spark answers the ERROR cases (NULL for a zero divisor or a decimal
+    overflow, wrapped integers); the engine still raises, so Spark's answer is the one the
+    client gets in either mode (sessions that change ANSI are not served at all)."""
+    spark, files = served_table
+    sql = template.format(m=READ)
+    plan = translate(sqlglot.parse_one(sql, read="spark"), {TABLE: COLUMNS},
+                     lambda table, ids: [f for sid in ids for f in files[sid]])
+    with pytest.raises(EngineFailure):
+        engine.run_blocking(plan)
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        rows = spark.sql(sql).collect()
+    finally:
+        spark.conf.unset("spark.sql.ansi.enabled")
+    assert rows
