@@ -91,6 +91,12 @@ def test_decimal_div_type(operands, result):
     ("0", "-7", 10, 3, "0.000"),            # (DuckDB has no -0 decimal either)
     ("99.99", "1", 4, 2, "99.99"),           # exactly p digits
     ("123456789012345678.12", "1", 38, 20, "123456789012345678.12000000000000000000"),
+    # rounded once, from the exact quotient (Spark 4): 0.00000049999...975 and
+    # 0.99999949999...9 stay under the boundary; rounding first at scale 38 crossed it
+    ("1000000000000000000000000000000", "2000000000000000000000000000000000001", 38, 6,
+     "0.000000"),
+    ("89999954999999999999999999999999999999", "89999999999999999999999999999999999999",
+     38, 6, "0.999999"),
 ])
 def test_spark_decimal_div(a, b, p, s, want):
     got = spark_decimal_div(a, b, p, s)

@@ -36,9 +36,15 @@ pytestmark = pytest.mark.spark
 TABLE = "servtypes.t"
 COLUMNS = {"k": "int", "ti": "tinyint", "si": "smallint", "i": "int", "b": "bigint",
            "d38": "decimal(38,10)", "d10": "decimal(10,2)", "dbl": "double", "dt": "date",
-           "s": "string", "flag": "boolean"}
+           "s": "string", "flag": "boolean", "n1": "decimal(38,0)", "n2": "decimal(38,0)"}
 _N = None
-# k, ti, si, i, b, d38, d10, dbl, dt, s, flag, segment
+# n1 / n2 (decimal(38,6)) sits just under a rounding boundary: Spark rounds the exact
+# quotient once; rounding first at scale 38 crosses the boundary
+_NEAR = {1: ("1000000000000000000000000000000", "2000000000000000000000000000000000001"),
+         5: ("89999954999999999999999999999999999999", "89999999999999999999999999999999999999"),
+         6: ("-89999954999999999999999999999999999999", "89999999999999999999999999999999999999"),
+         7: ("7", "3"), 8: ("-2", "3")}
+# k, ti, si, i, b, d38, d10, dbl, dt, s, flag, segment (n1, n2 from _NEAR)
 ROWS = [
     (1, 0, 0, 0, 0, "0", "0.00", "0.0", "2026-01-01", "", "true", "0"),
     (2, _N, _N, _N, _N, _N, _N, _N, _N, _N, _N, "0"),
@@ -126,6 +132,14 @@ CASES = [
      "WHERE m.d38 <> 0", ROWS_),
     ("decimal division HALF_UP", "SELECT m.d10 / 8 AS a, m.d38 / 3 AS b, "
      "m.d38 / m.d10 AS c FROM {m} WHERE m.d10 <> 0 AND m.k <> 3", ROWS_),
+    ("decimal division rounds at scale 38, then HALF_UP to the result scale",
+     "SELECT CAST(1000000000000000000000000000000.0 AS DECIMAL(38,0)) / "
+     "CAST(2000000000000000000000000000000000001.0 AS DECIMAL(38,0)) AS a, "
+     "CAST(-1000000000000000000000000000000.0 AS DECIMAL(38,0)) / "
+     "CAST(2000000000000000000000000000000000001.0 AS DECIMAL(38,0)) AS b, m.k AS k "
+     "FROM {m}", ROWS_),
+    ("decimal division rounds the exact quotient once", "SELECT m.k AS k, m.n1 / m.n2 AS q "
+     "FROM {m}", ROWS_),
     ("avg-style decimal(10,2)", "SELECT m.flag AS f, CAST(CAST(sum(m.d10) AS DECIMAL(20,2)) / "
      "CAST(count(m.d10) AS DECIMAL(20,0)) AS DECIMAL(14,6)) AS a FROM {m} GROUP BY m.flag "
      "HAVING count(m.d10) > 0", ROWS_),
@@ -263,8 +277,9 @@ def served_table():
     try:
         names = list(COLUMNS) + ["dm_segment_id"]
         st = StructType([StructField(c, StringType(), True) for c in names])
-        df = spark.createDataFrame([tuple(None if v is None else str(v) for v in r)
-                                    for r in ROWS], st)
+        df = spark.createDataFrame(
+            [tuple(None if v is None else str(v) for v in r[:-1] + _NEAR.get(r[0], (_N, _N))
+                   + r[-1:]) for r in ROWS], st)
         typed = df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in COLUMNS.items()],
                               "dm_segment_id")
         spark.sql(f"CREATE DATABASE servtypes LOCATION '{tmp / 'servtypes'}'")
