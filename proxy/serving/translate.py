@@ -38,7 +38,7 @@ _BIGINT_MAX = 2**63 - 1
 # What the tier evaluates; docs/serving.md lists it for users. Keep the two in step.
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
-              "WHERE, GROUP BY, HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
+              "WHERE, GROUP BY (keys other than doubles; DISTINCT likewise), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max",
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
@@ -119,6 +119,9 @@ def _is_num(t: str) -> bool:
 
 
 _INT_ORDER = ("tinyint", "smallint", "int", "bigint")
+# Spark normalises grouping keys (NormalizeFloatingNumbers): -0.0 and 0.0 are one group
+# whose key reads 0.0; DuckDB groups them too but returns the first value it met (-0.0)
+_DOUBLE_KEY = "GROUP BY or DISTINCT over a double (Spark returns a -0.0 key as 0.0)"
 
 
 class _Scope:
@@ -173,6 +176,8 @@ class _Translator:
             # every output is cast to its Spark type: DuckDB's own may be wider
             outputs.append(f"CAST({sql} AS {duck_type(typ)}) AS {_q(name)}")
             out_cols.append((name, typ))
+        if sel.args.get("distinct") and any(t == "double" for _, t in out_cols):
+            raise NotServable(_DOUBLE_KEY)
         parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") else "")
                  + ", ".join(outputs), "FROM " + rel_sql]
         if sel.args.get("where"):
@@ -184,9 +189,15 @@ class _Translator:
             keys = []
             for g in group.expressions:
                 if isinstance(g, exp.Literal) and not g.is_string:
+                    if not (g.this.isdigit() and 1 <= int(g.this) <= len(out_cols)):
+                        raise NotServable(f"GROUP BY {g.this}")
                     keys.append(g.this)       # ordinal
+                    typ = out_cols[int(g.this) - 1][1]
                 else:
-                    keys.append(self.expr(g, scope)[0])
+                    sql, typ = self.expr(g, scope)
+                    keys.append(sql)
+                if typ == "double":
+                    raise NotServable(_DOUBLE_KEY)
             parts.append("GROUP BY " + ", ".join(keys))
         if sel.args.get("having"):
             parts.append("HAVING " + self.condition(sel.args["having"].this, scope))
