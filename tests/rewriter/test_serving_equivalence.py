@@ -14,7 +14,8 @@ production, `<dir>/dm_segment_id=<id>/part-*.parquet`):
 Per layout: rewrite (Candidate(..., segments=...)), translate; NotServable is a normal
 outcome (recorded; the summary test prints the counts); a servable plan runs in
 LocalEngine and is compared with Spark (spark_tier's rules: floats within 1e-9 relative,
-ORDER BY key sequence, LIMIT ties) plus the exact scale of every decimal. Zero
+ORDER BY key sequence, LIMIT ties) plus the exact scale of every decimal and the sign of
+every zero double. Zero
 differences allowed: a difference is a serving-tier bug (translate.py / engine.py).
 
 A datamap is written only once a dry translation says the query is servable, and each
@@ -22,6 +23,7 @@ written layout is reused by every case that asks for the same definition.
 """
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from decimal import Decimal
@@ -105,6 +107,18 @@ def _files(directory: Path, ids) -> list[str]:
     return out
 
 
+def _zero_sign_problems(columns, spark_rows, rows) -> list[str]:
+    """values_equal takes -0.0 for 0.0; a client sees the sign."""
+    out = []
+    for i, (name, typ) in enumerate(columns):
+        if typ == "double":
+            a = sorted(math.copysign(1, r[i]) for r in spark_rows if r[i] == 0)
+            b = sorted(math.copysign(1, r[i]) for r in rows if r[i] == 0)
+            if a != b:
+                out.append(f"column {name}: signs of zeros differ: Spark {a} vs served {b}")
+    return out
+
+
 def _scale_problems(columns, rows) -> list[str]:
     """Decimals must come back with exactly the type's scale (the HS2 encoding sends it)."""
     out = []
@@ -180,6 +194,8 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
         else:
             problems += _scale_problems(plan.columns, rows)
             problems += _diff_rows(otree, [n for n, _ in oschema], orows, rows)
+            if not problems and otree.args.get("limit") is None:
+                problems += _zero_sign_problems(plan.columns, orows, rows)
         if problems:
             bad.append(f"[{layout}] " + "\n".join(problems) + f"\n  original:  {original}"
                        f"\n  rewritten: {rewritten}\n  duckdb:    {plan.sql}"
