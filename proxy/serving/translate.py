@@ -164,6 +164,7 @@ class _Translator:
         scope = _Scope()
         rel_sql = self.relation(from_.this, scope)
         outputs, out_cols, aggregate = [], [], False
+        inner_of: dict[str, exp.Expression] = {}      # output name -> its expression
         for e in sel.expressions:
             if isinstance(e, exp.Alias):
                 name, inner = e.alias, e.this
@@ -176,6 +177,7 @@ class _Translator:
             # every output is cast to its Spark type: DuckDB's own may be wider
             outputs.append(f"CAST({sql} AS {duck_type(typ)}) AS {_q(name)}")
             out_cols.append((name, typ))
+            inner_of.setdefault(name.lower(), inner)
         if sel.args.get("distinct") and any(t == "double" for _, t in out_cols):
             raise NotServable(_DOUBLE_KEY)
         parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") else "")
@@ -203,7 +205,7 @@ class _Translator:
             parts.append("HAVING " + self.condition(sel.args["having"].this, scope))
         order = sel.args.get("order")
         if order:
-            parts.append("ORDER BY " + ", ".join(self.ordered(o, scope, out_cols)
+            parts.append("ORDER BY " + ", ".join(self.ordered(o, scope, out_cols, inner_of)
                                                  for o in order.expressions))
         limit = sel.args.get("limit")
         if limit is not None:
@@ -216,7 +218,8 @@ class _Translator:
             parts.append(f"LIMIT {int(n.this)}")
         return " ".join(parts), out_cols
 
-    def ordered(self, o: exp.Ordered, scope: _Scope, out_cols) -> str:
+    def ordered(self, o: exp.Ordered, scope: _Scope, out_cols,
+                inner_of: Mapping[str, exp.Expression]) -> str:
         key = o.this
         names = {n.lower(): n for n, _ in out_cols}
         if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
@@ -224,6 +227,17 @@ class _Translator:
         elif isinstance(key, exp.Column) and not key.table and key.name.lower() in names:
             sql = _q(names[key.name.lower()])       # an output's name
         else:
+            # Spark resolves a bare name inside an ORDER BY expression to the output of
+            # that name before the input column (`SELECT m.k AS i ... ORDER BY -i` orders
+            # by -m.k): put each output's expression in its place
+            key = key.copy()
+            for col in list(key.find_all(exp.Column)):
+                if not col.table and col.name.lower() in inner_of:
+                    replacement = inner_of[col.name.lower()].copy()
+                    if col is key:
+                        key = replacement
+                    else:
+                        col.replace(replacement)
             sql = self.expr(key, scope)[0]
         desc = bool(o.args.get("desc"))
         nulls_first = o.args.get("nulls_first")
