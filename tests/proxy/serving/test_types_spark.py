@@ -418,3 +418,26 @@ def test_error_cases_without_ansi_are_still_spark_answers(title, template, expec
     finally:
         spark.conf.unset("spark.sql.ansi.enabled")
     assert rows
+
+
+# ORDER BY expressions over names that are both an output and an input column: Spark takes
+# the output. Every order here is total, so the whole sequence must be equal.
+ORDER_CASES = [
+    "SELECT m.k AS i, m.i AS k FROM {m} ORDER BY -i",
+    "SELECT m.k AS i, m.i AS k FROM {m} ORDER BY i + 0 DESC",
+    "SELECT m.k AS i FROM {m} ORDER BY -i",
+    "SELECT m.k AS i, count(*) AS n FROM {m} GROUP BY m.k ORDER BY -i",
+    "SELECT m.k AS k, sum(m.i) AS i FROM {m} GROUP BY m.k ORDER BY -i, k",
+    "SELECT m.k AS k, m.d10 AS i FROM {m} ORDER BY -i, -k",
+]
+
+
+@pytest.mark.parametrize("template", ORDER_CASES)
+def test_order_by_expressions_name_outputs_first(template, served_table, engine):
+    spark, files = served_table
+    sql = template.format(m=READ)
+    plan = translate(sqlglot.parse_one(sql, read="spark"), {TABLE: COLUMNS},
+                     lambda table, ids: [f for sid in ids for f in files[sid]])
+    want = [tuple(r) for r in spark.sql(sql).collect()]
+    got = engine.run_blocking(plan)
+    assert got == want, f"\n  spark:  {want}\n  served: {got}\n  duckdb: {plan.sql}"
