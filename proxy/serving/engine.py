@@ -20,22 +20,26 @@ from proxy.serving.translate import Plan
 
 log = logging.getLogger("proxy.serving")
 
-# Spark's Decimal division: the quotient to scale 38, then to the result scale, HALF_UP.
-_CONTEXT = decimal.Context(prec=120, rounding=decimal.ROUND_HALF_UP, traps=[
+# Spark's Decimal division: the exact quotient rounded HALF_UP to the result scale, once
+# (measured on Spark 4: 10^30 / (2*10^36+1) is 0.000000 as decimal(38,6); rounding first to
+# scale 38 gives 0.000001). A quotient off a rounding boundary is off it by at least
+# 1/(2 * 10^76 * 10^38) (numerator and denominator have at most 76 digits once scaled);
+# 200 significant digits of a quotient under 10^38 are closer than that, so rounding them
+# is rounding the exact quotient (a larger one overflows and raises either way).
+_CONTEXT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP, traps=[
     decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
 def spark_decimal_div(a: str | None, b: str | None, p: int, s: int) -> str | None:
-    """a / b as Spark computes decimal division: exact quotient rounded HALF_UP to scale
-    38, then to `s`; NULL when either side is NULL. A zero divisor or a result over `p`
-    digits raises (Spark: NULL or an error by ANSI mode), so the query goes to Spark."""
+    """a / b as Spark computes decimal division: the exact quotient rounded HALF_UP to
+    scale `s`; NULL when either side is NULL. A zero divisor or a result over `p` digits
+    raises (Spark: NULL or an error by ANSI mode), so the query goes to Spark."""
     if a is None or b is None:
         return None
     x, y = decimal.Decimal(a), decimal.Decimal(b)
     if y == 0:
         raise ZeroDivisionError("division by zero")
-    q = _CONTEXT.divide(x, y).quantize(decimal.Decimal(1).scaleb(-38), context=_CONTEXT)
-    q = q.quantize(decimal.Decimal(1).scaleb(-s), context=_CONTEXT)
+    q = _CONTEXT.divide(x, y).quantize(decimal.Decimal(1).scaleb(-s), context=_CONTEXT)
     if len(q.as_tuple().digits) > p and q != 0:
         raise OverflowError(f"decimal({p},{s}) overflow")
     return format(q, "f")

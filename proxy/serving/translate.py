@@ -38,13 +38,15 @@ _BIGINT_MAX = 2**63 - 1
 # What the tier evaluates; docs/serving.md lists it for users. Keep the two in step.
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
-              "WHERE, GROUP BY, HAVING, ORDER BY (Spark's NULL ordering), LIMIT",
+              "WHERE, GROUP BY (keys other than doubles; DISTINCT likewise), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max",
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
-                 "decimal division by Spark's rules), unary -, = <> < <= > >=, AND OR NOT, "
-                 "IN (literals), BETWEEN, IS [NOT] NULL",
-    "functions": "CAST (integral/decimal widening and narrowing, to string from "
+                 "decimal division by Spark's rules), unary - (decimals of up to 34 digits), "
+                 "= <> < <= > >=, IN (literals), BETWEEN (of decimals: when their common "
+                 "type fits 38 digits), AND OR NOT, IS [NOT] NULL",
+    "functions": "CAST (integral/decimal widening and narrowing, decimal to integral "
+                 "truncating, to string from "
                  "integral/decimal/date/string), CASE WHEN, COALESCE, year, quarter, month, "
                  "day/dayofmonth over dates",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date",
@@ -93,7 +95,7 @@ def duck_type(spark_type: str) -> str:
 
 def _spark_type(t: str | None) -> str:
     t = norm(t)
-    if t is None:
+    if not t:
         raise NotServable("a column of unknown type")
     if _DEC.match(t):
         p, s = map(int, _DEC.match(t).groups())
@@ -117,6 +119,9 @@ def _is_num(t: str) -> bool:
 
 
 _INT_ORDER = ("tinyint", "smallint", "int", "bigint")
+# Spark normalises grouping keys (NormalizeFloatingNumbers): -0.0 and 0.0 are one group
+# whose key reads 0.0; DuckDB groups them too but returns the first value it met (-0.0)
+_DOUBLE_KEY = "GROUP BY or DISTINCT over a double (Spark returns a -0.0 key as 0.0)"
 
 
 class _Scope:
@@ -159,6 +164,7 @@ class _Translator:
         scope = _Scope()
         rel_sql = self.relation(from_.this, scope)
         outputs, out_cols, aggregate = [], [], False
+        inner_of: dict[str, exp.Expression] = {}      # output name -> its expression
         for e in sel.expressions:
             if isinstance(e, exp.Alias):
                 name, inner = e.alias, e.this
@@ -171,6 +177,9 @@ class _Translator:
             # every output is cast to its Spark type: DuckDB's own may be wider
             outputs.append(f"CAST({sql} AS {duck_type(typ)}) AS {_q(name)}")
             out_cols.append((name, typ))
+            inner_of.setdefault(name.lower(), inner)
+        if sel.args.get("distinct") and any(t == "double" for _, t in out_cols):
+            raise NotServable(_DOUBLE_KEY)
         parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") else "")
                  + ", ".join(outputs), "FROM " + rel_sql]
         if sel.args.get("where"):
@@ -182,15 +191,21 @@ class _Translator:
             keys = []
             for g in group.expressions:
                 if isinstance(g, exp.Literal) and not g.is_string:
+                    if not (g.this.isdigit() and 1 <= int(g.this) <= len(out_cols)):
+                        raise NotServable(f"GROUP BY {g.this}")
                     keys.append(g.this)       # ordinal
+                    typ = out_cols[int(g.this) - 1][1]
                 else:
-                    keys.append(self.expr(g, scope)[0])
+                    sql, typ = self.expr(g, scope)
+                    keys.append(sql)
+                if typ == "double":
+                    raise NotServable(_DOUBLE_KEY)
             parts.append("GROUP BY " + ", ".join(keys))
         if sel.args.get("having"):
             parts.append("HAVING " + self.condition(sel.args["having"].this, scope))
         order = sel.args.get("order")
         if order:
-            parts.append("ORDER BY " + ", ".join(self.ordered(o, scope, out_cols)
+            parts.append("ORDER BY " + ", ".join(self.ordered(o, scope, out_cols, inner_of)
                                                  for o in order.expressions))
         limit = sel.args.get("limit")
         if limit is not None:
@@ -198,10 +213,13 @@ class _Translator:
             if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()) \
                     or limit.args.get("offset"):
                 raise NotServable("LIMIT other than a whole number")
+            if int(n.this) > _INT_MAX:
+                raise NotServable("LIMIT over the int range (Spark raises)")
             parts.append(f"LIMIT {int(n.this)}")
         return " ".join(parts), out_cols
 
-    def ordered(self, o: exp.Ordered, scope: _Scope, out_cols) -> str:
+    def ordered(self, o: exp.Ordered, scope: _Scope, out_cols,
+                inner_of: Mapping[str, exp.Expression]) -> str:
         key = o.this
         names = {n.lower(): n for n, _ in out_cols}
         if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
@@ -209,6 +227,17 @@ class _Translator:
         elif isinstance(key, exp.Column) and not key.table and key.name.lower() in names:
             sql = _q(names[key.name.lower()])       # an output's name
         else:
+            # Spark resolves a bare name inside an ORDER BY expression to the output of
+            # that name before the input column (`SELECT m.k AS i ... ORDER BY -i` orders
+            # by -m.k): put each output's expression in its place
+            key = key.copy()
+            for col in list(key.find_all(exp.Column)):
+                if not col.table and col.name.lower() in inner_of:
+                    replacement = inner_of[col.name.lower()].copy()
+                    if col is key:
+                        key = replacement
+                    else:
+                        col.replace(replacement)
             sql = self.expr(key, scope)[0]
         desc = bool(o.args.get("desc"))
         nulls_first = o.args.get("nulls_first")
@@ -309,9 +338,21 @@ class _Translator:
         return ("TRUE" if e.this else "FALSE"), "boolean"
 
     def _neg(self, e, scope):
+        if _int_literal(e) is not None:
+            # Spark reads `-2147483648` as one literal (an int), not minus a bigint
+            text = _int_literal(e)
+            v = int(text)
+            if v < -_BIGINT_MAX - 1:
+                raise NotServable(f"integer literal {text}")
+            return f"CAST({text} AS {'INTEGER' if v >= -_INT_MAX - 1 else 'BIGINT'})", \
+                ("int" if v >= -_INT_MAX - 1 else "bigint")
         sql, t = self.expr(e.this, scope)
         if not (t in INTEGRAL or _DEC.match(t) or t == "double"):
             raise NotServable("minus of a non-number")
+        if _DEC.match(t) and int(_DEC.match(t).group(1)) > 34:
+            # Spark negates a wide decimal through Scala's BigDecimal, which rounds it to 34
+            # digits (-999...9.9999999999 of decimal(38,10) comes back as -1E27)
+            raise NotServable(f"unary minus of a {t}")
         return f"CAST(-({sql}) AS {duck_type(t)})", t
 
     def _arith(self, e: exp.Binary, scope):
@@ -337,8 +378,11 @@ class _Translator:
         if p > 38:
             raise NotServable(f"decimal {op} that loses precision in Spark")
         t = f"decimal({p},{s})"
-        return (f"CAST(CAST({l_sql} AS DECIMAL({p1},{s1})) {op} CAST({r_sql} AS "
-                f"DECIMAL({p2},{s2})) AS DECIMAL({p},{s}))"), t
+        # DuckDB multiplies two decimals of up to 18 digits in 64 bits and fails on a
+        # product Spark's decimal(p1+p2+1) holds: multiply at 38 digits, then narrow
+        w1, w2 = (38, 38) if op == "*" else (p1, p2)
+        return (f"CAST(CAST({l_sql} AS DECIMAL({w1},{s1})) {op} CAST({r_sql} AS "
+                f"DECIMAL({w2},{s2})) AS DECIMAL({p},{s}))"), t
 
     def _div(self, e: exp.Div, scope):
         l_sql, lt = self.expr(e.this, scope)
@@ -365,12 +409,16 @@ class _Translator:
     def _compare(self, e: exp.Binary, scope):
         op = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
               exp.LTE: "<="}[type(e)]
-        l_sql, r_sql = self._comparable(e.this, e.expression, scope)
+        seen: list[str] = []
+        l_sql, r_sql = self._comparable(e.this, e.expression, scope, seen)
+        _fits_one_decimal(seen)
         return f"({l_sql} {op} {r_sql})", "boolean"
 
-    def _comparable(self, a: exp.Expression, b: exp.Expression, scope) -> tuple[str, str]:
+    def _comparable(self, a: exp.Expression, b: exp.Expression, scope,
+                    seen: list[str]) -> tuple[str, str]:
         a_sql, at = self.expr(a, scope)
         b_sql, bt = self.expr(b, scope)
+        seen += [at, bt]
         if at == "date" and bt == "string":
             b_sql = _date_literal(b)
         elif at == "string" and bt == "date":
@@ -398,18 +446,21 @@ class _Translator:
     def _in(self, e: exp.In, scope):
         if e.args.get("query") or e.args.get("unnest") or e.args.get("field"):
             raise NotServable("IN (subquery)")
-        items = []
+        items, seen = [], []
         for item in e.expressions:
             if not isinstance(item, (exp.Literal, exp.Neg, exp.Boolean)):
                 raise NotServable("IN with other than literals")
-            items.append(self._comparable(e.this, item, scope))
+            items.append(self._comparable(e.this, item, scope, seen))
         if not items:
             raise NotServable("empty IN")
+        _fits_one_decimal(seen)
         return f"({items[0][0]} IN ({', '.join(i[1] for i in items)}))", "boolean"
 
     def _between(self, e: exp.Between, scope):
-        a, low = self._comparable(e.this, e.args["low"], scope)
-        _, high = self._comparable(e.this, e.args["high"], scope)
+        seen: list[str] = []
+        a, low = self._comparable(e.this, e.args["low"], scope, seen)
+        _, high = self._comparable(e.this, e.args["high"], scope, seen)
+        _fits_one_decimal(seen)
         return f"({a} BETWEEN {low} AND {high})", "boolean"
 
     def _cast(self, e: exp.Cast, scope):
@@ -430,6 +481,9 @@ class _Translator:
             or (dst == "string" and (src in INTEGRAL or _DEC.match(src) or src == "date"))
         if not ok:
             raise NotServable(f"CAST from {src} to {dst}")
+        if _DEC.match(src) and dst in INTEGRAL:
+            # Spark truncates a decimal towards zero (2.5 -> 2); DuckDB's cast rounds (-> 3)
+            sql = f"trunc({sql})"
         # narrowing that overflows fails in DuckDB (Spark: error or NULL): Spark answers
         return f"CAST({sql} AS {duck_type(dst)})", dst
 
@@ -514,15 +568,40 @@ def _common(types, what: str) -> str:
     return known.pop()
 
 
+def _fits_one_decimal(types: list[str]) -> None:
+    """Values compared with a decimal meet in one decimal type. Spark's wider type is
+    bounded to 38 digits and still answers; DuckDB's cast to it fails (decimal(38,10) vs
+    a 29-digit literal): a comparison whose exact common type needs more than 38 digits
+    goes to Spark."""
+    if not any(_DEC.match(t) for t in types):
+        return
+    parts = [_dec(t) for t in types if _dec(t) is not None]
+    if max(p - s for p, s in parts) + max(s for _, s in parts) > 38:
+        raise NotServable("a comparison of decimals whose common type needs over 38 digits")
+
+
 def _dec_operand(e: exp.Expression, t: str) -> tuple[int, int]:
     """Spark's decimal view of an operand: an integer literal takes its own digits
-    (DecimalPrecision's literal rule), an integral column its type's."""
-    if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
-        return max(1, len(e.this.lstrip("0") or "0")), 0
+    (DecimalPrecision's literal rule; `-3` is one literal in Spark too), an integral
+    column its type's."""
+    text = _int_literal(e)
+    if text is not None:
+        return max(1, len(text.lstrip("-").lstrip("0") or "0")), 0
     d = _dec(t)
     if d is None:
         raise NotServable(f"decimal arithmetic with {t}")
     return d
+
+
+def _int_literal(e: exp.Expression) -> str | None:
+    """The text of an integer literal, `-` included when Spark's parser takes it in
+    (`-3`, not `-(3)`); None for anything else."""
+    if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
+        return e.this
+    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal) \
+            and not e.this.is_string and e.this.this.isdigit():
+        return "-" + e.this.this
+    return None
 
 
 def decimal_div_type(p1: int, s1: int, p2: int, s2: int) -> tuple[int, int]:

@@ -1,0 +1,221 @@
+"""Serving tier, differential: every must-hit fixture case, rewritten onto datamaps stored as
+real Parquet files and answered by the in-process engine, against Spark answering the
+ORIGINAL query on the base tables. Names, Spark types and rows must be equal.
+
+Layouts (as tests/rewriter/test_spark_equivalence.py, but written as Parquet by Spark,
+`df.write.partitionBy("dm_segment_id")`, so the engine reads files the way it does in
+production, `<dir>/dm_segment_id=<id>/part-*.parquet`):
+  one row per group   segment '0' = build_sql(definition) (not for `partial: true` cases);
+  partial segments    for partial cases and every aggregate case: segments '0', '1', '2'
+                      built over disjoint hash slices of the first base table, plus a
+                      hidden segment '9' holding a full copy that must never be read
+                      (files_of refuses it, and a read of it would double-count).
+
+Per layout: rewrite (Candidate(..., segments=...)), translate; NotServable is a normal
+outcome (recorded; the summary test prints the counts); a servable plan runs in
+LocalEngine and is compared with Spark (spark_tier's rules: floats within 1e-9 relative,
+ORDER BY key sequence, LIMIT ties) plus the exact scale of every decimal and the sign of
+every zero double. Zero
+differences allowed: a difference is a serving-tier bug (translate.py / engine.py).
+
+A datamap is written only once a dry translation says the query is servable, and each
+written layout is reused by every case that asks for the same definition.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import sqlglot
+
+import rewriter as core
+from proxy.serving.engine import EngineFailure, LocalEngine
+from proxy.serving.translate import NotServable, translate
+from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinition
+from rewriter.timeseries import translate_sql
+from tests.rewriter.spark_tier import (
+    HIDDEN_SEGMENT, SLICES, Materialiser, _diff_rows, _fmt_rows, _schema,
+)
+from tests.rewriter.test_spark_equivalence import CASES, SEG
+
+VISIBLE = tuple(str(k) for k in range(SLICES))
+
+# (case id, layout) -> "served" | "not servable: <reason>" | "not rewritten: ..."
+REPORT: dict[tuple[str, str], str] = {}
+
+
+class ParquetDatamaps:
+    """Datamap tables as Parquet directories partitioned by segment, written by Spark."""
+
+    def __init__(self, spark, schemas, root: Path):
+        self.spark = spark
+        self.root = root
+        self.slices = Materialiser(spark, schemas)     # its slice views and sliceable()
+        self._dirs: dict[tuple, Path] = {}              # (layout, build SQLs) -> directory
+
+    def _write(self, parts: list[str]) -> Path:
+        key = tuple(parts)
+        if key not in self._dirs:
+            path = self.root / f"dm{len(self._dirs)}"
+            df = self.spark.sql(" UNION ALL ".join(parts))
+            df.write.partitionBy(SEGMENT_COLUMN).parquet(str(path))
+            self._dirs[key] = path
+        return self._dirs[key]
+
+    def directory(self, d: DatamapDefinition, layout: str) -> Path:
+        if layout == "full":
+            return self._write([f"SELECT b.*, '0' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b"])
+        fact = self.slices.sliceable(d)
+        parts = [f"SELECT b.*, '{k}' AS {SEGMENT_COLUMN} FROM "
+                 f"({d.build_sql({fact: self.slices._slice(fact, k)})}) b" for k in range(SLICES)]
+        parts.append(f"SELECT b.*, '{HIDDEN_SEGMENT}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b")
+        return self._write(parts)
+
+    def close(self) -> None:
+        self.slices.drop_all()
+
+
+@pytest.fixture(scope="module")
+def parquet_datamaps(spark, schemas):
+    root = Path(tempfile.mkdtemp(prefix="serving-diff-"))
+    dm = ParquetDatamaps(spark, schemas, root)
+    try:
+        yield dm
+    finally:
+        dm.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = LocalEngine(threads=2, workers=1)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def _files(directory: Path, ids) -> list[str]:
+    assert HIDDEN_SEGMENT not in ids, "the hidden segment was asked for"
+    out: list[str] = []
+    for sid in ids:
+        out += sorted(str(p) for p in (directory / f"{SEGMENT_COLUMN}={sid}").glob("part-*.parquet"))
+    return out
+
+
+def _zero_sign_problems(columns, spark_rows, rows) -> list[str]:
+    """values_equal takes -0.0 for 0.0; a client sees the sign."""
+    out = []
+    for i, (name, typ) in enumerate(columns):
+        if typ == "double":
+            a = sorted(math.copysign(1, r[i]) for r in spark_rows if r[i] == 0)
+            b = sorted(math.copysign(1, r[i]) for r in rows if r[i] == 0)
+            if a != b:
+                out.append(f"column {name}: signs of zeros differ: Spark {a} vs served {b}")
+    return out
+
+
+def _scale_problems(columns, rows) -> list[str]:
+    """Decimals must come back with exactly the type's scale (the HS2 encoding sends it)."""
+    out = []
+    for i, (name, typ) in enumerate(columns):
+        if not typ.startswith("decimal("):
+            continue
+        scale = int(typ[:-1].split(",")[1])
+        for r in rows:
+            v = r[i]
+            if v is not None and (not isinstance(v, Decimal) or v.as_tuple().exponent != -scale):
+                out.append(f"column {name} {typ}: value {v!r} is not a Decimal of scale {scale}")
+                break
+    return out
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", CASES)
+def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datamaps, engine):
+    case_id = request.node.callspec.id
+    current_db = case.get("current_db", "default")
+    datamaps = case["datamaps"]
+    partial = bool(case.get("partial", False))
+    plans = {}
+
+    def attempt(layout: str, definitions: list[DatamapDefinition]) -> None:
+        segments = ("0",) if layout == "full" else VISIBLE
+        candidates = [Candidate(definition=d, one_row_per_group=(layout == "full"),
+                                segments=segments) for d in definitions]
+        result = core.rewrite(case["query"], candidates, schemas, current_db)
+        if not result.rewritten or not result.used:
+            REPORT[(case_id, layout)] = f"not rewritten ({result.skipped})"
+            return
+        tree = result.tree if result.tree is not None else sqlglot.parse_one(result.sql, read="spark")
+        by_table = {d.table.lower(): d for d in definitions}
+        tables = {t: {c.name: c.type for c in d.columns} for t, d in by_table.items()}
+        try:   # dry run first: only a servable query makes Spark write its datamaps
+            translate(tree, tables, lambda table, ids: ["/nonexistent.parquet"])
+        except NotServable as e:
+            REPORT[(case_id, layout)] = f"not servable: {e}"
+            return
+
+        def files_of(table, ids):
+            return _files(parquet_datamaps.directory(by_table[table], layout), ids)
+        plans[layout] = (translate(tree, tables, files_of), result.sql)
+        REPORT[(case_id, layout)] = "served"
+
+    full_defs = [core.compile_datamap(n, q, schemas, current_db) for n, q in datamaps.items()]
+    if not partial:
+        attempt("full", full_defs)
+    if partial or all(d.is_aggregate for d in full_defs):
+        seg_defs = [core.compile_datamap(n + SEG, q, schemas, current_db)
+                    for n, q in datamaps.items()]
+        if all(parquet_datamaps.slices.sliceable(d) for d in seg_defs):
+            attempt("segments", seg_defs)
+    if not plans:
+        return
+
+    spark.sql(f"USE {current_db}")
+    original = translate_sql(case["query"], schemas, current_db)
+    otree = sqlglot.parse_one(original, read="spark")
+    odf = spark.sql(original)
+    oschema = [tuple(c) for c in _schema(odf)]
+    orows = [tuple(r) for r in odf.collect()]
+    bad = []
+    for layout, (plan, rewritten) in plans.items():
+        problems = []
+        if list(plan.columns) != oschema:
+            problems.append(f"schema differs: Spark {oschema} vs served {list(plan.columns)}")
+        try:
+            rows = engine.run_blocking(plan)
+        except EngineFailure as e:
+            problems.append(f"engine failed where Spark answered: {e}")
+        else:
+            problems += _scale_problems(plan.columns, rows)
+            problems += _diff_rows(otree, [n for n, _ in oschema], orows, rows)
+            if not problems and otree.args.get("limit") is None:
+                problems += _zero_sign_problems(plan.columns, orows, rows)
+        if problems:
+            bad.append(f"[{layout}] " + "\n".join(problems) + f"\n  original:  {original}"
+                       f"\n  rewritten: {rewritten}\n  duckdb:    {plan.sql}"
+                       f"\n  spark rows: {_fmt_rows(orows)}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.spark
+def test_summary_of_served_cases(capsys):
+    """Runs after the cases (file order): how many layouts the tier serves, and why not."""
+    served = sum(1 for v in REPORT.values() if v == "served")
+    refused = {k: v for k, v in REPORT.items() if v.startswith("not servable")}
+    other = len(REPORT) - served - len(refused)
+    reasons: dict[str, int] = {}
+    for v in refused.values():
+        reasons[v] = reasons.get(v, 0) + 1
+    with capsys.disabled():
+        print(f"\nserving tier over {len({c for c, _ in REPORT})} fixture cases: "
+              f"{served} layouts served, {len(refused)} not servable, {other} not rewritten")
+        for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:3d}  {why}")
+    if len({c for c, _ in REPORT}) == len(CASES):
+        assert served > 0, "the serving tier served no fixture case at all"
