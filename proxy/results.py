@@ -87,7 +87,9 @@ def _as_string(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, _dt.datetime):
-        return v.isoformat(sep=" ")
+        # Spark's HiveServer2 text: whole seconds bare, a fraction without trailing zeros
+        text = v.strftime("%Y-%m-%d %H:%M:%S")
+        return text + (f".{v.microsecond:06d}".rstrip("0") if v.microsecond else "")
     if isinstance(v, decimal.Decimal):
         # Spark's toPlainString: 0.0000001, never 1E-7; and no negative zero
         return format(v.copy_abs() if v.is_zero() else v, "f")

@@ -57,7 +57,13 @@ class LocalEngine:
         self._duckdb = duckdb
         self._db = duckdb.connect(":memory:", config={
             "threads": max(1, threads), "memory_limit": memory_limit,
-            "enable_external_access": True, "preserve_insertion_order": True})
+            "enable_external_access": True, "preserve_insertion_order": True,
+            # never fetch an extension from the network on a query's path
+            "autoinstall_known_extensions": False, "autoload_known_extensions": False})
+        try:    # instants become local times by the offset translate.py adds, never by
+            self._db.execute("SET TimeZone = 'UTC'")   # the machine's zone (with ICU)
+        except duckdb.Error:
+            pass        # without ICU, DuckDB's time zone is UTC already
         self._db.create_function("spark_decimal_div", spark_decimal_div,
                                  [T.VARCHAR, T.VARCHAR, T.INTEGER, T.INTEGER], T.VARCHAR,
                                  null_handling="special")

@@ -49,6 +49,7 @@ class _Snapshot:
     version: int
     columns: Mapping[str, Mapping[str, str]]                 # table -> stored column types
     segments: Mapping[str, Mapping[str, _Segment]]           # table -> visible segment id -> files
+    zone: str | None = None          # the time zone the datamaps were computed in
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class ServingTier:
         self.cache = ResultCache(settings.cache_bytes, settings.cache_max_result_bytes)
         self._snapshot: _Snapshot | None = None
         self._snap_lock = threading.Lock()
-        self._plans: ByteLRU[tuple[str, int], Served | str] = ByteLRU(
+        self._plans: ByteLRU[tuple, Served | str] = ByteLRU(
             16 << 20, lambda k, v: text_size(k[0]) + (text_size(v) if isinstance(v, str)
                                                        else 2 * len(v.plan.sql)))
 
@@ -115,7 +116,7 @@ class ServingTier:
         if off is not None:
             return off
         snap = self._current()
-        key = (result.sql, snap.version)
+        key = (result.sql, snap.version, snap.zone)
         known = self._plans.get(key)
         if known is None:
             known = self._translate(result, snap)
@@ -152,7 +153,7 @@ class ServingTier:
                                   f"max_datamap_bytes ({limit})")
             return out
         try:
-            plan = translate(tree, snap.columns, files_of)
+            plan = translate(tree, snap.columns, files_of, snap.zone)
         except NotServable as e:
             return f"not served locally: {e}"
         except RecursionError:
@@ -238,4 +239,8 @@ class ServingTier:
             segments[table] = {s.id: _segment(s.files)
                                for s in self.catalog.visible_segments(rec.db, rec.name)
                                if s.files or not s.rows}
-        return _Snapshot(version, columns, segments)
+        try:
+            zone = self.catalog.setting("time_zone")
+        except Exception:  # noqa: BLE001 - unknown: timestamps go to Spark
+            zone = None
+        return _Snapshot(version, columns, segments, zone)

@@ -22,14 +22,19 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+from proxy.serving.timestamps import TRUNC_UNITS, fixed_offset, timestamp_literal
 from rewriter.api import SEGMENT_COLUMN
 from rewriter.sparktypes import INTEGRAL, decimal_of, norm
 
 # Column and result types the tier reads and returns. Everything else -> Spark.
 TYPES = ("boolean", "tinyint", "smallint", "int", "bigint", "double", "decimal", "string",
-         "date")
+         "date", "timestamp (in a fixed-offset session time zone)")
 _DUCK = {"boolean": "BOOLEAN", "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER",
-         "bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "date": "DATE"}
+         "bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "date": "DATE",
+         "timestamp": "TIMESTAMP"}
+# A stored column outside TYPES is left out of the read; its type is this prefix and the
+# reason, and the query is NotServable only if it uses the column.
+_UNSERVED = "!"
 _DEC = re.compile(r"^decimal\((\d+),(\d+)\)$")
 _DATE_LITERAL = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _INT_MAX = 2**31 - 1
@@ -47,9 +52,13 @@ ALLOWED = {
                  "type fits 38 digits), AND OR NOT, IS [NOT] NULL",
     "functions": "CAST (integral/decimal widening and narrowing, decimal to integral "
                  "truncating, to string from "
-                 "integral/decimal/date/string), CASE WHEN, COALESCE, year, quarter, month, "
-                 "day/dayofmonth over dates",
-    "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date",
+                 "integral/decimal/date/string; a date to a timestamp, a timestamp to a "
+                 "date, a date or timestamp literal string to its type), CASE WHEN, "
+                 "COALESCE, year, quarter, month, day/dayofmonth over dates and timestamps, "
+                 "hour/minute/second and date_trunc(year|quarter|month|week|day|hour|minute|"
+                 "second) over timestamps",
+    "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date, "
+                "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' against a timestamp",
 }
 
 
@@ -70,10 +79,13 @@ TableColumns = Mapping[str, Mapping[str, str]]
 FilesOf = Callable[[str, Sequence[str]], Sequence[str]]
 
 
-def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf) -> Plan:
+def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
+              zone: str | None = None) -> Plan:
+    """`zone`: the session time zone the datamaps were computed in and queries run in;
+    timestamps are served only when it is a fixed UTC offset (proxy/serving/timestamps.py)."""
     if not isinstance(tree, exp.Select):
         raise NotServable("not a single SELECT")
-    t = _Translator(tables, files_of)
+    t = _Translator(tables, files_of, zone)
     sql, cols = t.select(tree, top=True)
     return Plan(sql, tuple(cols), tuple(t.reads))
 
@@ -139,14 +151,17 @@ class _Scope:
         cols = self.aliases.get(alias)
         if cols is None or name not in cols:
             raise NotServable(f"column {alias}.{name} is not in the datamap read")
+        if cols[name].startswith(_UNSERVED):
+            raise NotServable(cols[name][len(_UNSERVED):])
         return f"{_q(alias)}.{_q(name)}", cols[name]
 
 
 class _Translator:
-    def __init__(self, tables: TableColumns, files_of: FilesOf):
+    def __init__(self, tables: TableColumns, files_of: FilesOf, zone: str | None = None):
         self.tables = {k.lower(): v for k, v in tables.items()}
         self.files_of = files_of
         self.reads: list[tuple[str, tuple[str, ...]]] = []
+        self.offset, self.zone_problem = fixed_offset(zone)
 
     # ---------------------------------------------------------------- relations
     def select(self, sel: exp.Select, top: bool = False):
@@ -279,16 +294,34 @@ class _Translator:
         for e in sel.expressions:
             if not isinstance(e, exp.Column) or e.table or e.name.lower() not in stored:
                 raise NotServable("a datamap read of something other than its columns")
-            cols[e.name.lower()] = _spark_type(stored[e.name.lower()])
+            try:
+                t = _spark_type(stored[e.name.lower()])
+                if t == "timestamp" and self.offset is None:
+                    raise NotServable(self.zone_problem)
+            except NotServable as why:    # only a query that uses it is refused
+                t = _UNSERVED + str(why)
+            cols[e.name.lower()] = t
         segments = _segments(sel.args.get("where"))
         self.reads.append((full, segments))
         files = list(self.files_of(full, segments))
-        names = ", ".join(_q(c) for c in cols)
+        read = {c: t for c, t in cols.items() if not t.startswith(_UNSERVED)}
+        names = ", ".join(self._read_column(c, t) for c, t in read.items()) or "NULL AS _none"
         if not files:   # no rows: a typed empty relation
-            typed = ", ".join(f"CAST(NULL AS {duck_type(t)}) AS {_q(c)}" for c, t in cols.items())
+            typed = ", ".join(f"CAST(NULL AS {duck_type(t)}) AS {_q(c)}"
+                              for c, t in read.items()) or "NULL AS _none"
             return f"SELECT {typed} WHERE FALSE", cols
         listed = ", ".join(_lit(f) for f in files)
         return f"SELECT {names} FROM read_parquet([{listed}])", cols
+
+    def _read_column(self, name: str, spark_type: str) -> str:
+        if spark_type != "timestamp":
+            return _q(name)
+        # an instant (INT96 or UTC-adjusted micros in the file) -> local wall-clock time
+        # in the session's fixed-offset zone (the engine's own TimeZone is UTC)
+        local = f"CAST({_q(name)} AS TIMESTAMP)"
+        if self.offset:
+            local = f"({local} + INTERVAL ({self.offset}) SECOND)"
+        return f"CAST({local} AS TIMESTAMP) AS {_q(name)}"
 
     # ---------------------------------------------------------------- expressions
     def condition(self, e: exp.Expression, scope: _Scope) -> str:
@@ -423,6 +456,10 @@ class _Translator:
             b_sql = _date_literal(b)
         elif at == "string" and bt == "date":
             a_sql = _date_literal(a)
+        elif at == "timestamp" and bt in ("string", "date"):
+            b_sql = _timestamp_operand(b, b_sql, bt)
+        elif bt == "timestamp" and at in ("string", "date"):
+            a_sql = _timestamp_operand(a, a_sql, at)
         elif _is_num(at) and _is_num(bt):
             if ("double" in (at, bt)) and (_DEC.match(at) or _DEC.match(bt)):
                 raise NotServable("comparison of a decimal and a double")
@@ -476,6 +513,13 @@ class _Translator:
         dst = _spark_type(dst)
         if src == dst:
             return sql, dst
+        if src == "string" and dst in ("date", "timestamp"):
+            if not (isinstance(e.this, exp.Literal) and e.this.is_string):
+                raise NotServable(f"CAST from string to {dst}")
+            return (_date_literal(e.this) if dst == "date"
+                    else _timestamp_operand(e.this, sql, "string")), dst
+        if (src, dst) in (("date", "timestamp"), ("timestamp", "date")):
+            return f"CAST({sql} AS {duck_type(dst)})", dst     # local midnight / local date
         ok = ((src in INTEGRAL or _DEC.match(src)) and (dst in INTEGRAL or _DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
             or (dst == "string" and (src in INTEGRAL or _DEC.match(src) or src == "date"))
@@ -550,11 +594,24 @@ class _Translator:
         if isinstance(arg, exp.TsOrDsToDate) and not arg.args.get("format"):
             arg = arg.this                 # sqlglot's wrapper of year(<date>)
         sql, t = self.expr(arg, scope)
-        if t != "date":
-            raise NotServable(f"{e.key.upper()} of {t} (only dates are served)")
         part = {exp.Year: "year", exp.Quarter: "quarter", exp.Month: "month",
-                exp.Day: "day", exp.DayOfMonth: "day"}[type(e)]
+                exp.Day: "day", exp.DayOfMonth: "day", exp.Hour: "hour",
+                exp.Minute: "minute", exp.Second: "second"}[type(e)]
+        if t != "timestamp" and (t != "date" or part in ("hour", "minute", "second")):
+            raise NotServable(f"{e.key.upper()} of {t}")
         return f"CAST(date_part('{part}', {sql}) AS INTEGER)", "int"
+
+    def _trunc(self, e: exp.TimestampTrunc, scope):
+        unit = e.args.get("unit")
+        name = (unit.name if isinstance(unit, (exp.Var, exp.Literal)) else "").lower()
+        if name not in TRUNC_UNITS or e.args.get("zone"):
+            raise NotServable(f"date_trunc unit {name or '?'}")
+        sql, t = self.expr(e.this, scope)
+        if t == "date":
+            sql = f"CAST({sql} AS TIMESTAMP)"      # Spark: the date's local midnight
+        elif t != "timestamp":
+            raise NotServable(f"date_trunc of {t}")
+        return f"CAST(date_trunc('{TRUNC_UNITS[name]}', {sql}) AS TIMESTAMP)", "timestamp"
 
 
 def _common(types, what: str) -> str:
@@ -614,6 +671,19 @@ def decimal_div_type(p1: int, s1: int, p2: int, s2: int) -> tuple[int, int]:
     return 38, max(38 - int_digits, min(s, 6))
 
 
+def _timestamp_operand(e: exp.Expression, sql: str, t: str) -> str:
+    """A date or a timestamp literal string compared with (or cast to) a timestamp, as
+    Spark casts it: a date is its local midnight, a string is local wall-clock time."""
+    if t == "date":
+        return f"CAST({sql} AS TIMESTAMP)"
+    literal = (timestamp_literal(e.this) if isinstance(e, exp.Literal) and e.is_string
+               else None)
+    if literal is None:
+        raise NotServable("a timestamp compared with a string that is not a "
+                          "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' literal")
+    return literal
+
+
 def _date_literal(e: exp.Expression) -> str:
     if not (isinstance(e, exp.Literal) and e.is_string and _DATE_LITERAL.match(e.this)):
         raise NotServable("a date compared with a string that is not a 'YYYY-MM-DD' literal")
@@ -656,5 +726,6 @@ _DISPATCH: dict[type, Callable] = {
     exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg,
     exp.Case: _T._case, exp.Coalesce: _T._coalesce,
     exp.Year: _T._date_part, exp.Quarter: _T._date_part, exp.Month: _T._date_part,
-    exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part,
+    exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part, exp.Hour: _T._date_part,
+    exp.Minute: _T._date_part, exp.Second: _T._date_part, exp.TimestampTrunc: _T._trunc,
 }

@@ -61,7 +61,7 @@ def values(rows) -> str:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     work = tmp_path_factory.mktemp("serving")
-    srv = ServeProc(work, work / "state")
+    srv = ServeProc(work, work / "state", env={"TZ": "UTC"})   # timestamps: a fixed offset
     proxy = RawHS2("127.0.0.1", srv.port)
     spark = RawHS2("127.0.0.1", srv.engine_port)
     try:
@@ -98,6 +98,10 @@ def same(env, sql: str, ordered: bool | None = None):
 
 def _spark(env, sql: str):
     # a new session each time: Spark sessions cache file listings across INSERTs
+    if "timeseries(" in sql:     # proxy SQL: the proxy translates it, no datamap used
+        with RawHS2("127.0.0.1", env["srv"].port) as c:
+            c.execute("SET datamap.rewrite.enabled=false")
+            return c.execute(sql)
     with RawHS2("127.0.0.1", env["srv"].engine_port) as c:
         return c.execute(sql)
 
@@ -184,6 +188,42 @@ def test_session_switches(env):
     with pytest.raises(ClientError) as bad:
         c.execute("SET datamap.cache.enabled=maybe")
     assert bad.value.sqlstate == "42000" and "datamap.cache.enabled" in bad.value.message
+
+
+EVENTS = [
+    ("TIMESTAMP'2024-01-01 00:00:00'", "'a'", "1.00"),
+    ("TIMESTAMP'2024-01-01 00:59:59.5'", "'a'", "2.50"),
+    ("TIMESTAMP'2024-01-01 13:05:00.123456'", "'b'", "-1.25"),
+    ("TIMESTAMP'2024-01-02 00:00:00.1'", "'a'", "4.00"),
+    ("TIMESTAMP'2024-02-29 23:59:59.999999'", "'b'", "0.01"),
+    ("NULL", "'b'", "7.00"),
+    ("TIMESTAMP'2023-12-31 23:00:00'", "NULL", "NULL"),
+]
+TS_QUERIES = [
+    "SELECT timeseries(ts, 'day') dd, kind, sum(v) s, max(ts) mx, min(ts) mn FROM events "
+    "GROUP BY timeseries(ts, 'day'), kind ORDER BY dd, kind",
+    "SELECT timeseries(ts, 'hour') h, count(*) c FROM events WHERE ts >= '2024-01-01' "
+    "GROUP BY timeseries(ts, 'hour') ORDER BY h",
+    "SELECT year(timeseries(ts, 'hour')) y, month(timeseries(ts, 'hour')) m, max(ts) mx "
+    "FROM events GROUP BY year(timeseries(ts, 'hour')), month(timeseries(ts, 'hour'))",
+    "SELECT timeseries(ts, 'month') mo, sum(v) s FROM events GROUP BY timeseries(ts, 'month')",
+]
+
+
+def test_timestamps_are_served_in_a_fixed_offset_zone(env):
+    """Time buckets (timeseries, date_trunc), max/min of timestamps with fractions of a
+    second, filters on a timestamp: printed as Spark prints them, in the session zone."""
+    c = env["proxy"]
+    c.execute("CREATE TABLE events (ts TIMESTAMP, kind STRING, v DECIMAL(10,2)) USING parquet")
+    c.execute("INSERT INTO events VALUES " + values(EVENTS))
+    c.execute("CREATE DATAMAP ev USING 'mv' AS SELECT kind, timeseries(ts, 'hour') AS h, "
+              "sum(v), count(*), max(ts), min(ts) FROM events GROUP BY kind, "
+              "timeseries(ts, 'hour')")
+    for sql in TS_QUERIES:
+        plan = explain(c, sql)
+        assert "Hit mv DataMap: ev" in plan and "Served by: local engine" in plan, plan[:1500]
+        same(env, sql)
+    c.execute("DROP DATAMAP ev")
 
 
 def test_drop_datamap_last(env):

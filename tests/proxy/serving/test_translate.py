@@ -122,3 +122,53 @@ def test_spark_decimal_div_by_zero_raises(a):
 def test_spark_decimal_div_overflow_raises(a, b, p, s):
     with pytest.raises(OverflowError):
         spark_decimal_div(a, b, p, s)
+
+
+# --- timestamps (proxy/serving/timestamps.py): served in fixed-offset zones only ---------
+
+TS_READ = "(SELECT country, ts, d, q FROM db.dm_table WHERE dm_segment_id IN ('0')) AS m"
+
+
+def _translate_ts(sql: str, zone: str | None):
+    return translate(sqlglot.parse_one(sql.replace("$m", TS_READ), read="spark"), TABLES,
+                     _files, zone)
+
+
+@pytest.mark.parametrize("zone, offset", [("UTC", None), ("Etc/UTC", None), ("GMT", None),
+                                          ("+05:30", 19800), ("Etc/GMT+5", -18000),
+                                          ("UTC-08:00", -28800)])
+def test_timestamps_in_fixed_offset_zones(zone, offset):
+    plan = _translate_ts("SELECT DATE_TRUNC('YEAR', m.ts) AS y, MAX(m.ts) AS mx, YEAR(m.ts) AS yr, "
+                         "HOUR(m.ts) AS h, SUM(m.q) AS s FROM $m WHERE m.ts >= '2024-01-01' "
+                         "AND m.ts < CAST('2025-01-01' AS DATE) AND m.d <= m.ts "
+                         "GROUP BY DATE_TRUNC('YEAR', m.ts), YEAR(m.ts), HOUR(m.ts)", zone)
+    assert list(plan.columns) == [("y", "timestamp"), ("mx", "timestamp"), ("yr", "int"),
+                                  ("h", "int"), ("s", "bigint")]
+    assert "TIMESTAMP '2024-01-01'" in plan.sql and "date_trunc('year'" in plan.sql
+    if offset is None:
+        assert "INTERVAL" not in plan.sql
+    else:
+        assert f"INTERVAL ({offset}) SECOND" in plan.sql
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/Berlin", "Asia/Tokyo", None])
+def test_timestamps_elsewhere_go_to_spark_but_only_when_used(zone):
+    with pytest.raises(NotServable) as e:
+        _translate_ts("SELECT MAX(m.ts) AS mx FROM $m", zone)
+    assert ("not a fixed UTC offset" if zone else "time zone is not known") in str(e.value)
+    # a query that does not use the timestamp column is served, and does not read it
+    plan = _translate_ts("SELECT m.country AS c, SUM(m.q) AS s FROM $m GROUP BY m.country", zone)
+    assert '"ts"' not in plan.sql
+
+
+@pytest.mark.parametrize("sql, reason", [
+    ("SELECT m.country AS c FROM $m WHERE m.ts > '2024-13-01'", "not a 'YYYY-MM-DD"),
+    ("SELECT m.country AS c FROM $m WHERE m.ts > m.country", "not a 'YYYY-MM-DD"),
+    ("SELECT DATE_TRUNC('MILLISECOND', m.ts) AS t FROM $m", "date_trunc unit millisecond"),
+    ("SELECT CAST(m.ts AS STRING) AS t FROM $m", "CAST from timestamp to string"),
+    ("SELECT HOUR(m.d) AS h FROM $m", "HOUR of date"),
+])
+def test_timestamp_refusals(sql, reason):
+    with pytest.raises(NotServable) as e:
+        _translate_ts(sql, "UTC")
+    assert reason in str(e.value)

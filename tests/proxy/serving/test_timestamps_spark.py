@@ -1,0 +1,128 @@
+"""Timestamps served in fixed-offset session time zones, against Spark (issue 12).
+
+One table of instants near day, month and year boundaries (with fractions of a second and
+a NULL), written as Parquet by Spark; for each zone Spark's session time zone is set and
+every query runs in Spark and through translate(zone=...) + the local engine from the same
+SQL text. Spark's values are compared as Spark prints them in that zone (CAST to STRING)
+against the served values as the proxy prints them (proxy.results)."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import sqlglot
+
+from proxy.results import _as_string
+from proxy.serving.engine import LocalEngine
+from proxy.serving.translate import NotServable, translate
+
+pytestmark = pytest.mark.spark
+
+TABLE = "servts.t"
+COLUMNS = {"k": "int", "ts": "timestamp", "dt": "date"}
+ROWS = [   # k, ts (UTC), dt, segment
+    (1, "2024-01-01 00:30:00", "2024-01-01", "0"),
+    (2, "2023-12-31 23:59:59.5", "2023-12-31", "0"),
+    (3, "2024-02-29 18:45:00.123456", "2024-03-01", "0"),
+    (4, None, "2024-01-01", "1"),
+    (5, "2024-06-30 20:00:00.1", None, "1"),
+    (6, "1999-12-31 22:00:00", "2000-01-01", "1"),
+    (7, "2024-03-31 02:30:00", "2024-03-31", "2"),      # invisible segment
+]
+READ = f"(SELECT k, ts, dt FROM {TABLE} WHERE dm_segment_id IN ('0', '1')) AS m"
+QUERIES = [
+    "SELECT date_trunc('DAY', m.ts) AS d, count(*) AS c FROM {m} GROUP BY date_trunc('DAY', m.ts)",
+    "SELECT hour(m.ts) AS h, minute(m.ts) AS mi, max(m.ts) AS mx, min(m.ts) AS mn FROM {m} "
+    "GROUP BY hour(m.ts), minute(m.ts)",
+    "SELECT m.k AS k, m.ts AS t FROM {m} WHERE m.ts >= '2024-01-01 05:00:00'",
+    "SELECT m.k AS k, year(m.ts) AS y, month(m.ts) AS mo, day(m.ts) AS d, quarter(m.ts) AS q, "
+    "CAST(m.ts AS DATE) AS dd, second(m.ts) AS s FROM {m}",
+    "SELECT m.k AS k FROM {m} WHERE m.ts < CAST('2024-01-02' AS DATE)",
+    "SELECT date_trunc('WEEK', m.ts) AS w, date_trunc('QUARTER', m.dt) AS q, "
+    "date_trunc('YEAR', m.ts) AS y, date_trunc('MONTH', m.ts) AS mo, count(*) AS c FROM {m} "
+    "GROUP BY date_trunc('WEEK', m.ts), date_trunc('QUARTER', m.dt), date_trunc('YEAR', m.ts), "
+    "date_trunc('MONTH', m.ts)",
+    "SELECT m.k AS k, m.dt <= m.ts AS le, CAST(m.dt AS TIMESTAMP) AS mid FROM {m}",
+    "SELECT m.k AS k FROM {m} WHERE m.ts BETWEEN '2023-12-31' AND '2024-03-01 00:00:00' "
+    "ORDER BY m.ts DESC",
+]
+ZONES = ["UTC", "+05:30", "-08:00", "Etc/GMT-14"]
+
+
+@pytest.fixture(scope="module")
+def served_table():
+    os.environ.setdefault("PYSPARK_PYTHON", "python3")
+    from pyspark.sql import SparkSession
+    tmp = Path(tempfile.mkdtemp(prefix="serving-ts-"))
+    spark = SparkSession.getActiveSession()
+    created = spark is None
+    if created:
+        spark = (SparkSession.builder.master("local[2]").appName("serving-ts")
+                 .config("spark.sql.catalogImplementation", "in-memory")
+                 .config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
+                 .config("spark.driver.memory", "1g").getOrCreate())
+    before = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        df = spark.createDataFrame([tuple(r) for r in ROWS], "k INT, ts STRING, dt STRING, "
+                                   "dm_segment_id STRING")
+        typed = df.selectExpr("k", "CAST(ts AS TIMESTAMP) AS ts", "CAST(dt AS DATE) AS dt",
+                              "dm_segment_id")
+        spark.sql(f"CREATE DATABASE servts LOCATION '{tmp / 'servts'}'")
+        typed.coalesce(1).write.partitionBy("dm_segment_id").format("parquet").saveAsTable(TABLE)
+        root = tmp / "servts" / "t"
+        files = {sid: sorted(str(p) for p in (root / f"dm_segment_id={sid}").glob("*.parquet"))
+                 for sid in ("0", "1", "2")}
+        yield spark, files
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+        spark.sql("DROP DATABASE IF EXISTS servts CASCADE")
+        if created:
+            spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = LocalEngine(threads=1, workers=1)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def _text(v):
+    return None if v is None else _as_string(v)
+
+
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("template", QUERIES)
+def test_timestamps_like_spark(template, zone, served_table, engine):
+    spark, files = served_table
+    sql = template.format(m=READ)
+    plan = translate(sqlglot.parse_one(sql, read="spark"), {TABLE: COLUMNS},
+                     lambda table, ids: [f for i in ids for f in files[i]], zone)
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        sdf = spark.sql(sql)
+        types = [(f.name, f.dataType.simpleString()) for f in sdf.schema.fields]
+        as_text = sdf.selectExpr(*[f"CAST(`{n}` AS STRING)" for n, _ in types])
+        want = [tuple(r) for r in as_text.collect()]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    got = [tuple(_text(v) for v in r) for r in engine.run_blocking(plan)]
+    assert list(plan.columns) == types
+    ordered = "ORDER BY" in sql
+    key = (lambda rows: rows) if ordered else (lambda rows: sorted(rows, key=repr))
+    assert key(got) == key(want), f"zone {zone}\n{plan.sql}"
+
+
+def test_a_zone_with_daylight_saving_is_not_served():
+    with pytest.raises(NotServable, match="not a fixed UTC offset"):
+        translate(sqlglot.parse_one(QUERIES[0].format(m=READ), read="spark"),
+                  {TABLE: COLUMNS}, lambda t, i: ["x"], "Europe/Berlin")
