@@ -63,11 +63,13 @@ def test_the_check_sees_lazy_imports(tmp_path, monkeypatch):
 
 
 def test_serving_translation_is_pure():
-    """proxy/serving/translate.py is pure logic (AST in, SQL text out): no engine, no I/O,
-    nothing of the proxy, so its allow-list can be tested without either engine."""
+    """The serving tier's translation (translate.py and the modules it reads) is pure
+    logic, AST in, SQL text out: no engine, no I/O, nothing of the proxy beyond itself, so
+    its allow-list can be tested without either engine."""
     banned = {"proxy", "duckdb", "asyncio", "socket", "sqlite3", "pyspark", "pipeline", "os"}
-    for module in ("translate.py", "timestamps.py"):
-        path = ROOT / "proxy" / "serving" / module
+    pure = ("translate", "expressions", "sqltypes", "timestamps")
+    for module in pure:
+        path = ROOT / "proxy" / "serving" / f"{module}.py"
         assert [f"{module}:{line} imports {name}" for line, name in _imports(path)
                 if name.split(".")[0] in banned
-                and not name.startswith("proxy.serving.timestamps")] == []
+                and name not in {f"proxy.serving.{m}" for m in pure}] == []

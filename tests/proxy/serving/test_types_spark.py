@@ -182,7 +182,9 @@ CASES = [
     ("case", "SELECT CASE WHEN m.i > 0 THEN m.s WHEN m.i < 0 THEN 'neg' END AS a, "
      "CASE WHEN m.flag THEN m.d10 ELSE -m.d10 END AS b, "
      "CASE WHEN m.s IS NULL THEN NULL ELSE m.k END AS c FROM {m}", ROWS_),
-    ("case of mixed types", "SELECT CASE WHEN m.flag THEN m.i ELSE m.b END AS a FROM {m}",
+    ("case of int and bigint widens", "SELECT CASE WHEN m.flag THEN m.i ELSE m.b END AS a, "
+     "coalesce(m.ti, m.b) AS c FROM {m}", ROWS_),
+    ("case of mixed types", "SELECT CASE WHEN m.flag THEN m.i ELSE m.s END AS a FROM {m}",
      REFUSED),
     ("coalesce", "SELECT coalesce(m.s, 'none') AS a, coalesce(m.d10, -m.d10) AS b, "
      "coalesce(m.dt, m.dt) AS c, coalesce(m.i, m.k) AS d FROM {m}", ROWS_),
