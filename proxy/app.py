@@ -80,7 +80,9 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
 
     router = Router()
     statements.install(router)
-    serving = ServingTier(catalog, settings.serving)   # DuckDB starts at the first hit
+    serving = ServingTier(catalog, settings.serving)
+    if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
+        background.thread("serving-warm", serving.warm)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving)
     router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]

@@ -212,6 +212,15 @@ class ServingTier:
                     self._engine = LocalEngine(s.threads, s.memory_limit, s.workers)
         return self._engine
 
+    def warm(self) -> None:
+        """Start the engine now (serve calls it in the background): the first datamap
+        hit then does not pay for importing and opening DuckDB."""
+        try:
+            self.engine()
+        except Exception:  # noqa: BLE001 - the first hit tries again, or Spark answers
+            log.warning("the local engine could not start; datamap answers come from Spark "
+                        "until it can", exc_info=True)
+
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()

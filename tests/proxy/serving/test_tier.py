@@ -203,3 +203,22 @@ def test_settings_are_frozen_defaults():
     s = ServingSettings()
     assert s.enabled and s.cache and s.max_datamap_bytes == 1 << 30
     assert dataclasses.replace(s, timeout=1.0).timeout == 1.0
+
+
+def test_concurrent_answers_share_a_bounded_pool(setup):
+    """Forty sessions at once, two engine workers, the cache off: every one answered, and
+    the same rows."""
+    h, tier = handler(setup, workers=2)
+    try:
+        tier.warm()
+        conf = {"datamap.cache.enabled": "false"}
+
+        async def many():
+            decisions = [h(_ctx(**conf), QUERY) for _ in range(40)]
+            return await asyncio.gather(*(d.attempt() for d in decisions))
+        outs = asyncio.run(many())
+        assert {how for _, how in outs} == {"local cache=bypassed"}
+        assert len({tuple(sorted(r.rows, key=repr)) for r, _ in outs}) == 1
+    finally:
+        h.close()
+        tier.close()
