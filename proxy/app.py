@@ -80,7 +80,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
 
     router = Router()
     statements.install(router)
-    serving = ServingTier(catalog, settings.serving)
+    serving = ServingTier(catalog, settings.serving,
+                          zone_problem=lambda: service.time_zone_problem)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
         background.thread("serving-warm", serving.warm)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving)

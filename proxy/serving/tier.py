@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from proxy.classify import CACHE_KEY, SERVING_KEY
@@ -89,8 +89,12 @@ def _segment(files: Sequence[str]) -> _Segment:
 
 class ServingTier:
     def __init__(self, catalog, settings: ServingSettings = ServingSettings(),
-                 engine: LocalEngine | None = None):
+                 engine: LocalEngine | None = None,
+                 zone_problem: Callable[[], str | None] = lambda: None):
         self.catalog = catalog
+        # remote mode: why the upstream's time zone may not be the one the catalog records
+        # (DatamapService.time_zone_problem); timestamps are then not served
+        self._zone_problem = zone_problem
         self.settings = settings
         self._engine = engine
         self._engine_lock = threading.Lock()
@@ -116,14 +120,15 @@ class ServingTier:
         if off is not None:
             return off
         snap = self._current()
-        key = (result.sql, snap.version, snap.zone)
+        zone = snap.zone if self._zone_problem() is None else None
+        key = (result.sql, snap.version, zone)
         known = self._plans.get(key)
         if known is None:
-            known = self._translate(result, snap)
+            known = self._translate(result, snap, zone)
             self._plans.put(key, known)
         return known
 
-    def _translate(self, result, snap: _Snapshot) -> Served | str:
+    def _translate(self, result, snap: _Snapshot, zone: str | None) -> Served | str:
         tree = getattr(result, "tree", None)
         if tree is None:
             from rewriter.normalize import DIALECT
@@ -153,7 +158,7 @@ class ServingTier:
                                   f"max_datamap_bytes ({limit})")
             return out
         try:
-            plan = translate(tree, snap.columns, files_of, snap.zone)
+            plan = translate(tree, snap.columns, files_of, zone)
         except NotServable as e:
             return f"not served locally: {e}"
         except RecursionError:

@@ -222,3 +222,40 @@ def test_concurrent_answers_share_a_bounded_pool(setup):
     finally:
         h.close()
         tier.close()
+
+
+def test_timestamps_wait_for_a_known_zone(service, tmp_path):
+    """Remote mode while the upstream's zone is unsure (time_zone_problem): a query that
+    uses a timestamp goes to Spark; once the catalog's zone is a fixed offset, it is served
+    and printed in it."""
+    schemas = {"db1": {"ev": {"kind": "string", "ts": "timestamp"}}}
+    d = add_datamap(service, schemas, "db1", "evm",
+                    "SELECT kind, max(ts) FROM db1.ev GROUP BY kind", build=False)
+    c = service.catalog
+    c.add_base_segment("db1.ev", ["file:/w/ev.parquet"])
+    sid = c.begin_segment("db1", "evm", {"db1.ev": ["0"]})
+    path = tmp_path / "evm_table" / f"dm_segment_id={sid}" / "part-0.parquet"
+    path.parent.mkdir(parents=True)
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT 'a' AS kind, TIMESTAMP '2024-01-01 23:30:00.5' AS max_ts) "
+                f"TO '{path}' (FORMAT parquet)")
+    con.close()
+    c.publish_segment("db1", "evm", sid, rows=1, files=[path.as_uri()], kind="built")
+    c.set_setting("time_zone", "+01:00")
+    problem = ["the upstream's time zone is not known yet"]
+    tier = ServingTier(c, ServingSettings(), zone_problem=lambda: problem[0])
+    try:
+        from rewriter import DatamapIndex
+        cand = service.rewrite_index.candidates()
+        idx = DatamapIndex(cand, schemas)
+        result = idx.rewrite("SELECT kind, max(ts) AS m FROM db1.ev GROUP BY kind", "db1")
+        assert result.used == ["db1.evm"], result.skipped
+        assert tier.plan(result, {}) == ("not served locally: the session time zone is not "
+                                         "known")
+        problem[0] = None
+        served = tier.plan(result, {})
+        rows = asyncio.run(tier.answer(served, {}))[0].rows
+        assert [tuple(map(str, r)) for r in rows] == [("a", "2024-01-02 00:30:00.500000")]
+    finally:
+        tier.close()
+    assert d.columns[1].type == "timestamp"
