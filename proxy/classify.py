@@ -124,6 +124,10 @@ def _written(kind: Kind) -> Finish:
                                      overwrite=bool(m.words & {"overwrite", "replace"}))
 
 
+def _rewritten(_statement: str, m: _Match) -> Statement:
+    return Statement(Kind.FILES, m.tables, overwrite=True)
+
+
 def _alter(statement: str, m: _Match) -> Statement:
     files = _FILE_CLAUSE.search(statement, m.end) is not None
     return Statement(Kind.FILES if files else Kind.ALTER_TABLE, m.tables)
@@ -178,6 +182,14 @@ FORMS: tuple[Form, ...] = (
                       "table", NAME), _written(Kind.WRITE)),
     Form(Kind.WRITE, ("truncate", "table", NAME)),
     Form(Kind.FILES, ("msck", "repair", "table", NAME)),
+    # rows rewritten in place (table formats that allow it: Delta, Iceberg, Hudi; Spark
+    # refuses them on plain Parquet): files replaced, so the datamaps are re-synced
+    # (any row may have changed: overwrite, i.e. rebuilt rather than appended to)
+    Form(Kind.FILES, ("delete", "from", NAME), _rewritten),
+    Form(Kind.FILES, ("update", NAME), _rewritten),
+    Form(Kind.FILES, ("merge", "into", NAME), _rewritten),
+    # files written behind Spark's back, now listed again: re-sync as SYNC DATAMAPS does
+    Form(Kind.FILES, ("refresh", "table", NAME)),
     Form(Kind.DROP_TABLE, ("drop", "table", "if exists?", NAME)),
     Form(Kind.CREATE_TABLE, ("create", "or replace?", "temporary|external?", "table",
                              "if not exists?", NAME), _written(Kind.CREATE_TABLE)),

@@ -32,6 +32,10 @@ def _ctx():
     ("insert overwrite sales select * from other", True),
     ("LOAD DATA LOCAL INPATH '/tmp/a.csv' OVERWRITE INTO TABLE sales", True),
     ("LOAD DATA LOCAL INPATH '/tmp/a.csv' INTO TABLE sales", False),
+    ("REFRESH TABLE sales", False),
+    ("DELETE FROM sales WHERE id = 1", True),
+    ("UPDATE sales SET qty = 0", True),
+    ("MERGE INTO sales USING upd ON sales.id = upd.id WHEN MATCHED THEN DELETE", True),
 ])
 async def test_file_changing_statements_resync_the_base_table(service, monkeypatch, sql,
                                                               overwrite):
