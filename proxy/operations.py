@@ -82,6 +82,8 @@ class Operation:
     done: Any = None                      # asyncio.Event set when a proxy-driven op ends
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     completed_ms: int | None = None
+    log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
+    log_sent: bool = False
 
     def to(self, dst: OpState) -> None:
         if dst == self.state:

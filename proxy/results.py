@@ -155,6 +155,16 @@ def build_rowset(types: Sequence[ColumnType], rows: Sequence[Sequence[Any]], sta
         raise InternalError(f"local result does not match its declared columns: {e}") from e
 
 
+def log_rowset(lines, columnar: bool) -> T.TRowSet:
+    """fetchType=1 (operation log) answer holding the proxy's own lines."""
+    lines = [str(x) for x in lines]
+    if columnar:
+        return T.TRowSet(startRowOffset=0, rows=[], columns=[T.TColumn(
+            stringVal=T.TStringColumn(values=lines, nulls=nulls_bitmap([False] * len(lines))))])
+    return T.TRowSet(startRowOffset=0, rows=[
+        T.TRow(colVals=[T.TColumnValue(stringVal=T.TStringValue(value=x))]) for x in lines])
+
+
 def empty_log_rowset(columnar: bool) -> T.TRowSet:
     """fetchType=1 (operation log) answer for local operations: one STRING column, no rows."""
     if columnar:

@@ -108,6 +108,9 @@ class Rewrite:
     note: str = ""                   # for the statement log line, e.g. "mv:agg_sales"
     after: Callable[[UpstreamSQL], Awaitable[None]] | None = None
     settings: Settings = ()
+    # lines for the client's operation log (FetchResults with the log fetch type), e.g.
+    # which datamap answered and how fresh its data is
+    log: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

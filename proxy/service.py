@@ -196,7 +196,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             note = decision.fallback.note
             label = f"rewrite:{note} served={how}" if note else f"rewrite served={how}"
             if result is not None:
-                return self._execute_served(session, req, result, label)
+                return self._execute_served(session, req, result, label,
+                                            decision.fallback.log + (_how_line(how),))
             decision = dataclasses.replace(decision.fallback, note=(
                 f"{note} served={how}" if note else f"served={how}"))
         sql = decision.sql if isinstance(decision, Rewrite) else statement
@@ -204,10 +205,11 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             "rewrite" if isinstance(decision, Rewrite) else "pass")
         if decision.after is not None:
             return await self._execute_hooked(session, req, sql, label, decision.after)
-        return await self._execute_upstream(session, req, sql, label, seqid)
+        log_lines = decision.log if isinstance(decision, Rewrite) else ()
+        return await self._execute_upstream(session, req, sql, label, seqid, log_lines)
 
     async def _execute_upstream(self, session: Session, req: T.TExecuteStatementReq, sql: str,
-                                label: str, seqid: int):
+                                label: str, seqid: int, log_lines: tuple[str, ...] = ()):
         up = session.upstream
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
@@ -220,7 +222,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         self._track_session_state(session, req.statement)
         op = Operation(OpKind.UPSTREAM, T.TOperationType.EXECUTE_STATEMENT,
                        statement=req.statement[:STATEMENT_KEPT], decision=label,
-                       state=OpState.RUNNING if req.runAsync else OpState.FINISHED)
+                       state=OpState.RUNNING if req.runAsync else OpState.FINISHED,
+                       log_lines=log_lines)
         resp.operationHandle = self._register_op(session, op, resp.operationHandle,
                                                  resp.operationHandle.operationType,
                                                  resp.operationHandle.hasResultSet)
@@ -298,3 +301,10 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             except (asyncio.TimeoutError, ProxyError) as e:
                 log.warning("closing session %s: %s", session.id, e)
 
+
+def _how_line(how: str) -> str:
+    """The operation log's word on a served answer (tier.answer's `how`)."""
+    cache = how.rpartition("cache=")[2]
+    return ("answer computed in-process by the proxy" +
+            {"hit": ", from its result cache", "miss": "", "bypassed": " (result cache bypassed)"}
+            .get(cache, ""))

@@ -13,7 +13,7 @@ from typing import Any
 from proxy.errors import ClientError, InvalidHandle, UpstreamError
 from proxy.handles import hex_id
 from proxy.operations import OpKind, OpState, Operation
-from proxy.results import empty_log_rowset
+from proxy.results import empty_log_rowset, log_rowset
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 
@@ -66,9 +66,13 @@ class OperationCalls:
 
     async def _h_FetchResults(self, conn, name, req: T.TFetchResultsReq, seqid):
         op = self._op(req.operationHandle)
+        columnar = op.session.columnar
+        if req.fetchType == 1 and op.log_lines and not op.log_sent:
+            op.log_sent = True        # the proxy's lines first, once; then upstream's log
+            return T.TFetchResultsResp(status=OK, hasMoreRows=False,
+                                       results=log_rowset(op.log_lines, columnar))
         if op.kind is OpKind.UPSTREAM:
             return await self._forward_op_call(op, name, req, seqid)
-        columnar = op.session.columnar
         if req.fetchType == 1:        # operation log: must always succeed
             if op.kind is OpKind.HOOKED:
                 return await self._forward_op_call(op, name, req, seqid)

@@ -58,10 +58,11 @@ class ProxyRunStatements:
         return T.TExecuteStatementResp(status=OK, operationHandle=handle)
 
     def _execute_served(self, session: Session, req: T.TExecuteStatementReq, result,
-                        label: str) -> T.TExecuteStatementResp:
+                        label: str, log_lines: tuple[str, ...] = ()) -> T.TExecuteStatementResp:
         """A datamap answer the proxy computed already (proxy/serving): the operation is
         FINISHED when the client gets its handle."""
         op = self._new_proxy_op(session, OpKind.LOCAL, req.statement, label)
+        op.log_lines = log_lines
         handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
         op.to(OpState.RUNNING)
         try:

@@ -35,6 +35,7 @@ import asyncio
 import dataclasses
 import logging
 import re
+import time
 
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
@@ -242,7 +243,8 @@ class DatamapSelectHandler:
             return None
         note = ",".join(f"mv:{display_name(n, ctx.current_db)}" for n in result.used) \
             or "timeseries"
-        rewrite = Rewrite(result.sql, note=note)
+        rewrite = Rewrite(result.sql, note=note,
+                          log=freshness_lines(self.service, result.used, ctx.current_db))
         if self.serving is None or not result.used:
             return rewrite
         return self._serve(result, rewrite, ctx)
@@ -283,6 +285,35 @@ class DatamapSelectHandler:
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
+
+
+def freshness_lines(service: DatamapService, used, current_db: str) -> tuple[str, ...]:
+    """The operation-log lines of an answer from datamaps (what beeline prints and BI tools
+    poll): which datamap, which segments, and as of when its data was read, e.g.
+    `answered from datamap agg_sales (segments 0-3), data as of 2026-11-23 16:05:12 UTC`."""
+    out = []
+    for name in used:
+        seen = service.freshness(name)
+        if seen is None:
+            continue
+        ids, as_of = seen
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of)) if as_of else "unknown"
+        out.append(f"answered from datamap {display_name(name, current_db)} "
+                   f"(segments {segment_ranges(ids)}), data as of {when}")
+    return tuple(out)
+
+
+def segment_ranges(ids) -> str:
+    """("0","1","2","3","5") -> "0-3, 5"."""
+    nums = sorted(int(i) for i in ids)
+    parts, start = [], None
+    for i, n in enumerate(nums):
+        if start is None:
+            start = n
+        if i + 1 == len(nums) or nums[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts) or "none"
 
 
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:

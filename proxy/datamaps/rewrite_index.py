@@ -23,6 +23,8 @@ class RewriteIndexProvider:
         self._index = None
         self._built_for: tuple[int, int] | None = None   # (catalog version, schema generation)
         self._unavailable: Unavailable = {}
+        # "db.name" -> (visible segment ids, when the newest began reading its base data)
+        self._freshness: dict[str, tuple[tuple[str, ...], float]] = {}
         # Reentrant: the first index() in remote mode opens the pipeline session, whose
         # on_open hook (proxy/app.py) warms the index again in the same thread.
         self._guard = threading.RLock()
@@ -31,11 +33,12 @@ class RewriteIndexProvider:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
         return self._offer()[0]
 
-    def _offer(self) -> tuple[list[Candidate], Unavailable]:
+    def _offer(self) -> tuple[list[Candidate], Unavailable, dict]:
         """The candidates, and the datamaps left out with why. The rewriter keys datamaps by
         "db.name", so same-named datamaps of two databases are both offered."""
         out = []
         left_out: Unavailable = {}
+        freshness: dict[str, tuple[tuple[str, ...], float]] = {}
         for rec in self.catalog.list_datamaps():
             if rec.definition is None:
                 left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
@@ -53,11 +56,18 @@ class RewriteIndexProvider:
                 definition = dataclasses.replace(definition, database=rec.db, name=rec.name,
                                                  table=rec.table)
             visible = self.catalog.visible_segments(rec.db, rec.name)
+            freshness[rec.qualified] = (tuple(s.id for s in visible),
+                                        max((s.load_start for s in visible), default=0.0))
             out.append(Candidate(definition,
                                  rows=sum(s.rows or 0 for s in visible),
                                  one_row_per_group=len(visible) <= 1,
                                  segments=tuple(s.id for s in visible)))
-        return out, left_out
+        return out, left_out, freshness
+
+    def freshness(self, name: str) -> tuple[tuple[str, ...], float] | None:
+        """(visible segment ids, data as of: epoch seconds) of datamap "db.name" as the
+        current index saw it; None when it is not offered."""
+        return self._freshness.get(name)
 
     def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
         """EXPLAIN only: datamaps over any of `tables` ("db.table") that the current index
@@ -82,7 +92,7 @@ class RewriteIndexProvider:
             key = (version, self._schemas.generation)
             if self._index is None or self._built_for != key:
                 from rewriter import DatamapIndex
-                cands, self._unavailable = self._offer()
+                cands, self._unavailable, self._freshness = self._offer()
                 tables = {t for c in cands for t in c.definition.base_tables}
                 tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
                 self._index = DatamapIndex(cands, self._schemas.schemas(sorted(tables)),

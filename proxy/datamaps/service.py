@@ -148,6 +148,9 @@ class DatamapService:
     def candidates(self) -> list[Candidate]:
         return self.rewrite_index.candidates()
 
+    def freshness(self, name: str):
+        return self.rewrite_index.freshness(name)
+
     def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
         return self.rewrite_index.unavailable(tables)
 

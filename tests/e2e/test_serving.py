@@ -226,6 +226,28 @@ def test_timestamps_are_served_in_a_fixed_offset_zone(env):
     c.execute("DROP DATAMAP ev")
 
 
+def test_the_operation_log_says_which_datamap_answered_and_how_fresh(env):
+    """What beeline prints and BI tools poll (PyHive's fetch_logs): the datamap, its
+    segments, when its data was read; and whether the proxy computed the answer."""
+    from tests.support.clients import pyhive_connect
+    conn = pyhive_connect("127.0.0.1", env["srv"].port)
+    try:
+        cur = conn.cursor()
+        cur.execute(SERVED[0])
+        cur.fetchall()
+        logs = cur.fetch_logs()
+        assert re.fullmatch(r"answered from datamap sv \(segments [0-9, -]+\), data as of "
+                            r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", logs[0]), logs
+        assert logs[1].startswith("answer computed in-process by the proxy"), logs
+        cur.execute(NOT_SERVED[0])      # forwarded to Spark: the proxy's line, then Spark's
+        cur.fetchall()
+        logs = cur.fetch_logs()
+        assert logs and logs[0].startswith("answered from datamap sv (segments "), logs
+        assert not any("in-process" in line for line in logs)
+    finally:
+        conn.close()
+
+
 def test_drop_datamap_last(env):
     c = env["proxy"]
     sql = SERVED[0]
