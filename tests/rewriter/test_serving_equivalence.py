@@ -33,7 +33,7 @@ import pytest
 import sqlglot
 
 import rewriter as core
-from proxy.serving.engine import EngineFailure, LocalEngine
+from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
 from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinition
 from rewriter.timeseries import translate_sql
@@ -41,6 +41,7 @@ from tests.rewriter.spark_tier import (
     HIDDEN_SEGMENT, SLICES, Materialiser, _diff_rows, _fmt_rows, _schema,
 )
 from tests.rewriter.test_spark_equivalence import CASES, SEG
+from tests.support.serving import engine  # noqa: F401 - a fixture
 
 VISIBLE = tuple(str(k) for k in range(SLICES))
 
@@ -88,15 +89,6 @@ def parquet_datamaps(spark, schemas):
     finally:
         dm.close()
         shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def engine():
-    e = LocalEngine(threads=2, workers=1)
-    try:
-        yield e
-    finally:
-        e.close()
 
 
 def _files(directory: Path, ids) -> list[str]:

@@ -23,9 +23,10 @@ from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.timeseries import translate_sql
 from tests.rewriter.spark_tier import _diff_rows, _schema
 from tests.rewriter.test_properties import POOL, PROFILE, queries
-from tests.rewriter.test_serving_equivalence import (  # noqa: F401 - fixtures
-    VISIBLE, _files, engine, parquet_datamaps,
+from tests.rewriter.test_serving_equivalence import (  # noqa: F401 - a fixture
+    VISIBLE, _files, parquet_datamaps,
 )
+from tests.support.serving import engine  # noqa: F401 - a fixture
 
 EXAMPLES = 2000 if PROFILE == "deep" else 60
 SERVED: dict[str, int] = {"served": 0, "refused": 0, "not rewritten": 0}

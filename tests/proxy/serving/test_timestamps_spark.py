@@ -7,17 +7,13 @@ SQL text. Spark's values are compared as Spark prints them in that zone (CAST to
 against the served values as the proxy prints them (proxy.results)."""
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 import sqlglot
 
 from proxy.results import _as_string
-from proxy.serving.engine import LocalEngine
 from proxy.serving.translate import NotServable, translate
+from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.spark
 
@@ -54,46 +50,28 @@ ZONES = ["UTC", "+05:30", "-08:00", "Etc/GMT-14"]
 
 @pytest.fixture(scope="module")
 def served_table():
-    os.environ.setdefault("PYSPARK_PYTHON", "python3")
-    from pyspark.sql import SparkSession
-    tmp = Path(tempfile.mkdtemp(prefix="serving-ts-"))
-    spark = SparkSession.getActiveSession()
-    created = spark is None
-    if created:
-        spark = (SparkSession.builder.master("local[2]").appName("serving-ts")
-                 .config("spark.sql.catalogImplementation", "in-memory")
-                 .config("spark.sql.shuffle.partitions", "2")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
-                 .config("spark.driver.memory", "1g").getOrCreate())
-    before = spark.conf.get("spark.sql.session.timeZone")
-    try:
-        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    def frame(spark):
         df = spark.createDataFrame([tuple(r) for r in ROWS], "k INT, ts STRING, dt STRING, "
                                    "dm_segment_id STRING")
-        typed = df.selectExpr("k", "CAST(ts AS TIMESTAMP) AS ts", "CAST(dt AS DATE) AS dt",
-                              "dm_segment_id")
-        spark.sql(f"CREATE DATABASE servts LOCATION '{tmp / 'servts'}'")
-        typed.coalesce(1).write.partitionBy("dm_segment_id").format("parquet").saveAsTable(TABLE)
-        root = tmp / "servts" / "t"
-        files = {sid: sorted(str(p) for p in (root / f"dm_segment_id={sid}").glob("*.parquet"))
-                 for sid in ("0", "1", "2")}
-        yield spark, files
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", before)
-        spark.sql("DROP DATABASE IF EXISTS servts CASCADE")
-        if created:
-            spark.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        return df.selectExpr("k", "CAST(ts AS TIMESTAMP) AS ts", "CAST(dt AS DATE) AS dt",
+                             "dm_segment_id")
+    from pyspark.sql import SparkSession
+    spark = SparkSession.getActiveSession()
+    before = spark.conf.get("spark.sql.session.timeZone") if spark else None
+    with segmented_table(_in_utc(frame), "servts") as out:
+        try:
+            yield out
+        finally:
+            if before is not None:
+                out[0].conf.set("spark.sql.session.timeZone", before)
 
 
-@pytest.fixture(scope="module")
-def engine():
-    e = LocalEngine(threads=1, workers=1)
-    try:
-        yield e
-    finally:
-        e.close()
+def _in_utc(frame):
+    """The instants of ROWS are written as UTC wall-clock times."""
+    def build(spark):
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        return frame(spark)
+    return build
 
 
 def _text(v):

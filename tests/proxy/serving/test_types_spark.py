@@ -18,18 +18,15 @@ Each case says what must happen:
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 import sqlglot
 
-from proxy.serving.engine import EngineFailure, LocalEngine
+from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
 from tests.rewriter.spark_tier import _diff_rows, _fmt_rows, _schema
+from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.spark
 
@@ -266,51 +263,18 @@ CASES = [
 @pytest.fixture(scope="module")
 def served_table():
     """(spark, {segment id: parquet files}) with servtypes.t written by Spark."""
-    os.environ.setdefault("PYSPARK_PYTHON", "python3")
-    from pyspark.sql import SparkSession
     from pyspark.sql.types import StringType, StructField, StructType
-    tmp = Path(tempfile.mkdtemp(prefix="serving-types-"))
-    spark = SparkSession.getActiveSession()
-    created = spark is None
-    if created:
-        spark = (SparkSession.builder.master("local[2]").appName("serving-types")
-                 .config("spark.sql.catalogImplementation", "in-memory")
-                 .config("spark.sql.shuffle.partitions", "2")
-                 .config("spark.default.parallelism", "2")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
-                 .config("spark.local.dir", str(tmp / "local"))
-                 .config("spark.driver.memory", "1g")
-                 .getOrCreate())
-    try:
+
+    def frame(spark):
         names = list(COLUMNS) + ["dm_segment_id"]
         st = StructType([StructField(c, StringType(), True) for c in names])
         df = spark.createDataFrame(
             [tuple(None if v is None else str(v) for v in r[:-1] + _NEAR.get(r[0], (_N, _N))
                    + r[-1:]) for r in ROWS], st)
-        typed = df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in COLUMNS.items()],
-                              "dm_segment_id")
-        spark.sql(f"CREATE DATABASE servtypes LOCATION '{tmp / 'servtypes'}'")
-        typed.coalesce(1).write.partitionBy("dm_segment_id").format("parquet").saveAsTable(TABLE)
-        root = tmp / "servtypes" / "t"
-        files = {sid: sorted(str(p) for p in (root / f"dm_segment_id={sid}").glob("part-*.parquet"))
-                 for sid in ("0", "1", "2")}
-        assert all(files.values()), files
-        yield spark, files
-    finally:
-        spark.sql("DROP DATABASE IF EXISTS servtypes CASCADE")
-        if created:
-            spark.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def engine():
-    e = LocalEngine(threads=1, workers=1)
-    try:
-        yield e
-    finally:
-        e.close()
+        return df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in COLUMNS.items()],
+                             "dm_segment_id")
+    with segmented_table(frame, "servtypes") as out:
+        yield out
 
 
 def test_ansi_is_on(served_table):
