@@ -42,6 +42,7 @@ from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
+from proxy.serving.tier import log_line
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
 from proxy.slots import SessionSlots
 from proxy.thrift import codec
@@ -197,7 +198,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             label = f"rewrite:{note} served={how}" if note else f"rewrite served={how}"
             if result is not None:
                 return self._execute_served(session, req, result, label,
-                                            decision.fallback.log + (_how_line(how),))
+                                            decision.fallback.log + (log_line(how),))
             decision = dataclasses.replace(decision.fallback, note=(
                 f"{note} served={how}" if note else f"served={how}"))
         sql = decision.sql if isinstance(decision, Rewrite) else statement
@@ -301,10 +302,3 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             except (asyncio.TimeoutError, ProxyError) as e:
                 log.warning("closing session %s: %s", session.id, e)
 
-
-def _how_line(how: str) -> str:
-    """The operation log's word on a served answer (tier.answer's `how`)."""
-    cache = how.rpartition("cache=")[2]
-    return ("answer computed in-process by the proxy" +
-            {"hit": ", from its result cache", "miss": "", "bypassed": " (result cache bypassed)"}
-            .get(cache, ""))

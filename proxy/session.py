@@ -15,7 +15,7 @@ from proxy.classify import REWRITE_KEY, Kind, classify
 from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
 
-__all__ = ["BLOCKED_KEY", "REWRITE_KEY", "Session", "rewrite_on", "semantic_setting",
+__all__ = ["BLOCKED_KEY", "REWRITE_KEY", "Session", "rewrite_on", "semantic_setting", "switched_on",
            "track_statement"]
 # Set (to a reason) when the session changed a setting that changes query results; the
 # session is then never answered from datamaps, which were built under the engine's settings.
@@ -33,10 +33,15 @@ def semantic_setting(key: str) -> bool:
     return k in _SEMANTIC_KEYS or k.startswith("spark.sql.legacy.")
 
 
-def rewrite_on(conf: Mapping[str, str], key: str = REWRITE_KEY) -> bool:
-    """Is datamap rewriting (or another of classify.PROXY_KEYS) switched on in these
+def switched_on(conf: Mapping[str, str], key: str) -> bool:
+    """Is the proxy's session switch `key` (one of classify.PROXY_KEYS) on in these
     settings? (on unless set to false)"""
     return str(conf.get(key, "true")).strip().lower() != "false"
+
+
+def rewrite_on(conf: Mapping[str, str]) -> bool:
+    """Is datamap rewriting switched on in these settings?"""
+    return switched_on(conf, REWRITE_KEY)
 
 
 def track_statement(session: Any, statement: str) -> None:

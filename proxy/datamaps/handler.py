@@ -48,6 +48,7 @@ from proxy.logsafe import safe
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
+from proxy.serving import Served
 from proxy.session import BLOCKED_KEY, rewrite_on
 from rewriter.api import RewriteResult
 
@@ -178,7 +179,6 @@ def served_lines(serving, result: RewriteResult, conf) -> list[str]:
     if serving is None:
         return ["Served by: spark (no local engine)", "Result cache: bypassed (not served "
                                                       "locally)"]
-    from proxy.serving import Served
     served = serving.plan(result, conf)
     if not isinstance(served, Served):
         return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]
@@ -251,7 +251,6 @@ class DatamapSelectHandler:
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
-        from proxy.serving import Served
         try:
             served = self.serving.plan(result, ctx.conf)
         except Exception:  # noqa: BLE001 - the tier must never fail a query: Spark answers

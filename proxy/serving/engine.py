@@ -54,7 +54,6 @@ class LocalEngine:
         import duckdb
         from duckdb import sqltypes as T
 
-        self._duckdb = duckdb
         self._db = duckdb.connect(":memory:", config={
             "threads": max(1, threads), "memory_limit": memory_limit,
             "enable_external_access": True, "preserve_insertion_order": True,

@@ -30,7 +30,7 @@ from proxy.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, LocalEngine
 from proxy.serving.translate import NotServable, Plan, translate
-from proxy.session import rewrite_on
+from proxy.session import switched_on
 from rewriter.bytecache import ByteLRU, text_size
 
 log = logging.getLogger("proxy.serving")
@@ -50,6 +50,18 @@ class _Snapshot:
     columns: Mapping[str, Mapping[str, str]]                 # table -> stored column types
     segments: Mapping[str, Mapping[str, _Segment]]           # table -> visible segment id -> files
     zone: str | None = None          # the time zone the datamaps were computed in
+
+
+# answer()'s `how` of an answer computed here -> its line in the operation log
+_LOG_LINES = {"local cache=hit": "answer computed in-process by the proxy, from its result cache",
+              "local cache=miss": "answer computed in-process by the proxy",
+              "local cache=bypassed": "answer computed in-process by the proxy (result cache "
+                                      "bypassed)"}
+
+
+def log_line(how: str) -> str:
+    """The operation log's line for a served answer, from answer()'s `how`."""
+    return _LOG_LINES.get(how, "answer computed in-process by the proxy")
 
 
 @dataclass(frozen=True)
@@ -110,7 +122,7 @@ class ServingTier:
         """None when serving may be tried for this session, else why not."""
         if not self.settings.enabled:
             return "[serving] enabled = false"
-        if not rewrite_on(conf, SERVING_KEY):
+        if not switched_on(conf, SERVING_KEY):
             return "the session set datamap.serving.enabled=false"
         return None
 
@@ -129,7 +141,7 @@ class ServingTier:
         return known
 
     def _translate(self, result, snap: _Snapshot, zone: str | None) -> Served | str:
-        tree = getattr(result, "tree", None)
+        tree = result.tree
         if tree is None:
             from rewriter.normalize import DIALECT
             import sqlglot
@@ -178,7 +190,7 @@ class ServingTier:
     def _cache_off(self, conf: Mapping[str, str]) -> str | None:
         if not self.settings.cache:
             return "[serving] cache = false"
-        if not rewrite_on(conf, CACHE_KEY):
+        if not switched_on(conf, CACHE_KEY):
             return "the session set datamap.cache.enabled=false"
         return None
 

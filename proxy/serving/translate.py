@@ -70,7 +70,7 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
     if not isinstance(tree, exp.Select):
         raise NotServable("not a single SELECT")
     t = _Translator(tables, files_of, zone)
-    sql, cols = t.select(tree, top=True)
+    sql, cols = t.select(tree)
     return Plan(sql, tuple(cols), tuple(t.reads))
 
 # Spark normalises grouping keys (NormalizeFloatingNumbers): -0.0 and 0.0 are one group
@@ -106,7 +106,7 @@ class _Translator(Expressions):
         self.offset, self.zone_problem = fixed_offset(zone)
 
     # ---------------------------------------------------------------- relations
-    def select(self, sel: exp.Select, top: bool = False):
+    def select(self, sel: exp.Select):
         for key, value in sel.args.items():
             if value in (None, [], False):
                 continue

@@ -23,10 +23,8 @@ written layout is reused by every case that asks for the same definition.
 """
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -41,7 +39,9 @@ from tests.rewriter.spark_tier import (
     HIDDEN_SEGMENT, SLICES, Materialiser, _diff_rows, _fmt_rows, _schema,
 )
 from tests.rewriter.test_spark_equivalence import CASES, SEG
-from tests.support.serving import engine  # noqa: F401 - a fixture
+from tests.support.serving import (  # noqa: F401 - engine: a fixture
+    engine, scale_problems, zero_sign_problems,
+)
 
 VISIBLE = tuple(str(k) for k in range(SLICES))
 
@@ -96,33 +96,6 @@ def _files(directory: Path, ids) -> list[str]:
     out: list[str] = []
     for sid in ids:
         out += sorted(str(p) for p in (directory / f"{SEGMENT_COLUMN}={sid}").glob("part-*.parquet"))
-    return out
-
-
-def _zero_sign_problems(columns, spark_rows, rows) -> list[str]:
-    """values_equal takes -0.0 for 0.0; a client sees the sign."""
-    out = []
-    for i, (name, typ) in enumerate(columns):
-        if typ == "double":
-            a = sorted(math.copysign(1, r[i]) for r in spark_rows if r[i] == 0)
-            b = sorted(math.copysign(1, r[i]) for r in rows if r[i] == 0)
-            if a != b:
-                out.append(f"column {name}: signs of zeros differ: Spark {a} vs served {b}")
-    return out
-
-
-def _scale_problems(columns, rows) -> list[str]:
-    """Decimals must come back with exactly the type's scale (the HS2 encoding sends it)."""
-    out = []
-    for i, (name, typ) in enumerate(columns):
-        if not typ.startswith("decimal("):
-            continue
-        scale = int(typ[:-1].split(",")[1])
-        for r in rows:
-            v = r[i]
-            if v is not None and (not isinstance(v, Decimal) or v.as_tuple().exponent != -scale):
-                out.append(f"column {name} {typ}: value {v!r} is not a Decimal of scale {scale}")
-                break
     return out
 
 
@@ -184,10 +157,10 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
         except EngineFailure as e:
             problems.append(f"engine failed where Spark answered: {e}")
         else:
-            problems += _scale_problems(plan.columns, rows)
+            problems += scale_problems(plan.columns, rows)
             problems += _diff_rows(otree, [n for n, _ in oschema], orows, rows)
             if not problems and otree.args.get("limit") is None:
-                problems += _zero_sign_problems(plan.columns, orows, rows)
+                problems += zero_sign_problems(plan.columns, orows, rows)
         if problems:
             bad.append(f"[{layout}] " + "\n".join(problems) + f"\n  original:  {original}"
                        f"\n  rewritten: {rewritten}\n  duckdb:    {plan.sql}"

@@ -3,10 +3,12 @@ session (the running one, or one of their own), and a table written by Spark as 
 partitioned by segment, whose files the engine reads."""
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Iterator
 
@@ -59,3 +61,28 @@ def segmented_table(df, database: str, segments=("0", "1", "2")
         if created:
             spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def zero_sign_problems(columns, spark_rows, rows) -> list[str]:
+    """-0.0 and 0.0 are equal to spark_tier.values_equal; a client sees them differently."""
+    out = []
+    for i, (name, typ) in enumerate(columns):
+        if typ == "double":
+            a = sorted(math.copysign(1, r[i]) for r in spark_rows if r[i] == 0)
+            b = sorted(math.copysign(1, r[i]) for r in rows if r[i] == 0)
+            if a != b:
+                out.append(f"column {name}: signs of zeros differ: Spark {a} vs served {b}")
+    return out
+
+
+def scale_problems(columns, rows) -> list[str]:
+    """Decimals must come back with exactly the type's scale (the HS2 encoding sends it)."""
+    out = []
+    for i, (name, typ) in enumerate(columns):
+        if typ.startswith("decimal("):
+            scale = int(typ[:-1].split(",")[1])
+            bad = [r[i] for r in rows if r[i] is not None and (
+                not isinstance(r[i], Decimal) or r[i].as_tuple().exponent != -scale)]
+            if bad:
+                out.append(f"column {name} {typ}: {bad[0]!r} is not a Decimal of scale {scale}")
+    return out

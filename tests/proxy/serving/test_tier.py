@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -64,9 +65,16 @@ def setup(service, tmp_path):
     return service
 
 
+@contextmanager
 def handler(service, **settings):
+    """(the SELECT handler, its serving tier), both closed afterwards."""
     tier = ServingTier(service.catalog, ServingSettings(**settings))
-    return DatamapSelectHandler(service, serving=tier), tier
+    h = DatamapSelectHandler(service, serving=tier)
+    try:
+        yield h, tier
+    finally:
+        h.close()
+        tier.close()
 
 
 def answer(decision):
@@ -74,8 +82,7 @@ def answer(decision):
 
 
 def test_a_datamap_hit_is_served_and_then_cached(setup):
-    h, tier = handler(setup)
-    try:
+    with handler(setup) as (h, tier):
         d = h(_ctx(), QUERY)
         assert isinstance(d, Serve) and isinstance(d.fallback, Rewrite)
         result, how = answer(d)
@@ -88,14 +95,10 @@ def test_a_datamap_hit_is_served_and_then_cached(setup):
         assert answer(h(_ctx(), QUERY))[1] == "local cache=hit"
         assert answer(h(_ctx(**{"datamap.cache.enabled": "false"}), QUERY))[1] == \
             "local cache=bypassed"
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_a_new_segment_changes_the_answer_and_the_key(setup, tmp_path):
-    h, tier = handler(setup)
-    try:
+    with handler(setup) as (h, tier):
         first = answer(h(_ctx(), QUERY))[0]
         publish(setup, tmp_path, [("de", 4, "2.00", 1, 1)])
         setup.catalog._seen = None          # read the new version now, not within 1 s
@@ -104,91 +107,60 @@ def test_a_new_segment_changes_the_answer_and_the_key(setup, tmp_path):
         assert how == "local cache=miss"
         assert dict((r[0], r[1]) for r in result.rows)["de"] == 7 != \
             dict((r[0], r[1]) for r in first.rows)["de"]
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_what_goes_to_spark(setup, tmp_path):
-    h, tier = handler(setup)
-    try:
+    with handler(setup) as (h, tier):
         # outside the allow-list
         d = h(_ctx(), "SELECT upper(country), sum(qty) FROM db1.sales GROUP BY upper(country)")
         assert isinstance(d, Rewrite)
         # switched off for the session
         assert isinstance(h(_ctx(**{"datamap.serving.enabled": "false"}), QUERY), Rewrite)
-    finally:
-        h.close()
-        tier.close()
-    h, tier = handler(setup, max_datamap_bytes=10)
-    try:
+    with handler(setup, max_datamap_bytes=10) as (h, tier):
         assert isinstance(h(_ctx(), QUERY), Rewrite)
         result = setup.index().rewrite(QUERY, "db1")
         lines = served_lines(tier, result, {})
         assert lines[0].startswith("Served by: spark (not served locally: db1.agg_table reads ")
         assert "max_datamap_bytes (10)" in lines[0]
-    finally:
-        h.close()
-        tier.close()
-    h, tier = handler(setup, enabled=False)
-    try:
+    with handler(setup, enabled=False) as (h, tier):
         assert isinstance(h(_ctx(), QUERY), Rewrite)
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_files_the_proxy_cannot_read_go_to_spark(setup, tmp_path):
     publish(setup, tmp_path, [("it", 1, "1.00", 1, 1)],
             files=["hdfs://nn:8020/warehouse/agg_table/dm_segment_id=2/part-0.parquet"])
     setup.catalog._seen = None
-    h, tier = handler(setup)
-    try:
+    with handler(setup) as (h, tier):
         assert isinstance(h(_ctx(), QUERY), Rewrite)
         lines = served_lines(tier, setup.index().rewrite(QUERY, "db1"), {})
         assert "its files are on hdfs://, which the proxy does not read" in lines[0]
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_an_engine_failure_falls_back(setup, tmp_path):
-    h, tier = handler(setup)
-    try:
+    with handler(setup) as (h, tier):
         d = h(_ctx(), QUERY)
         assert isinstance(d, Serve)
         for f in (tmp_path / "agg_table").rglob("*.parquet"):
             f.unlink()                      # e.g. removed behind the catalog's back
         result, how = answer(d)
         assert result is None and how.startswith("spark (local engine: ")
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_a_slow_local_answer_falls_back(setup):
-    h, tier = handler(setup, timeout=1e-6)
-    try:
+    with handler(setup, timeout=1e-6) as (h, tier):
         result, how = answer(h(_ctx(), QUERY))
         assert result is None and "no answer within" in how
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_an_empty_segment_is_an_empty_read(service, tmp_path):
     add_datamap(service, SCHEMAS, "db1", "agg", AGG, build=False)
     service.catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
     publish(service, tmp_path, [], files=[])
-    h, tier = handler(service)
-    try:
+    with handler(service) as (h, tier):
         d = h(_ctx(), QUERY)
         assert isinstance(d, Serve)
         result, _ = answer(d)
         assert list(result.rows) == []
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_local_paths():
@@ -208,8 +180,7 @@ def test_settings_are_frozen_defaults():
 def test_concurrent_answers_share_a_bounded_pool(setup):
     """Forty sessions at once, two engine workers, the cache off: every one answered, and
     the same rows."""
-    h, tier = handler(setup, workers=2)
-    try:
+    with handler(setup, workers=2) as (h, tier):
         tier.warm()
         conf = {"datamap.cache.enabled": "false"}
 
@@ -219,9 +190,6 @@ def test_concurrent_answers_share_a_bounded_pool(setup):
         outs = asyncio.run(many())
         assert {how for _, how in outs} == {"local cache=bypassed"}
         assert len({tuple(sorted(r.rows, key=repr)) for r, _ in outs}) == 1
-    finally:
-        h.close()
-        tier.close()
 
 
 def test_timestamps_wait_for_a_known_zone(service, tmp_path):

@@ -17,8 +17,6 @@ Each case says what must happen:
 """
 from __future__ import annotations
 
-import math
-from decimal import Decimal
 
 import pytest
 import sqlglot
@@ -26,7 +24,9 @@ import sqlglot
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
 from tests.rewriter.spark_tier import _diff_rows, _fmt_rows, _schema
-from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
+from tests.support.serving import (  # noqa: F401 - engine: a fixture
+    engine, scale_problems, segmented_table, zero_sign_problems,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -283,31 +283,6 @@ def test_ansi_is_on(served_table):
     assert spark.conf.get("spark.sql.ansi.enabled").lower() == "true"
 
 
-def _zero_signs(columns, spark_rows, rows) -> list[str]:
-    """-0.0 and 0.0 are equal to values_equal; a client sees them differently."""
-    out = []
-    for i, (name, typ) in enumerate(columns):
-        if typ != "double":
-            continue
-        a = sorted(math.copysign(1, r[i]) for r in spark_rows if r[i] == 0)
-        b = sorted(math.copysign(1, r[i]) for r in rows if r[i] == 0)
-        if a != b:
-            out.append(f"column {name}: signs of zeros differ: Spark {a} vs served {b}")
-    return out
-
-
-def _scales(columns, rows) -> list[str]:
-    out = []
-    for i, (name, typ) in enumerate(columns):
-        if typ.startswith("decimal("):
-            scale = int(typ[:-1].split(",")[1])
-            bad = [r[i] for r in rows if r[i] is not None and (
-                not isinstance(r[i], Decimal) or r[i].as_tuple().exponent != -scale)]
-            if bad:
-                out.append(f"column {name} {typ}: {bad[0]!r} is not a Decimal of scale {scale}")
-    return out
-
-
 @pytest.mark.parametrize("title,template,expect", CASES, ids=[c[0] for c in CASES])
 def test_served_like_spark(title, template, expect, served_table, engine):
     spark, files = served_table
@@ -354,10 +329,10 @@ def test_served_like_spark(title, template, expect, served_table, engine):
     problems = []
     if list(plan.columns) != [tuple(c) for c in sschema]:
         problems.append(f"schema: Spark {sschema} vs served {list(plan.columns)}")
-    problems += _scales(plan.columns, rows)
+    problems += scale_problems(plan.columns, rows)
     problems += _diff_rows(tree, [n for n, _ in sschema], srows, rows)
     if not problems:
-        problems += _zero_signs(plan.columns, srows, rows)
+        problems += zero_sign_problems(plan.columns, srows, rows)
     assert not problems, "\n".join(problems) + (f"\n  spark:  {_fmt_rows(srows, 20)}"
                                                 f"\n  served: {_fmt_rows(rows, 20)}"
                                                 f"\n  duckdb: {plan.sql}")
