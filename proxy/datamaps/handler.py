@@ -39,7 +39,7 @@ import time
 
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
-from proxy.datamaps import ddl
+from proxy.datamaps import ddl, fresh_answer
 from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.service import DatamapService, referenced_tables
@@ -85,10 +85,11 @@ async def _job(statement: str, fn, *args, **kwargs):
 
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 serving=None):
+                 serving=None, max_staleness_s: float = 0.0):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
+        self.max_staleness_s = max_staleness_s
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         try:
@@ -123,6 +124,7 @@ class DatamapDdlHandler:
         current_db = ctx.current_db
         service = self.service
         serving, conf = self.serving, ctx.conf
+        max_staleness_s = self.max_staleness_s
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
@@ -143,10 +145,27 @@ class DatamapDdlHandler:
                 if not result.used:
                     await asyncio.to_thread(add_unavailable, service, result, stmt.query,
                                             current_db)
+            fresh: tuple[str, ...] = ()
+            checked = None
+            if result.used:
+                checked = await asyncio.to_thread(
+                    fresh_answer.check, service, result, stmt.query, current_db, conf,
+                    max_staleness_s, lambda n: display_name(n, current_db))
+                fresh = checked.explain
+                if checked.result is None:
+                    result = RewriteResult(stmt.query, False)
+                else:
+                    result = checked.result
             mode = f"{stmt.mode.upper()} " if stmt.mode else ""
             plan = await upstream(f"EXPLAIN {mode}{result.sql}")
             upstream_text = "\n".join(str(r[0]) for r in plan.rows)
-            where = await asyncio.to_thread(served_lines, serving, result, conf)
+            where = [] if checked is not None and checked.compensated else None
+            if where is not None:
+                where = ["Served by: spark (compensated with new base files)",
+                         "Result cache: bypassed (not served locally)"]
+            else:
+                where = await asyncio.to_thread(served_lines, serving, result, conf)
+            where = where + list(fresh)
             return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
                                                + "\n" + upstream_text,)])
         return run
@@ -204,10 +223,12 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
 
 class DatamapSelectHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 isolated: IsolatedRewriter | None = None, serving=None):
+                 isolated: IsolatedRewriter | None = None, serving=None,
+                 max_staleness_s: float = 0.0):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
+        self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness
         # large statements are parsed in a process of their own (see isolated.py)
         self.isolated = isolated or IsolatedRewriter()
 
@@ -223,6 +244,17 @@ class DatamapSelectHandler:
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if classify(statement).kind is not Kind.QUERY:
             return None
+        decision = self._decide(ctx, statement)
+        try:
+            tables, remember = self.service.guard.stale_listings(statement, ctx.opened, ctx.conf)
+        except Exception:  # noqa: BLE001 - never fail a query over it
+            log.warning("cannot tell which tables to refresh", exc_info=True)
+            return decision
+        if not tables or isinstance(decision, Reject):
+            return decision
+        return with_refresh(decision, fresh_answer.refresh_statements(tables), remember)
+
+    def _decide(self, ctx: StatementContext, statement: str) -> Decision | None:
         if over_limit(statement, self.max_sql_bytes):
             return self._too_long(statement)
         if not rewrite_enabled(ctx):
@@ -241,13 +273,36 @@ class DatamapSelectHandler:
             self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
             return None
+        checked = None
+        if result.used:
+            checked = self._check(result, statement, ctx)
+            if checked.result is None:          # the base tables answer
+                return self._base_tables(statement, ctx, checked)
+            result = checked.result
         note = ",".join(f"mv:{display_name(n, ctx.current_db)}" for n in result.used) \
             or "timeseries"
-        rewrite = Rewrite(result.sql, note=note,
-                          log=freshness_lines(self.service, result.used, ctx.current_db))
-        if self.serving is None or not result.used:
+        if checked is not None and checked.note:
+            note += f" {checked.note}"
+        rewrite = Rewrite(result.sql, note=note, before=checked.before if checked else (),
+                          log=freshness_lines(self.service, result.used, ctx.current_db,
+                                              checked))
+        if self.serving is None or not result.used or (checked and checked.compensated):
             return rewrite
         return self._serve(result, rewrite, ctx)
+
+    def _check(self, result: RewriteResult, statement: str, ctx: StatementContext):
+        return fresh_answer.check(self.service, result, statement, ctx.current_db, ctx.conf,
+                                  self.max_staleness_s,
+                                  lambda n: display_name(n, ctx.current_db))
+
+    def _base_tables(self, statement: str, ctx: StatementContext, checked) -> Decision:
+        """The guard found a datamap stale: the statement goes to the base tables (its
+        timeseries() calls translated), after REFRESH TABLE of the changed ones."""
+        sql = translate_only(self.service, statement, ctx.current_db) \
+            if _TIMESERIES.search(statement) else statement
+        if sql != statement:
+            return Rewrite(sql, note=f"timeseries {checked.note}", before=checked.before)
+        return PassThrough(before=checked.before, note=checked.note)
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
@@ -286,10 +341,27 @@ class DatamapSelectHandler:
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
 
 
-def freshness_lines(service: DatamapService, used, current_db: str) -> tuple[str, ...]:
+def with_refresh(decision: Decision | None, refresh: tuple[str, ...], remember) -> Decision:
+    """`decision`, preceded on the client's Spark session by `refresh` (REFRESH TABLE of
+    tables whose files changed since the session last listed them: Spark keeps a session's
+    file list, so it would answer from the old files); the session remembers it. A
+    datamap answer the proxy computes itself needs no refresh: only its fallback does."""
+    if decision is None:
+        return PassThrough(before=refresh, settings=remember)
+    if isinstance(decision, Serve):
+        fallback = decision.fallback
+        return dataclasses.replace(decision, fallback=dataclasses.replace(
+            fallback, before=tuple(dict.fromkeys(refresh + fallback.before))))
+    return dataclasses.replace(decision, before=tuple(dict.fromkeys(refresh + decision.before)),
+                               settings=decision.settings + remember)
+
+
+def freshness_lines(service: DatamapService, used, current_db: str,
+                    checked=None) -> tuple[str, ...]:
     """The operation-log lines of an answer from datamaps (what beeline prints and BI tools
-    poll): which datamap, which segments, and as of when its data was read, e.g.
-    `answered from datamap agg_sales (segments 0-3), data as of 2026-11-23 16:05:12 UTC`."""
+    poll): which datamap, which segments, as of when its data was read, and the base files
+    compensated at query time, e.g. `answered from datamap agg_sales (segments 0-3), data
+    as of 2026-11-23 16:05:12 UTC; 2 new files compensated from default.sales`."""
     out = []
     for name in used:
         seen = service.freshness(name)
@@ -297,8 +369,10 @@ def freshness_lines(service: DatamapService, used, current_db: str) -> tuple[str
             continue
         ids, as_of = seen
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of)) if as_of else "unknown"
+        verdict = checked.verdicts.get(name) if checked is not None else None
+        extra = f"; {verdict.files_line()}" if verdict is not None and verdict.new else ""
         out.append(f"answered from datamap {display_name(name, current_db)} "
-                   f"(segments {segment_ranges(ids)}), data as of {when}")
+                   f"(segments {segment_ranges(ids)}), data as of {when}{extra}")
     return tuple(out)
 
 

@@ -1,0 +1,100 @@
+"""A datamap answer, checked by the freshness guard (proxy/datamaps/freshness.py) before it
+is used: kept, compensated with the base tables' new files, or given up for the base
+tables. Shared by the SELECT path and EXPLAIN (proxy/datamaps/handler.py), so EXPLAIN
+says what a query would really get.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
+from rewriter.api import RewriteResult
+
+log = logging.getLogger("proxy.datamaps")
+
+MAX_STALENESS_KEY = "datamap.max_staleness"
+
+
+@dataclass(frozen=True)
+class Checked:
+    # the rewrite to use (the compensated one after NEW); None: the base tables answer
+    result: RewriteResult | None
+    before: tuple[str, ...] = ()        # run on the client's Spark session first
+    log: tuple[str, ...] = ()           # appended to the operation-log line of each datamap
+    explain: tuple[str, ...] = ()       # EXPLAIN lines
+    note: str = ""                      # statement-log note
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+
+    @property
+    def compensated(self) -> bool:
+        return any(v.kind == NEW for v in self.verdicts.values())
+
+
+def budget(conf: Mapping[str, str], default_s: float) -> float:
+    """The session's max_staleness in seconds (`SET datamap.max_staleness`), else the
+    server's default."""
+    raw = conf.get(MAX_STALENESS_KEY)
+    if raw is None:
+        return default_s
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        return default_s
+
+
+def refresh_statements(tables) -> tuple[str, ...]:
+    return tuple("REFRESH TABLE " + ".".join(f"`{p}`" for p in t.split("."))
+                 for t in dict.fromkeys(tables))
+
+
+def check(service, result: RewriteResult, statement: str, current_db: str,
+          conf: Mapping[str, str], default_budget_s: float = 0.0,
+          display=lambda name: name) -> Checked:
+    """Run the guard over the datamaps `result` uses."""
+    from pipeline import plan_delta
+    guard, provider = service.guard, service.rewrite_index
+    allowed = budget(conf, default_budget_s)
+    verdicts: dict[str, Verdict] = {}
+    for name in result.used:
+        covered = provider.covered(name)
+        if covered is None:          # the index changed under us: judge it next time
+            continue
+
+        def compensable(table, definition=covered.definition):
+            plan = plan_delta(definition, [table])
+            return plan.reason if plan.full_rebuild else None
+        verdicts[name] = guard.check(name, covered, allowed, compensable)
+    changed = {n: v for n, v in verdicts.items() if v.kind == CHANGED}
+    if changed:
+        tables = [t for v in changed.values() for t in v.tables]
+        return Checked(None, refresh_statements(tables), note="stale:" + ",".join(
+            display(n) for n in changed), verdicts=verdicts, explain=tuple(
+            f"Skipped {display(n)}: base table files changed ({v.reason}); the base tables "
+            "answer, and a refresh was started" for n, v in changed.items()))
+    explain = [f"Freshness: {display(n)}: " + {
+        FRESH: "base table files unchanged" if not v.reason else f"not checked ({v.reason})",
+        UNVERIFIED: f"not checked ({v.reason})",
+        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind]
+        for n, v in verdicts.items()]
+    new = {n: v for n, v in verdicts.items() if v.kind == NEW}
+    if not new:
+        return Checked(result, explain=tuple(explain), verdicts=verdicts)
+    deltas = {n: tuple((t, guard.relation(t, files)) for t, files in v.new.items())
+              for n, v in new.items()}
+    tables = [t for v in new.values() for t in v.tables]
+    index = provider.compensated(service.index(), deltas)
+    try:
+        again = index.rewrite(statement, current_db)
+    except Exception:  # noqa: BLE001 - the base tables answer instead
+        log.warning("compensated rewrite failed; the base tables answer", exc_info=True)
+        again = None
+    if again is None or sorted(again.used) != sorted(result.used):
+        return Checked(None, refresh_statements(tables), verdicts=verdicts,
+                       note="stale:" + ",".join(display(n) for n in new), explain=tuple(
+                           f"Skipped {display(n)}: {v.files_line()} could not be compensated; "
+                           "the base tables answer" for n, v in new.items()))
+    return Checked(again, refresh_statements(tables), verdicts=verdicts,
+                   log=tuple(v.files_line() for v in new.values()), explain=tuple(explain),
+                   note="compensated:" + ",".join(display(n) for n in new))
