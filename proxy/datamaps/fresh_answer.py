@@ -1,15 +1,20 @@
 """A datamap answer, checked by the freshness guard (proxy/datamaps/freshness.py) before it
 is used: kept, compensated with the base tables' new files, or given up for the base
 tables. Shared by the SELECT path and EXPLAIN (proxy/datamaps/handler.py), so EXPLAIN
-says what a query would really get.
+says what a query would really get. Also the operation-log lines of a datamap answer, and
+REFRESH TABLE before statements on tables whose files changed since the session listed
+them (with_refresh).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
+from proxy.router import Decision, PassThrough, Serve
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -98,3 +103,50 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     return Checked(again, refresh_statements(tables), verdicts=verdicts,
                    log=tuple(v.files_line() for v in new.values()), explain=tuple(explain),
                    note="compensated:" + ",".join(display(n) for n in new))
+
+
+def log_lines(service, used, display, checked: Checked | None = None) -> tuple[str, ...]:
+    """The operation-log lines of an answer from datamaps (what beeline prints and BI tools
+    poll): which datamap, which segments, as of when its data was read, and the base files
+    compensated at query time, e.g. `answered from datamap agg_sales (segments 0-3), data
+    as of 2026-11-23 16:05:12 UTC; 2 new files compensated from default.sales`."""
+    out = []
+    for name in used:
+        seen = service.freshness(name)
+        if seen is None:
+            continue
+        ids, as_of = seen
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of)) if as_of else "unknown"
+        verdict = checked.verdicts.get(name) if checked is not None else None
+        extra = f"; {verdict.files_line()}" if verdict is not None and verdict.new else ""
+        out.append(f"answered from datamap {display(name)} "
+                   f"(segments {segment_ranges(ids)}), data as of {when}{extra}")
+    return tuple(out)
+
+
+def segment_ranges(ids) -> str:
+    """("0","1","2","3","5") -> "0-3, 5"."""
+    nums = sorted(int(i) for i in ids)
+    parts, start = [], None
+    for i, n in enumerate(nums):
+        if start is None:
+            start = n
+        if i + 1 == len(nums) or nums[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts) or "none"
+
+
+def with_refresh(decision: Decision | None, refresh: tuple[str, ...], remember) -> Decision:
+    """`decision`, preceded on the client's Spark session by `refresh` (REFRESH TABLE of
+    tables whose files changed since the session last listed them: Spark keeps a session's
+    file list, so it would answer from the old files); the session remembers it. A
+    datamap answer the proxy computes itself needs no refresh: only its fallback does."""
+    if decision is None:
+        return PassThrough(before=refresh, settings=remember)
+    if isinstance(decision, Serve):
+        fallback = decision.fallback
+        return dataclasses.replace(decision, fallback=dataclasses.replace(
+            fallback, before=tuple(dict.fromkeys(refresh + fallback.before))))
+    return dataclasses.replace(decision, before=tuple(dict.fromkeys(refresh + decision.before)),
+                               settings=decision.settings + remember)

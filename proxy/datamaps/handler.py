@@ -35,7 +35,6 @@ import asyncio
 import dataclasses
 import logging
 import re
-import time
 
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
@@ -252,7 +251,7 @@ class DatamapSelectHandler:
             return decision
         if not tables or isinstance(decision, Reject):
             return decision
-        return with_refresh(decision, fresh_answer.refresh_statements(tables), remember)
+        return fresh_answer.with_refresh(decision, fresh_answer.refresh_statements(tables), remember)
 
     def _decide(self, ctx: StatementContext, statement: str) -> Decision | None:
         if over_limit(statement, self.max_sql_bytes):
@@ -284,8 +283,9 @@ class DatamapSelectHandler:
         if checked is not None and checked.note:
             note += f" {checked.note}"
         rewrite = Rewrite(result.sql, note=note, before=checked.before if checked else (),
-                          log=freshness_lines(self.service, result.used, ctx.current_db,
-                                              checked))
+                          log=fresh_answer.log_lines(
+                              self.service, result.used,
+                              lambda n: display_name(n, ctx.current_db), checked))
         if self.serving is None or not result.used or (checked and checked.compensated):
             return rewrite
         return self._serve(result, rewrite, ctx)
@@ -339,54 +339,6 @@ class DatamapSelectHandler:
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
-
-
-def with_refresh(decision: Decision | None, refresh: tuple[str, ...], remember) -> Decision:
-    """`decision`, preceded on the client's Spark session by `refresh` (REFRESH TABLE of
-    tables whose files changed since the session last listed them: Spark keeps a session's
-    file list, so it would answer from the old files); the session remembers it. A
-    datamap answer the proxy computes itself needs no refresh: only its fallback does."""
-    if decision is None:
-        return PassThrough(before=refresh, settings=remember)
-    if isinstance(decision, Serve):
-        fallback = decision.fallback
-        return dataclasses.replace(decision, fallback=dataclasses.replace(
-            fallback, before=tuple(dict.fromkeys(refresh + fallback.before))))
-    return dataclasses.replace(decision, before=tuple(dict.fromkeys(refresh + decision.before)),
-                               settings=decision.settings + remember)
-
-
-def freshness_lines(service: DatamapService, used, current_db: str,
-                    checked=None) -> tuple[str, ...]:
-    """The operation-log lines of an answer from datamaps (what beeline prints and BI tools
-    poll): which datamap, which segments, as of when its data was read, and the base files
-    compensated at query time, e.g. `answered from datamap agg_sales (segments 0-3), data
-    as of 2026-11-23 16:05:12 UTC; 2 new files compensated from default.sales`."""
-    out = []
-    for name in used:
-        seen = service.freshness(name)
-        if seen is None:
-            continue
-        ids, as_of = seen
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of)) if as_of else "unknown"
-        verdict = checked.verdicts.get(name) if checked is not None else None
-        extra = f"; {verdict.files_line()}" if verdict is not None and verdict.new else ""
-        out.append(f"answered from datamap {display_name(name, current_db)} "
-                   f"(segments {segment_ranges(ids)}), data as of {when}{extra}")
-    return tuple(out)
-
-
-def segment_ranges(ids) -> str:
-    """("0","1","2","3","5") -> "0-3, 5"."""
-    nums = sorted(int(i) for i in ids)
-    parts, start = [], None
-    for i, n in enumerate(nums):
-        if start is None:
-            start = n
-        if i + 1 == len(nums) or nums[i + 1] != n + 1:
-            parts.append(str(start) if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts) or "none"
 
 
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:
