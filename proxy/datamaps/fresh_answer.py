@@ -26,7 +26,6 @@ MAX_STALENESS_KEY = "datamap.max_staleness"
 class Checked:
     # the rewrite to use (the compensated one after NEW); None: the base tables answer
     result: RewriteResult | None
-    before: tuple[str, ...] = ()        # run on the client's Spark session first
     log: tuple[str, ...] = ()           # appended to the operation-log line of each datamap
     explain: tuple[str, ...] = ()       # EXPLAIN lines
     note: str = ""                      # statement-log note
@@ -73,8 +72,7 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
         verdicts[name] = guard.check(name, covered, allowed, compensable)
     changed = {n: v for n, v in verdicts.items() if v.kind == CHANGED}
     if changed:
-        tables = [t for v in changed.values() for t in v.tables]
-        return Checked(None, refresh_statements(tables), note="stale:" + ",".join(
+        return Checked(None, note="stale:" + ",".join(
             display(n) for n in changed), verdicts=verdicts, explain=tuple(
             f"Skipped {display(n)}: base table files changed ({v.reason}); the base tables "
             "answer, and a refresh was started" for n, v in changed.items()))
@@ -88,7 +86,6 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
         return Checked(result, explain=tuple(explain), verdicts=verdicts)
     deltas = {n: tuple((t, guard.relation(t, files)) for t, files in v.new.items())
               for n, v in new.items()}
-    tables = [t for v in new.values() for t in v.tables]
     index = provider.compensated(service.index(), deltas)
     try:
         again = index.rewrite(statement, current_db)
@@ -96,11 +93,11 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
         log.warning("compensated rewrite failed; the base tables answer", exc_info=True)
         again = None
     if again is None or sorted(again.used) != sorted(result.used):
-        return Checked(None, refresh_statements(tables), verdicts=verdicts,
+        return Checked(None, verdicts=verdicts,
                        note="stale:" + ",".join(display(n) for n in new), explain=tuple(
                            f"Skipped {display(n)}: {v.files_line()} could not be compensated; "
                            "the base tables answer" for n, v in new.items()))
-    return Checked(again, refresh_statements(tables), verdicts=verdicts,
+    return Checked(again, verdicts=verdicts,
                    log=tuple(v.files_line() for v in new.values()), explain=tuple(explain),
                    note="compensated:" + ",".join(display(n) for n in new))
 

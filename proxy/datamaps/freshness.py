@@ -20,8 +20,10 @@ one stat per directory when nothing changed) with the files the datamap covers:
                 catalog's word stands, as before the guard (loads through the proxy, SYNC
                 DATAMAPS and the periodic sync keep it).
 
-Every answer that follows a CHANGED or NEW verdict is preceded by `REFRESH TABLE` of the
-changed tables on the client's Spark session, which otherwise may keep an old file list.
+A change the guard sees first is noted (note_change), so that each client session whose
+Spark session listed the table before is sent `REFRESH TABLE` once before its next
+statement on it (fresh_answer.with_refresh): Spark keeps a session's file list, and the
+compensation's file filter, or the base tables answering, must see the new files.
 
 Bounded staleness (`[datamaps] max_staleness`, `SET datamap.max_staleness`): while a
 datamap's data is younger than the budget (its newest segment read the base tables, or the
@@ -226,7 +228,6 @@ class FreshnessGuard:
             return Verdict(FRESH)
         tables = tuple(new)
         for table in tables:
-            self.note_change(table)
             self._request(table)
         if len(new) > 1:
             return Verdict(CHANGED, "new files in " + " and ".join(tables), tables=tables)
@@ -249,10 +250,11 @@ class FreshnessGuard:
             return memo[3]
         out = (len(covered - current), tuple(sorted(current - covered - invisible)))
         self._memo[key] = (current, covered, invisible, out)
+        if (out[0] or out[1]) and (memo is None or memo[3] != out):
+            self.note_change(table)     # news: sessions that listed it before refresh it
         return out
 
     def _changed(self, table: str, reason: str) -> Verdict:
-        self.note_change(table)
         self._request(table)
         return Verdict(CHANGED, reason, tables=(table,))
 

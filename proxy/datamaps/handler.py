@@ -282,7 +282,7 @@ class DatamapSelectHandler:
             or "timeseries"
         if checked is not None and checked.note:
             note += f" {checked.note}"
-        rewrite = Rewrite(result.sql, note=note, before=checked.before if checked else (),
+        rewrite = Rewrite(result.sql, note=note,
                           log=fresh_answer.log_lines(
                               self.service, result.used,
                               lambda n: display_name(n, ctx.current_db), checked))
@@ -297,12 +297,12 @@ class DatamapSelectHandler:
 
     def _base_tables(self, statement: str, ctx: StatementContext, checked) -> Decision:
         """The guard found a datamap stale: the statement goes to the base tables (its
-        timeseries() calls translated), after REFRESH TABLE of the changed ones."""
+        timeseries() calls translated; REFRESH TABLE first: __call__)."""
         sql = translate_only(self.service, statement, ctx.current_db) \
             if _TIMESERIES.search(statement) else statement
         if sql != statement:
-            return Rewrite(sql, note=f"timeseries {checked.note}", before=checked.before)
-        return PassThrough(before=checked.before, note=checked.note)
+            return Rewrite(sql, note=f"timeseries {checked.note}")
+        return PassThrough(note=checked.note)
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""

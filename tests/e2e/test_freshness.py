@@ -159,3 +159,14 @@ def test_the_operation_log_names_the_compensated_files(env):
         conn.close()
     log = env["srv"].log_path.read_text(errors="replace")
     assert "compensated:agg" in log
+
+
+def test_beeline_prints_the_operation_log_line(env, tmp_path):
+    from tests.support.clients import jdbc_url, run_beeline
+    pair = env["pair"]
+    fresh(pair, TOTAL, "agg")
+    run = run_beeline(jdbc_url("127.0.0.1", env["srv"].port), [TOTAL], workdir=tmp_path,
+                      silent=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "answered from datamap agg (segments " in run.stdout + run.stderr, (
+        run.stdout[-2000:], run.stderr[-2000:])

@@ -175,3 +175,17 @@ def test_sessions_that_listed_a_table_before_a_change_refresh_it_once(tmp_path):
     assert g.stale_listings("SELECT * FROM t", opened, dict(remember)) == ((), ())
     assert g.stale_listings("SELECT * FROM tt", opened, {}) == ((), ())   # a word match
     assert g.stale_listings("SELECT 1", time.monotonic(), {}) == ((), ())  # opened after
+
+
+def test_the_guard_notes_a_change_once_for_the_sessions(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    opened = time.monotonic()
+    assert g.check("db.dm", covered([a])).kind == FRESH
+    assert g.stale_listings("SELECT * FROM t", opened, {}) == ((), ())
+    touch(tmp_path / "t" / "b.parquet")
+    assert g.check("db.dm", covered([a])).kind == NEW
+    tables, remember = g.stale_listings("SELECT * FROM t", opened, {})
+    assert tables == ("db.t",)
+    g.check("db.dm", covered([a]))                 # the same news: not noted again
+    assert g.stale_listings("SELECT * FROM t", opened, dict(remember)) == ((), ())
