@@ -24,6 +24,7 @@ TOTAL = "SELECT sum(v), count(*) FROM s"
 PROJ = "SELECT k, v FROM s WHERE v > 5"
 JOIN = ("SELECT dim.region, sum(s.v) FROM s JOIN dim ON s.k = dim.k GROUP BY dim.region")
 HIVE = "SELECT k, sum(v), count(v) FROM h GROUP BY k"
+PART = "SELECT p, sum(v) FROM ps GROUP BY p"
 MONTH = ("SELECT timeseries(d, 'month') AS mon, sum(v) FROM s "
          "GROUP BY timeseries(d, 'month')")
 
@@ -44,6 +45,9 @@ def env(tmp_path_factory):
         run("INSERT INTO dim VALUES ('a', 'north'), ('b', 'south')")
         run("CREATE TABLE h (k STRING, v INT) STORED AS TEXTFILE")
         run("INSERT INTO h VALUES ('x', 1), ('y', NULL)")
+        run("CREATE TABLE ps (k STRING, v INT, p INT) USING parquet PARTITIONED BY (p)")
+        run("INSERT INTO ps VALUES ('a', 1, 1), ('b', 2, 2)")
+        run("CREATE DATAMAP pagg USING 'mv' AS SELECT p, k, sum(v) FROM ps GROUP BY p, k")
         run("CREATE DATAMAP agg USING 'mv' AS SELECT k, sum(v), count(*), max(d) FROM s "
             "GROUP BY k")
         run("CREATE DATAMAP proj USING 'mv' AS SELECT k, v FROM s WHERE v > 5")
@@ -170,3 +174,18 @@ def test_beeline_prints_the_operation_log_line(env, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "answered from datamap agg (segments " in run.stdout + run.stderr, (
         run.stdout[-2000:], run.stderr[-2000:])
+
+
+def test_partitions_added_and_dropped_straight_to_spark(env):
+    pair, spark = env["pair"], env["spark"]
+    pair.same(PART)
+    spark.execute("INSERT INTO ps VALUES ('c', 30, 3), ('a', 5, 1)")    # a new partition too
+    compensated(pair, PART, "pagg", "ps")
+    pair.same(PART)
+    fresh(pair, PART, "pagg")
+    spark.execute("ALTER TABLE ps DROP PARTITION (p = 2)")
+    plan = pair.miss(PART)
+    assert any(l.startswith("Skipped pagg: base table files changed (") for l in plan.splitlines()), plan
+    pair.same(PART)
+    spark.execute("TRUNCATE TABLE ps")
+    pair.same(PART)
