@@ -69,7 +69,12 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
         def compensable(table, definition=covered.definition):
             plan = plan_delta(definition, [table])
             return plan.reason if plan.full_rebuild else None
-        verdicts[name] = guard.check(name, covered, allowed, compensable)
+        try:
+            verdicts[name] = guard.check(name, covered, allowed, compensable)
+        except Exception as e:  # noqa: BLE001 - cannot tell: the base tables answer
+            log.warning("freshness check of %s failed; the base tables answer", name,
+                        exc_info=True)
+            verdicts[name] = Verdict(CHANGED, f"the base table files could not be listed: {e}")
     changed = {n: v for n, v in verdicts.items() if v.kind == CHANGED}
     if changed:
         return Checked(None, note="stale:" + ",".join(

@@ -67,9 +67,9 @@ class Listing:
     def files(self) -> frozenset[str]:
         """The current files. The same object as last time when nothing changed."""
         with self._lock:
-            changed, seen = False, set()
+            changed, seen, inodes = False, set(), set()
             for root in self.roots:
-                changed |= self._look(root, seen)
+                changed |= self._look(root, seen, inodes)
             for gone in [d for d in self._dirs if d not in seen]:
                 del self._dirs[gone]
                 changed = True
@@ -78,13 +78,16 @@ class Listing:
             self.looked_at = time.time()
             return self._files
 
-    def _look(self, path: str, seen: set[str]) -> bool:
+    def _look(self, path: str, seen: set[str], inodes: set[tuple[int, int]]) -> bool:
         if path in seen:             # a partition inside the table's directory
             return False
         try:
             st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return False
+        if (st.st_dev, st.st_ino) in inodes:   # a symbolic link back up the tree
+            return False
+        inodes.add((st.st_dev, st.st_ino))
         seen.add(path)
         entry = self._dirs.get(path)
         changed = False
@@ -104,5 +107,5 @@ class Listing:
             changed = entry is None or entry.files != new.files or entry.subdirs != new.subdirs
             self._dirs[path] = entry = new
         for sub in entry.subdirs:
-            changed |= self._look(sub, seen)
+            changed |= self._look(sub, seen, inodes)
         return changed

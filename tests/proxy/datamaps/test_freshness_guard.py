@@ -189,3 +189,24 @@ def test_the_guard_notes_a_change_once_for_the_sessions(tmp_path):
     assert tables == ("db.t",)
     g.check("db.dm", covered([a]))                 # the same news: not noted again
     assert g.stale_listings("SELECT * FROM t", opened, dict(remember)) == ((), ())
+
+
+def test_a_symbolic_link_loop_is_listed_once(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    os.symlink(tmp_path / "t", tmp_path / "t" / "loop")
+    assert Listing((str(tmp_path / "t"),)).files() == {a}
+
+
+def test_refresh_goes_before_what_spark_runs_and_the_session_remembers_it():
+    from proxy.datamaps.fresh_answer import refresh_statements, with_refresh
+    from proxy.router import PassThrough, Rewrite, Serve
+    refresh = refresh_statements(["db.t", "db.t"])
+    assert refresh == ("REFRESH TABLE `db`.`t`",)
+    remember = (("datamap.listed:db.t", "1.0"),)
+    d = with_refresh(None, refresh, remember)
+    assert isinstance(d, PassThrough) and d.before == refresh and d.settings == remember
+    d = with_refresh(Rewrite("SELECT 1", before=refresh), refresh, remember)
+    assert d.before == refresh and d.settings == remember
+    served = Serve(lambda: None, Rewrite("SELECT 2"))
+    d = with_refresh(served, refresh, remember)
+    assert d.fallback.before == refresh and d.settings == ()   # not refreshed when served
