@@ -8,7 +8,7 @@ for 1, 100 and 1,000 files in one directory and 1,000 files in 100 partition dir
 Target: unchanged p50 <= 2 ms at 1,000 files.
 
 Part 2, end to end through an embedded `python -m proxy serve` (Spark local[2]), PyHive,
-one table of --files parquet files, one aggregate datamap:
+one table of --rows rows in --files parquet files, one aggregate datamap:
   base         datamap.rewrite.enabled=false: Spark on the base table
   hit          the datamap answers (guard on, nothing new), serving tier off: Spark reads it
   served       the same, answered in-process by the serving tier (result cache off)
@@ -16,7 +16,7 @@ one table of --files parquet files, one aggregate datamap:
                on Spark (then wait for the background refresh, and again)
 Per mode the median of --reps runs; rows of every mode must equal base's.
 
-    python bench/freshness.py [--files 200] [--reps 7] [--skip-e2e]
+    python bench/freshness.py [--files 200] [--rows 20000000] [--reps 7] [--skip-e2e]
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def explain(cur, sql) -> str:
     return cur.fetchall()[0][0]
 
 
-def part2(files: int, reps: int) -> None:
+def part2(files: int, reps: int, rows: int) -> None:
     from tests.support.clients import RawHS2, pyhive_connect
     from tests.support.proxy_proc import ServeProc
     query = "SELECT k, sum(v), count(*), max(v) FROM s GROUP BY k"
@@ -107,7 +107,7 @@ def part2(files: int, reps: int) -> None:
         try:
             cur.execute("CREATE TABLE s (k STRING, v BIGINT) USING parquet")
             cur.execute(f"INSERT INTO s SELECT /*+ REPARTITION({files}) */ "
-                        "concat('k', CAST(id % 50 AS STRING)), id FROM range(2000000)")
+                        f"concat('k', CAST(id % 50 AS STRING)), id FROM range({rows})")
             cur.execute("CREATE DATAMAP agg USING 'mv' AS SELECT k, sum(v), count(*), max(v) "
                         "FROM s GROUP BY k")
             cur.execute("SET datamap.cache.enabled=false")
@@ -149,7 +149,8 @@ def part2(files: int, reps: int) -> None:
                     if time.monotonic() > deadline:
                         raise SystemExit("the background refresh did not catch up")
                     time.sleep(0.5)
-            print(f"\nend to end, {files} files, PyHive execute+fetchall, median of {reps}")
+            print(f"\nend to end, {rows:,} rows in {files} files, PyHive execute+fetchall, "
+                  f"median of {reps}")
             base = statistics.median(results["base"])
             for mode, xs in results.items():
                 m = statistics.median(xs)
@@ -164,11 +165,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--skip-e2e", action="store_true")
     args = ap.parse_args(argv)
     part1()
     if not args.skip_e2e:
-        part2(args.files, args.reps)
+        part2(args.files, args.reps, args.rows)
     return 0
 
 
