@@ -94,7 +94,7 @@ def explain(cur, sql) -> str:
     return cur.fetchall()[0][0]
 
 
-def part2(files: int, reps: int, rows: int) -> None:
+def part2(files: int, reps: int, n_rows: int) -> None:
     from tests.support.clients import RawHS2, pyhive_connect
     from tests.support.proxy_proc import ServeProc
     query = "SELECT k, sum(v), count(*), max(v) FROM s GROUP BY k"
@@ -107,7 +107,7 @@ def part2(files: int, reps: int, rows: int) -> None:
         try:
             cur.execute("CREATE TABLE s (k STRING, v BIGINT) USING parquet")
             cur.execute(f"INSERT INTO s SELECT /*+ REPARTITION({files}) */ "
-                        f"concat('k', CAST(id % 50 AS STRING)), id FROM range({rows})")
+                        f"concat('k', CAST(id % 50 AS STRING)), id FROM range({n_rows})")
             cur.execute("CREATE DATAMAP agg USING 'mv' AS SELECT k, sum(v), count(*), max(v) "
                         "FROM s GROUP BY k")
             cur.execute("SET datamap.cache.enabled=false")
@@ -149,7 +149,7 @@ def part2(files: int, reps: int, rows: int) -> None:
                     if time.monotonic() > deadline:
                         raise SystemExit("the background refresh did not catch up")
                     time.sleep(0.5)
-            print(f"\nend to end, {rows:,} rows in {files} files, PyHive execute+fetchall, "
+            print(f"\nend to end, {n_rows:,} rows in {files} files, PyHive execute+fetchall, "
                   f"median of {reps}")
             base = statistics.median(results["base"])
             for mode, xs in results.items():
