@@ -8,7 +8,7 @@ the incremental (delta) rule, pipeline/files.py for base-table file listing and
 pipeline/segments.py for its partitions.
 """
 from pipeline.files import (  # noqa: F401
-    list_files, normalize_path, read_files, register_files_view, table_schemas,
+    list_files, normalize_path, read_files, register_files_view, table_layout, table_schemas,
 )
 from pipeline.jobs import (  # noqa: F401
     DeltaPlan, RefreshResult, cleanup_orphans, compact, drop, full_build, incremental_append,

@@ -133,6 +133,31 @@ def _hive_table_files(spark: "SparkSession", table: str) -> list[str]:
                 .load(dirs).inputFiles())
 
 
+def table_layout(spark: "SparkSession", table: str) -> dict:
+    """Where `table`'s files live, for a reader that lists them without Spark (the proxy's
+    freshness guard): {"hive": Hive scan?, "partitioned": bool, "roots": [table location,
+    then every partition's location], "cached": CACHE TABLE'd?}, locations in the encoded
+    URI spelling (`file:/w/p=a%20b`). A view has no roots (its files cannot be known)."""
+    meta = table_meta(spark, table)
+    if meta is None or meta.tableType().name() == "VIEW":
+        return {"hive": False, "partitioned": False, "roots": [], "cached": False}
+    roots = [normalize_path(meta.location().toString())]
+    partitioned = not meta.partitionColumnNames().isEmpty()
+    if partitioned:
+        jvm = spark._jvm
+        external = spark._jsparkSession.sessionState().catalog().externalCatalog()
+        db, _, name = table.partition(".")
+        parts = external.listPartitions(db, name, jvm.scala.Option.empty())
+        for p in jvm.scala.jdk.javaapi.CollectionConverters.asJava(parts):
+            roots.append(normalize_path(p.location().toString()))
+    try:
+        cached = bool(spark.catalog.isCached(table))
+    except Exception:  # noqa: BLE001 - e.g. dropped meanwhile
+        cached = False
+    return {"hive": hive_scan(spark, table, meta), "partitioned": partitioned,
+            "roots": list(dict.fromkeys(roots)), "cached": cached}
+
+
 def unreadable_by_file(spark: "SparkSession", table: str, hive: bool | None = None) -> str | None:
     """Why "only these files of `table`" cannot be read, or None. A cached Hive scan has
     no input file: input_file_name() is '' for every row, so a filter on it reads nothing.

@@ -74,6 +74,7 @@ class StatementContext:
     current_db: str                 # best knowledge of the session's current database
     conf: Mapping[str, str]         # session-level settings the proxy tracks (SET k=v it saw)
     protocol_version: int
+    opened: float = 0.0             # time.monotonic() when the session was opened
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,10 @@ class PassThrough:
     (used to cut segments and refresh datamaps after a load)."""
     after: Callable[[UpstreamSQL], Awaitable[None]] | None = None
     settings: Settings = ()
+    # statements run first on the client's upstream session, e.g. REFRESH TABLE when the
+    # freshness guard saw files that the session's cached file list may not have
+    before: tuple[str, ...] = ()
+    note: str = ""                   # for the statement log line, e.g. "stale:agg_sales"
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,7 @@ class Rewrite:
     # lines for the client's operation log (FetchResults with the log fetch type), e.g.
     # which datamap answered and how fresh its data is
     log: tuple[str, ...] = ()
+    before: tuple[str, ...] = ()     # as PassThrough.before
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
                                          "datamaps were not built with"}
         ctx = StatementContext(session_id=session.id, user=session.user,
                                current_db=session.current_db, conf=conf,
-                               protocol_version=session.protocol)
+                               protocol_version=session.protocol, opened=session.created)
         try:
             decision = await self.router.decide_async(ctx, statement)
         except ProxyError:
@@ -202,8 +202,10 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             decision = dataclasses.replace(decision.fallback, note=(
                 f"{note} served={how}" if note else f"served={how}"))
         sql = decision.sql if isinstance(decision, Rewrite) else statement
-        label = f"rewrite:{decision.note}" if isinstance(decision, Rewrite) and decision.note else (
-            "rewrite" if isinstance(decision, Rewrite) else "pass")
+        label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
+            f":{decision.note}" if decision.note else "")
+        for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
+            await session.upstream.run_sql(first)
         if decision.after is not None:
             return await self._execute_hooked(session, req, sql, label, decision.after)
         log_lines = decision.log if isinstance(decision, Rewrite) else ()

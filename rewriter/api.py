@@ -80,6 +80,12 @@ class Candidate:
     # tables built outside the catalog). Otherwise the rewriter reads the datamap table as
     # `(SELECT <columns> FROM <table> WHERE dm_segment_id IN ('0','3')) <alias>`.
     segments: tuple[str, ...] | None = None
+    # Compensation for base files no segment covers yet: "db.table" -> a relation (Spark
+    # SQL: a table name or a parenthesised SELECT) holding only those new rows. The rewriter
+    # then reads the datamap as its segments UNION ALL the definition's build SELECT over
+    # these relations (the other base tables read whole), which is exact for the datamaps
+    # an incremental refresh would append to; give one_row_per_group=False with it.
+    delta: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass

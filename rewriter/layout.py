@@ -359,7 +359,8 @@ def _translate(node: exp.Expression, qtype) -> exp.Expression:
 
 def build_sql(definition: DatamapDefinition, sources) -> str:
     """The SELECT producing exactly definition.columns from the base tables, reading
-    sources[db.table] instead of a base table where given."""
+    sources[db.table] instead of a base table where given: a table or view name, or a
+    parenthesised SELECT (a subquery)."""
     if not definition.build_select:
         raise DatamapDefinitionError(f"datamap {definition.name}: definition was not compiled", "HY000")
     tree = parse(definition.build_select)
@@ -367,7 +368,9 @@ def build_sql(definition: DatamapDefinition, sources) -> str:
         full = f"{t.db}.{t.name}"
         if full in (sources or {}):
             alias = t.alias_or_name
-            repl = exp.to_table(sources[full], dialect=DIALECT)
+            source = sources[full].strip()
+            repl = parse(source) if source.startswith("(") else exp.to_table(source,
+                                                                             dialect=DIALECT)
             repl.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
             t.replace(repl)
     return tree.sql(DIALECT)

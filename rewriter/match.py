@@ -20,7 +20,7 @@ from sqlglot import exp
 from rewriter.api import SEGMENT_COLUMN, Candidate
 from rewriter.facts import Facts, OrderItem
 from rewriter.layout import Compiled
-from rewriter.normalize import ident, key_of
+from rewriter.normalize import ident, key_of, parse
 from rewriter.rules.compensate_filters import compensate_filters
 from rewriter.rules.derive_expression import NoDerive, derive_expression
 from rewriter.rules.match_tables import match_tables
@@ -212,4 +212,7 @@ def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expressio
     cond = exp.In(this=exp.Column(this=ident(SEGMENT_COLUMN)), expressions=segs) if segs \
         else exp.false()
     inner.set("where", exp.Where(this=cond))
+    if cand.delta:
+        inner = exp.union(inner, parse(comp.definition.build_sql(dict(cand.delta))),
+                          distinct=False)
     return exp.Subquery(this=inner, alias=exp.TableAlias(this=ident(alias)))

@@ -35,11 +35,10 @@ import asyncio
 import dataclasses
 import logging
 import re
-import time
 
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
-from proxy.datamaps import ddl
+from proxy.datamaps import ddl, fresh_answer
 from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.service import DatamapService, referenced_tables
@@ -85,10 +84,11 @@ async def _job(statement: str, fn, *args, **kwargs):
 
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 serving=None):
+                 serving=None, max_staleness_s: float = 0.0):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
+        self.max_staleness_s = max_staleness_s
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         try:
@@ -123,6 +123,7 @@ class DatamapDdlHandler:
         current_db = ctx.current_db
         service = self.service
         serving, conf = self.serving, ctx.conf
+        max_staleness_s = self.max_staleness_s
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
@@ -143,10 +144,27 @@ class DatamapDdlHandler:
                 if not result.used:
                     await asyncio.to_thread(add_unavailable, service, result, stmt.query,
                                             current_db)
+            fresh: tuple[str, ...] = ()
+            checked = None
+            if result.used:
+                checked = await asyncio.to_thread(
+                    fresh_answer.check, service, result, stmt.query, current_db, conf,
+                    max_staleness_s, lambda n: display_name(n, current_db))
+                fresh = checked.explain
+                if checked.result is None:
+                    result = RewriteResult(stmt.query, False)
+                else:
+                    result = checked.result
             mode = f"{stmt.mode.upper()} " if stmt.mode else ""
             plan = await upstream(f"EXPLAIN {mode}{result.sql}")
             upstream_text = "\n".join(str(r[0]) for r in plan.rows)
-            where = await asyncio.to_thread(served_lines, serving, result, conf)
+            where = [] if checked is not None and checked.compensated else None
+            if where is not None:
+                where = ["Served by: spark (compensated with new base files)",
+                         "Result cache: bypassed (not served locally)"]
+            else:
+                where = await asyncio.to_thread(served_lines, serving, result, conf)
+            where = where + list(fresh)
             return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
                                                + "\n" + upstream_text,)])
         return run
@@ -204,10 +222,12 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
 
 class DatamapSelectHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 isolated: IsolatedRewriter | None = None, serving=None):
+                 isolated: IsolatedRewriter | None = None, serving=None,
+                 max_staleness_s: float = 0.0):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
+        self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness
         # large statements are parsed in a process of their own (see isolated.py)
         self.isolated = isolated or IsolatedRewriter()
 
@@ -223,6 +243,17 @@ class DatamapSelectHandler:
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if classify(statement).kind is not Kind.QUERY:
             return None
+        decision = self._decide(ctx, statement)
+        try:
+            tables, remember = self.service.guard.stale_listings(statement, ctx.opened, ctx.conf)
+        except Exception:  # noqa: BLE001 - never fail a query over it
+            log.warning("cannot tell which tables to refresh", exc_info=True)
+            return decision
+        if not tables or isinstance(decision, Reject):
+            return decision
+        return fresh_answer.with_refresh(decision, fresh_answer.refresh_statements(tables), remember)
+
+    def _decide(self, ctx: StatementContext, statement: str) -> Decision | None:
         if over_limit(statement, self.max_sql_bytes):
             return self._too_long(statement)
         if not rewrite_enabled(ctx):
@@ -241,13 +272,37 @@ class DatamapSelectHandler:
             self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
             return None
+        checked = None
+        if result.used:
+            checked = self._check(result, statement, ctx)
+            if checked.result is None:          # the base tables answer
+                return self._base_tables(statement, ctx, checked)
+            result = checked.result
         note = ",".join(f"mv:{display_name(n, ctx.current_db)}" for n in result.used) \
             or "timeseries"
+        if checked is not None and checked.note:
+            note += f" {checked.note}"
         rewrite = Rewrite(result.sql, note=note,
-                          log=freshness_lines(self.service, result.used, ctx.current_db))
-        if self.serving is None or not result.used:
+                          log=fresh_answer.log_lines(
+                              self.service, result.used,
+                              lambda n: display_name(n, ctx.current_db), checked))
+        if self.serving is None or not result.used or (checked and checked.compensated):
             return rewrite
         return self._serve(result, rewrite, ctx)
+
+    def _check(self, result: RewriteResult, statement: str, ctx: StatementContext):
+        return fresh_answer.check(self.service, result, statement, ctx.current_db, ctx.conf,
+                                  self.max_staleness_s,
+                                  lambda n: display_name(n, ctx.current_db))
+
+    def _base_tables(self, statement: str, ctx: StatementContext, checked) -> Decision:
+        """The guard found a datamap stale: the statement goes to the base tables (its
+        timeseries() calls translated; REFRESH TABLE first: __call__)."""
+        sql = translate_only(self.service, statement, ctx.current_db) \
+            if _TIMESERIES.search(statement) else statement
+        if sql != statement:
+            return Rewrite(sql, note=f"timeseries {checked.note}")
+        return PassThrough(note=checked.note)
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
@@ -284,35 +339,6 @@ class DatamapSelectHandler:
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
-
-
-def freshness_lines(service: DatamapService, used, current_db: str) -> tuple[str, ...]:
-    """The operation-log lines of an answer from datamaps (what beeline prints and BI tools
-    poll): which datamap, which segments, and as of when its data was read, e.g.
-    `answered from datamap agg_sales (segments 0-3), data as of 2026-11-23 16:05:12 UTC`."""
-    out = []
-    for name in used:
-        seen = service.freshness(name)
-        if seen is None:
-            continue
-        ids, as_of = seen
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(as_of)) if as_of else "unknown"
-        out.append(f"answered from datamap {display_name(name, current_db)} "
-                   f"(segments {segment_ranges(ids)}), data as of {when}")
-    return tuple(out)
-
-
-def segment_ranges(ids) -> str:
-    """("0","1","2","3","5") -> "0-3, 5"."""
-    nums = sorted(int(i) for i in ids)
-    parts, start = [], None
-    for i, n in enumerate(nums):
-        if start is None:
-            start = n
-        if i + 1 == len(nums) or nums[i + 1] != n + 1:
-            parts.append(str(start) if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts) or "none"
 
 
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:

@@ -70,6 +70,8 @@ class Maintenance:
         self._locks = locks
         self._garbage = garbage
         self._compaction = compaction
+        # proxy/datamaps/freshness.FreshnessGuard: told what Spark listed (set by the service)
+        self.guard = None
 
     def disable(self, rec: DatamapRecord, reason: str) -> None:
         """Take the datamap out of rewriting with `reason` (no-op if it was dropped)."""
@@ -100,7 +102,10 @@ class Maintenance:
                   rewritten: bool = False) -> BaseSync:
         """sync_base_files, reporting what it found."""
         with self._locks(f"base:{table}"):
+            before = self.guard.files_now(table) if self.guard else None
             current = set(list_files(self._spark(), table))
+            if self.guard:
+                self.guard.listed(table, before, current)
             known = self.catalog.base_files(table)
             added, removed = len(current - known), len(known - current)
             replaced = bool(removed or (rewritten and known))
@@ -112,7 +117,10 @@ class Maintenance:
             elif added:
                 seg = self.catalog.add_base_segment(table, sorted(current - known),
                                                     source=source)
-            return BaseSync(table, seg.id if seg else None, added, removed, replaced)
+            found = BaseSync(table, seg.id if seg else None, added, removed, replaced)
+            if found.changed and self.guard:
+                self.guard.note_change(table)
+            return found
 
     # -- refresh -------------------------------------------------------------------------
     def refresh(self, db: str, name: str, synced: Iterable[str] = ()) -> RefreshOutcome:
@@ -240,6 +248,8 @@ class Maintenance:
                     self.disable(rec, f"base table {table} was dropped")
         self.catalog.forget_base_table(table)
         self.schemas.invalidate(table)
+        if self.guard:
+            self.guard.forget(table)
         return gone
 
     def recover(self) -> dict[str, list[str]]:
@@ -255,4 +265,7 @@ class Maintenance:
             gone = cleanup_orphans(self._spark(), rec.definition, keep)
             self.catalog.mark_dropped(rec.db, rec.name, gone)
             dropped[rec.qualified] = gone
+        if self.guard:     # where the base tables' files are, before the first query
+            self.guard.load_layouts(t for rec in self.catalog.list_datamaps()
+                                    for t in rec.base_tables)
         return dropped

@@ -8,6 +8,8 @@ import threading
 from typing import Iterable
 
 from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.freshness import Covered
+from proxy.datamaps.listing import local_path
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.zone_policy import TimeZonePolicy
 from rewriter.api import Candidate
@@ -25,6 +27,9 @@ class RewriteIndexProvider:
         self._unavailable: Unavailable = {}
         # "db.name" -> (visible segment ids, when the newest began reading its base data)
         self._freshness: dict[str, tuple[tuple[str, ...], float]] = {}
+        self._covered: dict[str, Covered] = {}
+        # indexes whose candidates carry union compensation, by (index token, deltas)
+        self._compensated: dict[tuple, object] = {}
         # Reentrant: the first index() in remote mode opens the pipeline session, whose
         # on_open hook (proxy/app.py) warms the index again in the same thread.
         self._guard = threading.RLock()
@@ -33,12 +38,14 @@ class RewriteIndexProvider:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
         return self._offer()[0]
 
-    def _offer(self) -> tuple[list[Candidate], Unavailable, dict]:
+    def _offer(self) -> tuple[list[Candidate], Unavailable, dict, dict]:
         """The candidates, and the datamaps left out with why. The rewriter keys datamaps by
         "db.name", so same-named datamaps of two databases are both offered."""
         out = []
         left_out: Unavailable = {}
         freshness: dict[str, tuple[tuple[str, ...], float]] = {}
+        covered: dict[str, Covered] = {}
+        files_of: dict[tuple[str, str], frozenset[str] | None] = {}
         for rec in self.catalog.list_datamaps():
             if rec.definition is None:
                 left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
@@ -58,11 +65,47 @@ class RewriteIndexProvider:
             visible = self.catalog.visible_segments(rec.db, rec.name)
             freshness[rec.qualified] = (tuple(s.id for s in visible),
                                         max((s.load_start for s in visible), default=0.0))
+            covered[rec.qualified] = Covered(
+                {t: self._files_of(t, frozenset(ids), files_of) for t, ids in
+                 self.catalog.covered_base_segments(rec.db, rec.name).items()},
+                freshness[rec.qualified][1], definition)
             out.append(Candidate(definition,
                                  rows=sum(s.rows or 0 for s in visible),
                                  one_row_per_group=len(visible) <= 1,
                                  segments=tuple(s.id for s in visible)))
-        return out, left_out, freshness
+        return out, left_out, freshness, covered
+
+    def _files_of(self, table: str, ids: frozenset[str], memo: dict) -> frozenset[str] | None:
+        """Local paths of the files of base segments `ids` of `table` (None when any is not
+        on the local file system); equal sets are one object, so the guard's memo holds."""
+        key = (table, ids)
+        if key not in memo:
+            paths = [local_path(f) for s in self.catalog.base_segments(table) if s.id in ids
+                     for f in s.files]
+            memo[key] = None if any(p is None for p in paths) else frozenset(paths)
+        return memo[key]
+
+    def covered(self, name: str) -> Covered | None:
+        """What datamap "db.name" was built from, as the current index saw it."""
+        return self._covered.get(name)
+
+    def compensated(self, index, deltas: dict[str, tuple[tuple[str, str], ...]]):
+        """`index` with the candidates in `deltas` ("db.name" -> ((table, relation), ...))
+        reading their new base files too (rewriter Candidate.delta). Cached per index and
+        deltas: the files stay new until the background refresh publishes them."""
+        key = (index.token, tuple(sorted(deltas.items())))
+        with self._guard:
+            return self._compensated.get(key) or self._compensate(key, index, deltas)
+
+    def _compensate(self, key, index, deltas):
+        from rewriter import DatamapIndex
+        cands = [dataclasses.replace(c, delta=deltas[n], one_row_per_group=False)
+                 if n in deltas else c for n, c in index.candidates.items()]
+        found = DatamapIndex(cands, index.schemas, index.version)
+        if len(self._compensated) >= 8:
+            self._compensated.pop(next(iter(self._compensated)))
+        self._compensated[key] = found
+        return found
 
     def freshness(self, name: str) -> tuple[tuple[str, ...], float] | None:
         """(visible segment ids, data as of: epoch seconds) of datamap "db.name" as the
@@ -92,7 +135,7 @@ class RewriteIndexProvider:
             key = (version, self._schemas.generation)
             if self._index is None or self._built_for != key:
                 from rewriter import DatamapIndex
-                cands, self._unavailable, self._freshness = self._offer()
+                cands, self._unavailable, self._freshness, self._covered = self._offer()
                 tables = {t for c in cands for t in c.definition.base_tables}
                 tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
                 self._index = DatamapIndex(cands, self._schemas.schemas(sorted(tables)),

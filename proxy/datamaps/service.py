@@ -20,9 +20,11 @@ from proxy.datamaps import ddl
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
+from proxy.datamaps.freshness import FreshnessGuard
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.maintenance import BaseSync, Maintenance, RefreshOutcome
 from proxy.datamaps.rewrite_index import RewriteIndexProvider
+from proxy.datamaps.sync import BackgroundSyncs
 from proxy.datamaps.schemas import SchemaCache, Schemas
 from proxy.datamaps.zone_policy import TimeZonePolicy
 from proxy.router import LocalResult
@@ -55,11 +57,24 @@ class DatamapService:
         self.rewrite_index = RewriteIndexProvider(catalog, self.schema_cache, self.zones)
         self.commands = DatamapCommands(catalog, spark, self.schema_cache, locks,
                                         self.maintenance, self.compaction)
+        self.guard = FreshnessGuard(self._table_layout, self.request_sync)
+        self.maintenance.guard = self.guard
+        self._syncs = BackgroundSyncs(self.maintenance)
+
+    def _table_layout(self, table: str) -> dict:
+        from pipeline import table_layout
+        return table_layout(self._spark(), table)
+
+    def request_sync(self, table: str) -> None:
+        """Sync `table` and refresh its datamaps in the background (the freshness guard saw
+        files no segment covers); returns at once."""
+        self._syncs.request(table)
 
     def _spark(self) -> "SparkSession":
         return self.spark_provider()
 
     def close(self) -> None:
+        self._syncs.close()
         self.schema_cache.close()
 
     # Settings proxy/app.py and the tests set on the service.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from proxy.datamaps.failures import describe, logged
 from proxy.datamaps.maintenance import Maintenance, RefreshOutcome
 from proxy.errors import ClientError
@@ -109,3 +110,48 @@ def sync_tables(maintenance: Maintenance, tables: list[str]) -> LocalResult:
 def sync_datamaps(maintenance: Maintenance, table: str | None) -> LocalResult:
     """SYNC DATAMAPS [ON TABLE table] (blocking: run it in a worker thread)."""
     return sync_tables(maintenance, target_tables(maintenance, table))
+
+
+class BackgroundSyncs:
+    """Syncs the freshness guard asks for (it saw files no segment covers): one thread per
+    table at a time; a request while one runs makes it run once more, so files written
+    during a sync are not left for the next periodic one."""
+
+    def __init__(self, maintenance: Maintenance):
+        self._maintenance = maintenance
+        self._running: set[str] = set()
+        self._again: set[str] = set()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def request(self, table: str) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if table in self._running:
+                self._again.add(table)
+                return
+            self._running.add(table)
+        threading.Thread(target=self._run, args=(table,), daemon=True,
+                         name=f"sync-{table}"[:60]).start()
+
+    def _run(self, table: str) -> None:
+        while True:
+            try:
+                sync_tables(self._maintenance, [table])
+            except Exception:  # noqa: BLE001 - the next request or periodic sync retries
+                log.warning("background sync of %s failed", table, exc_info=True)
+            with self._lock:
+                if table in self._again and not self._closed:
+                    self._again.discard(table)
+                    continue
+                self._running.discard(table)
+                return
+
+    def running(self) -> bool:
+        with self._lock:
+            return bool(self._running)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True

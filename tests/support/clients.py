@@ -93,11 +93,13 @@ def _parse_block(lines: list[str]) -> Result:
 
 
 def run_beeline(url: str, statements: list[str], *, user: str = "me", password: str = "x",
-                workdir: Path | None = None, timeout: float = 180.0) -> BeelineRun:
+                workdir: Path | None = None, timeout: float = 180.0,
+                silent: bool = True) -> BeelineRun:
     """Run `statements` (SQL without the trailing ';', or beeline commands such as
     `!tables`, `!columns t`) in ONE beeline process (one JVM start-up) with `--force` so that
     a failing statement does not stop the script. Results are split per statement with
-    marker queries (`SELECT '<marker>' AS blmark`) between them."""
+    marker queries (`SELECT '<marker>' AS blmark`) between them. `silent=False` lets beeline
+    print what it prints interactively too, such as operation logs."""
     token = uuid.uuid4().hex[:12]
     script: list[str] = []
     for i, stmt in enumerate(statements):
@@ -109,7 +111,7 @@ def run_beeline(url: str, statements: list[str], *, user: str = "me", password: 
     script_path = workdir / f"beeline-{token}.sql"
     script_path.write_text("\n".join(script) + "\n")
     cmd = [str(BEELINE), "-u", url, "-n", user, "-p", password, "--outputformat=csv2",
-           "--silent=true", "--showHeader=true", "--force=true", "-f", str(script_path)]
+           f"--silent={str(silent).lower()}", "--showHeader=true", "--force=true", "-f", str(script_path)]
     env = spark_env()
     # beeline is a short-lived client (two JVMs: spark-class's launcher, then BeeLine):
     # C1-only JIT and the serial GC cut its start-up by about a third.

@@ -1,0 +1,191 @@
+"""Never a stale answer (issue 13): writes the proxy did not see (straight to the Spark
+Thrift Server, files copied into a table's directory) are caught by the freshness guard at
+query time. New files only -> the datamap answers with its definition over just the new
+files (union compensation); files removed -> the base tables answer. Either way the next
+query through the proxy equals Spark answering the original on the base tables, at once,
+and a background refresh catches the datamap up.
+
+One embedded `serve` (no periodic sync: only the guard can notice), writes made through
+its engine's own Thrift port."""
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from tests.e2e.support import Pair, ServeProc, state_table_dir
+from tests.support.clients import RawHS2
+
+pytestmark = pytest.mark.spark
+
+AGG = "SELECT k, sum(v) AS s, count(*) AS c, max(d) AS m FROM s GROUP BY k ORDER BY k"
+TOTAL = "SELECT sum(v), count(*) FROM s"
+PROJ = "SELECT k, v FROM s WHERE v > 5"
+JOIN = ("SELECT dim.region, sum(s.v) FROM s JOIN dim ON s.k = dim.k GROUP BY dim.region")
+HIVE = "SELECT k, sum(v), count(v) FROM h GROUP BY k"
+PART = "SELECT p, sum(v) FROM ps GROUP BY p"
+MONTH = ("SELECT timeseries(d, 'month') AS mon, sum(v) FROM s "
+         "GROUP BY timeseries(d, 'month')")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    work = tmp_path_factory.mktemp("freshness")
+    state = work / "state"
+    srv = ServeProc(work, state)        # no periodic sync (the default): only the guard sees
+    pair = Pair(srv.port)
+    spark = RawHS2("127.0.0.1", srv.engine_port)
+    try:
+        run = pair.dm.run
+        run("CREATE TABLE s (k STRING, v INT, d DATE) USING parquet")
+        run("INSERT INTO s VALUES ('a', 1, DATE'2024-01-01'), ('b', 2, DATE'2024-02-01'), "
+            "('a', 10, DATE'2024-01-15'), (NULL, 7, NULL)")
+        run("CREATE TABLE dim (k STRING, region STRING) USING parquet")
+        run("INSERT INTO dim VALUES ('a', 'north'), ('b', 'south')")
+        run("CREATE TABLE h (k STRING, v INT) STORED AS TEXTFILE")
+        run("INSERT INTO h VALUES ('x', 1), ('y', NULL)")
+        run("CREATE TABLE ps (k STRING, v INT, p INT) USING parquet PARTITIONED BY (p)")
+        run("INSERT INTO ps VALUES ('a', 1, 1), ('b', 2, 2)")
+        run("CREATE DATAMAP pagg USING 'mv' AS SELECT p, k, sum(v) FROM ps GROUP BY p, k")
+        run("CREATE DATAMAP agg USING 'mv' AS SELECT k, sum(v), count(*), max(d) FROM s "
+            "GROUP BY k")
+        run("CREATE DATAMAP proj USING 'mv' AS SELECT k, v FROM s WHERE v > 5")
+        run("CREATE DATAMAP joined USING 'mv' AS SELECT dim.region, sum(s.v) FROM s "
+            "JOIN dim ON s.k = dim.k GROUP BY dim.region")
+        run("CREATE DATAMAP hv USING 'mv' AS SELECT k, sum(v), count(v) FROM h GROUP BY k")
+        run("CREATE DATAMAP monthly ON TABLE s USING 'timeseries' DMPROPERTIES "
+            "('event_time'='d', 'month_granularity'='1') AS SELECT d, sum(v) FROM s GROUP BY d")
+        yield {"srv": srv, "pair": pair, "spark": spark, "state": state}
+    finally:
+        pair.close()
+        spark.close()
+        srv.kill()
+
+
+def fresh(pair: Pair, sql: str, datamap: str, timeout: float = 90.0) -> None:
+    """Wait until the background refresh caught the datamap up (the guard finds it fresh)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        plan = pair.explain(sql)
+        if f"Freshness: {datamap}: base table files unchanged" in plan.splitlines():
+            return
+        assert time.monotonic() < deadline, plan
+        time.sleep(0.5)
+
+
+def compensated(pair: Pair, sql: str, datamap: str, table: str) -> str:
+    plan = pair.explain(sql)
+    lines = plan.splitlines()
+    assert f"Hit mv DataMap: {datamap}" in lines, plan
+    assert any(l.startswith(f"Freshness: {datamap}: ") and f"compensated from default.{table}"
+               in l for l in lines), plan
+    return plan
+
+
+def test_an_insert_straight_to_spark_is_compensated_at_once(env):
+    pair, spark = env["pair"], env["spark"]
+    for q in (AGG, TOTAL, PROJ):
+        pair.same(q)                            # the dm session has read s: listing cached
+    spark.execute("INSERT INTO s VALUES ('a', 100, DATE'2024-03-01'), ('c', 6, NULL)")
+    plan = compensated(pair, AGG, "agg", "s")
+    assert "UNION ALL" in plan
+    for q in (AGG, TOTAL, PROJ):
+        pair.same(q)
+    fresh(pair, AGG, "agg")
+    pair.hit(AGG, "agg")
+
+
+def test_files_copied_into_the_table_directory_count(env):
+    pair = env["pair"]
+    fresh(pair, AGG, "agg")
+    table_dir = state_table_dir(env["state"], "s")
+    part = next(p for p in sorted(table_dir.iterdir()) if p.suffix == ".parquet")
+    shutil.copy(part, table_dir / f"part-99999-copied{part.name[10:]}")
+    compensated(pair, TOTAL, "agg", "s")
+    pair.same(TOTAL)
+    pair.same(AGG)
+    fresh(pair, AGG, "agg")
+    pair.hit(AGG, "agg")
+
+
+def test_a_join_datamap_compensates_its_dimension(env):
+    pair, spark = env["pair"], env["spark"]
+    fresh(pair, JOIN, "joined")
+    pair.same(JOIN)
+    spark.execute("INSERT INTO dim VALUES ('c', 'east')")
+    compensated(pair, JOIN, "joined", "dim")
+    pair.same(JOIN)
+
+
+def test_a_hive_format_table_is_compensated_by_file_name(env):
+    pair, spark = env["pair"], env["spark"]
+    pair.same(HIVE)
+    spark.execute("INSERT INTO h VALUES ('x', 5), ('z', 3)")
+    compensated(pair, HIVE, "hv", "h")
+    pair.same(HIVE)
+
+
+def test_a_timeseries_datamap_is_compensated(env):
+    pair, spark = env["pair"], env["spark"]
+    fresh(pair, MONTH, "monthly")
+    spark.execute("INSERT INTO s VALUES ('d', 1000, DATE'2024-01-31')")
+    compensated(pair, MONTH, "monthly", "s")
+    pair.same(MONTH)      # with rewriting off, timeseries() is still translated
+
+
+def test_an_overwrite_straight_to_spark_makes_the_base_tables_answer(env):
+    pair, spark = env["pair"], env["spark"]
+    spark.execute("INSERT OVERWRITE TABLE s VALUES ('a', 3, DATE'2024-05-05'), ('e', 8, NULL)")
+    plan = pair.miss(AGG)
+    assert any(l.startswith("Skipped agg: base table files changed (") for l in plan.splitlines()), plan
+    pair.same(TOTAL)
+    pair.same(PROJ)
+    fresh(pair, AGG, "agg")
+    pair.hit(AGG, "agg")
+
+
+def test_the_operation_log_names_the_compensated_files(env):
+    from tests.support.clients import pyhive_connect
+    pair, spark = env["pair"], env["spark"]
+    fresh(pair, TOTAL, "agg")
+    spark.execute("INSERT INTO s VALUES ('f', 1, NULL)")
+    conn = pyhive_connect("127.0.0.1", env["srv"].port)
+    try:
+        cur = conn.cursor()
+        cur.execute(TOTAL)
+        cur.fetchall()
+        logs = cur.fetch_logs()
+        assert any(line.startswith("answered from datamap agg (segments ")
+                   and line.endswith("; 1 new file compensated from default.s")
+                   for line in logs), logs
+    finally:
+        conn.close()
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert "compensated:agg" in log
+
+
+def test_beeline_prints_the_operation_log_line(env, tmp_path):
+    from tests.support.clients import jdbc_url, run_beeline
+    pair = env["pair"]
+    fresh(pair, TOTAL, "agg")
+    run = run_beeline(jdbc_url("127.0.0.1", env["srv"].port), [TOTAL], workdir=tmp_path,
+                      silent=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "answered from datamap agg (segments " in run.stdout + run.stderr, (
+        run.stdout[-2000:], run.stderr[-2000:])
+
+
+def test_partitions_added_and_dropped_straight_to_spark(env):
+    pair, spark = env["pair"], env["spark"]
+    pair.same(PART)
+    spark.execute("INSERT INTO ps VALUES ('c', 30, 3), ('a', 5, 1)")    # a new partition too
+    compensated(pair, PART, "pagg", "ps")
+    pair.same(PART)
+    fresh(pair, PART, "pagg")
+    spark.execute("ALTER TABLE ps DROP PARTITION (p = 2)")
+    plan = pair.miss(PART)
+    assert any(l.startswith("Skipped pagg: base table files changed (") for l in plan.splitlines()), plan
+    pair.same(PART)
+    spark.execute("TRUNCATE TABLE ps")
+    pair.same(PART)
