@@ -35,7 +35,7 @@ from enum import Enum
 from typing import Callable
 
 from proxy.sqlscan import Cursor, StatementError, Token, bare
-from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration
+from proxy.staleness import MAX_STALENESS_KEY, parse_duration
 
 REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
 SERVING_KEY = "datamap.serving.enabled"      # answer datamap hits in-process (proxy/serving)
@@ -172,7 +172,7 @@ def _set(statement: str, m: _Match) -> Statement:
 def _switch(raw: str, key: str) -> str:
     value = raw.strip("'\"`").strip().lower()
     if value not in ("true", "false"):
-        raise BadDuration(f"Invalid value '{raw}' for {key}: expected true or false")
+        raise ValueError(f"Invalid value '{raw}' for {key}: expected true or false")
     return value
 
 
@@ -194,7 +194,7 @@ def _set_proxy_key(key: str):
         raw = assign.group("value").strip()
         try:
             return Statement(Kind.SET_REWRITE, key=key, value=check(raw, key))
-        except BadDuration as e:
+        except ValueError as e:          # staleness.BadDuration too
             return Statement(Kind.SET_REWRITE, key=key, error=str(e))
     return parse
 
@@ -263,7 +263,7 @@ _QUERY, _OTHER = Statement(Kind.QUERY), Statement(Kind.OTHER)
 _UNKNOWN_WRITE = Statement(Kind.MAYBE_WRITE)
 _REPLACE, _RENAME, _TO = frozenset({"replace"}), frozenset({"rename"}), frozenset({"to"})
 # A QUERY that starts with WITH or FROM, so an INSERT may follow (told apart by identity).
-_MAYBE_WRITE = Statement(Kind.QUERY)
+_DEEP_QUERY = Statement(Kind.QUERY)
 
 
 class shared:
@@ -285,7 +285,7 @@ def classify(statement: str, current_db: str = "default",
     the first words only: such a statement stays a QUERY), None any length. Over the
     limit, an INSERT in the text makes it MAYBE_WRITE."""
     stmt = _shared(_head, statement, current_db)
-    if stmt is _MAYBE_WRITE and parse_limit != 0 and _mentions_insert(statement):
+    if stmt is _DEEP_QUERY and parse_limit != 0 and _mentions_insert(statement):
         if over_limit(statement, parse_limit):
             return _UNKNOWN_WRITE
         return _shared(_parsed, statement, current_db)
@@ -317,7 +317,7 @@ def _head(statement: str, current_db: str) -> Statement:
     if word == "(":
         return _QUERY
     if word in _QUERY_WORDS:
-        return _MAYBE_WRITE if word in _DEEP_WORDS else _QUERY
+        return _DEEP_QUERY if word in _DEEP_WORDS else _QUERY
     forms = _BY_FIRST_WORD.get(word)
     if not forms:
         return _OTHER
