@@ -84,8 +84,10 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                           zone_problem=lambda: service.time_zone_problem)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
         background.thread("serving-warm", serving.warm)
-    select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving)
-    router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving),
+    select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
+                                  max_staleness_s=dm.max_staleness_s)
+    router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
+                                          max_staleness_s=dm.max_staleness_s),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if dm.sync_interval_s > 0:

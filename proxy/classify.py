@@ -16,11 +16,15 @@ long the statement. Router.decide runs its handlers within `shared()`, so each s
 is classified once per decision however many handlers ask.
 
 Writes whose target is not at the head (`WITH ... INSERT`, Hive's `FROM t INSERT ...`) are
-found by parsing the whole statement with sqlglot, which costs ~1-10 µs per byte: only
-when the caller passes a `parse_limit` the statement is within (the datamap handlers pass
+found by parsing the whole statement with sqlglot (proxy/classify_parse.py), which costs
+~1-10 µs per byte: only when the caller passes a `parse_limit` (the datamap handlers pass
 [datamaps] rewrite_max_sql_bytes; the Router already keeps long statements off the event
-loop), and only when INSERT occurs in its text. Unparseable or too-long text stays a
-QUERY, which is what a head-only look says.
+loop), and only when the word INSERT occurs in its text (the cheap pre-check: a plain
+SELECT never gets there). When a parse was asked for but cannot tell (the text is over
+the limit or does not parse) and INSERT occurs in it, the answer is MAYBE_WRITE: the
+tables are unknown, so the caller re-syncs every base table the text mentions
+(`classify_parse.mentioned`). A statement starting with a write-only word (INSERT, LOAD,
+TRUNCATE, MERGE, UPDATE, DELETE, MSCK) that no form matches is MAYBE_WRITE too.
 """
 from __future__ import annotations
 
@@ -31,22 +35,26 @@ from enum import Enum
 from typing import Callable
 
 from proxy.sqlscan import Cursor, StatementError, Token, bare
+from proxy.staleness import MAX_STALENESS_KEY, parse_duration
 
 REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
 SERVING_KEY = "datamap.serving.enabled"      # answer datamap hits in-process (proxy/serving)
 CACHE_KEY = "datamap.cache.enabled"          # the result cache of served answers
-PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY)
+PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY)        # switches: true | false
+SESSION_KEYS = PROXY_KEYS + (MAX_STALENESS_KEY,)            # every SET the proxy answers
 TIME_ZONE_SETTING = "spark.sql.session.timeZone"
 
 
 class Kind(Enum):
     QUERY = "query"                # SELECT / WITH / FROM / ( ...: what the rewriter reads
     SET = "set"                    # SET [k = v], SET TIME ZONE ...
-    SET_REWRITE = "set_rewrite"    # SET datamap.(rewrite|serving|cache).enabled [= true|false]
+    SET_REWRITE = "set_rewrite"    # SET <one of SESSION_KEYS> [= value]: the proxy's own
     USE = "use"
     WRITE = "write"                # rows of `tables` change: INSERT, LOAD DATA, TRUNCATE
+    MAYBE_WRITE = "maybe_write"    # may write, tables unknown (unparseable or too long)
     FILES = "files"                # data files of `tables` may change: partition DDL, MSCK
-    ALTER_TABLE = "alter_table"    # any other ALTER TABLE (columns, properties, rename)
+    ALTER_TABLE = "alter_table"    # any other ALTER TABLE (columns, properties, rename:
+                                   # `tables` is (old, new))
     DROP_TABLE = "drop_table"
     CREATE_TABLE = "create_table"  # CREATE [OR REPLACE] TABLE, REPLACE TABLE (overwrite)
     DATAMAP = "datamap"            # datamap DDL or EXPLAIN: proxy/datamaps/ddl.py parses it
@@ -59,13 +67,17 @@ class Statement:
     tables: tuple[str, ...] = ()   # "db.table", lower-cased, qualified with current_db
     overwrite: bool = False        # replaces contents: a listing diff cannot see the change
     key: str | None = None         # SET: the key as written (time zone: TIME_ZONE_SETTING)
-    value: str | None = None       # SET k = v: v as written; SET_REWRITE: "true" / "false"
+    value: str | None = None       # SET k = v: v as written; SET_REWRITE: "true" / "false",
+                                   # max_staleness: seconds ("300")
     database: str | None = None    # USE
     error: str | None = None       # SET_REWRITE with a bad value: the message (42000)
 
 
 NAME, STRING = "<name>", "<string>"
 _QUERY_WORDS = frozenset({"select", "with", "from"})
+# First words of statements that only ever write: one no form matches may still write.
+_WRITE_WORDS = frozenset({"insert", "load", "truncate", "merge", "update", "delete", "msck"})
+_INSERT = re.compile(r"\binsert\b")     # over lower-cased text, once `in` found it (faster)
 _DEEP_WORDS = frozenset({"with", "from"})        # may hide an INSERT behind a CTE / FROM
 # The first word (or parenthesis) after blanks and comments; possessive, so linear.
 _FIRST = re.compile(r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*+([A-Za-z0-9_]+|\()", re.DOTALL)
@@ -120,8 +132,11 @@ class Form:
 
 
 def _written(kind: Kind) -> Finish:
-    return lambda _sql, m: Statement(kind, m.tables,
-                                     overwrite=bool(m.words & {"overwrite", "replace"}))
+    def finish(_sql: str, m: _Match) -> Statement:
+        # INSERT INTO t REPLACE WHERE ... (Delta) replaces the rows it selects
+        replaced = bool(m.words & {"overwrite", "replace"}) or _is(m.next, _REPLACE)
+        return Statement(kind, m.tables, overwrite=replaced)
+    return finish
 
 
 def _rewritten(_statement: str, m: _Match) -> Statement:
@@ -129,6 +144,11 @@ def _rewritten(_statement: str, m: _Match) -> Statement:
 
 
 def _alter(statement: str, m: _Match) -> Statement:
+    if _is(m.next, _RENAME) and _is(m.head[m.at + 1], _TO):
+        # Spark keeps a renamed table in its database unless the new name says otherwise
+        new, _ = _table_name(m.head, m.at + 2, m.tables[0].partition(".")[0])
+        if new is not None:
+            return Statement(Kind.ALTER_TABLE, (m.tables[0], new))
     files = _FILE_CLAUSE.search(statement, m.end) is not None
     return Statement(Kind.FILES if files else Kind.ALTER_TABLE, m.tables)
 
@@ -149,8 +169,16 @@ def _set(statement: str, m: _Match) -> Statement:
     return Statement(Kind.SET, key=kv.group("key"), value=kv.group("value"))
 
 
+def _switch(raw: str, key: str) -> str:
+    value = raw.strip("'\"`").strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"Invalid value '{raw}' for {key}: expected true or false")
+    return value
+
+
 def _set_proxy_key(key: str):
-    """SET <one of PROXY_KEYS> [= true|false]: the proxy's own session settings."""
+    """SET <one of SESSION_KEYS> [= value]: the proxy's own session settings."""
+    check = parse_duration if key == MAX_STALENESS_KEY else _switch
     def parse(statement: str, m: _Match) -> Statement:
         text = bare(statement)
         assign = _SET_REWRITE_VALUE.fullmatch(text, m.end)
@@ -164,11 +192,10 @@ def _set_proxy_key(key: str):
             return Statement(Kind.SET_REWRITE, key=key, error=Cursor(statement).error(
                 f"expected '=' after {key}", tok).message)
         raw = assign.group("value").strip()
-        value = raw.strip("'\"`").strip().lower()
-        if value not in ("true", "false"):
-            return Statement(Kind.SET_REWRITE, key=key,
-                             error=f"Invalid value '{raw}' for {key}: expected true or false")
-        return Statement(Kind.SET_REWRITE, key=key, value=value)
+        try:
+            return Statement(Kind.SET_REWRITE, key=key, value=check(raw, key))
+        except ValueError as e:          # staleness.BadDuration too
+            return Statement(Kind.SET_REWRITE, key=key, error=str(e))
     return parse
 
 
@@ -211,7 +238,7 @@ FORMS: tuple[Form, ...] = (
     Form(Kind.ALTER_TABLE, ("alter", "table", NAME), _alter),
     # -- session state ----------------------------------------------------------------------
     *(Form(Kind.SET_REWRITE, ("set", *re.split(r"(\.)", key)), _set_proxy_key(key))
-      for key in PROXY_KEYS),
+      for key in SESSION_KEYS),
     Form(Kind.SET, ("set", "time", "zone"),
          lambda _sql, _m: Statement(Kind.SET, key=TIME_ZONE_SETTING)),
     Form(Kind.SET, ("set",), _set),
@@ -233,8 +260,10 @@ for _form in FORMS:
     _BY_FIRST_WORD.setdefault(_form.steps[0], []).append(
         (_form, tuple(_compile(step) for step in _form.steps)))
 _QUERY, _OTHER = Statement(Kind.QUERY), Statement(Kind.OTHER)
+_UNKNOWN_WRITE = Statement(Kind.MAYBE_WRITE)
+_REPLACE, _RENAME, _TO = frozenset({"replace"}), frozenset({"rename"}), frozenset({"to"})
 # A QUERY that starts with WITH or FROM, so an INSERT may follow (told apart by identity).
-_MAYBE_WRITE = Statement(Kind.QUERY)
+_DEEP_QUERY = Statement(Kind.QUERY)
 
 
 class shared:
@@ -253,12 +282,19 @@ def classify(statement: str, current_db: str = "default",
              parse_limit: int | None = 0) -> Statement:
     """What `statement` is. `parse_limit`: the longest statement (UTF-8 bytes) that may be
     parsed with sqlglot to find an INSERT behind a CTE or FROM clause; 0 never (a look at
-    the first words only), None any length."""
+    the first words only: such a statement stays a QUERY), None any length. Over the
+    limit, an INSERT in the text makes it MAYBE_WRITE."""
     stmt = _shared(_head, statement, current_db)
-    if stmt is _MAYBE_WRITE and parse_limit != 0 and not over_limit(statement, parse_limit) \
-            and "insert" in statement.lower():
+    if stmt is _DEEP_QUERY and parse_limit != 0 and _mentions_insert(statement):
+        if over_limit(statement, parse_limit):
+            return _UNKNOWN_WRITE
         return _shared(_parsed, statement, current_db)
     return stmt
+
+
+def _mentions_insert(statement: str) -> bool:
+    low = statement.lower()
+    return "insert" in low and _INSERT.search(low) is not None
 
 
 def _shared(fn: Callable[[str, str], Statement], statement: str, current_db: str) -> Statement:
@@ -281,7 +317,7 @@ def _head(statement: str, current_db: str) -> Statement:
     if word == "(":
         return _QUERY
     if word in _QUERY_WORDS:
-        return _MAYBE_WRITE if word in _DEEP_WORDS else _QUERY
+        return _DEEP_QUERY if word in _DEEP_WORDS else _QUERY
     forms = _BY_FIRST_WORD.get(word)
     if not forms:
         return _OTHER
@@ -291,9 +327,9 @@ def _head(statement: str, current_db: str) -> Statement:
             m = _match(steps, head, current_db)
             if m is not None:
                 return form.finish(statement, m) if form.finish else Statement(form.kind, m.tables)
-    except StatementError:               # an unterminated quote: nothing of ours
-        pass
-    return _OTHER
+    except StatementError:               # an unterminated quote: Spark refuses it
+        return _OTHER
+    return _UNKNOWN_WRITE if word in _WRITE_WORDS else _OTHER
 
 
 def over_limit(sql: str, limit: int | None) -> bool:
@@ -352,25 +388,5 @@ def _table_name(head: _Head, at: int, current_db: str) -> tuple[str | None, int]
 
 
 def _parsed(statement: str, current_db: str) -> Statement:
-    """INSERTs behind a CTE or a FROM clause, found by sqlglot; QUERY when there are none
-    or the text does not parse (Spark reports its errors itself)."""
-    import sqlglot
-    from sqlglot import exp
-    try:
-        tree = sqlglot.parse_one(statement, dialect="spark")
-    except (sqlglot.errors.SqlglotError, RecursionError):
-        return Statement(Kind.QUERY)
-    inserts = tree.expressions if isinstance(tree, exp.MultitableInserts) else [tree]
-    tables: list[str] = []
-    overwrite = False
-    for insert in inserts:
-        if not isinstance(insert, exp.Insert):
-            continue
-        target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
-        if not isinstance(target, exp.Table) or not target.name:
-            continue                     # INSERT OVERWRITE DIRECTORY
-        tables.append(f"{(target.db or current_db).lower()}.{target.name.lower()}")
-        overwrite = overwrite or bool(insert.args.get("overwrite"))
-    if not tables:
-        return Statement(Kind.QUERY)
-    return Statement(Kind.WRITE, tuple(dict.fromkeys(tables)), overwrite=overwrite)
+    from proxy.classify_parse import parsed_writes     # imports sqlglot: not for SELECTs
+    return parsed_writes(statement, current_db)

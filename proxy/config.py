@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from proxy.staleness import BadDuration, parse_duration, seconds
+
 ENV_PREFIX = "DATAMAP_PROXY_"
 
 
@@ -87,6 +89,20 @@ class DatamapsSettings:
     # Longer statements (UTF-8 bytes) are forwarded without being parsed for a rewrite:
     # sqlglot needs about 10 s per megabyte, forwarding is always correct.
     rewrite_max_sql_bytes: int = 1_048_576
+    # How old a datamap's data may be before a query checks the base tables' files again
+    # (the freshness contract, proxy/staleness.py): "0" = always exact. Kept as seconds.
+    max_staleness: str = "0"
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "max_staleness",
+                               parse_duration(self.max_staleness, "[datamaps] max_staleness"))
+        except BadDuration as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def max_staleness_s(self) -> float:
+        return seconds(self.max_staleness)
 
 
 @dataclass(frozen=True)
@@ -142,6 +158,8 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             return tuple(u for u in (str(v).strip() for v in value) if u)
         if value is None or (isinstance(value, str) and value == "" and "None" in typ):
             return None
+        if key == "max_staleness":
+            return parse_duration(value, f"[{section}] {key}")
         if typ.startswith("int"):
             if isinstance(value, bool):
                 raise ValueError("expected an integer")
@@ -158,6 +176,8 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
                 value = bool(value)
         else:
             value = str(value)
+    except BadDuration as e:
+        raise ConfigError(f"{source}: {e}") from None
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{source}: bad value {value!r} for [{section}] {key}: {e}") from None
     choices = _CHOICES.get((section, key))

@@ -4,7 +4,9 @@ service.py but never used from here.
 The session's settings (`conf`) change in two ways only: `track_statement` once Spark
 accepted a USE or SET, and the `settings` of a Decision the router returned (the proxy's
 own `SET datamap.rewrite.enabled`, the block after a result-affecting SET), applied by
-service.py. `rewrite_on` is the one truth test of datamap.rewrite.enabled."""
+service.py, and at OpenSession from the JDBC URL's hiveconf part for
+`datamap.max_staleness` (`session_settings`). `rewrite_on` is the one truth test of
+datamap.rewrite.enabled, `staleness_budget` the one reading of datamap.max_staleness."""
 from __future__ import annotations
 
 import time
@@ -12,10 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from proxy.classify import REWRITE_KEY, Kind, classify
+from proxy.errors import ClientError
 from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
+from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration, seconds
 
-__all__ = ["BLOCKED_KEY", "REWRITE_KEY", "Session", "rewrite_on", "semantic_setting", "switched_on",
+__all__ = ["BLOCKED_KEY", "MAX_STALENESS_KEY", "REWRITE_KEY", "Session", "rewrite_on",
+           "semantic_setting", "session_settings", "staleness_budget", "switched_on",
            "track_statement"]
 # Set (to a reason) when the session changed a setting that changes query results; the
 # session is then never answered from datamaps, which were built under the engine's settings.
@@ -42,6 +47,37 @@ def switched_on(conf: Mapping[str, str], key: str) -> bool:
 def rewrite_on(conf: Mapping[str, str]) -> bool:
     """Is datamap rewriting switched on in these settings?"""
     return switched_on(conf, REWRITE_KEY)
+
+
+def staleness_budget(conf: Mapping[str, str], default_s: float) -> float:
+    """Seconds a datamap's data may be old for this session: its `SET datamap.max_staleness`
+    (or the JDBC URL's), else `default_s` ([datamaps] max_staleness). Values in `conf` were
+    normalised when set; one that is not (never expected) counts as unset."""
+    value = conf.get(MAX_STALENESS_KEY)
+    if value is None:
+        return default_s
+    try:
+        return seconds(value)
+    except ArithmeticError:
+        return default_s
+
+
+def session_settings(configuration: Mapping[str, str] | None) -> dict[str, str]:
+    """The proxy's own settings in an OpenSession's configuration (the JDBC URL's hiveconf
+    part arrives as `set:hiveconf:datamap.max_staleness`; PyHive may send the bare key),
+    normalised. A bad value is a ClientError (42000) naming it: the client connected asking
+    for a freshness bound, and guessing another one, even the server's default, would give
+    it answers staler than it agreed to without a word."""
+    out: dict[str, str] = {}
+    for key, value in (configuration or {}).items():
+        if key.split(":")[-1].strip().lower() != MAX_STALENESS_KEY:
+            continue
+        try:
+            out[MAX_STALENESS_KEY] = parse_duration(value)
+        except BadDuration as e:
+            raise ClientError(f"{e} (in the session's configuration, key {key})",
+                              "42000") from None
+    return out
 
 
 def track_statement(session: Any, statement: str) -> None:
@@ -73,6 +109,8 @@ class Session:
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")
+        for key, value in session_settings(self.configuration).items():
+            self.conf.setdefault(key, value)
         for key in self.configuration:
             bare = key.split(":")[-1]     # set:hiveconf:k, set:hivevar:k, or k
             if semantic_setting(bare):

@@ -2,8 +2,10 @@
 
 `SET datamap.rewrite.enabled=true|false` (per session; default true) and
 `SET datamap.rewrite.enabled` (show); the same for `datamap.serving.enabled` (answer hits
-in-process, proxy/serving) and `datamap.cache.enabled` (their result cache). Answered like
-Spark answers SET: columns key, value.
+in-process, proxy/serving) and `datamap.cache.enabled` (their result cache), and
+`SET datamap.max_staleness = 5m` (the freshness contract, proxy/staleness.py: kept and
+shown in seconds; the session starts with [datamaps] max_staleness or its JDBC URL's
+value). Answered like Spark answers SET: columns key, value; never forwarded to Spark.
 The new value reaches the session as the Local decision's `settings`.
 
 `watch_semantic_settings` passes every SET through unchanged, but remembers when a
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 from proxy.classify import Kind, classify
 from proxy.router import Decision, Local, LocalResult, Reject, Remember, Router, StatementContext
-from proxy.session import BLOCKED_KEY, REWRITE_KEY, semantic_setting
+from proxy.session import BLOCKED_KEY, MAX_STALENESS_KEY, REWRITE_KEY, semantic_setting
 
 SET_COLUMNS = (("key", "string"), ("value", "string"))
+# Shown when a session has no value (sessions opened by the service always have one).
+_UNSET = {MAX_STALENESS_KEY: "0"}
 
 
 def set_rewrite_enabled(ctx: StatementContext, statement: str) -> Decision | None:
@@ -30,7 +34,7 @@ def set_rewrite_enabled(ctx: StatementContext, statement: str) -> Decision | Non
     if stmt.error is not None:
         return Reject(stmt.error, "42000")
     key = stmt.key or REWRITE_KEY
-    value = stmt.value if stmt.value is not None else ctx.conf.get(key, "true")
+    value = stmt.value if stmt.value is not None else ctx.conf.get(key, _UNSET.get(key, "true"))
 
     async def answer(_upstream) -> LocalResult:
         return LocalResult(columns=SET_COLUMNS, rows=[(key, value)])

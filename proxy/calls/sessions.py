@@ -14,7 +14,7 @@ from proxy.errors import UpstreamError, succeeded
 from proxy.handles import hex_id
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState
-from proxy.session import Session
+from proxy.session import MAX_STALENESS_KEY, Session, session_settings
 from proxy.slots import TooManySessions
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import UpstreamSession
@@ -36,6 +36,7 @@ class SessionCalls:
         else:
             user, password = (req.username or "anonymous"), (req.password or "")
         client_protocol = req.client_protocol if req.client_protocol is not None else 0
+        session_settings(req.configuration)     # a bad proxy setting fails before Spark is asked
         t0 = time.monotonic()
         try:
             await self.slots.acquire(user)
@@ -76,6 +77,8 @@ class SessionCalls:
                           client_protocol=client_protocol,
                           configuration=dict(req.configuration or {}), upstream=upstream,
                           peer=conn.peer)
+        # what `SET datamap.max_staleness` shows until the session sets its own
+        session.conf.setdefault(MAX_STALENESS_KEY, self.settings.datamaps.max_staleness)
         session.handle = self.sessions.add(session)
         conn.sessions.add(session)
         session.connection = conn

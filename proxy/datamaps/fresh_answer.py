@@ -15,12 +15,10 @@ from typing import Mapping
 
 from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
 from proxy.router import Decision, PassThrough, Serve
+from proxy.session import staleness_budget
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
-
-MAX_STALENESS_KEY = "datamap.max_staleness"
-
 
 @dataclass(frozen=True)
 class Checked:
@@ -36,18 +34,6 @@ class Checked:
         return any(v.kind == NEW for v in self.verdicts.values())
 
 
-def budget(conf: Mapping[str, str], default_s: float) -> float:
-    """The session's max_staleness in seconds (`SET datamap.max_staleness`), else the
-    server's default."""
-    raw = conf.get(MAX_STALENESS_KEY)
-    if raw is None:
-        return default_s
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        return default_s
-
-
 def refresh_statements(tables) -> tuple[str, ...]:
     return tuple("REFRESH TABLE " + ".".join(f"`{p}`" for p in t.split("."))
                  for t in dict.fromkeys(tables))
@@ -59,7 +45,7 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     """Run the guard over the datamaps `result` uses."""
     from pipeline import plan_delta
     guard, provider = service.guard, service.rewrite_index
-    allowed = budget(conf, default_budget_s)
+    allowed = staleness_budget(conf, default_budget_s)
     verdicts: dict[str, Verdict] = {}
     for name in result.used:
         covered = provider.covered(name)

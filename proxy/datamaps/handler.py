@@ -19,13 +19,8 @@ Statements nested too deeply for Python's recursion limit (thousands of parenthe
 the client's input, not a proxy bug: datamap DDL over one fails with 54001 "statement too
 complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING line).
 
-`DatamapLoadHandler`: INSERT (also behind a CTE or FROM clause) / LOAD DATA / TRUNCATE on
-a base table of a datamap, and DDL that adds or removes its files (ALTER TABLE ...
-ADD/DROP/RENAME PARTITION, RECOVER PARTITIONS, SET LOCATION; MSCK REPAIR TABLE) ->
-PassThrough(after=...) that cuts the new base segment (or, when files vanished, rebuilds)
-and refreshes the datamaps; DROP TABLE of a base table -> PassThrough(after=...) that
-drops its datamaps; writes to or DROP TABLE of a datamap table are rejected. Which
-statement is which, and the tables it names, comes from proxy/classify.py.
+`DatamapLoadHandler` (proxy/datamaps/loads.py): writes and file-changing DDL on base
+tables re-sync their datamaps after Spark ran them.
 
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
@@ -39,8 +34,9 @@ import re
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import ddl, fresh_answer
-from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.isolated import IsolatedRewriter
+from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
+from proxy.datamaps.records import display_name
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.logsafe import safe
@@ -70,16 +66,6 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
     """Datamaps answer this session: not switched off by `SET datamap.rewrite.enabled=false`,
     and no result-affecting setting (time zone, ANSI, ...) changed (proxy/statements.py)."""
     return BLOCKED_KEY not in ctx.conf and rewrite_on(ctx.conf)
-
-
-async def _job(statement: str, fn, *args, **kwargs):
-    """Run a blocking datamap job in a worker thread, with the client's statement in its
-    context: a failure deep inside the job is logged next to it."""
-    token = STATEMENT.set(statement)
-    try:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-    finally:
-        STATEMENT.reset(token)
 
 
 class DatamapDdlHandler:
@@ -180,14 +166,6 @@ def add_unavailable(service: DatamapService, result: RewriteResult, query: str,
         return
     for name, reason in service.unavailable(tables).items():
         result.skipped.setdefault(name, reason)
-
-
-def display_name(datamap: str, current_db: str | None) -> str:
-    """How EXPLAIN names a datamap ("db.name"): bare when it belongs to the session's
-    current database, else qualified — the name that, in this session, DROP / REBUILD
-    DATAMAP resolve to that very datamap, so two same-named datamaps never print alike."""
-    db, dot, name = datamap.rpartition(".")
-    return name if dot and db == (current_db or "default").lower() else datamap
 
 
 def served_lines(serving, result: RewriteResult, conf) -> list[str]:
@@ -354,77 +332,3 @@ def translate_only(service: DatamapService, statement: str, current_db: str) -> 
     except Exception:  # noqa: BLE001 - forward the original; Spark reports the function
         log.warning("timeseries translation failed; forwarding the original", exc_info=True)
         return statement
-
-
-class DatamapLoadHandler:
-    """Loads into base tables of datamaps: forward unchanged, then (after the upstream
-    statement FINISHED) cut the table's new segment and refresh / disable its datamaps.
-    Writes into a datamap table itself are rejected: its rows belong to the proxy."""
-
-    def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES):
-        self.service = service
-        self.max_sql_bytes = max_sql_bytes      # INSERTs behind a CTE are parsed up to this
-
-    def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
-        stmt = classify(statement, ctx.current_db, self.max_sql_bytes)
-        if stmt.kind is Kind.DROP_TABLE:
-            return self._drop(stmt.tables[0], ctx.current_db)
-        if stmt.kind is Kind.ALTER_TABLE:
-            return self._alter(stmt.tables[0])
-        if stmt.kind not in (Kind.WRITE, Kind.FILES):
-            return None
-        based = []
-        try:
-            for table in stmt.tables:
-                if self.service.catalog.datamap_by_table(table) is not None:
-                    return Reject(f"Table {table} holds a datamap's rows and cannot be written "
-                                  "directly; use REBUILD DATAMAP", "0A000")
-                if self.service.catalog.list_datamaps(base_table=table):
-                    based.append(table)
-        except Exception:  # noqa: BLE001 - the catalog is unavailable: forward the load
-            log.warning("catalog lookup failed for a load of %s", ", ".join(stmt.tables),
-                        exc_info=True)
-            return None
-        if not based:
-            return None
-        service = self.service
-
-        async def after(_upstream) -> None:
-            for table in based:
-                await _job(statement, service.after_load, table, overwrite=stmt.overwrite)
-        return PassThrough(after=after)
-
-    def _alter(self, table: str) -> Decision | None:
-        """ALTER TABLE of a base table: forward it, then forget the cached schema so the
-        rewriter and later refreshes see the new columns/types."""
-        try:
-            if not self.service.catalog.list_datamaps(base_table=table):
-                return None
-        except Exception:  # noqa: BLE001
-            log.warning("catalog lookup failed for ALTER TABLE %s", table, exc_info=True)
-            return None
-        service = self.service
-
-        async def after(_upstream) -> None:
-            service.invalidate_schemas(table)
-        return PassThrough(after=after)
-
-    def _drop(self, table: str, current_db: str = "default") -> Decision | None:
-        """DROP TABLE of a base table drops its datamaps afterwards (CarbonData's rule);
-        DROP TABLE of a datamap table is refused (DROP DATAMAP owns it)."""
-        try:
-            rec = self.service.catalog.datamap_by_table(table)
-            if rec is not None:
-                return Reject(f"Table {table} holds the rows of datamap {rec.qualified}; use "
-                              f"DROP DATAMAP {display_name(rec.qualified, current_db)}",
-                              "0A000")
-            if not self.service.catalog.list_datamaps(base_table=table):
-                return None
-        except Exception:  # noqa: BLE001
-            log.warning("catalog lookup failed for DROP TABLE %s", table, exc_info=True)
-            return None
-        service = self.service
-
-        async def after(_upstream) -> None:
-            await asyncio.to_thread(service.after_drop_table, table)
-        return PassThrough(after=after)

@@ -155,3 +155,12 @@ def format_time(epoch: float) -> str:
     t = time.localtime(epoch)
     return time.strftime("%Y-%m-%d %H:%M:%S", t) + f".{int(epoch * 1000) % 1000:03d}"
 
+
+
+def display_name(datamap: str, current_db: str | None) -> str:
+    """How EXPLAIN and error messages name a datamap ("db.name"): bare when it belongs to
+    the session's current database, else qualified — the name that, in this session, DROP /
+    REBUILD DATAMAP resolve to that very datamap, so two same-named datamaps never print
+    alike."""
+    db, dot, name = datamap.rpartition(".")
+    return name if dot and db == (current_db or "default").lower() else datamap

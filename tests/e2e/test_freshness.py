@@ -189,3 +189,20 @@ def test_partitions_added_and_dropped_straight_to_spark(env):
     pair.same(PART)
     spark.execute("TRUNCATE TABLE ps")
     pair.same(PART)
+
+
+def test_a_session_that_accepts_staleness_skips_the_guard(env):
+    from tests.e2e.support import Conn
+    pair, spark = env["pair"], env["spark"]
+    fresh(pair, AGG, "agg")
+    relaxed = Conn(env["srv"].port)
+    try:
+        relaxed.run("SET datamap.max_staleness = 1h")
+        spark.execute("INSERT INTO s VALUES ('g', 1, NULL)")
+        plan = relaxed.run("EXPLAIN " + AGG).rows[0][0]
+        assert "Freshness: agg: not checked (within max_staleness)" in plan.splitlines(), plan
+        assert "UNION ALL" not in plan
+    finally:
+        relaxed.close()
+    compensated(pair, AGG, "agg", "s")       # an exact session still sees the new row
+    pair.same(AGG)

@@ -10,33 +10,29 @@ says what it was made from: the step's base segment, appended (incremental) or a
 only segment (a rebuild, after files were removed or overwritten). Partition values with a space, `%` and `+` exercise the two path spellings
 (encoded in `_metadata`/`inputFiles()`, decoded in `input_file_name()` of Hive scans).
 
-The tests run in order on one proxy and share its state."""
+The tests run in order on one proxy (shared with other modules: tests/e2e/conftest.py)
+and share its state."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from tests.e2e.support import Pair, ServeProc
+from tests.e2e.support import Pair
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def c(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e_formats")
-    srv = ServeProc(root / "serve", root / "state")
-    pair = None
+def c(shared_serve, tmp_path_factory):
+    pair = Pair(shared_serve.port)
     try:
-        pair = Pair(srv.port)
-        pair.root = root
+        pair.root = tmp_path_factory.mktemp("e2e_formats")
         # Hive tables refuse all-dynamic partition inserts in the default strict mode.
         pair.dm.run("SET hive.exec.dynamic.partition.mode=nonstrict")
         yield pair
     finally:
-        if pair is not None:
-            pair.close()
-        srv.kill()
+        pair.close()
 
 
 def agg_dm(table: str) -> tuple[str, str]:

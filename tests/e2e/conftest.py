@@ -1,0 +1,27 @@
+"""One embedded `serve` (one Spark, ~40 s to start) shared by the e2e modules that only
+add tables of their own names to it (test_table_formats, test_write_matrix). Modules that
+need a server of their own settings or state (restarts, time zones) start their own.
+
+Its settings suit both: TZ=UTC (timestamps are served in-process only in fixed-offset
+zones) and `[datamaps] rewrite_max_sql_bytes` = SHARED_PARSE_LIMIT, low enough that a
+write of a few KB is one the proxy does not parse (test_write_matrix's MAYBE_WRITE step)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.e2e.support import ServeProc
+
+SHARED_PARSE_LIMIT = 1500
+
+
+@pytest.fixture(scope="package")
+def shared_serve(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e_shared")
+    srv = ServeProc(root / "serve", root / "state", env={
+        "TZ": "UTC", "DATAMAP_PROXY_DATAMAPS_REWRITE_MAX_SQL_BYTES": str(SHARED_PARSE_LIMIT)})
+    try:
+        yield SimpleNamespace(srv=srv, port=srv.port, root=root, state=root / "state")
+    finally:
+        srv.kill()
