@@ -40,6 +40,7 @@ import time
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import ddl
+from proxy.datamaps.audit import Auditor
 from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.service import DatamapService, referenced_tables
@@ -85,10 +86,11 @@ async def _job(statement: str, fn, *args, **kwargs):
 
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 serving=None):
+                 serving=None, audit: Auditor | None = None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
+        self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         try:
@@ -106,7 +108,7 @@ class DatamapDdlHandler:
             ddl.ShowDatamaps: self.service.show, ddl.RebuildDatamap: self.service.rebuild,
             ddl.CompactDatamap: self.service.compact,
             ddl.ShowSegments: self.service.show_segments,
-            ddl.SyncDatamaps: self.service.sync,
+            ddl.SyncDatamaps: self.service.sync, ddl.AuditDatamap: self.audit.audit_datamap,
         }[type(stmt)]
         current_db = ctx.current_db
 
@@ -204,8 +206,10 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
 
 class DatamapSelectHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 isolated: IsolatedRewriter | None = None, serving=None):
+                 isolated: IsolatedRewriter | None = None, serving=None,
+                 audit: Auditor | None = None):
         self.service = service
+        self.audit = audit or Auditor(service)   # remembers and samples datamap answers
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         # large statements are parsed in a process of their own (see isolated.py)
@@ -245,6 +249,7 @@ class DatamapSelectHandler:
             or "timeseries"
         rewrite = Rewrite(result.sql, note=note,
                           log=freshness_lines(self.service, result.used, ctx.current_db))
+        self.audit.offer(statement, ctx, result)
         if self.serving is None or not result.used:
             return rewrite
         return self._serve(result, rewrite, ctx)

@@ -1,0 +1,81 @@
+"""The Spark side of a datamap audit (proxy/datamaps/audit.py): run a query, or a datamap's
+definition and its segments, in a session of its own, and bring the rows back.
+
+An audit runs in a new session of the pipeline SparkSession (`newSession()`): its current
+database, temp views and table-relation cache are its own, so setting the database cannot
+disturb a job running beside it, and tables are listed afresh. A new session does not
+inherit the settings changed at run time on its parent (the pipeline zone alignment sets
+`spark.sql.session.timeZone` that way), so every modifiable `spark.sql.*` setting of the
+parent is copied: the audit computes under the semantics the datamaps were built under.
+Its jobs carry a job group (so shutdown can cancel them) and ask for the scheduler pool
+`datamap_audit` (effective when Spark runs the FAIR scheduler).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from pipeline.files import quote_table
+from pipeline.jobs import reaggregate
+from pipeline.segments import read_segments
+from rewriter.api import DatamapDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+POOL = "datamap_audit"
+JOB_GROUP = "datamap-audit"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A result set: (name, Spark type) per column, and the rows; `rows` is None when there
+    were more than the audit's row cap (nothing is compared then)."""
+    columns: tuple[tuple[str, str], ...]
+    rows: list[tuple] | None
+
+
+def audit_session(spark: "SparkSession") -> "SparkSession":
+    """A session of its own that computes as `spark` does (see the module docstring)."""
+    session = spark.newSession()
+    conf = session.conf
+    for key, value in spark.conf.getAll.items():
+        if key.startswith("spark.sql.") and conf.isModifiable(key):
+            conf.set(key, value)
+    sc = spark.sparkContext
+    sc.setLocalProperty("spark.scheduler.pool", POOL)
+    sc.setJobGroup(JOB_GROUP, "datamap audit (background, low priority)", True)
+    return session
+
+
+def cancel_audits(spark: "SparkSession") -> None:
+    """Cancel the running jobs of every audit (shutdown)."""
+    spark.sparkContext.cancelJobGroup(JOB_GROUP)
+
+
+def refresh_tables(session: "SparkSession", tables: Sequence[str]) -> None:
+    """Forget cached file listings: the audit must read what the tables hold now."""
+    for table in tables:
+        session.catalog.refreshTable(quote_table(table))
+
+
+def _answer(df: "DataFrame", max_rows: int) -> Answer:
+    columns = tuple((f.name, f.dataType.simpleString()) for f in df.schema.fields)
+    # limit(max_rows + 1) changes nothing when the answer has at most max_rows rows, and
+    # then every row is compared; a larger answer is not compared at all.
+    rows = [tuple(r) for r in df.limit(max_rows + 1).collect()]
+    return Answer(columns, rows if len(rows) <= max_rows else None)
+
+
+def run_query(session: "SparkSession", sql: str, database: str, max_rows: int) -> Answer:
+    session.catalog.setCurrentDatabase(database)
+    return _answer(session.sql(sql), max_rows)
+
+
+def definition_answers(session: "SparkSession", definition: DatamapDefinition,
+                       segment_ids: Sequence[str], max_rows: int) -> tuple[Answer, Answer]:
+    """(the definition computed on the base tables, its visible segments re-aggregated):
+    the same rows, when the datamap is intact (what a full build would write)."""
+    built = session.sql(definition.build_sql({}))
+    stored = reaggregate(definition, read_segments(session, definition, segment_ids))
+    return _answer(built, max_rows), _answer(stored, max_rows)

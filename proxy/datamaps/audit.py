@@ -1,0 +1,411 @@
+"""Online correctness audit of datamap answers (issue 13, item 5; docs/audit.md).
+
+    auditor = Auditor(service, rate, serving)   # proxy/app.py; rate: [datamaps] audit_sample_rate
+    auditor.start(background)                   # the worker thread that runs sampled audits
+    auditor.offer(statement, ctx, result)       # DatamapSelectHandler, for every datamap answer
+    auditor.audit_datamap(stmt, current_db)     # AUDIT DATAMAP [db.]name (a DDL worker thread)
+
+offer() runs on the decision path (the event loop): it only remembers the query in a small
+ring per datamap (bounded in entries and bytes) and, for a sampled share, puts it on a
+bounded queue that one owned thread consumes; a full queue drops it. Nothing of an audit
+runs on the client's path.
+
+An audit rewrites the query again (the datamap's segments may have changed since the client
+got its answer), then runs, in its own session of the pipeline SparkSession
+(pipeline/audit.py), the original query (without its outermost LIMIT) on the base tables
+and the rewritten SQL; when the serving tier would answer it in-process, that answer too.
+The answers must be the same (audit_compare.py). Around the runs, the state they depend on
+is read twice: the datamaps' visible segments, the base tables' live segments in the
+catalog and the files the base tables hold. A change, or files the catalog has not seen
+(a write outside the proxy not synced yet), makes the audit INCONCLUSIVE, never a mismatch.
+A mismatch is confirmed by a second run before anything is done; then, under the datamap's
+lock and with the state checked once more, its segments are hidden and it is DISABLED with
+`audit mismatch on <digest> at <time> UTC` (REBUILD DATAMAP builds it anew and enables it),
+the history gets an `audit_mismatch` event, and one WARNING line is logged.
+
+At most one audit runs per datamap, and MAX_RUNNING in all; an audit asked for while one
+runs is skipped.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections import OrderedDict
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
+from proxy.datamaps.records import CatalogError
+from proxy.router import LocalResult
+
+if TYPE_CHECKING:
+    from proxy.datamaps import ddl
+    from proxy.datamaps.service import DatamapService
+
+log = logging.getLogger("proxy.datamaps.audit")
+
+AUDIT_COLUMNS = (("DataMapName", "string"), ("Audited", "string"), ("Compared", "string"),
+                 ("Outcome", "string"), ("Rows", "bigint"), ("Detail", "string"))
+MAX_RUNNING = 2              # audits at once, sampled and on demand together
+MAX_ROWS = 100_000           # a larger answer is not compared (SKIPPED)
+RING_ENTRIES = 8             # recent queries kept per datamap for AUDIT DATAMAP
+RING_BYTES = 64 << 10        # their text, per datamap
+TOTAL_BYTES = 8 << 20        # all rings together: the least recently used datamap's goes
+QUEUE_SIZE = 16              # sampled queries waiting for the worker
+
+
+class Outcome(StrEnum):
+    PASSED = "PASSED"
+    MISMATCH = "MISMATCH"            # confirmed: the datamap was DISABLED
+    INCONCLUSIVE = "INCONCLUSIVE"    # the data changed around the runs
+    SKIPPED = "SKIPPED"              # not audited (why in the detail)
+    FAILED = "FAILED"                # a run failed (why in the detail)
+
+
+@dataclass(frozen=True)
+class Report:
+    datamaps: tuple[str, ...]
+    audited: str                     # the query's digest, or "definition <digest>"
+    compared: str
+    outcome: Outcome
+    detail: str
+    rows: int | None = None
+    state: "_State | None" = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class _State:
+    segments: tuple                  # (datamap, visible segment ids) ...
+    live: tuple                      # (base table, live base segment ids) ...
+    files: tuple                     # (base table, files it holds) ...
+    problem: str | None = field(default=None, compare=False)
+
+
+class Auditor:
+    def __init__(self, service: "DatamapService", rate: float = 0.0, serving=None,
+                 rng: Callable[[], float] = random.random):
+        self.service = service
+        self.rate = rate
+        self.serving = serving             # proxy.serving.ServingTier or None
+        self._rng = rng
+        self._lock = threading.Lock()
+        self._rings: OrderedDict[str, OrderedDict[tuple[str, str], int]] = OrderedDict()
+        self._ring_bytes: dict[str, int] = {}
+        self._total_bytes = 0
+        self._queue: queue.Queue = queue.Queue(QUEUE_SIZE)
+        self._running: set[str] = set()
+        self._slots = threading.BoundedSemaphore(MAX_RUNNING)
+        self._closed = threading.Event()
+        self.dropped = 0                   # sampled queries dropped: queue full or busy
+        # tests: called between the two runs of an audit (a write "during" it)
+        self.between_runs: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------ decision path
+    def offer(self, statement: str, ctx, result) -> None:
+        """A query answered from datamaps (`result.used`): remember it, and sample it.
+        O(1), never blocks (the event loop calls it)."""
+        if not result.used:
+            return
+        key = (ctx.current_db, statement)
+        with self._lock:
+            for name in result.used:
+                self._remember(name, key, len(statement))
+        if self.rate <= 0 or self._rng() >= self.rate or self._closed.is_set():
+            return
+        try:
+            self._queue.put_nowait((tuple(result.used), ctx.current_db, statement))
+        except queue.Full:
+            self.dropped += 1
+
+    def _remember(self, name: str, key: tuple[str, str], size: int) -> None:
+        if size > RING_BYTES:
+            return
+        ring = self._rings.setdefault(name, OrderedDict())
+        self._rings.move_to_end(name)
+        if key in ring:
+            ring.move_to_end(key)
+            return
+        ring[key] = size
+        self._ring_bytes[name] = self._ring_bytes.get(name, 0) + size
+        self._total_bytes += size
+        while len(ring) > RING_ENTRIES or self._ring_bytes[name] > RING_BYTES:
+            self._forget(name, ring.popitem(last=False)[1])
+        while self._total_bytes > TOTAL_BYTES:
+            old, old_ring = self._rings.popitem(last=False)
+            self._total_bytes -= self._ring_bytes.pop(old, 0)
+
+    def _forget(self, name: str, size: int) -> None:
+        self._ring_bytes[name] -= size
+        self._total_bytes -= size
+
+    def recent(self, name: str) -> list[tuple[str, str]]:
+        """(database, statement) of the queries kept for datamap "db.name", newest first."""
+        with self._lock:
+            return list(reversed(self._rings.get(name, {})))
+
+    # ------------------------------------------------------------------ the worker
+    def start(self, background) -> None:
+        """Run sampled audits in a thread of `background` (proxy/background.py)."""
+        if self.rate > 0:
+            background.thread("datamap-audit", self._work)
+
+    def close(self) -> None:
+        """Stop the worker and cancel the Spark jobs of running audits."""
+        self._closed.set()
+        provider = self.service.spark_provider
+        if self._running and getattr(provider, "ready", True):
+            try:
+                from pipeline.audit import cancel_audits
+                cancel_audits(provider())
+            except Exception:  # noqa: BLE001 - shutting down regardless
+                log.debug("cancelling audit jobs failed", exc_info=True)
+
+    def _work(self) -> None:
+        while not self._closed.is_set():
+            try:
+                names, db, statement = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if not getattr(self.service.spark_provider, "ready", True):
+                self.dropped += 1          # never open the pipeline session for an audit
+                continue
+            try:
+                report = self.audit_query(names, db, statement)
+            except Exception:  # noqa: BLE001 - an audit must never take the worker down
+                log.warning("datamap audit failed", exc_info=True)
+                continue
+            if report is None:
+                self.dropped += 1
+
+    def _claim(self, names: Sequence[str]) -> bool:
+        with self._lock:
+            if self._running.intersection(names) or not self._slots.acquire(blocking=False):
+                return False
+            self._running.update(names)
+            return True
+
+    def _release(self, names: Sequence[str]) -> None:
+        with self._lock:
+            self._running.difference_update(names)
+            self._slots.release()
+
+    # ------------------------------------------------------------------ audits
+    def audit_query(self, names: Sequence[str], db: str, statement: str) -> Report | None:
+        """Audit one query answered from datamaps `names`; None when one of them is being
+        audited already (or MAX_RUNNING audits run)."""
+        if not self._claim(names):
+            return None
+        try:
+            return self._confirmed(lambda: self._query_once(db, statement))
+        finally:
+            self._release(names)
+
+    def audit_datamap(self, stmt: "ddl.AuditDatamap", current_db: str) -> LocalResult:
+        """AUDIT DATAMAP: the queries kept for it, newest first, until one is compared
+        (or a mismatch is confirmed); the datamap's definition when none is."""
+        rec = self.service.commands.require(stmt.name, None, current_db)
+        if not self._claim([rec.qualified]):
+            return _result(rec.name, [Report((rec.qualified,), "-", "-", Outcome.SKIPPED,
+                                             f"an audit of datamap {rec.qualified} is running")])
+        try:
+            reports = []
+            for db, statement in self.recent(rec.qualified):
+                report = self._confirmed(
+                    lambda: self._query_once(db, statement, rec.qualified))
+                reports.append(report)
+                if report.outcome in (Outcome.PASSED, Outcome.MISMATCH):
+                    break
+            if not any(r.outcome in (Outcome.PASSED, Outcome.MISMATCH) for r in reports):
+                reports.append(self._confirmed(lambda: self._definition_once(rec)))
+        finally:
+            self._release([rec.qualified])
+        return _result(rec.name, reports)
+
+    def _confirmed(self, once: Callable[[], Report]) -> Report:
+        """Run an audit; a mismatch is run again, and acted upon only when it repeats."""
+        try:
+            first = once()
+            if first.outcome is not Outcome.MISMATCH:
+                return first
+            second = once()
+        except Exception as e:  # noqa: BLE001 - reported; nothing is concluded
+            from proxy.datamaps.failures import describe
+            log.info("datamap audit failed: %s", describe(e)[0], exc_info=True)
+            return Report((), "-", "-", Outcome.FAILED, describe(e)[0])
+        if second.outcome is not Outcome.MISMATCH:
+            if second.outcome is Outcome.PASSED:
+                return Report(second.datamaps, second.audited, second.compared,
+                              Outcome.INCONCLUSIVE, "a first run differed, a second agreed: "
+                              + first.detail, second.rows)
+            return second
+        return self._disable(second)
+
+    def _query_once(self, db: str, statement: str, want: str | None = None) -> Report:
+        dig = digest(statement)
+        try:
+            sql = audited_form(statement)
+        except NotAuditable as e:
+            return Report((), dig, "-", Outcome.SKIPPED, f"not audited: {e}")
+        result = self.service.index().rewrite(sql, db)
+        if not result.used:
+            why = "; ".join(f"{n}: {r}" for n, r in result.skipped.items())
+            return Report((), dig, "-", Outcome.SKIPPED,
+                          "no longer answered from a datamap" + (f" ({why})" if why else ""))
+        names = tuple(result.used)
+        if want is not None and want not in names:
+            return Report((), dig, "-", Outcome.SKIPPED, f"now answered from {', '.join(names)}")
+        served = self._served_plan(result)
+        compared = "original query on the base tables vs rewritten SQL on Spark" + (
+            " vs in-process answer" if served is not None else "")
+
+        def run(session):
+            from pipeline.audit import run_query
+            base = run_query(session, sql, db, MAX_ROWS)
+            answers = [("datamap answer", run_query(session, result.sql, db, MAX_ROWS))]
+            if served is not None:
+                rows = self.serving.engine().run_blocking(served.plan)
+                answers.append(("in-process answer", _Answer(tuple(served.plan.columns), rows)))
+            return base, answers
+        return self._compared(names, dig, compared, run)
+
+    def _definition_once(self, rec) -> Report:
+        dig = f"definition {digest(rec.select_sql)}"
+        why = self.service.catalog.unavailable_reason(rec.db, rec.name)
+        if why is not None:
+            return Report((rec.qualified,), dig, "-", Outcome.SKIPPED, why)
+        ids = [s.id for s in self.service.catalog.visible_segments(rec.db, rec.name)]
+        from proxy.datamaps.handler import segment_ranges
+        compared = (f"definition on the base tables vs segments {segment_ranges(ids)} "
+                    "re-aggregated")
+
+        def run(session):
+            from pipeline.audit import definition_answers
+            base, stored = definition_answers(session, rec.definition, ids, MAX_ROWS)
+            return base, [("segments", stored)]
+        return self._compared((rec.qualified,), dig, compared, run,
+                              expect_segments={rec.qualified: tuple(ids)})
+
+    def _compared(self, names: tuple[str, ...], dig: str, compared: str, run,
+                  expect_segments: dict | None = None) -> Report:
+        """Run `run(session)` -> (base answer, [(what, answer)]) between two readings of
+        the state, and compare."""
+        from pipeline.audit import audit_session, refresh_tables
+
+        def report(outcome: Outcome, detail: str, rows: int | None = None) -> Report:
+            return Report(names, dig, compared, outcome, detail, rows, before)
+        before = None
+        session = audit_session(self.service.spark_provider())
+        before = self._state(names, session)
+        if before.problem:
+            return report(Outcome.INCONCLUSIVE, before.problem)
+        if expect_segments and any(dict(before.segments).get(n) != ids
+                                   for n, ids in expect_segments.items()):
+            return report(Outcome.INCONCLUSIVE, "the datamap's segments changed")
+        refresh_tables(session, [t for t, _ in before.files]
+                       + [self._table(n) for n in names])
+        base, answers = run(session)
+        if self.between_runs is not None:
+            self.between_runs()
+        after = self._state(names, session)
+        if after != before or after.problem:
+            return report(Outcome.INCONCLUSIVE, after.problem or _changed(before, after))
+        if base.rows is None or any(a.rows is None for _, a in answers):
+            return report(Outcome.SKIPPED, f"an answer has more than {MAX_ROWS} rows")
+        for what, answer in answers:
+            diff = compare(base.columns, base.rows, answer.columns, answer.rows,
+                           "base tables", what)
+            if diff is not None:
+                return report(Outcome.MISMATCH, diff.text, len(base.rows))
+        return report(Outcome.PASSED, f"{len(base.rows)} rows equal", len(base.rows))
+
+    def _served_plan(self, result):
+        if self.serving is None:
+            return None
+        from proxy.serving import Served
+        try:
+            served = self.serving.plan(result, {})
+        except Exception:  # noqa: BLE001 - the tier's own problem; Spark's answer is audited
+            log.debug("serving plan failed during an audit", exc_info=True)
+            return None
+        return served if isinstance(served, Served) else None
+
+    def _table(self, name: str) -> str:
+        db, _, dm = name.partition(".")
+        return f"{db}.{dm}_table"
+
+    def _state(self, names: Sequence[str], session) -> _State:
+        from pipeline import list_files
+        catalog = self.service.catalog
+        segments, tables = [], []
+        for name in sorted(names):
+            db, _, dm = name.partition(".")
+            rec = catalog.get_datamap(db, dm)
+            if rec is None:
+                return _State((), (), (), f"datamap {name} was dropped")
+            segments.append((name, tuple(s.id for s in catalog.visible_segments(db, dm))))
+            tables += rec.base_tables
+        tables = sorted(set(tables))
+        live = tuple((t, tuple(s.id for s in catalog.base_segments(t))) for t in tables)
+        files = tuple((t, frozenset(list_files(session, t))) for t in tables)
+        unseen = [t for t, fs in files if fs != catalog.base_files(t)]
+        problem = None
+        if unseen:
+            problem = (f"base table {', '.join(unseen)} holds files the catalog has not seen "
+                       "(written outside the proxy, not synced yet: SYNC DATAMAPS)")
+        return _State(tuple(segments), live, files, problem)
+
+    def _disable(self, report: Report) -> Report:
+        """A confirmed mismatch: hide the datamaps' segments and disable them, under their
+        locks (no refresh publishes meanwhile), unless the state read around the audit's
+        runs changed since (then the rows compared are not the datamap's any more)."""
+        from pipeline.audit import audit_session
+        catalog = self.service.catalog
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        reason = f"audit mismatch on {report.audited.split()[-1]} at {when} UTC"
+        names = sorted(report.datamaps)
+        with ExitStack() as held:
+            for name in names:
+                held.enter_context(self.service.locks(name))
+            now = self._state(names, audit_session(self.service.spark_provider()))
+            if now != report.state or now.problem:
+                return Report(report.datamaps, report.audited, report.compared,
+                              Outcome.INCONCLUSIVE, now.problem or _changed(report.state, now),
+                              report.rows)
+            for name in names:
+                db, _, dm = name.partition(".")
+                try:
+                    catalog.record_event(db, dm, "audit_mismatch", report.rows,
+                                         detail=f"{report.audited}: {report.compared}: "
+                                                f"{report.detail}"[:2000])
+                    catalog.invalidate_datamap(db, dm, reason)
+                except CatalogError:
+                    pass        # dropped meanwhile
+        log.warning("datamap audit: %s DISABLED (%s): %s: %s", ", ".join(names), reason,
+                    report.compared, report.detail)
+        return Report(report.datamaps, report.audited, report.compared, Outcome.MISMATCH,
+                      f"{report.detail}; DISABLED: {reason}", report.rows)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    columns: tuple
+    rows: list
+
+
+def _changed(before: _State, after: _State) -> str:
+    if before.segments != after.segments:
+        return "the datamap's segments changed during the audit (a refresh or compaction)"
+    changed = [t for (t, a), (_, b) in zip(before.files + before.live, after.files + after.live)
+               if a != b]
+    return (f"base table {', '.join(sorted(set(changed))) or '?'} was written during the "
+            "audit")
+
+
+def _result(name: str, reports: list[Report]) -> LocalResult:
+    return LocalResult(AUDIT_COLUMNS, [(name, r.audited, r.compared, r.outcome.value, r.rows,
+                                        r.detail) for r in reports])
