@@ -76,6 +76,11 @@ def definition_answers(session: "SparkSession", definition: DatamapDefinition,
                        segment_ids: Sequence[str], max_rows: int) -> tuple[Answer, Answer]:
     """(the definition computed on the base tables, its visible segments re-aggregated):
     the same rows, when the datamap is intact (what a full build would write)."""
+    from pyspark.sql import functions as F
     built = session.sql(definition.build_sql({}))
-    stored = reaggregate(definition, read_segments(session, definition, segment_ids))
+    segments = read_segments(session, definition, segment_ids)
+    # re-aggregating widens sums (decimal(20,2) -> decimal(30,2)); a segment stores the
+    # definition's own types, as compaction writes them
+    stored = reaggregate(definition, segments).select(
+        *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in segments.schema.fields])
     return _answer(built, max_rows), _answer(stored, max_rows)

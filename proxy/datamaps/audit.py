@@ -271,7 +271,10 @@ class Auditor:
                 rows = self.serving.engine().run_blocking(served.plan)
                 answers.append(("in-process answer", _Answer(tuple(served.plan.columns), rows)))
             return base, answers
-        return self._compared(names, dig, compared, run)
+
+        def unchanged() -> bool:     # the rewrite names the segments it reads
+            return self.service.index().rewrite(sql, db).sql == result.sql
+        return self._compared(names, dig, compared, run, unchanged)
 
     def _definition_once(self, rec) -> Report:
         dig = f"definition {digest(rec.select_sql)}"
@@ -288,12 +291,13 @@ class Auditor:
             base, stored = definition_answers(session, rec.definition, ids, MAX_ROWS)
             return base, [("segments", stored)]
         return self._compared((rec.qualified,), dig, compared, run,
-                              expect_segments={rec.qualified: tuple(ids)})
+                              lambda: True, {rec.qualified: tuple(ids)})
 
     def _compared(self, names: tuple[str, ...], dig: str, compared: str, run,
-                  expect_segments: dict | None = None) -> Report:
+                  unchanged: Callable[[], bool], expect_segments: dict | None = None) -> Report:
         """Run `run(session)` -> (base answer, [(what, answer)]) between two readings of
-        the state, and compare."""
+        the state, and compare. `unchanged()`: what the runs read was decided (a rewrite,
+        a list of segments) before the first reading, and is still what it would be."""
         from pipeline.audit import audit_session, refresh_tables
 
         def report(outcome: Outcome, detail: str, rows: int | None = None) -> Report:
@@ -312,8 +316,13 @@ class Auditor:
         if self.between_runs is not None:
             self.between_runs()
         after = self._state(names, session)
-        if after != before or after.problem:
-            return report(Outcome.INCONCLUSIVE, after.problem or _changed(before, after))
+        if after != before:
+            return report(Outcome.INCONCLUSIVE, _changed(before, after))
+        if after.problem:
+            return report(Outcome.INCONCLUSIVE, after.problem)
+        if not unchanged():
+            return report(Outcome.INCONCLUSIVE, "the datamap's segments changed during the "
+                                                "audit")
         if base.rows is None or any(a.rows is None for _, a in answers):
             return report(Outcome.SKIPPED, f"an answer has more than {MAX_ROWS} rows")
         for what, answer in answers:
@@ -347,6 +356,9 @@ class Auditor:
             rec = catalog.get_datamap(db, dm)
             if rec is None:
                 return _State((), (), (), f"datamap {name} was dropped")
+            why = catalog.unavailable_reason(db, dm)
+            if why is not None:
+                return _State((), (), (), f"datamap {name}: {why}")
             segments.append((name, tuple(s.id for s in catalog.visible_segments(db, dm))))
             tables += rec.base_tables
         tables = sorted(set(tables))
