@@ -13,6 +13,7 @@ Its jobs carry a job group (so shutdown can cancel them) and ask for the schedul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Sequence
 
 from pipeline.files import quote_table
@@ -60,11 +61,24 @@ def refresh_tables(session: "SparkSession", tables: Sequence[str]) -> None:
 
 
 def _answer(df: "DataFrame", max_rows: int) -> Answer:
+    from pyspark.sql import functions as F
     columns = tuple((f.name, f.dataType.simpleString()) for f in df.schema.fields)
+    # Timestamps as the session time zone shows them (what a client reads), not as
+    # collect() would turn them: into the Python process's own zone.
+    stamps = [i for i, (_, t) in enumerate(columns) if t == "timestamp"]
+    if stamps:
+        df = df.select(*[F.col(f"`{f.name}`").cast("string").alias(f"c{i}")
+                         if i in stamps else F.col(f"`{f.name}`").alias(f"c{i}")
+                         for i, f in enumerate(df.schema.fields)])
     # limit(max_rows + 1) changes nothing when the answer has at most max_rows rows, and
     # then every row is compared; a larger answer is not compared at all.
-    rows = [tuple(r) for r in df.limit(max_rows + 1).collect()]
+    rows = [tuple(_stamp(v) if i in stamps else v for i, v in enumerate(r))
+            for r in df.limit(max_rows + 1).collect()]
     return Answer(columns, rows if len(rows) <= max_rows else None)
+
+
+def _stamp(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
 
 
 def run_query(session: "SparkSession", sql: str, database: str, max_rows: int) -> Answer:

@@ -6,7 +6,7 @@
     auditor.audit_datamap(stmt, current_db)     # AUDIT DATAMAP [db.]name (a DDL worker thread)
 
 offer() runs on the decision path (the event loop): it only remembers the query in a small
-ring per datamap (bounded in entries and bytes) and, for a sampled share, puts it on a
+ring per datamap (audit_ring.py) and, for a sampled share, puts it on a
 bounded queue that one owned thread consumes; a full queue drops it. Nothing of an audit
 runs on the client's path.
 
@@ -23,8 +23,8 @@ lock and with the state checked once more, its segments are hidden and it is DIS
 `audit mismatch on <digest> at <time> UTC` (REBUILD DATAMAP builds it anew and enables it),
 the history gets an `audit_mismatch` event, and one WARNING line is logged.
 
-At most one audit runs per datamap, and MAX_RUNNING in all; an audit asked for while one
-runs is skipped.
+At most one audit runs per datamap, and MAX_RUNNING in all; a sample taken while one runs
+is skipped; AUDIT DATAMAP waits for it (up to ON_DEMAND_WAIT_S), then runs.
 """
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ import queue
 import random
 import threading
 import time
-from collections import OrderedDict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from proxy.datamaps.audit_ring import RecentQueries
+from proxy.datamaps.audit_state import State, changed, read_state
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
 from proxy.datamaps.records import CatalogError
 from proxy.router import LocalResult
@@ -53,9 +54,7 @@ AUDIT_COLUMNS = (("DataMapName", "string"), ("Audited", "string"), ("Compared", 
                  ("Outcome", "string"), ("Rows", "bigint"), ("Detail", "string"))
 MAX_RUNNING = 2              # audits at once, sampled and on demand together
 MAX_ROWS = 100_000           # a larger answer is not compared (SKIPPED)
-RING_ENTRIES = 8             # recent queries kept per datamap for AUDIT DATAMAP
-RING_BYTES = 64 << 10        # their text, per datamap
-TOTAL_BYTES = 8 << 20        # all rings together: the least recently used datamap's goes
+ON_DEMAND_WAIT_S = 120.0     # AUDIT DATAMAP waits this long for a running audit to end
 QUEUE_SIZE = 16              # sampled queries waiting for the worker
 
 
@@ -75,15 +74,7 @@ class Report:
     outcome: Outcome
     detail: str
     rows: int | None = None
-    state: "_State | None" = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class _State:
-    segments: tuple                  # (datamap, visible segment ids) ...
-    live: tuple                      # (base table, live base segment ids) ...
-    files: tuple                     # (base table, files it holds) ...
-    problem: str | None = field(default=None, compare=False)
+    state: "State | None" = field(default=None, compare=False, repr=False)
 
 
 class Auditor:
@@ -94,12 +85,11 @@ class Auditor:
         self.serving = serving             # proxy.serving.ServingTier or None
         self._rng = rng
         self._lock = threading.Lock()
-        self._rings: OrderedDict[str, OrderedDict[tuple[str, str], int]] = OrderedDict()
-        self._ring_bytes: dict[str, int] = {}
-        self._total_bytes = 0
+        self.queries = RecentQueries()     # what AUDIT DATAMAP audits
         self._queue: queue.Queue = queue.Queue(QUEUE_SIZE)
-        self._running: set[str] = set()
-        self._slots = threading.BoundedSemaphore(MAX_RUNNING)
+        self._running: set[str] = set()             # datamaps being audited
+        self._running_sets: list[tuple[str, ...]] = []   # one per audit running
+        self._free = threading.Condition(self._lock)
         self._closed = threading.Event()
         self.dropped = 0                   # sampled queries dropped: queue full or busy
         # tests: called between the two runs of an audit (a write "during" it)
@@ -111,10 +101,7 @@ class Auditor:
         O(1), never blocks (the event loop calls it)."""
         if not result.used:
             return
-        key = (ctx.current_db, statement)
-        with self._lock:
-            for name in result.used:
-                self._remember(name, key, len(statement))
+        self.queries.add(result.used, (ctx.current_db, statement))
         if self.rate <= 0 or self._rng() >= self.rate or self._closed.is_set():
             return
         try:
@@ -122,31 +109,9 @@ class Auditor:
         except queue.Full:
             self.dropped += 1
 
-    def _remember(self, name: str, key: tuple[str, str], size: int) -> None:
-        if size > RING_BYTES:
-            return
-        ring = self._rings.setdefault(name, OrderedDict())
-        self._rings.move_to_end(name)
-        if key in ring:
-            ring.move_to_end(key)
-            return
-        ring[key] = size
-        self._ring_bytes[name] = self._ring_bytes.get(name, 0) + size
-        self._total_bytes += size
-        while len(ring) > RING_ENTRIES or self._ring_bytes[name] > RING_BYTES:
-            self._forget(name, ring.popitem(last=False)[1])
-        while self._total_bytes > TOTAL_BYTES:
-            old, old_ring = self._rings.popitem(last=False)
-            self._total_bytes -= self._ring_bytes.pop(old, 0)
-
-    def _forget(self, name: str, size: int) -> None:
-        self._ring_bytes[name] -= size
-        self._total_bytes -= size
-
     def recent(self, name: str) -> list[tuple[str, str]]:
         """(database, statement) of the queries kept for datamap "db.name", newest first."""
-        with self._lock:
-            return list(reversed(self._rings.get(name, {})))
+        return self.queries.recent(name)
 
     # ------------------------------------------------------------------ the worker
     def start(self, background) -> None:
@@ -174,6 +139,7 @@ class Auditor:
             if not getattr(self.service.spark_provider, "ready", True):
                 self.dropped += 1          # never open the pipeline session for an audit
                 continue
+            t0 = time.monotonic()
             try:
                 report = self.audit_query(names, db, statement)
             except Exception:  # noqa: BLE001 - an audit must never take the worker down
@@ -181,18 +147,30 @@ class Auditor:
                 continue
             if report is None:
                 self.dropped += 1
+            elif report.outcome is not Outcome.MISMATCH:     # that one logs a WARNING
+                log.info("sampled audit of %s: %s %s in %.1fs: %s", ", ".join(names),
+                         report.audited, report.outcome.value, time.monotonic() - t0,
+                         report.detail[:300])
 
-    def _claim(self, names: Sequence[str]) -> bool:
-        with self._lock:
-            if self._running.intersection(names) or not self._slots.acquire(blocking=False):
-                return False
+    def _claim(self, names: Sequence[str], wait: float = 0.0) -> bool:
+        """Mark `names` as being audited; False when one is (or MAX_RUNNING audits run)
+        still after `wait` seconds."""
+        deadline = time.monotonic() + wait
+        with self._free:
+            while self._running.intersection(names) or len(self._running_sets) >= MAX_RUNNING:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._free.wait(left)
             self._running.update(names)
+            self._running_sets.append(tuple(names))
             return True
 
     def _release(self, names: Sequence[str]) -> None:
-        with self._lock:
+        with self._free:
             self._running.difference_update(names)
-            self._slots.release()
+            self._running_sets.remove(tuple(names))
+            self._free.notify_all()
 
     # ------------------------------------------------------------------ audits
     def audit_query(self, names: Sequence[str], db: str, statement: str) -> Report | None:
@@ -209,7 +187,7 @@ class Auditor:
         """AUDIT DATAMAP: the queries kept for it, newest first, until one is compared
         (or a mismatch is confirmed); the datamap's definition when none is."""
         rec = self.service.commands.require(stmt.name, None, current_db)
-        if not self._claim([rec.qualified]):
+        if not self._claim([rec.qualified], ON_DEMAND_WAIT_S):
             return _result(rec.name, [Report((rec.qualified,), "-", "-", Outcome.SKIPPED,
                                              f"an audit of datamap {rec.qualified} is running")])
         try:
@@ -235,8 +213,9 @@ class Auditor:
             second = once()
         except Exception as e:  # noqa: BLE001 - reported; nothing is concluded
             from proxy.datamaps.failures import describe
-            log.info("datamap audit failed: %s", describe(e)[0], exc_info=True)
-            return Report((), "-", "-", Outcome.FAILED, describe(e)[0])
+            log.info("datamap audit failed: %s", describe(e)[0])
+            log.debug("datamap audit failure", exc_info=True)
+            return Report((), "-", "-", Outcome.FAILED, describe(e)[0] or type(e).__name__)
         if second.outcome is not Outcome.MISMATCH:
             if second.outcome is Outcome.PASSED:
                 return Report(second.datamaps, second.audited, second.compared,
@@ -263,9 +242,14 @@ class Auditor:
         compared = "original query on the base tables vs rewritten SQL on Spark" + (
             " vs in-process answer" if served is not None else "")
 
+        base_sql = sql
+        if "timeseries" in sql.lower():      # proxy SQL: Spark reads its translation
+            from proxy.datamaps.handler import translate_only
+            base_sql = translate_only(self.service, sql, db)
+
         def run(session):
             from pipeline.audit import run_query
-            base = run_query(session, sql, db, MAX_ROWS)
+            base = run_query(session, base_sql, db, MAX_ROWS)
             answers = [("datamap answer", run_query(session, result.sql, db, MAX_ROWS))]
             if served is not None:
                 rows = self.serving.engine().run_blocking(served.plan)
@@ -302,9 +286,8 @@ class Auditor:
 
         def report(outcome: Outcome, detail: str, rows: int | None = None) -> Report:
             return Report(names, dig, compared, outcome, detail, rows, before)
-        before = None
         session = audit_session(self.service.spark_provider())
-        before = self._state(names, session)
+        before = read_state(self.service.catalog, names, session)
         if before.problem:
             return report(Outcome.INCONCLUSIVE, before.problem)
         if expect_segments and any(dict(before.segments).get(n) != ids
@@ -315,9 +298,9 @@ class Auditor:
         base, answers = run(session)
         if self.between_runs is not None:
             self.between_runs()
-        after = self._state(names, session)
+        after = read_state(self.service.catalog, names, session)
         if after != before:
-            return report(Outcome.INCONCLUSIVE, _changed(before, after))
+            return report(Outcome.INCONCLUSIVE, changed(before, after))
         if after.problem:
             return report(Outcome.INCONCLUSIVE, after.problem)
         if not unchanged():
@@ -347,30 +330,6 @@ class Auditor:
         db, _, dm = name.partition(".")
         return f"{db}.{dm}_table"
 
-    def _state(self, names: Sequence[str], session) -> _State:
-        from pipeline import list_files
-        catalog = self.service.catalog
-        segments, tables = [], []
-        for name in sorted(names):
-            db, _, dm = name.partition(".")
-            rec = catalog.get_datamap(db, dm)
-            if rec is None:
-                return _State((), (), (), f"datamap {name} was dropped")
-            why = catalog.unavailable_reason(db, dm)
-            if why is not None:
-                return _State((), (), (), f"datamap {name}: {why}")
-            segments.append((name, tuple(s.id for s in catalog.visible_segments(db, dm))))
-            tables += rec.base_tables
-        tables = sorted(set(tables))
-        live = tuple((t, tuple(s.id for s in catalog.base_segments(t))) for t in tables)
-        files = tuple((t, frozenset(list_files(session, t))) for t in tables)
-        unseen = [t for t, fs in files if fs != catalog.base_files(t)]
-        problem = None
-        if unseen:
-            problem = (f"base table {', '.join(unseen)} holds files the catalog has not seen "
-                       "(written outside the proxy, not synced yet: SYNC DATAMAPS)")
-        return _State(tuple(segments), live, files, problem)
-
     def _disable(self, report: Report) -> Report:
         """A confirmed mismatch: hide the datamaps' segments and disable them, under their
         locks (no refresh publishes meanwhile), unless the state read around the audit's
@@ -383,10 +342,11 @@ class Auditor:
         with ExitStack() as held:
             for name in names:
                 held.enter_context(self.service.locks(name))
-            now = self._state(names, audit_session(self.service.spark_provider()))
+            session = audit_session(self.service.spark_provider())
+            now = read_state(self.service.catalog, names, session)
             if now != report.state or now.problem:
                 return Report(report.datamaps, report.audited, report.compared,
-                              Outcome.INCONCLUSIVE, now.problem or _changed(report.state, now),
+                              Outcome.INCONCLUSIVE, now.problem or changed(report.state, now),
                               report.rows)
             for name in names:
                 db, _, dm = name.partition(".")
@@ -407,15 +367,6 @@ class Auditor:
 class _Answer:
     columns: tuple
     rows: list
-
-
-def _changed(before: _State, after: _State) -> str:
-    if before.segments != after.segments:
-        return "the datamap's segments changed during the audit (a refresh or compaction)"
-    changed = [t for (t, a), (_, b) in zip(before.files + before.live, after.files + after.live)
-               if a != b]
-    return (f"base table {', '.join(sorted(set(changed))) or '?'} was written during the "
-            "audit")
 
 
 def _result(name: str, reports: list[Report]) -> LocalResult:

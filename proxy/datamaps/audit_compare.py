@@ -15,6 +15,7 @@ import hashlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Sequence
 
 REL_TOL = 1e-9
@@ -80,6 +81,26 @@ def audited_form(statement: str) -> str:
 class Difference:
     """Why two answers are not the same, in one line for the history and the result set."""
     text: str
+
+
+def _typed(value, spark_type: str):
+    """A value as its Spark type reads in Python: the in-process engine may hand some back
+    as text (a decimal division, a timestamp), Spark never does."""
+    if not isinstance(value, str):
+        return value
+    t = spark_type.lower()
+    try:
+        if t.startswith("decimal"):
+            return Decimal(value)
+        if t == "timestamp":
+            return dt.datetime.fromisoformat(value)
+        if t == "date":
+            return dt.date.fromisoformat(value)
+        if t in ("tinyint", "smallint", "int", "bigint"):
+            return int(value)
+    except ValueError:
+        pass
+    return value
 
 
 def _exact(value, floating: bool):
@@ -155,6 +176,8 @@ def compare(columns_a, rows_a, columns_b, rows_b, what_a: str = "base tables",
     if types_a != types_b:
         return Difference(f"column types differ: {what_a} {types_a}, {what_b} {types_b}")
     floating = [t.lower() in _FLOATING for t in types_a]
+    rows_a = [tuple(_typed(v, t) for v, t in zip(r, types_a)) for r in rows_a]
+    rows_b = [tuple(_typed(v, t) for v, t in zip(r, types_a)) for r in rows_b]
     ga, gb = _split(rows_a, floating), _split(rows_b, floating)
     only_a = [k for k in ga if k not in gb or not _groups_match(ga[k], gb[k])]
     only_b = [k for k in gb if k not in ga]

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import threading
+
 import pytest
 
 from proxy import config
 from proxy.classify import Kind, classify
 from proxy.datamaps import audit as audit_mod
+from proxy.datamaps import audit_ring
 from proxy.datamaps import ddl
 from proxy.datamaps.audit import Auditor
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
@@ -71,7 +74,7 @@ def _result(*used):
     return RewriteResult("SELECT 1", True, list(used))
 
 
-def test_offer_keeps_a_bounded_ring_and_samples_into_a_bounded_queue(service, monkeypatch):
+def test_offer_keeps_a_bounded_ring_and_samples_into_a_bounded_queue(service):
     draws = iter([0.5, 0.005] * 100)
     a = Auditor(service, rate=0.01, rng=lambda: next(draws))
     a.offer("SELECT 1", _ctx(), RewriteResult("SELECT 1", True))   # timeseries only: nothing
@@ -84,21 +87,21 @@ def test_offer_keeps_a_bounded_ring_and_samples_into_a_bounded_queue(service, mo
     assert a.recent("db1.agg") == [("db1", "q1"), ("db1", "q2")]
     for i in range(40):
         a.offer(f"q{i}", _ctx("db2"), _result("db1.agg"))
-    assert len(a.recent("db1.agg")) == audit_mod.RING_ENTRIES
+    assert len(a.recent("db1.agg")) == audit_ring.RING_ENTRIES
     assert a.recent("db1.agg")[0] == ("db2", "q39")
     assert a._queue.qsize() == audit_mod.QUEUE_SIZE and a.dropped == 21 - audit_mod.QUEUE_SIZE
-    big = "x" * (audit_mod.RING_BYTES // 3)
+    big = "x" * (audit_ring.RING_BYTES // 3)
     for i in range(3):
         a.offer(big + str(i), _ctx(), _result("db1.big"))
     assert len(a.recent("db1.big")) == 2                # bytes-bounded too
-    a.offer("y" * (audit_mod.RING_BYTES + 1), _ctx(), _result("db1.huge"))
+    a.offer("y" * (audit_ring.RING_BYTES + 1), _ctx(), _result("db1.huge"))
     assert a.recent("db1.huge") == []
-    monkeypatch.setattr(audit_mod, "TOTAL_BYTES", 3 * audit_mod.RING_BYTES)
+    a.queries.total_bytes = 3 * audit_ring.RING_BYTES
     for n in range(4):
         for i in range(3):
             a.offer(big + str(i), _ctx(), _result(f"db1.m{n}"))
     assert a.recent("db1.agg") == [] and len(a.recent("db1.m3")) == 2   # LRU datamaps go
-    assert a._total_bytes <= audit_mod.TOTAL_BYTES
+    assert a.queries.bytes <= a.queries.total_bytes
     off = Auditor(service, rate=0.0, rng=lambda: 0.0)
     off.offer("q", _ctx(), _result("db1.agg"))
     assert off._queue.qsize() == 0 and off.recent("db1.agg") == [("db1", "q")]
@@ -111,6 +114,8 @@ def test_one_audit_per_datamap_and_a_global_bound(service):
     a._release(["db1.a"])
     assert a._claim(["db1.c"])
     assert a.audit_query(["db1.c"], "db1", "SELECT 1") is None   # running: skipped
+    threading.Timer(0.05, a._release, (["db1.c"],)).start()
+    assert a._claim(["db1.c"], wait=30)          # AUDIT DATAMAP waits for the running one
 
 
 def test_the_select_handler_offers_what_it_rewrites(service):
@@ -126,7 +131,7 @@ def test_the_select_handler_offers_what_it_rewrites(service):
     assert a.recent("db1.agg") == [("db1", q)]
 
 
-async def test_audit_datamap_statement(service):
+async def test_audit_datamap_statement(service, monkeypatch):
     assert classify("AUDIT DATAMAP x").kind is Kind.DATAMAP
     assert classify("/* c */ audit  datamap db.x").kind is Kind.DATAMAP
     assert ddl.parse("AUDIT DATAMAP `db1`.agg") == ddl.AuditDatamap(ddl.Name("agg", "db1"))
@@ -140,7 +145,8 @@ async def test_audit_datamap_statement(service):
     h = DatamapDdlHandler(service, audit=a)
     decision = h(_ctx(), "AUDIT DATAMAP agg")
     assert isinstance(decision, Local) and decision.note == "datamap:AuditDatamap"
-    a._claim(["db1.agg"])                 # one is running: this one is skipped, at once
+    a._claim(["db1.agg"])                 # one is running: waited for, then skipped
+    monkeypatch.setattr(audit_mod, "ON_DEMAND_WAIT_S", 0.1)
     res = await decision.runner(None)
     assert [c for c, _ in res.columns] == ["DataMapName", "Audited", "Compared", "Outcome",
                                            "Rows", "Detail"]
