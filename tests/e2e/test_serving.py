@@ -267,6 +267,8 @@ def test_every_answer_so_far_was_audited_and_none_disabled_a_datamap(env):
     assert _datamaps(env)["sv"][4:7:2] == ("ENABLED", ""), _datamaps(env)["sv"]
     log = env["srv"].log_path.read_text(errors="replace")
     assert "audit mismatch" not in log
+    passed = re.findall(r"sampled audit of default\.(?:sv|ev): [0-9a-f]{12} PASSED in ", log)
+    assert len(passed) >= 5, passed
 
 
 def test_a_corrupted_datamap_is_caught_by_a_sampled_audit(env):
