@@ -7,14 +7,15 @@ disturb a job running beside it, and tables are listed afresh. A new session doe
 inherit the settings changed at run time on its parent (the pipeline zone alignment sets
 `spark.sql.session.timeZone` that way), so every modifiable `spark.sql.*` setting of the
 parent is copied: the audit computes under the semantics the datamaps were built under.
-Its jobs carry a job group (so shutdown can cancel them) and ask for the scheduler pool
-`datamap_audit` (effective when Spark runs the FAIR scheduler).
+Its jobs carry the job tag `datamap-audit` (shutdown cancels them) and run in the FAIR
+scheduler pool `datamap_audit`, which proxy/sparkconf.py gives a low weight.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from pipeline.files import quote_table
 from pipeline.jobs import reaggregate
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 POOL = "datamap_audit"
-JOB_GROUP = "datamap-audit"
+JOB_TAG = "datamap-audit"
 
 
 @dataclass(frozen=True)
@@ -36,22 +37,30 @@ class Answer:
     rows: list[tuple] | None
 
 
-def audit_session(spark: "SparkSession") -> "SparkSession":
-    """A session of its own that computes as `spark` does (see the module docstring)."""
+@contextmanager
+def audit_session(spark: "SparkSession") -> Iterator["SparkSession"]:
+    """A session of its own that computes as `spark` does (see the module docstring). The
+    calling thread's jobs run in the audit pool, tagged, until the block ends: the thread
+    may be a shared worker that runs a build next."""
     session = spark.newSession()
     conf = session.conf
     for key, value in spark.conf.getAll.items():
         if key.startswith("spark.sql.") and conf.isModifiable(key):
             conf.set(key, value)
     sc = spark.sparkContext
+    pool = sc.getLocalProperty("spark.scheduler.pool")
     sc.setLocalProperty("spark.scheduler.pool", POOL)
-    sc.setJobGroup(JOB_GROUP, "datamap audit (background, low priority)", True)
-    return session
+    sc.addJobTag(JOB_TAG)
+    try:
+        yield session
+    finally:
+        sc.removeJobTag(JOB_TAG)
+        sc.setLocalProperty("spark.scheduler.pool", pool)
 
 
 def cancel_audits(spark: "SparkSession") -> None:
     """Cancel the running jobs of every audit (shutdown)."""
-    spark.sparkContext.cancelJobGroup(JOB_GROUP)
+    spark.sparkContext.cancelJobsWithTag(JOB_TAG)
 
 
 def refresh_tables(session: "SparkSession", tables: Sequence[str]) -> None:

@@ -125,7 +125,8 @@ def build_conf(state: StatePaths, settings: SparkSettings, *, embedded: bool,
         # Datamap audits (pipeline/audit.py) run in a pool that yields to everything else;
         # clients, builds and refreshes keep their FIFO order in the default pool.
         "spark.scheduler.mode": "FAIR",
-        "spark.scheduler.allocation.file": str(state.fair_pools),
+        # a file: URI, so that a default file system (HDFS) does not apply to it
+        "spark.scheduler.allocation.file": state.fair_pools.as_uri(),
     }
     if settings.driver_memory:
         conf["spark.driver.memory"] = settings.driver_memory

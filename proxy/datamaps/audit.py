@@ -282,38 +282,39 @@ class Auditor:
         """Run `run(session)` -> (base answer, [(what, answer)]) between two readings of
         the state, and compare. `unchanged()`: what the runs read was decided (a rewrite,
         a list of segments) before the first reading, and is still what it would be."""
-        from pipeline.audit import audit_session, refresh_tables
+        from pipeline.audit import audit_session
+        with audit_session(self.service.spark_provider()) as session:
+            state, outcome, detail, rows = self._compare_in(session, names, run, unchanged,
+                                                            expect_segments or {})
+        return Report(names, dig, compared, outcome, detail, rows, state)
 
-        def report(outcome: Outcome, detail: str, rows: int | None = None) -> Report:
-            return Report(names, dig, compared, outcome, detail, rows, before)
-        session = audit_session(self.service.spark_provider())
+    def _compare_in(self, session, names, run, unchanged, expect_segments) -> tuple:
+        from pipeline.audit import refresh_tables
         before = read_state(self.service.catalog, names, session)
         if before.problem:
-            return report(Outcome.INCONCLUSIVE, before.problem)
-        if expect_segments and any(dict(before.segments).get(n) != ids
-                                   for n, ids in expect_segments.items()):
-            return report(Outcome.INCONCLUSIVE, "the datamap's segments changed")
-        refresh_tables(session, [t for t, _ in before.files]
-                       + [self._table(n) for n in names])
+            return before, Outcome.INCONCLUSIVE, before.problem, None
+        if any(dict(before.segments).get(n) != ids for n, ids in expect_segments.items()):
+            return before, Outcome.INCONCLUSIVE, "the datamap's segments changed", None
+        refresh_tables(session, [t for t, _ in before.files] + [self._table(n) for n in names])
         base, answers = run(session)
         if self.between_runs is not None:
             self.between_runs()
         after = read_state(self.service.catalog, names, session)
         if after != before:
-            return report(Outcome.INCONCLUSIVE, changed(before, after))
+            return before, Outcome.INCONCLUSIVE, changed(before, after), None
         if after.problem:
-            return report(Outcome.INCONCLUSIVE, after.problem)
+            return before, Outcome.INCONCLUSIVE, after.problem, None
         if not unchanged():
-            return report(Outcome.INCONCLUSIVE, "the datamap's segments changed during the "
-                                                "audit")
+            return (before, Outcome.INCONCLUSIVE, "the datamap's segments changed during the "
+                                                  "audit", None)
         if base.rows is None or any(a.rows is None for _, a in answers):
-            return report(Outcome.SKIPPED, f"an answer has more than {MAX_ROWS} rows")
+            return before, Outcome.SKIPPED, f"an answer has more than {MAX_ROWS} rows", None
         for what, answer in answers:
             diff = compare(base.columns, base.rows, answer.columns, answer.rows,
                            "base tables", what)
             if diff is not None:
-                return report(Outcome.MISMATCH, diff.text, len(base.rows))
-        return report(Outcome.PASSED, f"{len(base.rows)} rows equal", len(base.rows))
+                return before, Outcome.MISMATCH, diff.text, len(base.rows)
+        return before, Outcome.PASSED, f"{len(base.rows)} rows equal", len(base.rows)
 
     def _served_plan(self, result):
         if self.serving is None:
@@ -342,8 +343,8 @@ class Auditor:
         with ExitStack() as held:
             for name in names:
                 held.enter_context(self.service.locks(name))
-            session = audit_session(self.service.spark_provider())
-            now = read_state(self.service.catalog, names, session)
+            with audit_session(self.service.spark_provider()) as session:
+                now = read_state(self.service.catalog, names, session)
             if now != report.state or now.problem:
                 return Report(report.datamaps, report.audited, report.compared,
                               Outcome.INCONCLUSIVE, now.problem or changed(report.state, now),
