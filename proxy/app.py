@@ -17,6 +17,8 @@ This module only wires parts together:
     DATAMAPS (proxy/datamaps/sync.py) that often; remote mode checks the upstream's zone
     every ZONE_CHECK_S (proxy/pipeline_zone.py). The closer stops and joins all of it.
 `[datamaps] auto_compaction` is the default of the per-datamap DMPROPERTIES('auto_compaction').
+`[datamaps] audit_sample_rate` is the share of datamap answers the Auditor re-checks
+(proxy/datamaps/audit.py; its worker is a background thread).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from proxy import statements
 from proxy.background import Background
 from proxy.config import Settings
+from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.serving import ServingTier
@@ -84,10 +87,12 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                           zone_problem=lambda: service.time_zone_problem)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
         background.thread("serving-warm", serving.warm)
+    auditor = Auditor(service, dm.audit_sample_rate, serving)
+    auditor.start(background)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                  max_staleness_s=dm.max_staleness_s)
+                                  audit=auditor, max_staleness_s=dm.max_staleness_s)
     router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                          max_staleness_s=dm.max_staleness_s),
+                                          audit=auditor, max_staleness_s=dm.max_staleness_s),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if dm.sync_interval_s > 0:
@@ -104,6 +109,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                             "checking the upstream's time zone", SYNC_STOP_GRACE_S)
 
     async def closer() -> None:
+        auditor.close()          # before the threads are joined: its Spark jobs are cancelled
         await background.stop()
         router.close()
         await asyncio.to_thread(select.close)     # the large-statement rewrite process

@@ -233,6 +233,7 @@ FORMS: tuple[Form, ...] = (
     Form(Kind.DATAMAP, ("alter", "datamap")),
     Form(Kind.DATAMAP, ("sync", "datamap|datamaps")),
     Form(Kind.DATAMAP, ("sync", "materialized", "views")),
+    Form(Kind.DATAMAP, ("audit", "datamap")),
     Form(Kind.DATAMAP, ("explain",)),
     # -- after the datamap forms that share their first word --------------------------------
     Form(Kind.ALTER_TABLE, ("alter", "table", NAME), _alter),

@@ -89,6 +89,9 @@ class DatamapsSettings:
     # Longer statements (UTF-8 bytes) are forwarded without being parsed for a rewrite:
     # sqlglot needs about 10 s per megabyte, forwarding is always correct.
     rewrite_max_sql_bytes: int = 1_048_576
+    # Share of datamap-answered queries re-run on the base tables in the background and
+    # compared (proxy/datamaps/audit.py, docs/audit.md); 0 = off.
+    audit_sample_rate: float = 0.01
     # How old a datamap's data may be before a query checks the base tables' files again
     # (the freshness contract, proxy/staleness.py): "0" = always exact. Kept as seconds.
     max_staleness: str = "0"
@@ -188,6 +191,9 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
     if key == "max_reply_bytes" and value < _MIN_REPLY_BYTES:
         raise ConfigError(f"{source}: [upstream] max_reply_bytes must be at least "
                           f"{_MIN_REPLY_BYTES} (one result page must fit), got {value}")
+    if key == "audit_sample_rate" and not 0.0 <= value <= 1.0:   # NaN fails too
+        raise ConfigError(f"{source}: [datamaps] audit_sample_rate must be between 0 and 1 "
+                          f"(a share of queries; 0 = off), got {value}")
     if key == "max_protocol" and not (0 <= value <= 10):
         raise ConfigError(f"{source}: [upstream] max_protocol must be 0..10 (V1..V11), got {value}")
     return value

@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Mapping
 
 from proxy.config import SparkSettings
-from proxy.sparkconf import EngineError, StatePaths, build_conf, spark_settings, write_log4j2
+from proxy.sparkconf import (
+    EngineError, StatePaths, build_conf, spark_settings, write_fair_pools, write_log4j2,
+)
 
 if TYPE_CHECKING:  # pyspark is imported lazily: the proxy must start fast in remote mode
     from pyspark.sql import SparkSession
@@ -124,6 +126,7 @@ class _SparkApp:
         conf_map = build_conf(self.state, self.settings, embedded=self.embedded)
         logging.getLogger("py4j").setLevel(logging.WARNING)  # per-connection chatter
         write_log4j2(self.state)
+        write_fair_pools(self.state)
         conf = SparkConf(loadDefaults=False)
         for key, value in conf_map.items():
             conf.set(key, value)

@@ -77,6 +77,8 @@ class StatePaths:
     @property
     def log4j2(self) -> Path: return self.conf_dir / "log4j2.properties"
     @property
+    def fair_pools(self) -> Path: return self.conf_dir / "fairscheduler.xml"
+    @property
     def logs(self) -> Path: return self.root / "logs"
     @property
     def spark_log(self) -> Path: return self.logs / "spark.log"
@@ -120,6 +122,11 @@ def build_conf(state: StatePaths, settings: SparkSettings, *, embedded: bool,
         "spark.hadoop.hive.exec.scratchdir": str(state.tmp / "hive-scratch"),
         "spark.hadoop.hive.exec.local.scratchdir": str(state.tmp / "hive-local-scratch"),
         "spark.hadoop.hive.downloaded.resources.dir": str(state.tmp / "hive-resources"),
+        # Datamap audits (pipeline/audit.py) run in a pool that yields to everything else;
+        # clients, builds and refreshes keep their FIFO order in the default pool.
+        "spark.scheduler.mode": "FAIR",
+        # a file: URI, so that a default file system (HDFS) does not apply to it
+        "spark.scheduler.allocation.file": state.fair_pools.as_uri(),
     }
     if settings.driver_memory:
         conf["spark.driver.memory"] = settings.driver_memory
@@ -169,6 +176,25 @@ logger.datanucleus.level = warn
 logger.hivemeta.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
 logger.hivemeta.level = fatal
 """
+
+
+# The pool name is pipeline/audit.py's POOL. Weights: while the default pool has tasks
+# waiting, it gets a free core before the audits' pool does.
+FAIR_POOLS = """\
+<?xml version="1.0"?>
+<!-- Written by datamap-proxy at each engine start; edit [spark] conf instead. -->
+<allocations>
+  <pool name="default"><schedulingMode>FIFO</schedulingMode><weight>1000</weight>
+    <minShare>0</minShare></pool>
+  <pool name="datamap_audit"><schedulingMode>FIFO</schedulingMode><weight>1</weight>
+    <minShare>0</minShare></pool>
+</allocations>
+"""
+
+
+def write_fair_pools(state: StatePaths) -> Path:
+    state.fair_pools.write_text(FAIR_POOLS)
+    return state.fair_pools
 
 
 def write_log4j2(state: StatePaths, level: str = "info") -> Path:

@@ -19,6 +19,8 @@
       rewrite_index.py RewriteIndexProvider: candidates and the rewriter's DatamapIndex
       locks.py         KeyedLocks: one lock per datamap / base table, shared by the parts
     sync.py     SYNC DATAMAPS: files written to base tables outside the proxy
+    audit.py    Auditor: sampled and on-demand (AUDIT DATAMAP) audits of datamap answers;
+                audit_ring.py (recent queries per datamap), audit_compare.py (pure)
     handler.py  DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler: Router
                 StatementHandlers (register in that order, before the default)
 

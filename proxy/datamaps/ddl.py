@@ -4,7 +4,7 @@
 datamap DDL (it runs on every ExecuteStatement, so the statement classifier's look at
 the first words, proxy/classify.py, decides that first). Only the frame is parsed here,
 from the tokens of proxy/sqlscan.py: names, ON TABLE, USING, WITH DEFERRED ...,
-properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, EXPLAIN
+properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, AUDIT DATAMAP, EXPLAIN
 (`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after
 EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The one
 exception is the legacy providers: `USING 'preaggregate'` and `USING 'timeseries'` are
@@ -27,7 +27,7 @@ from proxy.sqlscan import Cursor, StatementError
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
     "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
-    "SyncDatamaps", "DdlStatement", "GRANULARITIES",
+    "SyncDatamaps", "AuditDatamap", "DdlStatement", "GRANULARITIES",
 ]
 
 Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x MATERIALIZED VIEW
@@ -107,13 +107,19 @@ class SyncDatamaps:
 
 
 @dataclass(frozen=True)
+class AuditDatamap:
+    """AUDIT DATAMAP [db.]name: compare its answers with the base tables' (audit.py)."""
+    name: Name
+
+
+@dataclass(frozen=True)
 class Explain:
     mode: Literal["", "extended", "formatted"]
     query: str
 
 
 DdlStatement = (CreateDatamap | DropDatamap | ShowDatamaps | RebuildDatamap | CompactDatamap
-                | ShowSegments | Explain | SyncDatamaps)
+                | ShowSegments | Explain | SyncDatamaps | AuditDatamap)
 
 _RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
                        "tblproperties", "where", "compact", "for", "deferred", "select"})
@@ -148,6 +154,11 @@ def parse(statement: str) -> DdlStatement | None:
         return _alter(cur)
     if verb == "explain":
         return _explain(cur)
+    if verb == "audit":
+        cur.expect("datamap")
+        name = _datamap_name(cur)
+        cur.end()
+        return AuditDatamap(name)
     if verb == "sync":
         if cur.accept("materialized"):
             cur.expect("views")

@@ -34,6 +34,7 @@ import re
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import ddl, fresh_answer
+from proxy.datamaps.audit import Auditor
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
 from proxy.datamaps.records import display_name
@@ -70,10 +71,11 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
 
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 serving=None, max_staleness_s: float = 0.0):
+                 serving=None, audit: Auditor | None = None, max_staleness_s: float = 0.0):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
+        self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
         self.max_staleness_s = max_staleness_s
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
@@ -92,7 +94,7 @@ class DatamapDdlHandler:
             ddl.ShowDatamaps: self.service.show, ddl.RebuildDatamap: self.service.rebuild,
             ddl.CompactDatamap: self.service.compact,
             ddl.ShowSegments: self.service.show_segments,
-            ddl.SyncDatamaps: self.service.sync,
+            ddl.SyncDatamaps: self.service.sync, ddl.AuditDatamap: self.audit.audit_datamap,
         }[type(stmt)]
         current_db = ctx.current_db
 
@@ -201,8 +203,9 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
 class DatamapSelectHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
                  isolated: IsolatedRewriter | None = None, serving=None,
-                 max_staleness_s: float = 0.0):
+                 audit: Auditor | None = None, max_staleness_s: float = 0.0):
         self.service = service
+        self.audit = audit or Auditor(service)   # remembers and samples datamap answers
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness
@@ -264,6 +267,7 @@ class DatamapSelectHandler:
                           log=fresh_answer.log_lines(
                               self.service, result.used,
                               lambda n: display_name(n, ctx.current_db), checked))
+        self.audit.offer(statement, ctx, result)
         if self.serving is None or not result.used or (checked and checked.compensated):
             return rewrite
         return self._serve(result, rewrite, ctx)

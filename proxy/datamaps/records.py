@@ -99,7 +99,8 @@ class DatamapSegment:
 class Event:
     seq: int
     at: float
-    kind: str          # created, built, refreshed, compacted, enabled, disabled, failed, ...
+    kind: str          # created, built, refreshed, compacted, enabled, disabled, failed,
+                       # invalidated, audit_mismatch, ...
     rows: int | None
     seconds: float | None
     detail: str

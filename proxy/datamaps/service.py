@@ -47,7 +47,7 @@ class DatamapService:
         self.spark_provider = spark_provider
         spark = self._spark    # the parts see a provider swapped in later (tests)
 
-        locks = KeyedLocks()
+        locks = self.locks = KeyedLocks()   # one per datamap / base table: jobs, audits
         self.schema_cache = SchemaCache(spark, schemas_provider)
         self.garbage = SegmentGarbage(catalog, spark)
         self.compaction = Compaction(catalog, spark, locks, self.garbage)

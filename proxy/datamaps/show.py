@@ -1,16 +1,23 @@
-"""Result sets of SHOW DATAMAP and SHOW SEGMENTS, with exactly contract.md's columns."""
+"""Result sets of SHOW DATAMAP and SHOW SEGMENTS, with exactly contract.md's columns.
+
+SHOW DATAMAP's last column, Status Reason, was added after CarbonData's six: why a
+DISABLED datamap is disabled (e.g. `audit mismatch on <digest> at <time> UTC`), empty
+when it is ENABLED."""
 from __future__ import annotations
 
 import json
 from typing import Iterable, Sequence
 
 from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.records import BaseSegment, DatamapRecord, DatamapSegment, format_time
+from proxy.datamaps.records import (
+    BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time, one_line,
+)
 from proxy.router import LocalResult
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
     ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
+    ("Status Reason", "string"),
 )
 SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
@@ -30,7 +37,8 @@ def format_seconds(seconds: float | None) -> str:
 
 def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None) -> tuple[str, ...]:
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
-            rec.status, "NA" if sync is None else json.dumps(sync))
+            rec.status, "NA" if sync is None else json.dumps(sync),
+            "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason))
 
 
 def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord]) -> LocalResult:

@@ -7,6 +7,7 @@ fall-backs to Spark (engine error, outside the allow-list)."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -61,7 +62,9 @@ def values(rows) -> str:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     work = tmp_path_factory.mktemp("serving")
-    srv = ServeProc(work, work / "state", env={"TZ": "UTC"})   # timestamps: a fixed offset
+    # timestamps: a fixed offset; every datamap answer is audited (proxy/datamaps/audit.py)
+    srv = ServeProc(work, work / "state", env={"TZ": "UTC",
+                                               "DATAMAP_PROXY_DATAMAPS_AUDIT_SAMPLE_RATE": "1"})
     proxy = RawHS2("127.0.0.1", srv.port)
     spark = RawHS2("127.0.0.1", srv.engine_port)
     try:
@@ -246,6 +249,54 @@ def test_the_operation_log_says_which_datamap_answered_and_how_fresh(env):
         assert not any("in-process" in line for line in logs)
     finally:
         conn.close()
+
+
+def _datamaps(env) -> dict:
+    return {r[0]: r for r in env["proxy"].execute("SHOW DATAMAP").rows}
+
+
+def test_every_answer_so_far_was_audited_and_none_disabled_a_datamap(env):
+    """Every datamap answer of this module was sampled (rate 1): doubles, decimals, NULLs,
+    dates, timestamps, several segments, loads / compaction / overwrite racing the audits.
+    None may disable a datamap; AUDIT DATAMAP compares the served answer too."""
+    env["proxy"].execute(SERVED[0])      # the newest query kept for sv: a served one
+    res = env["proxy"].execute("AUDIT DATAMAP sv")
+    assert res.columns == ["DataMapName", "Audited", "Compared", "Outcome", "Rows", "Detail"]
+    assert res.rows[-1][3] == "PASSED", res.rows
+    assert res.rows[-1][2].endswith("vs in-process answer"), res.rows
+    assert _datamaps(env)["sv"][4:7:2] == ("ENABLED", ""), _datamaps(env)["sv"]
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert "audit mismatch" not in log
+    passed = re.findall(r"sampled audit of default\.(?:sv|ev): [0-9a-f]{12} PASSED in ", log)
+    assert len(passed) >= 5, passed
+
+
+def test_a_corrupted_datamap_is_caught_by_a_sampled_audit(env):
+    """Rows slipped into a datamap segment behind the proxy's back (straight to Spark):
+    the next answer from it is audited in the background and the datamap DISABLED, with
+    the reason in SHOW DATAMAP and EXPLAIN; the base tables answer from then on."""
+    c, sql = env["proxy"], "SELECT country, sum(amount) s, count(*) n FROM acc GROUP BY country"
+    c.execute("CREATE TABLE acc (country STRING, amount DECIMAL(10,2)) USING parquet")
+    c.execute("INSERT INTO acc VALUES ('de', 1.50), ('fr', 2.25), (NULL, 0.10)")
+    c.execute("CREATE DATAMAP acc_dm AS SELECT country, sum(amount), count(*) FROM acc "
+              "GROUP BY country")
+    with RawHS2("127.0.0.1", env["srv"].engine_port) as spark:
+        spark.execute("INSERT INTO acc_dm_table PARTITION (dm_segment_id='0') "
+                      "SELECT country, sum_amount, count_star FROM acc_dm_table "
+                      "WHERE country = 'de'")
+    assert "Hit mv DataMap: acc_dm" in explain(c, sql)
+    c.execute(sql)                                   # the client's answer: not waited on
+    deadline = time.monotonic() + 120
+    while _datamaps(env)["acc_dm"][4] == "ENABLED" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    row = _datamaps(env)["acc_dm"]
+    assert row[4] == "DISABLED" and re.fullmatch(
+        r"audit mismatch on [0-9a-f]{12} at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row[6]), row
+    assert f"Skipped acc_dm: datamap is DISABLED: {row[6]}" in explain(c, sql)
+    same(env, sql)
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert log.count("DISABLED (audit mismatch on") == 1
+    c.execute("DROP DATAMAP acc_dm")
 
 
 def test_drop_datamap_last(env):

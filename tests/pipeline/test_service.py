@@ -57,7 +57,7 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     assert e.value.sqlstate == "42710" and f"{pipe_db}.taken_table" in str(e.value)
 
     shown = {r[0]: r for r in (await run("SHOW DATAMAP")).rows}
-    assert shown["agg"][4] == "ENABLED" and shown["lazy"][4:] == ("DISABLED", "NA")
+    assert shown["agg"][4] == "ENABLED" and shown["lazy"][4:6] == ("DISABLED", "NA")
     assert f'"{pipe_db}.{t}": "0"' in shown["agg"][5]
 
     q = f"SELECT country, sum(qty) AS s FROM {pipe_db}.{t} GROUP BY country"

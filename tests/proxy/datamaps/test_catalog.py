@@ -150,15 +150,17 @@ def test_show_rows(catalog):
     _create(catalog)
     res = show_datamaps(catalog, catalog.list_datamaps())
     assert [c for c, _ in res.columns] == ["DataMapName", "ClassName", "Associated Table",
-                                            "DataMap Properties", "DataMap Status", "Sync Status"]
+                                            "DataMap Properties", "DataMap Status", "Sync Status",
+                                            "Status Reason"]
     assert res.columns == SHOW_DATAMAP_COLUMNS
     assert res.rows == [("agg", "mv", "db1.agg_table",
-                         "'sort_columns'='country', 'table_blocksize'='64'", "DISABLED", "NA")]
+                         "'sort_columns'='country', 'table_blocksize'='64'", "DISABLED", "NA",
+                         "not built yet")]
     catalog.add_base_segment("db1.sales", ["a"], rows=5, load_seconds=0.25)
     sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
     catalog.publish_segment("db1", "agg", sid, rows=2, files=["x", "y"], seconds=2.0, kind="built")
     row = show_datamaps(catalog, catalog.list_datamaps()).rows[0]
-    assert row[4] == "ENABLED"
+    assert row[4] == "ENABLED" and row[6] == ""
     sync = json.loads(row[5])
     assert list(sync) == ["db1.sales", "loadEndTime"] and sync["db1.sales"] == "0"
 

@@ -9,7 +9,7 @@ import pytest
 from proxy.config import SparkSettings
 from proxy.engine import _StateLock
 from proxy.sparkconf import (EngineError, StatePaths, _java_property, build_conf, spark_settings,
-                             write_log4j2)
+                             write_fair_pools, write_log4j2)
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,14 @@ def test_embedded_conf_keeps_everything_in_the_state_dir(tmp_path: Path):
     assert f"-Dlog4j2.configurationFile={tmp_path / 'conf' / 'log4j2.properties'}" in opts
     assert conf["spark.hadoop.hive.server2.thrift.port"] == "0"
     assert conf["spark.hadoop.hive.server2.thrift.bind.host"] == "127.0.0.1"
+    # datamap audits yield to everything else (pipeline/audit.py's pool)
+    assert conf["spark.scheduler.mode"] == "FAIR"
+    state.create()
+    pools = write_fair_pools(state)
+    assert conf["spark.scheduler.allocation.file"] == pools.as_uri()
+    from pipeline.audit import POOL
+    assert f'<pool name="{POOL}">' in pools.read_text() and '<pool name="default">' in \
+        pools.read_text()
     for key, value in conf.items():  # nothing relative: the cwd must stay clean
         if key.endswith("dir") or key.endswith("location"):
             assert Path(value).is_absolute(), key
