@@ -206,7 +206,7 @@ def test_refresh_failure_disables_then_next_load_catches_up(env):
     # Make the refresh's write fail for real: a segment is written into the directory
     # <table>/dm_segment_id=<its new id>, and the pipeline refuses to write over files it did
     # not register. Block the next ids (ids are never reused, some may be hidden).
-    table_dir = state_table_dir(env["state"], "agg_sales_table")
+    table_dir = state_table_dir(env["state"], "agg_sales_table_segments")
     assert table_dir.is_dir(), table_dir
     last = max(int(s[0]) for s in c.segments("agg_sales_table"))
     blockers = [table_dir / f"dm_segment_id={i}" for i in range(last + 1, last + 40)]
