@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from pipeline.files import quote_table, table_meta
+from pipeline.files import normalize_path, quote_table, table_meta
 from pipeline.properties import parquet_options
 from pipeline.segments import _q, _segment_literal, table_exists
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition
@@ -69,3 +69,18 @@ def drop_live(spark: "SparkSession", definition: DatamapDefinition) -> None:
     meta = table_meta(spark, definition.table)
     kind = "VIEW" if meta is not None and meta.tableType().name() == "VIEW" else "TABLE"
     spark.sql(f"DROP {kind} IF EXISTS {quote_table(definition.table)}")
+
+
+def adopt_table(spark: "SparkSession", definition: DatamapDefinition) -> tuple[str, str] | None:
+    """A datamap table written before the view existed (its partitions under
+    `<name>_table` itself) becomes the storage table by a rename, which moves a managed
+    table's directory. Returns its files' (old, new) location prefix, or None when there
+    was nothing to adopt."""
+    meta = table_meta(spark, definition.table)
+    if (meta is None or meta.tableType().name() == "VIEW"
+            or table_exists(spark, definition.storage)):
+        return None
+    before = normalize_path(meta.location().toString())
+    spark.sql(f"ALTER TABLE {quote_table(definition.table)} RENAME TO "
+              f"{quote_table(definition.storage)}")
+    return before, normalize_path(table_meta(spark, definition.storage).location().toString())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable
 
-from pipeline import show_live, shown_segments
+from pipeline import adopt_table, show_live, shown_segments
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.failures import describe
 from proxy.datamaps.records import CatalogError, DatamapRecord
@@ -51,3 +51,14 @@ class LiveViews:
         """Segment ids the view names now; None when unknown (every partition is kept)."""
         shown = shown_segments(self._spark(), rec.definition)
         return None if shown is None else frozenset(shown)
+
+    def adopt(self, rec: DatamapRecord) -> None:
+        """At start: a datamap table from before the view becomes the storage table (its
+        files move with it, and the catalog's record of them follows); the caller then
+        shows the view. A failure leaves both as they were and is raised."""
+        moved = adopt_table(self._spark(), rec.definition)
+        if moved is not None:
+            if moved[0] != moved[1]:
+                self.catalog.relocate_files(rec.db, rec.name, *moved)
+            log.info("datamap %s: %s is now its storage table %s", rec.qualified,
+                     rec.definition.table, rec.definition.storage)

@@ -255,7 +255,8 @@ class Maintenance:
         is made to show the visible segments again (a crash or failure between a publish
         and the view's replace left it one publish behind), and partitions the catalog does
         not show are dropped (but none the view still names, if it could not be replaced).
-        Returns the dropped ids per datamap."""
+        A datamap table from before that view becomes the storage table first. Returns
+        the dropped ids per datamap."""
         dropped: dict[str, list[str]] = {}
         for rec in self.catalog.list_datamaps():
             for seg in self.catalog.segments(rec.db, rec.name):
@@ -263,6 +264,14 @@ class Maintenance:
                     self.catalog.fail_segment(rec.db, rec.name, seg.id,
                                               "interrupted by a restart", disable=False)
             keep = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
+            try:
+                self._garbage.live.adopt(rec)
+            except Exception:  # noqa: BLE001 - its rewritten queries fail: keep it out
+                log.warning("datamap %s: cannot move %s to %s", rec.qualified,
+                            rec.definition.table, rec.definition.storage, exc_info=True)
+                self.disable(rec, f"its table {rec.definition.table} could not become the "
+                                  f"storage table {rec.definition.storage}")
+                continue
             named = self._garbage.live.named(rec)
             if named != frozenset(keep) and not self._garbage.live.show(rec):
                 keep += sorted(named or ())
