@@ -28,15 +28,17 @@ class LiveViews:
         self.catalog = catalog
         self._spark = spark
 
-    def show(self, rec: DatamapRecord) -> bool:
+    def show(self, rec: DatamapRecord, strict: bool = False) -> bool:
         """Make `<name>_table` show the visible segments (caller holds the datamap's lock).
-        False when that failed: logged and recorded as an event, never raised (the publish
-        stands)."""
+        False when that failed: logged and recorded as an event, not raised (the publish
+        stands) unless `strict`."""
         ids = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
         try:
             show_live(self._spark(), rec.definition, ids, rec.properties)
             return True
         except Exception as e:  # noqa: BLE001 - see the module docstring
+            if strict:
+                raise
             why = describe(e)[0]
             log.warning("datamap %s: %s still shows older segments: %s", rec.qualified,
                         rec.definition.table, why)

@@ -80,10 +80,9 @@ class Maintenance:
             pass  # dropped meanwhile
 
     def show_live(self, rec: DatamapRecord) -> None:
-        """`<name>_table` shows the visible segments (caller holds the datamap's lock)."""
-        if not self._garbage.live.show(rec):
-            raise ClientError(f"Cannot create the view {rec.definition.table} of datamap "
-                              f"{rec.qualified}: see the proxy's log", "HY000")
+        """`<name>_table` shows the visible segments (caller holds the datamap's lock);
+        a failure is raised."""
+        self._garbage.live.show(rec, strict=True)
 
     def drop_everything(self, rec: DatamapRecord) -> None:
         """Forget the datamap, then drop its table (caller holds the datamap's lock)."""
@@ -184,10 +183,11 @@ class Maintenance:
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=res.write.rows,
                                      files=res.write.files, seconds=res.write.seconds,
                                      kind="refreshed")
+        t_view = time.monotonic()
         self._garbage.live.show(rec)
         log.info("datamap %s: segment %s appended (%d rows) in %.2fs: sync+plan %.2fs, "
-                 "job %.2fs", rec.qualified, sid, res.write.rows, time.monotonic() - t0,
-                 t_job - t0, time.monotonic() - t_job)
+                 "job %.2fs, view %.2fs", rec.qualified, sid, res.write.rows,
+                 time.monotonic() - t0, t_job - t0, t_view - t_job, time.monotonic() - t_view)
         self._compaction.after_refresh(rec)
         return RefreshOutcome.REFRESHED
 

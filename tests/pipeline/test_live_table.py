@@ -43,13 +43,12 @@ def _assert_live(spark, catalog, db, name="agg"):
 
 
 async def test_datamap_table_shows_only_live_rows(pipeline_spark, pipe_db, tmp_path, monkeypatch):
-    spark = pipeline_spark
-    t = f"{pipe_db}.live_{uuid.uuid4().hex[:6]}"
-    spark.sql(f"CREATE TABLE {t} (country STRING, qty INT) USING parquet")
-    spark.sql(f"INSERT INTO {t} VALUES ('cn', 1), ('us', 2), (NULL, 3)")
-    catalog = Catalog.in_state_dir(tmp_path)
+    spark, catalog = pipeline_spark, Catalog.in_state_dir(tmp_path)
     svc = DatamapService(catalog, lambda: spark)
     svc.garbage_grace_s = 3600     # superseded partitions stay for the whole test
+    t = f"{pipe_db}.live_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {t} USING parquet AS SELECT * FROM VALUES ('cn', 1), ('us', 2), "
+              "(NULL, 3) AS v(country, qty)")
     ctx = StatementContext("s", "me", pipe_db, {}, 10)
     ddl, select = DatamapDdlHandler(svc), DatamapSelectHandler(svc)
 
