@@ -91,12 +91,16 @@ class Candidate:
     definition: DatamapDefinition
     rows: int | None = None          # row count of the datamap table: the cost
     one_row_per_group: bool = True   # False once incremental appends left partial aggregates
-    # Segment ids visible to readers. None = read `definition.table` whole (tests,
-    # single-segment tables built outside the catalog). Otherwise the rewriter reads the
-    # storage table as `(SELECT <columns> FROM <storage> WHERE dm_segment_id IN ('0','3'))
-    # <alias>`: the ids fixed at rewrite time, so a publish that hides them later (their
-    # partitions stay for a grace period) cannot empty a query already rewritten.
+    # Segment ids visible to readers. None = read the whole table (tests, single-segment
+    # tables built outside the catalog). Otherwise the rewriter reads the datamap table as
+    # `(SELECT <columns> FROM <table> WHERE dm_segment_id IN ('0','3')) <alias>`: the ids
+    # fixed at rewrite time, so a publish that hides them later (their partitions stay for
+    # a grace period) cannot empty a query already rewritten.
     segments: tuple[str, ...] | None = None
+    # The table read, when not `definition.table`: the proxy names the storage table
+    # (definition.storage), which holds every segment; `<name>_table` is a view of the
+    # live ones only.
+    storage: str | None = None
 
 
 @dataclass

@@ -202,11 +202,10 @@ def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression
 
 
 def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expression:
+    db, table = (cand.storage or comp.definition.table).split(".", 1)
     if cand.segments is None:
-        db, table = comp.definition.table.split(".", 1)
         return exp.Table(this=ident(table), db=ident(db),
                          alias=exp.TableAlias(this=ident(alias)))
-    db, table = comp.definition.storage.split(".", 1)
     inner = exp.Select(expressions=[exp.Column(this=ident(c.name)) for c in comp.definition.columns])
     inner.set("from_", exp.From(this=exp.Table(this=ident(table), db=ident(db))))
     segs = [exp.Literal.string(s) for s in cand.segments]
