@@ -42,12 +42,13 @@ def show_live(spark: "SparkSession", definition: DatamapDefinition, segment_ids:
                 **parquet_options(props)}
     listed = ", ".join(f"'{k}' = '{v}'" for k, v in tblprops.items())
     cols = ", ".join(_q(c.name) for c in definition.columns)
-    spark.sql(f"CREATE OR REPLACE VIEW {quote_table(definition.table)} TBLPROPERTIES ({listed}) "
-              f"AS SELECT {cols}, {_q(SEGMENT_COLUMN)} FROM {quote_table(definition.storage)} "
-              f"WHERE {where}")
+    spark.sql(f"CREATE OR REPLACE VIEW {quote_table(definition.table)} "
+              f"TBLPROPERTIES ({listed}) AS SELECT {cols}, {_q(SEGMENT_COLUMN)} "
+              f"FROM {quote_table(definition.storage)} WHERE {where}")
 
 
-def shown_segments(spark: "SparkSession", definition: DatamapDefinition) -> tuple[str, ...] | None:
+def shown_segments(spark: "SparkSession",
+                   definition: DatamapDefinition) -> tuple[str, ...] | None:
     """The segment ids the view shows now; None when there is no such view (or it cannot
     be read): then any segment may be named by it."""
     try:

@@ -1,7 +1,7 @@
 """The segments of a datamap: partitions of its storage table, one per segment id, found,
-listed, read, counted and dropped. Paths come from the metastore's record of the table and are
-listed with Hadoop's FileSystem (no Spark job) where possible; Spark's own listing is the
-fallback.
+listed, read, counted and dropped. Paths come from the metastore's record of the table
+and are listed with Hadoop's FileSystem (no Spark job) where possible; Spark's own
+listing is the fallback.
 """
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def drop_stray_dirs(spark: "SparkSession", definition: DatamapDefinition,
                     keep: Sequence[str]) -> list[str]:
     """Delete segment directories the metastore does not list and `keep` does not name:
     files of a job that died between writing them and ADD PARTITION. Returns their ids."""
-    where = _table_dir(spark, definition.storage) if table_exists(spark, definition.storage) else None
+    storage = definition.storage
+    where = _table_dir(spark, storage) if table_exists(spark, storage) else None
     if where is None:
         return []
     fs, root = where

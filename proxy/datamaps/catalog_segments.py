@@ -153,8 +153,8 @@ class SegmentStore:
                                  (db, name)).fetchall():
                 files = [new.rstrip("/") + "/" + f[len(prefix):] if f.startswith(prefix) else f
                          for f in json.loads(row["files"])]
-                c.execute("UPDATE dm_segments SET files = ? WHERE db = ? AND name = ? AND id = ?",
-                          (json.dumps(files), db, name, row["id"]))
+                c.execute("UPDATE dm_segments SET files = ? WHERE db = ? AND name = ? AND "
+                          "id = ?", (json.dumps(files), db, name, row["id"]))
             self._event(c, db, name, "relocated", detail=f"files moved from {old} to {new}")
 
     def segments(self, db: str, name: str) -> list[DatamapSegment]:

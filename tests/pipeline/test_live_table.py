@@ -42,7 +42,8 @@ def _assert_live(spark, catalog, db, name="agg"):
     return visible
 
 
-async def test_datamap_table_shows_only_live_rows(pipeline_spark, pipe_db, tmp_path, monkeypatch):
+async def test_datamap_table_shows_only_live_rows(pipeline_spark, pipe_db, tmp_path,
+                                                  monkeypatch):
     spark, catalog = pipeline_spark, Catalog.in_state_dir(tmp_path)
     svc = DatamapService(catalog, lambda: spark)
     svc.garbage_grace_s = 3600     # superseded partitions stay for the whole test
@@ -102,7 +103,8 @@ async def test_datamap_table_shows_only_live_rows(pipeline_spark, pipe_db, tmp_p
     load("('cn', 100)")
     monkeypatch.setattr(maintenance, "incremental_append", real_append)
     failed = catalog.segments(pipe_db, "agg")[0]
-    assert failed.status == "FAILED" and _count(spark, storage, f"dm_segment_id = '{failed.id}'")
+    assert failed.status == "FAILED"
+    assert _count(spark, storage, f"dm_segment_id = '{failed.id}'")    # written, never shown
     assert catalog.get_datamap(pipe_db, "agg").status == "DISABLED"
     _assert_live(spark, catalog, pipe_db)
     load("('us', 8)")     # the next load catches up
