@@ -1,7 +1,7 @@
-"""The segments of a datamap table: its partitions, one per segment id, found, listed,
-read, counted and dropped. Paths come from the metastore's record of the table and are
-listed with Hadoop's FileSystem (no Spark job) where possible; Spark's own listing is the
-fallback.
+"""The segments of a datamap: partitions of its storage table, one per segment id, found,
+listed, read, counted and dropped. Paths come from the metastore's record of the table
+and are listed with Hadoop's FileSystem (no Spark job) where possible; Spark's own
+listing is the fallback.
 """
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def drop_stray_dirs(spark: "SparkSession", definition: DatamapDefinition,
                     keep: Sequence[str]) -> list[str]:
     """Delete segment directories the metastore does not list and `keep` does not name:
     files of a job that died between writing them and ADD PARTITION. Returns their ids."""
-    where = _table_dir(spark, definition.table) if table_exists(spark, definition.table) else None
+    storage = definition.storage
+    where = _table_dir(spark, storage) if table_exists(spark, storage) else None
     if where is None:
         return []
     fs, root = where
@@ -86,7 +87,7 @@ def drop_stray_dirs(spark: "SparkSession", definition: DatamapDefinition,
                 fs.delete(st.getPath(), True)
                 gone.append(value)
     except Exception:  # noqa: BLE001 - invisible to readers anyway; next start retries
-        log.warning("could not remove stray segment directories of %s", definition.table,
+        log.warning("could not remove stray segment directories of %s", definition.storage,
                     exc_info=True)
     return sorted(gone, key=lambda v: (len(v), v))
 
@@ -118,9 +119,9 @@ def _partition_files(spark: "SparkSession", table: str, segment_id: str,
 def segment_stats(spark: "SparkSession", definition: DatamapDefinition,
                   segment_id: str) -> tuple[int, tuple[str, ...]]:
     """(rows, files) of one written partition, in one small job."""
-    spark.catalog.refreshTable(definition.table)
+    spark.catalog.refreshTable(definition.storage)
     stats = spark.sql(
-        f"SELECT _metadata.file_path AS f, count(*) AS n FROM {quote_table(definition.table)} "
+        f"SELECT _metadata.file_path AS f, count(*) AS n FROM {quote_table(definition.storage)} "
         f"WHERE {_q(SEGMENT_COLUMN)} = {_segment_literal(segment_id)} GROUP BY 1").collect()
     return (sum(r["n"] for r in stats),
             tuple(sorted(normalize_path(r["f"]) for r in stats)))
@@ -132,16 +133,16 @@ def read_segments(spark: "SparkSession", definition: DatamapDefinition,
     ids = [str(i) for i in segment_ids]
     for i in ids:
         _segment_literal(i)
-    return (spark.table(definition.table).where(F.col(SEGMENT_COLUMN).isin(ids))
+    return (spark.table(definition.storage).where(F.col(SEGMENT_COLUMN).isin(ids))
             .select(*[c.name for c in definition.columns]))
 
 
 def list_segments(spark: "SparkSession", definition: DatamapDefinition) -> list[str]:
     """Segment ids that exist as partitions of the datamap table."""
-    if not table_exists(spark, definition.table):
+    if not table_exists(spark, definition.storage):
         return []
     out = []
-    for row in spark.sql(f"SHOW PARTITIONS {quote_table(definition.table)}").collect():
+    for row in spark.sql(f"SHOW PARTITIONS {quote_table(definition.storage)}").collect():
         key, _, value = row[0].partition("=")
         if key == SEGMENT_COLUMN:
             out.append(value)
@@ -151,8 +152,8 @@ def list_segments(spark: "SparkSession", definition: DatamapDefinition) -> list[
 def drop_segments(spark: "SparkSession", definition: DatamapDefinition,
                   segment_ids: Sequence[str]) -> None:
     """Remove partitions (superseded segments, after the catalog stopped showing them)."""
-    if not segment_ids or not table_exists(spark, definition.table):
+    if not segment_ids or not table_exists(spark, definition.storage):
         return
     specs = ", ".join(f"PARTITION ({_q(SEGMENT_COLUMN)} = {_segment_literal(str(i))})"
                       for i in segment_ids)
-    spark.sql(f"ALTER TABLE {quote_table(definition.table)} DROP IF EXISTS {specs}")
+    spark.sql(f"ALTER TABLE {quote_table(definition.storage)} DROP IF EXISTS {specs}")

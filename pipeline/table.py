@@ -1,5 +1,6 @@
-"""The datamap table `<db>.<name>_table`: create, write one segment partition, drop
-(pipeline/segments.py finds, reads and drops the partitions written).
+"""The datamap's storage table `<db>.<name>_table_segments`: create, write one segment
+partition, drop (pipeline/segments.py finds, reads and drops the partitions written;
+pipeline/live.py keeps `<db>.<name>_table`, the view of the live segments readers see).
 
 Layout: the definition's stored columns in order, then SEGMENT_COLUMN (string), Parquet,
 partitioned by SEGMENT_COLUMN. Every write goes to a fresh partition named by a segment id
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pipeline.errors import PipelineError
 from pipeline.files import LOOK_UP, normalize_path, quote_table, table_meta
+from pipeline.live import drop_live
 from pipeline.properties import parquet_options
 from pipeline.segments import (
     _partition_dir, _partition_files, _q, _segment_literal, drop_segments, segment_stats,
@@ -69,19 +71,21 @@ def with_spark_types(spark: "SparkSession", definition: DatamapDefinition) -> Da
 
 def create_table(spark: "SparkSession", definition: DatamapDefinition,
                  properties: Mapping[str, str] | None = None) -> None:
-    """CREATE TABLE IF NOT EXISTS for the datamap table. TABLE_BLOCKSIZE becomes the
+    """CREATE TABLE IF NOT EXISTS for the storage table. TABLE_BLOCKSIZE becomes the
     Parquet row-group size and COLUMN_COMPRESSOR the codec of every file written to it."""
     props = {k.lower(): v for k, v in (properties or {}).items()}
     cols = ", ".join(f"{_q(c.name)} {c.type}" for c in definition.columns)
     options = ", ".join(f"'{k}' = '{v}'" for k, v in parquet_options(props).items())
     options = f" OPTIONS ({options})" if options else ""
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote_table(definition.table)} ({cols}, "
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {quote_table(definition.storage)} ({cols}, "
               f"{_q(SEGMENT_COLUMN)} STRING) USING parquet{options} "
               f"PARTITIONED BY ({_q(SEGMENT_COLUMN)})")
 
 
 def drop_table(spark: "SparkSession", definition: DatamapDefinition) -> None:
-    spark.sql(f"DROP TABLE IF EXISTS {quote_table(definition.table)}")
+    """Drop the view of the live segments first: nobody reads the storage through it."""
+    drop_live(spark, definition)
+    spark.sql(f"DROP TABLE IF EXISTS {quote_table(definition.storage)}")
 
 
 def sort_columns(definition: DatamapDefinition,
@@ -110,12 +114,12 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
     the segment id in the catalog."""
     started = time.monotonic() if started is None else started
     _segment_literal(segment_id)     # a bad id fails before anything is written
-    meta = table_meta(spark, definition.table)
-    where = _partition_dir(spark, definition.table, segment_id, meta)
+    meta = table_meta(spark, definition.storage)
+    where = _partition_dir(spark, definition.storage, segment_id, meta)
     if where is None:       # no table yet (or no location): create it, look again
         create_table(spark, definition, properties)
-        meta = table_meta(spark, definition.table)
-        where = _partition_dir(spark, definition.table, segment_id, meta)
+        meta = table_meta(spark, definition.storage)
+        where = _partition_dir(spark, definition.storage, segment_id, meta)
     df = df.selectExpr(*[f"CAST({_q(c.name)} AS {c.type}) AS {_q(c.name)}"
                          for c in definition.columns])
     order = sort_columns(definition, properties)
@@ -138,16 +142,16 @@ def write_segment(spark: "SparkSession", definition: DatamapDefinition, df: "Dat
                     f"{definition.name}: {normalize_path(path.toString())} already exists "
                     "(left by an interrupted job?); the next start removes it", "HY000")
         _write_files(spark, df, path.toString(), properties)
-        _add_partition(spark, definition.table, segment_id, meta)
+        _add_partition(spark, definition.storage, segment_id, meta)
         rows = None
     t_written = time.monotonic()
-    files = _partition_files(spark, definition.table, segment_id, where)
+    files = _partition_files(spark, definition.storage, segment_id, where)
     if rows is None and files is not None:
         rows = _parquet_rows(spark, files)
     if rows is None or files is None:
         rows, files = segment_stats(spark, definition, segment_id)
     log.debug("segment %s of %s: written after %.2fs, listed in %.2fs", segment_id,
-              definition.table, t_written - started, time.monotonic() - t_written)
+              definition.storage, t_written - started, time.monotonic() - t_written)
     return SegmentWrite(segment_id, rows, files, time.monotonic() - started)
 
 
@@ -243,7 +247,7 @@ def _insert_segment(spark: "SparkSession", definition: DatamapDefinition, df: "D
     try:
         cols = ", ".join(_q(c.name) for c in definition.columns)
         drop_segments(spark, definition, [segment_id])   # a retried job starts clean
-        result = spark.sql(f"INSERT INTO TABLE {quote_table(definition.table)} "
+        result = spark.sql(f"INSERT INTO TABLE {quote_table(definition.storage)} "
                            f"PARTITION ({_q(SEGMENT_COLUMN)} = {_segment_literal(segment_id)}) "
                            f"SELECT {cols} FROM {view}")
     finally:

@@ -8,7 +8,9 @@ API (see rewriter/api.py for the data shapes):
         grouping expression not projected, projected column neither grouped nor aggregated.
         Layout: grouping expressions -> role "group"; sum/count/count(*)/min/max -> role
         "agg" (avg(x) -> sum(x) + count(x)); projection-only definitions -> role "column".
-        definition.table is "<db>.<name>_table"; the segment column is never in `columns`.
+        definition.table is "<db>.<name>_table" (in the proxy a view of the live
+        segments), definition.storage the table of every segment's partition (what a
+        Candidate's `storage` names); the segment column is never in `columns`.
     build_sql(definition, sources) / definition.build_sql(sources) -> str
         the SELECT producing exactly `columns`; sources maps "db.table" -> relation to read
         instead (keeps the table's alias).

@@ -22,11 +22,21 @@ Schemas = Mapping[str, Mapping[str, Mapping[str, str]]]
 ColumnRole = Literal["group", "agg", "column"]
 AggKind = Literal["sum", "count", "count_star", "min", "max"]
 
-# Every datamap table is partitioned by this string column (last column, not in `columns`):
-# one partition per datamap segment. A refresh writes a new partition that no rewritten query
-# reads until the catalog lists it as visible, so publishing is one catalog commit, and
-# readers see the datamap before or after a refresh, never half of it.
+# Every datamap's storage table is partitioned by this string column (last column, not in
+# `columns`): one partition per datamap segment. A refresh writes a new partition that no
+# rewritten query reads until the catalog lists it as visible, so publishing is one catalog
+# commit, and readers see the datamap before or after a refresh, never half of it.
 SEGMENT_COLUMN = "dm_segment_id"
+
+# The storage table holds every segment's partition, superseded ones included for a grace
+# period; `<name>_table` itself is a view of the live segments only (pipeline/live.py), so
+# a plain SELECT on it never counts a superseded, failed or half-written segment.
+STORAGE_SUFFIX = "_segments"
+
+
+def storage_table(table: str) -> str:
+    """The storage table behind datamap table `table` ("db.<name>_table")."""
+    return table + STORAGE_SUFFIX
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,11 @@ class DatamapDefinition:
     build_select: str = ""
 
     @property
+    def storage(self) -> str:
+        """"db.<name>_table_segments": where the segments' partitions live."""
+        return storage_table(self.table)
+
+    @property
     def qualified(self) -> str:
         """"db.name": the datamap's identity (a name is unique per database only)."""
         return f"{self.database}.{self.name}"
@@ -78,8 +93,14 @@ class Candidate:
     one_row_per_group: bool = True   # False once incremental appends left partial aggregates
     # Segment ids visible to readers. None = read the whole table (tests, single-segment
     # tables built outside the catalog). Otherwise the rewriter reads the datamap table as
-    # `(SELECT <columns> FROM <table> WHERE dm_segment_id IN ('0','3')) <alias>`.
+    # `(SELECT <columns> FROM <table> WHERE dm_segment_id IN ('0','3')) <alias>`: the ids
+    # fixed at rewrite time, so a publish that hides them later (their partitions stay for
+    # a grace period) cannot empty a query already rewritten.
     segments: tuple[str, ...] | None = None
+    # The table read, when not `definition.table`: the proxy names the storage table
+    # (definition.storage), which holds every segment; `<name>_table` is a view of the
+    # live ones only.
+    storage: str | None = None
     # Compensation for base files no segment covers yet: "db.table" -> a relation (Spark
     # SQL: a table name or a parenthesised SELECT) holding only those new rows. The rewriter
     # then reads the datamap as its segments UNION ALL the definition's build SELECT over

@@ -202,7 +202,7 @@ def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression
 
 
 def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expression:
-    db, table = comp.definition.table.split(".", 1)
+    db, table = (cand.storage or comp.definition.table).split(".", 1)
     if cand.segments is None:
         return exp.Table(this=ident(table), db=ident(db),
                          alias=exp.TableAlias(this=ident(alias)))

@@ -34,7 +34,7 @@ from proxy.datamaps.records import (  # noqa: F401 - the catalog's values, impor
     BaseSegment, CatalogError, DatamapRecord, DatamapSegment, DatamapStatus, Event,
     definition_from_json, definition_to_json, format_time, record_from_row, segment_from_row,
 )
-from rewriter.api import DatamapDefinition
+from rewriter.api import STORAGE_SUFFIX, DatamapDefinition
 
 
 class Catalog(SegmentStore):
@@ -193,8 +193,10 @@ class Catalog(SegmentStore):
         return recs
 
     def datamap_by_table(self, table: str) -> DatamapRecord | None:
-        """The datamap whose rows live in `table` ("db.<name>_table"), if any."""
+        """The datamap whose rows live in `table` ("db.<name>_table", or its storage table
+        "db.<name>_table_segments"), if any."""
         db, _, tname = table.partition(".")
+        tname = tname.removesuffix(STORAGE_SUFFIX)
         if not tname.endswith("_table"):
             return None
         return self.get_datamap(db, tname[: -len("_table")])

@@ -144,6 +144,19 @@ class SegmentStore:
             c.executemany("UPDATE dm_segments SET dropped = 1, visible = 0 WHERE db = ? AND "
                           "name = ? AND id = ?", [(db, name, int(i)) for i in segment_ids])
 
+    def relocate_files(self, db: str, name: str, old: str, new: str) -> None:
+        """The datamap's files moved from directory `old` to `new` (its storage table was
+        renamed): the recorded paths follow, in one commit."""
+        prefix = old.rstrip("/") + "/"
+        with self._tx() as c:
+            for row in c.execute("SELECT id, files FROM dm_segments WHERE db = ? AND name = ?",
+                                 (db, name)).fetchall():
+                files = [new.rstrip("/") + "/" + f[len(prefix):] if f.startswith(prefix) else f
+                         for f in json.loads(row["files"])]
+                c.execute("UPDATE dm_segments SET files = ? WHERE db = ? AND name = ? AND "
+                          "id = ?", (json.dumps(files), db, name, row["id"]))
+            self._event(c, db, name, "relocated", detail=f"files moved from {old} to {new}")
+
     def segments(self, db: str, name: str) -> list[DatamapSegment]:
         """All segments of the datamap, newest first."""
         with self._tx(write=False) as c:

@@ -108,9 +108,10 @@ class DatamapCommands:
                 if stmt.if_not_exists:
                     return EMPTY
                 raise ClientError(f"Datamap {db}.{stmt.name.name} already exists", "42710")
-            if table_exists(self._spark(), definition.table):
-                raise ClientError(f"Cannot create datamap {db}.{stmt.name.name}: table "
-                                  f"{definition.table} already exists", "42710")
+            for table in (definition.table, definition.storage):
+                if table_exists(self._spark(), table):
+                    raise ClientError(f"Cannot create datamap {db}.{stmt.name.name}: table "
+                                      f"{table} already exists", "42710")
             try:
                 rec = self.catalog.create_datamap(
                     db, stmt.name.name, provider=stmt.provider, select_sql=stmt.select_sql,
@@ -122,7 +123,9 @@ class DatamapCommands:
                 raise client_error(e) from None
             try:
                 create_table(self._spark(), definition, rec.properties)
-                if not stmt.lazy:
+                if stmt.lazy:    # `<name>_table` exists (empty) before the first REBUILD
+                    self._maintenance.show_live(rec)
+                else:
                     self._maintenance.refresh_locked(rec)
             except Exception as e:
                 self._maintenance.drop_everything(rec)

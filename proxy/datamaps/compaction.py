@@ -2,8 +2,9 @@
 partitions of segments nobody may read any more.
 
 A merge writes one new segment from visible ones and publishes it in one catalog commit
-that hides them (COMPACTED); their partitions are garbage from then on, dropped after a
-grace period (`SegmentGarbage`).
+that hides them (COMPACTED); `<name>_table` then shows the new segment instead
+(`LiveViews`); their partitions are garbage from then on, dropped after a grace period
+(`SegmentGarbage`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pipeline import compact
 from pipeline.table import drop_segments
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.failures import describe, job_failed, logged
+from proxy.datamaps.live_view import LiveViews
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.errors import ClientError
@@ -48,23 +50,33 @@ class SegmentGarbage:
     """Drops the partitions of invisible segments. A superseded segment (rebuild,
     compaction) is kept for `grace_s` after it was first seen hidden: a query rewritten just
     before the publish still names it and must find its rows. Such segments are dropped by a
-    later maintenance run on the datamap (or at restart by recovery). Failed segments were
+    later maintenance run on the datamap (or at restart by recovery), never while the view
+    `<name>_table` names them (a replace of the view that failed). Failed segments were
     never visible and go at once."""
 
-    def __init__(self, catalog: Catalog, spark: Callable[[], "SparkSession"]):
+    def __init__(self, catalog: Catalog, spark: Callable[[], "SparkSession"], live: LiveViews):
         self.catalog = catalog
         self._spark = spark
+        self.live = live
         self._hidden_at: dict[tuple[str, str], float] = {}
         self.grace_s = 120.0
 
+    def published(self, rec: DatamapRecord) -> None:
+        """After a publish (datamap lock held): the view follows the catalog, then what was
+        superseded long enough ago goes."""
+        self.live.show(rec)
+        self.drop(rec)
+
     def drop(self, rec: DatamapRecord) -> None:
         now = time.monotonic()
-        garbage = []
+        failed, superseded = [], []
         for seg in self.catalog.garbage_segments(rec.db, rec.name):
-            key = (rec.qualified, seg.id)
-            hidden_at = self._hidden_at.setdefault(key, now)
-            if seg.status == "FAILED" or now - hidden_at >= self.grace_s:
-                garbage.append(seg.id)
+            hidden_at = self._hidden_at.setdefault((rec.qualified, seg.id), now)
+            if seg.status == "FAILED":
+                failed.append(seg.id)
+            elif now - hidden_at >= self.grace_s:
+                superseded.append(seg.id)
+        garbage = failed + (self._unnamed(rec, superseded) if superseded else [])
         if garbage:
             try:
                 drop_segments(self._spark(), rec.definition, garbage)
@@ -74,6 +86,14 @@ class SegmentGarbage:
             except Exception:  # noqa: BLE001 - invisible anyway; recovery retries
                 log.warning("could not drop segments %s of %s", garbage, rec.qualified,
                             exc_info=True)
+
+    def _unnamed(self, rec: DatamapRecord, ids: list[str]) -> list[str]:
+        """`ids` less those the view names. A view that names some (its replace failed) or
+        cannot be read is replaced first; if that fails too, none of `ids` may go."""
+        named = self.live.named(rec)
+        if named is not None and not named.intersection(ids):
+            return ids
+        return ids if self.live.show(rec) else []   # now it names visible segments only
 
 
 class Compaction:
@@ -132,7 +152,7 @@ class Compaction:
         except CatalogError as e:
             self.catalog.fail_segment(rec.db, rec.name, sid, str(e), disable=False)
             raise ClientError(str(e), e.sqlstate) from e
-        self._garbage.drop(rec)
+        self._garbage.published(rec)
         return sid
 
     def after_refresh(self, rec: DatamapRecord) -> None:

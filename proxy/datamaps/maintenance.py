@@ -4,8 +4,9 @@ load or DROP TABLE through the proxy, and recovery at start.
 Every method blocks (SQLite, py4j); asyncio callers use `asyncio.to_thread`. The order of
 a refresh is always: sync the base tables' file listings into base segments -> reserve a
 datamap segment id -> pipeline job writes that partition -> one catalog commit publishes
-it (and hides what it supersedes) -> drop superseded partitions. A failed job marks its
-segment FAILED and disables the datamap; it never becomes visible.
+it (and hides what it supersedes) -> `<name>_table`, the view of the live segments, is
+replaced to show them (proxy/datamaps/live_view.py) -> drop superseded partitions. A
+failed job marks its segment FAILED and disables the datamap; it never becomes visible.
 """
 from __future__ import annotations
 
@@ -79,6 +80,11 @@ class Maintenance:
             self.catalog.set_status(rec.db, rec.name, DatamapStatus.DISABLED, reason[:500])
         except CatalogError:
             pass  # dropped meanwhile
+
+    def show_live(self, rec: DatamapRecord) -> None:
+        """`<name>_table` shows the visible segments (caller holds the datamap's lock);
+        a failure is raised."""
+        self._garbage.live.show(rec, strict=True)
 
     def drop_everything(self, rec: DatamapRecord) -> None:
         """Forget the datamap, then drop its table (caller holds the datamap's lock)."""
@@ -185,9 +191,11 @@ class Maintenance:
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=res.write.rows,
                                      files=res.write.files, seconds=res.write.seconds,
                                      kind="refreshed")
+        t_view = time.monotonic()
+        self._garbage.live.show(rec)
         log.info("datamap %s: segment %s appended (%d rows) in %.2fs: sync+plan %.2fs, "
-                 "job %.2fs", rec.qualified, sid, res.write.rows, time.monotonic() - t0,
-                 t_job - t0, time.monotonic() - t_job)
+                 "job %.2fs, view %.2fs", rec.qualified, sid, res.write.rows,
+                 time.monotonic() - t0, t_job - t0, t_view - t_job, time.monotonic() - t_view)
         self._compaction.after_refresh(rec)
         return RefreshOutcome.REFRESHED
 
@@ -203,7 +211,7 @@ class Maintenance:
             raise job_failed(e, f"Building datamap {rec.qualified}") from e
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
                                      seconds=w.seconds, supersedes=supersede, kind="built")
-        self._garbage.drop(rec)
+        self._garbage.published(rec)
 
     # -- hooks of statements that passed through the proxy -------------------------------
     def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
@@ -253,8 +261,12 @@ class Maintenance:
         return gone
 
     def recover(self) -> dict[str, list[str]]:
-        """At start: segments left INSERT_IN_PROGRESS by a crash are failed, and partitions
-        the catalog does not show are dropped. Returns the dropped ids per datamap."""
+        """At start: segments left INSERT_IN_PROGRESS by a crash are failed, `<name>_table`
+        is made to show the visible segments again (a crash or failure between a publish
+        and the view's replace left it one publish behind), and partitions the catalog does
+        not show are dropped (but none the view still names, if it could not be replaced).
+        A datamap table from before that view becomes the storage table first. Returns
+        the dropped ids per datamap."""
         dropped: dict[str, list[str]] = {}
         for rec in self.catalog.list_datamaps():
             for seg in self.catalog.segments(rec.db, rec.name):
@@ -262,6 +274,17 @@ class Maintenance:
                     self.catalog.fail_segment(rec.db, rec.name, seg.id,
                                               "interrupted by a restart", disable=False)
             keep = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
+            try:
+                self._garbage.live.adopt(rec)
+            except Exception:  # noqa: BLE001 - its rewritten queries fail: keep it out
+                log.warning("datamap %s: cannot move %s to %s", rec.qualified,
+                            rec.definition.table, rec.definition.storage, exc_info=True)
+                self.disable(rec, f"its table {rec.definition.table} could not become the "
+                                  f"storage table {rec.definition.storage}")
+                continue
+            named = self._garbage.live.named(rec)
+            if named != frozenset(keep) and not self._garbage.live.show(rec):
+                keep += sorted(named or ())
             gone = cleanup_orphans(self._spark(), rec.definition, keep)
             self.catalog.mark_dropped(rec.db, rec.name, gone)
             dropped[rec.qualified] = gone

@@ -72,7 +72,8 @@ class RewriteIndexProvider:
             out.append(Candidate(definition,
                                  rows=sum(s.rows or 0 for s in visible),
                                  one_row_per_group=len(visible) <= 1,
-                                 segments=tuple(s.id for s in visible)))
+                                 segments=tuple(s.id for s in visible),
+                                 storage=definition.storage))
         return out, left_out, freshness, covered
 
     def _files_of(self, table: str, ids: frozenset[str], memo: dict) -> frozenset[str] | None:

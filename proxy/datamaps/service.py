@@ -6,6 +6,7 @@ behind the interface the router handlers and proxy/app.py use.
     maintenance.Maintenance          refresh, build, after-load hooks, recovery
     compaction.Compaction            COMPACT and auto-compaction; SegmentGarbage drops
                                      the partitions of hidden segments
+    live_view.LiveViews              `<name>_table`: the view of the live segments
     zone_policy.TimeZonePolicy       the zone the datamaps were computed under
     rewrite_index.RewriteIndexProvider  candidates and the rewriter's DatamapIndex
 
@@ -21,6 +22,7 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
 from proxy.datamaps.freshness import FreshnessGuard
+from proxy.datamaps.live_view import LiveViews
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.maintenance import BaseSync, Maintenance, RefreshOutcome
 from proxy.datamaps.rewrite_index import RewriteIndexProvider
@@ -49,7 +51,7 @@ class DatamapService:
 
         locks = self.locks = KeyedLocks()   # one per datamap / base table: jobs, audits
         self.schema_cache = SchemaCache(spark, schemas_provider)
-        self.garbage = SegmentGarbage(catalog, spark)
+        self.garbage = SegmentGarbage(catalog, spark, LiveViews(catalog, spark))
         self.compaction = Compaction(catalog, spark, locks, self.garbage)
         self.maintenance = Maintenance(catalog, spark, self.schema_cache, locks, self.garbage,
                                        self.compaction)

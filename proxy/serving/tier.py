@@ -31,6 +31,7 @@ from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, LocalEngine
 from proxy.serving.translate import NotServable, Plan, translate
 from proxy.session import switched_on
+from rewriter.api import STORAGE_SUFFIX, storage_table
 from rewriter.bytecache import ByteLRU, text_size
 
 log = logging.getLogger("proxy.serving")
@@ -155,18 +156,19 @@ class ServingTier:
 
         def files_of(table: str, ids: Sequence[str]) -> list[str]:
             visible = snap.segments.get(table, {})
+            named = table.removesuffix(STORAGE_SUFFIX)   # the datamap table users know
             out = []
             for sid in ids:
                 seg = visible.get(sid)
                 if seg is None:
-                    raise NotServable(f"segment {sid} of {table} is no longer visible")
+                    raise NotServable(f"segment {sid} of {named} is no longer visible")
                 if seg.problem:
-                    raise NotServable(f"segment {sid} of {table}: {seg.problem}")
+                    raise NotServable(f"segment {sid} of {named}: {seg.problem}")
                 out += seg.paths
                 signature.append((table, sid, seg.signature))
                 read_bytes[table] = read_bytes.get(table, 0) + seg.bytes
             if read_bytes[table] > limit:
-                raise NotServable(f"{table} reads {read_bytes[table]} bytes, over [serving] "
+                raise NotServable(f"{named} reads {read_bytes[table]} bytes, over [serving] "
                                   f"max_datamap_bytes ({limit})")
             return out
         try:
@@ -260,7 +262,7 @@ class ServingTier:
         for rec in self.catalog.list_datamaps():
             if rec.definition is None:
                 continue
-            table = rec.table.lower()
+            table = storage_table(rec.table).lower()     # what rewritten SQL reads
             columns[table] = {c.name.lower(): c.type for c in rec.definition.columns}
             segments[table] = {s.id: _segment(s.files)
                                for s in self.catalog.visible_segments(rec.db, rec.name)

@@ -177,6 +177,24 @@ def test_lazy_datamap_disabled_until_rebuild(env):
     c.hit(q, "lazy_sales")
 
 
+def assert_live_table(env) -> int:
+    """Issue 13, item 6: agg_sales_table holds exactly the live rows (its visible segments'),
+    read through the proxy (rewriting on and off) and straight from the Spark Thrift
+    Server. Returns the rows of its storage table, superseded segments included."""
+    c: Pair = env["c"]
+    live = sum(int(s[4]) for s in _visible(c, "agg_sales_table"))
+    spark = Conn(env["srv"].engine_port)
+    try:
+        count = "SELECT count(*) FROM agg_sales_table"
+        assert spark.rows(count) == c.dm.rows(count) == c.base.rows(count) == [(live,)]
+        everything = spark.rows("SELECT * FROM agg_sales_table")
+        assert len(everything) == live
+        assert c.dm.rows("SELECT * FROM agg_sales_table") == everything
+        return spark.rows("SELECT count(*) FROM agg_sales_table_segments")[0][0]
+    finally:
+        spark.close()
+
+
 def test_three_loads_three_incremental_segments(env):
     c: Pair = env["c"]
     more = [
@@ -197,6 +215,7 @@ def test_three_loads_three_incremental_segments(env):
     base = c.segments("sales")
     assert [s[0] for s in base] == ["3", "2", "1", "0"] and all(s[6] in ("", "{}") for s in base)
     assert json.loads(c.datamaps()["agg_sales"][5])["default.sales"] == "3"
+    assert_live_table(env)
     c.dm.run("DROP DATAMAP lazy_sales")
     assert "lazy_sales" not in c.datamaps()
 
@@ -206,7 +225,7 @@ def test_refresh_failure_disables_then_next_load_catches_up(env):
     # Make the refresh's write fail for real: a segment is written into the directory
     # <table>/dm_segment_id=<its new id>, and the pipeline refuses to write over files it did
     # not register. Block the next ids (ids are never reused, some may be hidden).
-    table_dir = state_table_dir(env["state"], "agg_sales_table")
+    table_dir = state_table_dir(env["state"], "agg_sales_table_segments")
     assert table_dir.is_dir(), table_dir
     last = max(int(s[0]) for s in c.segments("agg_sales_table"))
     blockers = [table_dir / f"dm_segment_id={i}" for i in range(last + 1, last + 40)]
@@ -235,6 +254,7 @@ def test_refresh_failure_disables_then_next_load_catches_up(env):
     covered = {b for s in c.segments("agg_sales_table") if s[1] == "Success"
                for b in json.loads(s[6])["default.sales"]}
     assert covered == {s[0] for s in c.segments("sales") if s[1] == "Success"}
+    assert_live_table(env)
 
 
 def test_concurrent_readers_never_see_partial_data(env):
@@ -285,6 +305,14 @@ def test_compaction_keeps_answers_and_reduces_rows(env):
     check_answers(c)
 
 
+def test_datamap_table_shows_only_live_rows_after_compaction(env):
+    """The issue's repro: after COMPACT, a plain SELECT on agg_sales_table counted the
+    superseded segments' rows too. Within the grace period (120 s) they are still in the
+    storage table, for queries rewritten before the compaction; never in agg_sales_table."""
+    live = sum(int(s[4]) for s in _visible(env["c"], "agg_sales_table"))
+    assert assert_live_table(env) > live
+
+
 def test_insert_overwrite_rebuilds(env):
     c: Pair = env["c"]
     c.dm.run("INSERT OVERWRITE TABLE sales VALUES " + values(SALES_ROWS[:3]))
@@ -293,6 +321,7 @@ def test_insert_overwrite_rebuilds(env):
     assert c.datamaps()["agg_sales"][4] == "ENABLED"
     check_answers(c)
     assert c.dm.rows("SELECT sum(quantity) FROM sales") == [(15,)]
+    assert_live_table(env)
 
 
 def test_timeseries_minute_datamap_answers_hour_and_day(env):

@@ -68,7 +68,7 @@ def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
     assert (w0.segment_id, w0.rows) == ("0", 3) and w0.files and w0.seconds > 0
     assert segment_stats(spark, d, "0") == (w0.rows, w0.files)
     assert _answer(spark, d, ["0"]) == _expected(spark, d)
-    storage = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {d.table}").collect()}
+    storage = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {d.storage}").collect()}
     assert "parquet.block.size=1048576" in storage["Storage Properties"]
     assert "compression=zstd" in storage["Storage Properties"]
     assert all(f.endswith(".zstd.parquet") for f in w0.files), w0.files
@@ -95,7 +95,7 @@ def test_single_table_build_refresh_compact_cleanup(pipeline_spark, pipe_db):
     with pytest.raises(PipelineError, match="no segments given"):
         compact(spark, d, [], "4")
     drop(spark, d)
-    assert not table_exists(spark, d.table)
+    assert not table_exists(spark, d.table) and not table_exists(spark, d.storage)
 
 
 def test_inner_join_delta_with_both_sides_changed(pipeline_spark, pipe_db):
@@ -200,7 +200,7 @@ def test_writes_count_rows_from_footers_and_small_deltas_need_no_shuffle(
     # A job that died after writing files but before ADD PARTITION leaves a directory the
     # metastore does not list: the start-up cleanup removes it too.
     from pipeline.segments import _partition_dir
-    fs, stray = _partition_dir(spark, d.table, "77")
+    fs, stray = _partition_dir(spark, d.storage, "77")
     spark.range(3).write.parquet(stray.toString())
     assert fs.exists(stray)
     assert cleanup_orphans(spark, d, keep=["0", "1"]) == ["77"]
@@ -256,7 +256,7 @@ def test_new_files_of_plain_tables_are_read_directly(pipeline_spark, pipe_db, tm
         w = full_build(spark, d, "0")
         assert w.rows == 3 and len(w.files) >= 1, w
         # the segment lies under the table's real location (encoded in the URI), and reads
-        spelled = {r.f for r in spark.sql(f"SELECT _metadata.file_path AS f FROM {d.table}")
+        spelled = {r.f for r in spark.sql(f"SELECT _metadata.file_path AS f FROM {d.storage}")
                    .collect()}
         assert set(w.files) == spelled and "/a%20db%25x/" in w.files[0], (w.files, spelled)
         assert _answer(spark, d, ["0"]) == _expected(spark, d)
@@ -283,7 +283,7 @@ def test_segments_are_registered_without_alter_table(pipeline_spark, pipe_db, mo
     full_build(spark, d, "0")
     assert not [q for q in statements if q.startswith("ALTER TABLE")], statements
     assert list_segments(spark, d) == ["0"]
-    real_sql(f"ANALYZE TABLE {quote_table(d.table)} COMPUTE STATISTICS")
+    real_sql(f"ANALYZE TABLE {quote_table(d.storage)} COMPUTE STATISTICS")
     statements.clear()
     full_build(spark, d, "1")
     assert [q for q in statements if q.startswith("ALTER TABLE")], statements

@@ -99,7 +99,7 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     # a crash left a partition the catalog does not show
     agg_def = catalog.get_datamap(pipe_db, "agg").definition
     create_table(spark, agg_def)
-    spark.sql(f"INSERT INTO {agg_def.table} PARTITION (dm_segment_id='99') "
+    spark.sql(f"INSERT INTO {agg_def.storage} PARTITION (dm_segment_id='99') "
               "SELECT 'zz', 1, 1")
     assert svc.recover()[f"{pipe_db}.agg"] == ["99"]
     assert list_segments(spark, agg_def) == ["3"]
@@ -107,6 +107,7 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     await run("DROP DATAMAP agg")
     await run(f"DROP MATERIALIZED VIEW {pipe_db}.lazy")
     assert not spark.catalog.tableExists(agg_def.table)
+    assert not spark.catalog.tableExists(agg_def.storage)
     assert (await run("SHOW DATAMAPS")).rows == []
     assert select(ctx, q) is None
     catalog.close()
