@@ -109,29 +109,18 @@ def test_files_copied_into_the_table_directory_count(env):
     pair.hit(AGG, "agg")
 
 
-def test_a_join_datamap_compensates_its_dimension(env):
+@pytest.mark.parametrize("sql, datamap, table, insert", [
+    (JOIN, "joined", "dim", "INSERT INTO dim VALUES ('c', 'east')"),
+    (HIVE, "hv", "h", "INSERT INTO h VALUES ('x', 5), ('z', 3)"),     # input_file_name()
+    (MONTH, "monthly", "s", "INSERT INTO s VALUES ('d', 1000, DATE'2024-01-31')"),
+], ids=["join-dimension", "hive-text-table", "timeseries"])
+def test_each_kind_of_datamap_is_compensated(env, sql, datamap, table, insert):
     pair, spark = env["pair"], env["spark"]
-    fresh(pair, JOIN, "joined")
-    pair.same(JOIN)
-    spark.execute("INSERT INTO dim VALUES ('c', 'east')")
-    compensated(pair, JOIN, "joined", "dim")
-    pair.same(JOIN)
-
-
-def test_a_hive_format_table_is_compensated_by_file_name(env):
-    pair, spark = env["pair"], env["spark"]
-    pair.same(HIVE)
-    spark.execute("INSERT INTO h VALUES ('x', 5), ('z', 3)")
-    compensated(pair, HIVE, "hv", "h")
-    pair.same(HIVE)
-
-
-def test_a_timeseries_datamap_is_compensated(env):
-    pair, spark = env["pair"], env["spark"]
-    fresh(pair, MONTH, "monthly")
-    spark.execute("INSERT INTO s VALUES ('d', 1000, DATE'2024-01-31')")
-    compensated(pair, MONTH, "monthly", "s")
-    pair.same(MONTH)      # with rewriting off, timeseries() is still translated
+    fresh(pair, sql, datamap)
+    pair.same(sql)        # timeseries() is translated with rewriting off too
+    spark.execute(insert)
+    compensated(pair, sql, datamap, table)
+    pair.same(sql)
 
 
 def test_an_overwrite_straight_to_spark_makes_the_base_tables_answer(env):
