@@ -17,8 +17,8 @@ that got new rows, and a slot per file of that table: segment 0, 1 or 2 (covered
 Then, as production does:
   * the datamap table is written as the pipeline writes it: each segment is the build
     SELECT over its files only (the other base tables whole), cast to the stored types,
-    one partition per segment, plus a hidden segment `9` (a copy of the first one, which
-    a correct rewrite never reads);
+    one partition per segment, plus a hidden segment `9` (a copy of the first, which a
+    correct rewrite never reads);
   * the freshness guard (proxy/datamaps/freshness.py) lists the table's directory
     against the covered files and gives its verdict: FRESH (nothing new), NEW (the delta
     is its relation, `(SELECT * FROM t WHERE _metadata.file_path IN (...))`) or CHANGED
@@ -226,7 +226,6 @@ def bases(spark, schemas):
         paths = write_tables(spark, schemas, root)
         cschemas = {**schemas, **{DBS[db]: {t: table_columns(schemas, f"{db}.{t}")
                                             for t in tables} for db, tables in schemas.items()}}
-        defs = {}
         for spec in SPECS:
             try:
                 defs[spec.name] = core.compile_datamap("c" + spec.name, retarget(spec.sql()),
@@ -265,7 +264,7 @@ class Segments:
                          else f"b.`{c.name}`" for c in d.columns)
         sql = " UNION ALL ".join(f"SELECT {cols}, '{sid}' AS {SEGMENT_COLUMN} FROM "
                                  f"({d.build_sql(src)}) b" for sid, src in sorted(parts.items()))
-        (self.spark.sql(sql).coalesce(1).write.mode("overwrite").partitionBy(SEGMENT_COLUMN)
+        (self.spark.sql(sql).write.mode("overwrite").partitionBy(SEGMENT_COLUMN)
          .format("parquet").saveAsTable(d.table))
         self.last[d.table] = key
 
@@ -332,13 +331,14 @@ def test_compensated_answers_equal_spark(data, spark, bases):
     SPENT["write segments"] += time.perf_counter() - started
     _count(f"compared: {'compensated' if delta else 'fresh'}, {len(ids)} segments, "
            f"{'join' if len(d.base_tables) > 1 else 'single table'}"
-           f"{', partitioned' if changed.endswith('.events') else ''}")
+           f"{', partitioned' if changed in map(retarget, PARTITIONED) else ''}")
     started = time.perf_counter()
     outcome = compare(spark, sql, result.sql, cschemas, "cmpd")
     SPENT["compare"] += time.perf_counter() - started
+    news = [f for f, s in files.items() if s == "new"]
     assert not outcome.problems, (f"datamap {spec.name}: {retarget(spec.sql())}\n"
-                                  f"  new rows of {changed}: {[f for f, s in files.items() if s == 'new']}\n"
-                                  f"  segments: {ids}\n{outcome.report()}")
+                                  f"  new rows of {changed}: {news}\n  segments: {ids}\n"
+                                  f"{outcome.report()}")
 
 
 @pytest.mark.spark
