@@ -30,13 +30,12 @@ from pipeline.errors import PipelineError
 from pipeline.segments import drop_segments, drop_stray_dirs, list_segments, read_segments
 from pipeline.table import SegmentWrite, drop_table, write_segment
 from rewriter.api import DatamapDefinition
+from rewriter.compensation import linear_in as _linear_in
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 Side = Literal["old", "new", "all"]
-_INNER = frozenset({"inner", "cross", "join", ""})
-_LINEAR_FOR_LEFT_INPUT = _INNER | {"left", "left outer", "left_outer"}
 
 
 @dataclass(frozen=True)
@@ -54,16 +53,6 @@ class RefreshResult:
     full_rebuild: bool = False
     reason: str = ""
     terms: int = 0
-
-
-def _linear_in(definition: DatamapDefinition, k: int) -> bool:
-    kinds = [j.strip().lower() for j in definition.join_kinds]
-    if len(kinds) != len(definition.base_tables) - 1:
-        # Join shape not described per table: only a pure inner-join block is safe.
-        return all(j in _INNER for j in kinds)
-    if any(j not in _LINEAR_FOR_LEFT_INPUT for j in kinds[k:]):
-        return False
-    return k == 0 or kinds[k - 1] in _INNER
 
 
 def plan_delta(definition: DatamapDefinition, changed: Iterable[str]) -> DeltaPlan:

@@ -103,9 +103,12 @@ class Candidate:
     storage: str | None = None
     # Compensation for base files no segment covers yet: "db.table" -> a relation (Spark
     # SQL: a table name or a parenthesised SELECT) holding only those new rows. The rewriter
-    # then reads the datamap as its segments UNION ALL the definition's build SELECT over
-    # these relations (the other base tables read whole), which is exact for the datamaps
-    # an incremental refresh would append to; give one_row_per_group=False with it.
+    # then reads the datamap as its segments (the whole table when segments is None) UNION
+    # ALL the definition's build SELECT over the relation (the other base tables read
+    # whole) and always re-aggregates (one_row_per_group is ignored). Exact only when the
+    # definition is linear in that table (rewriter/compensation.py): one entry, a table the
+    # datamap reads once and not on the NULL-extended side of an outer join; any other
+    # delta makes the datamap refuse the query ("union compensation refused: ...").
     delta: tuple[tuple[str, str], ...] = ()
 
 

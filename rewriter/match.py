@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from rewriter.api import SEGMENT_COLUMN, Candidate
+from rewriter.compensation import delta_refusal
 from rewriter.facts import Facts, OrderItem
 from rewriter.layout import Compiled
 from rewriter.normalize import ident, key_of, parse
@@ -55,6 +56,10 @@ class Match:
 
 def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match | str:
     d = comp.facts
+    if cand.delta:
+        refused = delta_refusal(comp.definition, [t for t, _ in cand.delta])
+        if refused:
+            return "union compensation refused: " + refused
     extra = match_tables(q, d)
     if isinstance(extra, str):
         return extra
@@ -65,7 +70,9 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     view_map, agg_map = _maps(comp, rep)
     if comp.definition.is_aggregate and not q.is_aggregate and not q.distinct:
         return "query is not an aggregate; the datamap holds one row per group"
-    exact = (comp.definition.is_aggregate and q.is_aggregate and cand.one_row_per_group and not extra
+    # with a delta a group may have a row in the segments and another in the new rows
+    exact = (comp.definition.is_aggregate and q.is_aggregate and cand.one_row_per_group
+             and not cand.delta and not extra
              and {key_of(g, rep) for g in q.group} == set(view_map)
              and len(q.group) == len({key_of(g, rep) for g in q.group})
              and all(key_of(g, rep) in view_map for g in q.group))
@@ -203,15 +210,16 @@ def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression
 
 def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expression:
     db, table = (cand.storage or comp.definition.table).split(".", 1)
-    if cand.segments is None:
+    if cand.segments is None and not cand.delta:
         return exp.Table(this=ident(table), db=ident(db),
                          alias=exp.TableAlias(this=ident(alias)))
     inner = exp.Select(expressions=[exp.Column(this=ident(c.name)) for c in comp.definition.columns])
     inner.set("from_", exp.From(this=exp.Table(this=ident(table), db=ident(db))))
-    segs = [exp.Literal.string(s) for s in cand.segments]
-    cond = exp.In(this=exp.Column(this=ident(SEGMENT_COLUMN)), expressions=segs) if segs \
-        else exp.false()
-    inner.set("where", exp.Where(this=cond))
+    if cand.segments is not None:
+        segs = [exp.Literal.string(s) for s in cand.segments]
+        cond = exp.In(this=exp.Column(this=ident(SEGMENT_COLUMN)), expressions=segs) if segs \
+            else exp.false()
+        inner.set("where", exp.Where(this=cond))
     if cand.delta:
         inner = exp.union(inner, parse(comp.definition.build_sql(dict(cand.delta))),
                           distinct=False)

@@ -15,9 +15,9 @@ FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "rewrit
 SCHEMA = yaml.safe_load((FIXTURES / "schema.yaml").read_text())
 
 
-def load_cases():
+def load_cases(directory: pathlib.Path = FIXTURES):
     out = []
-    for f in sorted(FIXTURES.glob("*.yaml")):
+    for f in sorted(directory.glob("*.yaml")):
         if f.name == "schema.yaml":
             continue
         doc = yaml.safe_load(f.read_text()) or {}
@@ -35,16 +35,23 @@ def compiled(name, sql):
 
 
 def candidates_for(case):
+    """`delta` (table -> relation, union compensation) is given to every datamap; a case
+    with a delta is partial unless it says `one_row_per_group: true`."""
     rows = case.get("rows") or {}
     segs = case.get("segments")
-    return [Candidate(compiled(name, sql), rows=rows.get(name),
-                      one_row_per_group=not case.get("partial", False),
-                      segments=tuple(segs) if segs is not None else None)
+    delta = tuple((case.get("delta") or {}).items())
+    one_row = case.get("one_row_per_group", not case.get("partial", False) and not delta)
+    return [Candidate(compiled(name, sql), rows=rows.get(name), one_row_per_group=one_row,
+                      segments=tuple(segs) if segs is not None else None, delta=delta)
             for name, sql in case["datamaps"].items()]
 
 
 @pytest.mark.parametrize("stem,i,case", CASES, ids=[f"{s}[{i}]" for s, i, _ in CASES])
 def test_fixture(stem, i, case):
+    check_case(stem, case)
+
+
+def check_case(stem: str, case: dict) -> None:
     candidates = candidates_for(case)
     result = rewrite(case["query"], candidates, SCHEMA, case.get("current_db", "default"))
     if stem.endswith("__nomatch"):
