@@ -125,8 +125,10 @@ def build_conf(state: StatePaths, settings: SparkSettings, *, embedded: bool,
         # Datamap audits (pipeline/audit.py) run in a pool that yields to everything else;
         # clients, builds and refreshes keep their FIFO order in the default pool.
         "spark.scheduler.mode": "FAIR",
-        # a file: URI, so that a default file system (HDFS) does not apply to it
-        "spark.scheduler.allocation.file": state.fair_pools.as_uri(),
+        # file: so that a default file system (HDFS) does not apply to it; the path spelt
+        # raw: Spark reads it as a Hadoop Path, which takes the %20 of Path.as_uri()
+        # literally (a state directory with a space failed to start)
+        "spark.scheduler.allocation.file": f"file:{state.fair_pools}",
     }
     if settings.driver_memory:
         conf["spark.driver.memory"] = settings.driver_memory

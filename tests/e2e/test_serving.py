@@ -281,8 +281,8 @@ def test_a_corrupted_datamap_is_caught_by_a_sampled_audit(env):
     c.execute("CREATE DATAMAP acc_dm AS SELECT country, sum(amount), count(*) FROM acc "
               "GROUP BY country")
     with RawHS2("127.0.0.1", env["srv"].engine_port) as spark:
-        spark.execute("INSERT INTO acc_dm_table PARTITION (dm_segment_id='0') "
-                      "SELECT country, sum_amount, count_star FROM acc_dm_table "
+        spark.execute("INSERT INTO acc_dm_table_segments PARTITION (dm_segment_id='0') "
+                      "SELECT country, sum_amount, count_star FROM acc_dm_table_segments "
                       "WHERE country = 'de'")
     assert "Hit mv DataMap: acc_dm" in explain(c, sql)
     c.execute(sql)                                   # the client's answer: not waited on

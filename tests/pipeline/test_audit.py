@@ -69,8 +69,8 @@ def _corrupt(env):
     sid = env["catalog"].visible_segments(db, "agg")[0].id
     cols = ", ".join(f"`{c.name}`" for c in env["catalog"].get_datamap(db, "agg")
                      .definition.columns)
-    env["spark"].sql(f"INSERT INTO {db}.agg_table PARTITION (dm_segment_id='{sid}') "
-                     f"SELECT {cols} FROM {db}.agg_table WHERE dm_segment_id = '{sid}' "
+    env["spark"].sql(f"INSERT INTO {db}.agg_table_segments PARTITION (dm_segment_id='{sid}') "
+                     f"SELECT {cols} FROM {db}.agg_table_segments WHERE dm_segment_id = '{sid}' "
                      "AND country = 'de'")
 
 

@@ -13,7 +13,7 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError
-from proxy.router import Rewrite, StatementContext
+from proxy.router import PassThrough, Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -94,7 +94,8 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     assert [s.id for s in catalog.visible_segments(pipe_db, "agg")] == ["3"]
     assert _rows(spark, select(ctx, q).sql) == [("de", 7)]
     assert catalog.get_datamap(pipe_db, "lazy").status == "DISABLED"
-    assert select(ctx, ql) is None
+    d = select(ctx, ql)     # the base tables answer, after REFRESH TABLE (the table changed)
+    assert d is None or (isinstance(d, PassThrough) and d.before), d
 
     # a crash left a partition the catalog does not show
     agg_def = catalog.get_datamap(pipe_db, "agg").definition
@@ -109,7 +110,8 @@ async def test_service_lifecycle(pipeline_spark, pipe_db, tmp_path):
     assert not spark.catalog.tableExists(agg_def.table)
     assert not spark.catalog.tableExists(agg_def.storage)
     assert (await run("SHOW DATAMAPS")).rows == []
-    assert select(ctx, q) is None
+    d = select(ctx, q)
+    assert d is None or (isinstance(d, PassThrough) and d.before), d
     catalog.close()
 
 

@@ -71,7 +71,7 @@ def test_embedded_conf_keeps_everything_in_the_state_dir(tmp_path: Path):
     assert conf["spark.scheduler.mode"] == "FAIR"
     state.create()
     pools = write_fair_pools(state)
-    assert conf["spark.scheduler.allocation.file"] == pools.as_uri()
+    assert conf["spark.scheduler.allocation.file"] == f"file:{pools}"   # not %-encoded
     from pipeline.audit import POOL
     assert f'<pool name="{POOL}">' in pools.read_text() and '<pool name="default">' in \
         pools.read_text()
