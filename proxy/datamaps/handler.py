@@ -146,8 +146,7 @@ class DatamapDdlHandler:
             mode = f"{stmt.mode.upper()} " if stmt.mode else ""
             plan = await upstream(f"EXPLAIN {mode}{result.sql}")
             upstream_text = "\n".join(str(r[0]) for r in plan.rows)
-            where = [] if checked is not None and checked.compensated else None
-            if where is not None:
+            if checked is not None and checked.compensated:
                 where = ["Served by: spark (compensated with new base files)",
                          "Result cache: bypassed (not served locally)"]
             else:
