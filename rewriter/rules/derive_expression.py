@@ -53,7 +53,30 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
         rolled = _roll_up_bucket(node, ctx)
         if rolled is not None:
             return rolled
+    if ctx.buckets:
+        grain = _grain_from_bucket(node, ctx)
+        if grain is not None:
+            return grain
     return _rebuild(node, ctx, groups_only)
+
+
+def _grain_from_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
+    """A BI tool's time grain of a column (rewriter.grains) from a stored bucket of that
+    column, when every grain value is constant on the stored buckets."""
+    from rewriter import grains
+    found = grains.grain_of(node)
+    if found is None:
+        return None
+    k = key_of(found[0], ctx.rep)
+    if k in ctx.view_map:
+        return None                       # the raw column itself is stored: use it
+    for col_key, fine, view_col, ctype in ctx.buckets:
+        if col_key == k:
+            stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
+            new = grains.derive_grain(node, ctype, fine, stored)
+            if new is not None:
+                return new
+    return None
 
 
 def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
