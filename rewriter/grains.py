@@ -125,12 +125,25 @@ def grain_of(node: exp.Expression) -> tuple[exp.Column, str] | None:
     return (col, gran) if col is not None else None
 
 
+def date_of(e: exp.Expression) -> exp.Column | None:
+    """The column of CAST(col AS DATE) / to_date(col) (its local date), else None."""
+    if isinstance(e, (exp.Cast, exp.TryCast)) and e.to.this == exp.DataType.Type.DATE \
+            or isinstance(e, exp.TsOrDsToDate) and not e.args.get("format"):
+        return e.this if isinstance(e.this, exp.Column) else None
+    return None
+
+
+def typed(col_type: str | None) -> bool:
+    """A column type whose grains this module can read off a stored bucket."""
+    return (col_type or "").lower() in _KINDS
+
+
 def derive_grain(node: exp.Expression, col_type: str | None, fine: str,
                  stored: exp.Expression) -> exp.Expression | None:
     """`node` (a grain of a column of `col_type`) computed from `stored`, that column's
     `fine` bucket; None when not provably equal (type, lattice)."""
     found = grain_of(node)
-    if found is None or (col_type or "").lower() not in _KINDS:
+    if found is None or not typed(col_type):
         return None
     col, gran = found
     try:
