@@ -220,6 +220,7 @@ class Expressions:
             return (date_literal(e.this) if dst == "date"
                     else timestamp_operand(e.this, sql, "string")), dst
         if (src, dst) in (("date", "timestamp"), ("timestamp", "date")):
+            self._local_times()
             return f"CAST({sql} AS {duck_type(dst)})", dst     # local midnight / local date
         ok = ((src in INTEGRAL or DEC.match(src)) and (dst in INTEGRAL or DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
@@ -302,6 +303,12 @@ class Expressions:
             raise NotServable(f"{e.key.upper()} of {t}")
         return f"CAST(date_part('{part}', {sql}) AS INTEGER)", "int"
 
+    def _local_times(self) -> None:
+        # a date's local midnight is a timestamp too: served only where timestamps are (a
+        # fixed-offset zone), else the answer is wall-clock time where Spark gives an instant
+        if getattr(self, "offset", None) is None:
+            raise NotServable(getattr(self, "zone_problem", None) or "the session time zone")
+
     def _trunc(self, e: exp.TimestampTrunc, scope):
         unit = e.args.get("unit")
         name = (unit.name if isinstance(unit, (exp.Var, exp.Literal)) else "").lower()
@@ -309,6 +316,7 @@ class Expressions:
             raise NotServable(f"date_trunc unit {name or '?'}")
         sql, t = self.expr(e.this, scope)
         if t == "date":
+            self._local_times()
             sql = f"CAST({sql} AS TIMESTAMP)"      # Spark: the date's local midnight
         elif t != "timestamp":
             raise NotServable(f"date_trunc of {t}")

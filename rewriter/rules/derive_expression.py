@@ -45,7 +45,7 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
         return _rebuild(node, ctx, groups_only)
     if isinstance(node, exp.Column):
         raise NoDerive(f"column {node.table}.{node.name} is not in datamap {ctx.name}")
-    if ctx.buckets and isinstance(node, (exp.GTE, exp.LT)) and isinstance(node.this, exp.Column):
+    if ctx.buckets and isinstance(node, (exp.GTE, exp.LT)):
         aligned = _aligned_bound(node, ctx)
         if aligned is not None:
             return aligned
@@ -53,7 +53,30 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
         rolled = _roll_up_bucket(node, ctx)
         if rolled is not None:
             return rolled
+    if ctx.buckets:
+        grain = _grain_from_bucket(node, ctx)
+        if grain is not None:
+            return grain
     return _rebuild(node, ctx, groups_only)
+
+
+def _grain_from_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
+    """A BI tool's time grain of a column (rewriter.grains) from a stored bucket of that
+    column, when every grain value is constant on the stored buckets."""
+    from rewriter import grains
+    found = grains.grain_of(node)
+    if found is None:
+        return None
+    k = key_of(found[0], ctx.rep)
+    if k in ctx.view_map:
+        return None                       # the raw column itself is stored: use it
+    for col_key, fine, view_col, ctype in ctx.buckets:
+        if col_key == k:
+            stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
+            new = grains.derive_grain(node, ctype, fine, stored)
+            if new is not None:
+                return new
+    return None
 
 
 def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
@@ -76,9 +99,18 @@ def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
 def _aligned_bound(node: exp.Expression, ctx) -> exp.Expression | None:
     """`col >= X` / `col < X` on a raw time column the datamap only keeps as a bucket: when X
     starts a bucket, bucket(col) >= X <=> col >= X (and likewise for <), because the bucket
-    is monotone and bucket(X) = X (rewriter.timeseries.is_aligned). Not for > or <=."""
+    is monotone and bucket(X) = X (rewriter.timeseries.is_aligned). Not for > or <=.
+    The same holds for the column's local date (CAST(col AS DATE), to_date(col): Tableau's
+    and Metabase's date filters) when X also starts a day: date(col) >= X <=> col >= X."""
+    from rewriter import grains
     from rewriter import timeseries as ts
-    if key_of(node.this, ctx.rep) in ctx.view_map:
+    col, day = node.this, False
+    if not isinstance(col, exp.Column):
+        col, day = grains.date_of(col), True
+        if col is None:
+            return None
+    k = key_of(col, ctx.rep)
+    if k in ctx.view_map:
         return None                       # the raw column itself is stored: use it
     bound = node.expression
     text = None
@@ -86,11 +118,10 @@ def _aligned_bound(node: exp.Expression, ctx) -> exp.Expression | None:
         text = bound.this
     elif isinstance(bound, exp.Cast) and isinstance(bound.this, exp.Literal) and bound.this.is_string:
         text = bound.this.this
-    if text is None:
+    if text is None or day and not ts.is_aligned(text, "day"):
         return None
-    k = key_of(node.this, ctx.rep)
-    for col_key, fine, view_col, _ in ctx.buckets:
-        if col_key == k and ts.is_aligned(text, fine):
+    for col_key, fine, view_col, ctype in ctx.buckets:
+        if col_key == k and ts.is_aligned(text, fine) and (not day or grains.typed(ctype)):
             stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
             return type(node)(this=stored, expression=bound.copy())
     return None

@@ -160,6 +160,7 @@ def generate_rows(schemas: dict, seed: int = SEED) -> dict[str, list[dict]]:
             "status": _maybe(rng, rng.choice(STATUSES)),
         })
     out["shop.orders"] = orders
+    out["default.visits"] = _visits(random.Random(seed + 1))
 
     for name, rows in out.items():
         db, t = name.split(".")
@@ -169,6 +170,31 @@ def generate_rows(schemas: dict, seed: int = SEED) -> dict[str, list[dict]]:
             for c, v in r.items():
                 r[c] = None if v is None else str(v)
     return out
+
+
+def _visits(rng: random.Random) -> list[dict]:
+    """Visits over three years (2023-12 .. 2026-01), with instants right at and just before
+    local midnight, month, quarter and year starts, so a grain that shifted a value by the
+    zone offset or a bucket would move rows between buckets. Its own generator: the other
+    tables' rows do not change."""
+    starts = [datetime(y, m, 1) for y in (2024, 2025, 2026) for m in (1, 4, 7, 10)
+              if datetime(y, m, 1) < datetime(2026, 2, 1)]
+    rows = []
+    for i in range(700):
+        r = rng.random()
+        if r < 0.3:
+            t = rng.choice(starts) - (timedelta(microseconds=1) if rng.random() < 0.5
+                                      else timedelta(0))
+        else:
+            t = datetime(2023, 12, 1) + timedelta(seconds=rng.randrange(0, 790 * 86400))
+        ts = _maybe(rng, t.isoformat(sep=" "), 0.05)
+        rows.append({"visit_id": _maybe(rng, i, 0.02),
+                     "segment": _maybe(rng, rng.choice(SEGMENTS)),
+                     "visit_ts": ts,
+                     "visit_date": _maybe(rng, ts[:10] if ts else "2025-06-30", 0.1),
+                     "revenue": _maybe(rng, _decimal(rng, 2, -5000, 100000)),
+                     "clicks": _maybe(rng, rng.randrange(-2, 50))})
+    return rows
 
 
 # --- Spark ---------------------------------------------------------------------------------

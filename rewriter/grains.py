@@ -1,0 +1,170 @@
+"""BI tools' time-grain expressions, evaluated on a stored time bucket.
+
+BI tools never send ``timeseries()``; each writes its time grain its own way:
+``date_trunc('month', CAST(col AS TIMESTAMP))`` (Superset), ``CAST(DATE_TRUNC('MONTH',
+CAST(col AS TIMESTAMP)) AS DATE)`` (Tableau), ``trunc(col, 'MM')``, ``to_date(col)``,
+``year(col), month(col)``, ``date_format(col, 'yyyy-MM')`` (Looker),
+``from_unixtime(unix_timestamp(col), 'yyyy-MM-01 00:00:00')`` (Superset's Hive grains).
+
+Each of them is ``f(col)`` where ``f`` is constant on every bucket of some granularity
+``g`` of the lattice (rewriter.timeseries): ``f(col) = f(bucket_g(col))``. A datamap that
+stores a bucket ``b`` of ``col`` at a granularity ``fine`` with ``is_rollup(fine, g)``
+then answers ``f(col)`` exactly as ``f(rollup(b, g))``: the rolled bucket is the start of
+col's g-bucket, which lies in the same g-bucket as col.
+
+Why only DATE and TIMESTAMP (LTZ) columns: both the stored bucket and ``f`` read the value
+in the session time zone (a DATE becomes local midnight), so ``f`` sees the same
+calendar fields. A TIMESTAMP_NTZ, a string or an unknown type is refused: the cast to
+TIMESTAMP there depends on the zone or on parsing, and "when unsure, refuse".
+"""
+from __future__ import annotations
+
+import re
+from sqlglot import exp
+
+from rewriter import timeseries as ts
+
+_KINDS = frozenset({"date", "timestamp", "timestamp_ltz"})
+
+# date_trunc / trunc units -> the granularity whose buckets the unit is constant on.
+# QUARTER is not a timeseries granularity, but quarters are unions of months.
+_TRUNC_UNITS: dict[str, str] = {
+    "YEAR": "year", "YYYY": "year", "YY": "year",
+    "QUARTER": "month",
+    "MONTH": "month", "MON": "month", "MM": "month",
+    "WEEK": "week",
+    "DAY": "day", "DD": "day",
+    "HOUR": "hour", "MINUTE": "minute", "SECOND": "second",
+}
+# trunc(date, fmt) accepts only these (Spark's TruncDate)
+_DATE_TRUNC_UNITS = frozenset({"YEAR", "YYYY", "YY", "QUARTER", "MONTH", "MON", "MM", "WEEK"})
+
+# calendar-field functions -> the granularity they are constant on
+_FIELDS: dict[type, str] = {
+    exp.Year: "year", exp.Quarter: "month", exp.Month: "month",
+    exp.DayOfMonth: "day", exp.DayOfWeek: "day", exp.DayOfYear: "day", exp.WeekOfYear: "day",
+    exp.Hour: "hour", exp.Minute: "minute",
+}
+
+# sqlglot's reading of Spark datetime patterns: field -> granularity it needs
+_PATTERN_FIELDS: dict[str, str] = {
+    "%Y": "year", "%m": "month", "%d": "day", "%H": "hour", "%M": "minute", "%S": "second",
+}
+_PATTERN_TOKEN = re.compile(r"%[A-Za-z](?:strict)?|[-/: 0-9]")
+_FINE_TO_COARSE = ("second", "minute", "hour", "day", "month", "year")
+
+
+def _pattern_grain(fmt: exp.Expression | None) -> str | None:
+    """The finest granularity a date_format / from_unixtime pattern reads, or None when the
+    pattern has anything but year/month/day/hour/minute/second fields and separators
+    (week-based years, day names, fractions, quoted text: refused)."""
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        return None
+    text, pos, need = fmt.this, 0, []
+    while pos < len(text):
+        m = _PATTERN_TOKEN.match(text, pos)
+        if m is None:
+            return None
+        tok = m.group(0)
+        if tok.startswith("%"):
+            g = _PATTERN_FIELDS.get(tok[:2])
+            if g is None:
+                return None
+            need.append(g)
+        pos = m.end()
+    if not need:
+        return None
+    return min(need, key=_FINE_TO_COARSE.index)
+
+
+def _strip(e: exp.Expression) -> exp.Expression | None:
+    """The column under the conversions Spark applies anyway to a DATE/TIMESTAMP argument:
+    CAST(col AS TIMESTAMP), to_date(col) added by the parser, the string->timestamp wrapper
+    of date_format. None when something else sits in between."""
+    while True:
+        if isinstance(e, exp.Paren):
+            e = e.this
+        elif isinstance(e, (exp.Cast, exp.TryCast)) and e.to.this in (
+                exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ):
+            # Spark's TIMESTAMP reads as TIMESTAMPTZ; TIMESTAMP_NTZ (and to_timestamp's
+            # plain TIMESTAMP) would move the wall clock into another type: refused
+            e = e.this
+        elif isinstance(e, (exp.TsOrDsToDate, exp.TimeStrToTime)) and not e.args.get("format"):
+            e = e.this
+        else:
+            return e if isinstance(e, exp.Column) else None
+
+
+def _unit(node: exp.Expression) -> str | None:
+    u = node.args.get("unit")
+    return u.name.upper() if isinstance(u, (exp.Var, exp.Literal)) and u.name else None
+
+
+def grain_of(node: exp.Expression) -> tuple[exp.Column, str] | None:
+    """(column, granularity g) when `node` is a time-grain expression of the column that is
+    constant on every g-bucket; None otherwise."""
+    arg, gran = node.this if isinstance(node.this, exp.Expression) else None, None
+    if isinstance(node, exp.TimestampTrunc):
+        gran = _TRUNC_UNITS.get(_unit(node) or "")
+    elif isinstance(node, exp.DateTrunc):
+        unit = _unit(node)
+        gran = _TRUNC_UNITS[unit] if unit in _DATE_TRUNC_UNITS else None
+    elif isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this == exp.DataType.Type.DATE:
+        gran = "day"
+    elif isinstance(node, exp.TsOrDsToDate) and not node.args.get("format"):
+        gran = "day"
+    elif type(node) in _FIELDS:
+        gran = _FIELDS[type(node)]
+    elif isinstance(node, exp.TimeToStr):
+        gran = _pattern_grain(node.args.get("format"))
+    elif isinstance(node, exp.UnixToStr) and isinstance(node.this, exp.StrToUnix):
+        # from_unixtime(unix_timestamp(col), fmt): unix_timestamp ignores its format for a
+        # DATE/TIMESTAMP argument, and whole seconds are all a pattern without fractions reads
+        arg, gran = node.this.this, _pattern_grain(node.args.get("format"))
+    col = _strip(arg) if gran and arg is not None else None
+    return (col, gran) if col is not None else None
+
+
+def date_of(e: exp.Expression) -> exp.Column | None:
+    """The column of CAST(col AS DATE) / to_date(col) (its local date), else None."""
+    if isinstance(e, (exp.Cast, exp.TryCast)) and e.to.this == exp.DataType.Type.DATE \
+            or isinstance(e, exp.TsOrDsToDate) and not e.args.get("format"):
+        return e.this if isinstance(e.this, exp.Column) else None
+    return None
+
+
+def typed(col_type: str | None) -> bool:
+    """A column type whose grains this module can read off a stored bucket."""
+    return (col_type or "").lower() in _KINDS
+
+
+def derive_grain(node: exp.Expression, col_type: str | None, fine: str,
+                 stored: exp.Expression) -> exp.Expression | None:
+    """`node` (a grain of a column of `col_type`) computed from `stored`, that column's
+    `fine` bucket; None when not provably equal (type, lattice)."""
+    found = grain_of(node)
+    if found is None or not typed(col_type):
+        return None
+    col, gran = found
+    try:
+        ts.check_granularity(gran, col_type)
+        ts.check_granularity(fine, col_type)
+    except ValueError:
+        return None
+    if not ts.is_rollup(fine, gran):
+        return None
+    rolled = ts.rollup_expr(stored, fine, gran, col_type)
+    if isinstance(node, exp.TimestampTrunc) and _unit(node) != "QUARTER":
+        return rolled
+    return _replace_column(node, col, stored)
+
+
+def _replace_column(node: exp.Expression, col: exp.Column,
+                    by: exp.Expression) -> exp.Expression:
+    new = node.copy()
+    for n in list(new.walk()):
+        if isinstance(n, exp.Column) and n == col:
+            if n is new:
+                return by.copy()
+            n.replace(by.copy())
+    return new

@@ -1,0 +1,51 @@
+"""rewriter/grains.py, pure: which date_format patterns a stored bucket can answer, and
+which columns' grains are read off a bucket at all. Whole queries: bi_grains*.yaml."""
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from rewriter import grains
+
+
+def _grain(sql: str):
+    found = grains.grain_of(sqlglot.parse_one(sql, read="spark"))
+    return found and (found[0].name, found[1])
+
+
+@pytest.mark.parametrize("pattern,gran", [
+    ("yyyy", "year"), ("yyyy-MM", "month"), ("MM", "month"), ("yyyy-MM-01 00:00:00", "month"),
+    ("yyyy-MM-dd", "day"), ("yyyy/MM/dd HH", "hour"), ("yyyy-MM-dd HH:mm", "minute"),
+    ("yyyy-MM-dd HH:mm:ss", "second"),
+    # refused: names, week-based years, 12-hour clocks, fractions, quoted text
+    ("EEE", None), ("MMM yyyy", None), ("Y-ww", None), ("hh a", None),
+    ("yyyy-MM-dd HH:mm:ss.SSS", None), ("yyyy \\'Q\\'", None), ("", None),
+])
+def test_date_format_pattern_grain(pattern, gran):
+    assert _grain(f"date_format(d, '{pattern}')") == (("d", gran) if gran else None)
+
+
+@pytest.mark.parametrize("sql,found", [
+    ("date_trunc('quarter', CAST(d AS TIMESTAMP))", ("d", "month")),
+    ("trunc(d, 'WEEK')", ("d", "week")),
+    ("trunc(d, 'DD')", None),                                  # not a trunc() unit in Spark
+    ("to_date(d)", ("d", "day")),
+    ("to_date(d, 'yyyy-MM-dd')", None),                        # parses text
+    ("year(d)", ("d", "year")), ("dayofweek(d)", ("d", "day")),
+    ("date_trunc('month', CAST(d AS TIMESTAMP_NTZ))", None),   # wall clock, another type
+    ("date_trunc('month', to_timestamp(d))", None),
+    ("from_unixtime(unix_timestamp(d), 'yyyy-MM-dd')", ("d", "day")),
+    ("year(d + INTERVAL 1 DAY)", None),
+])
+def test_grain_of(sql, found):
+    assert _grain(sql) == found
+
+
+def test_only_date_and_timestamp_columns_are_read_off_a_bucket():
+    node = sqlglot.parse_one("year(d)", read="spark")
+    stored = sqlglot.parse_one("b", read="spark")
+    assert grains.derive_grain(node, "date", "month", stored).sql("spark") == "YEAR(b)"
+    assert grains.derive_grain(node, "timestamp_ntz", "month", stored) is None
+    assert grains.derive_grain(node, "string", "month", stored) is None
+    assert grains.derive_grain(node, None, "month", stored) is None
+    assert grains.derive_grain(node, "date", "week", stored) is None     # weeks straddle years
