@@ -34,6 +34,7 @@ from sqlglot import exp
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.facts import Unsupported, extract
+from rewriter.flatten import flattened_blocks
 from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
 from rewriter.match import Match, match
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
@@ -170,7 +171,7 @@ class DatamapIndex:
                 res = RewriteResult(translated, True, res.used, res.skipped, res.missing_schemas)
         return res
 
-    def _rewrite_datamaps(self, sql: str, current_db: str) -> RewriteResult:
+    def _rewrite_datamaps(self, sql: str, current_db: str, flat: bool = True) -> RewriteResult:
         unchanged = RewriteResult(sql=sql, rewritten=False)
         if self._precheck is None or not self._precheck.search(sql):
             return unchanged
@@ -205,9 +206,19 @@ class DatamapIndex:
         qualified = list(qtree.find_all(exp.Select))
         if len(qualified) != len(originals):
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
+        blocks = flattened_blocks(qtree, qualified) if flat else None
+        if blocks is not None:
+            # a wrapper inlined: match what is left, emit it in place of the original block
+            # of the same index; if nothing answers, try again as written (no hit is lost)
+            matches = [None] * len(originals)
+            for i in blocks:
+                matches[i] = self._rewrite_block(qualified[i], names[i], skipped)
+            if not any(m is not None for m in matches):
+                return self._rewrite_datamaps(sql, current_db, flat=False)
+        else:
+            matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
         used: list[str] = []
         replaced = False
-        matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
         if len(matches) == 1 and matches[0] is not None and originals[0] is tree \
                 and tree.args.get("with_") is None:
             originals = [tree]        # the whole statement is the rewritten block

@@ -1,0 +1,193 @@
+"""Flatten the wrappers BI tools put around a base table, before facts are extracted.
+
+Superset sends every virtual dataset as `FROM (<dataset sql>) AS virtual_table`, Power BI
+nests the native query as `(...) AS ITBL` under its aggregate, Metabase nests a saved
+question as `(...) AS source`, and dbt-style SQL names a filtered table in a CTE (often
+after the table itself). The matcher sees one SELECT block at a time, so the aggregate
+block reads a derived table, not the base table a datamap is defined on.
+
+`flatten_tree` works on a *qualified* tree (normalize.qualify_tree: every column carries
+its source alias, stars are expanded, a CTE reference is a Table without a db and the
+CTE's own body reads the base table it shadows) and inlines a derived table or CTE only
+when its block is trivial, i.e. provably a per-row map and filter of one base table:
+
+  SELECT e1 AS a1, ..., en AS an FROM db.t AS x [WHERE p] [ORDER BY ...]
+
+with every ei and p deterministic, free of aggregates, windows, generators, subqueries
+and functions sqlglot does not know (a UDF may be non-deterministic), and nothing else
+(no LIMIT/OFFSET, DISTINCT, GROUP BY, HAVING, QUALIFY, LATERAL VIEW, TABLESAMPLE, joins,
+hints, set operations). Why that is exact: such a block yields, for each row r of t with
+p(r) true, the row (e1(r), ..., en(r)); so `SELECT f(alias.ai) FROM (block) alias WHERE q`
+equals `SELECT f(ei) FROM db.t AS alias WHERE p AND q` once ei is substituted for
+alias.ai. An ORDER BY without LIMIT in a derived table fixes no order of the outer
+result (SQL gives a derived table no order), so dropping it changes no row.
+
+The outer block must not be able to tell the difference either: the derived table is its
+FROM source (or an INNER/LEFT join's left side), its RIGHT/FULL joins would let a moved
+filter reject preserved rows, so they refuse; a nested subquery in the outer block could
+be correlated on the alias, so it refuses too. The base table takes the derived table's
+alias, which is unique in the outer scope, so no name can be captured.
+Anything else leaves the tree as it is.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from rewriter.normalize import nondeterministic
+
+# Arguments a trivial block may carry; any other non-empty argument refuses it.
+_BLOCK_ARGS = frozenset({"expressions", "from_", "where", "order"})
+_TABLE_ARGS = frozenset({"this", "db", "catalog", "alias"})
+_SUBQUERY_ARGS = frozenset({"this", "alias"})
+# Nodes that change how many rows a block has, or what a row means, or that we cannot
+# prove deterministic: a block holding one is not inlined.
+_REFUSED_NODES = (exp.AggFunc, exp.Window, exp.Select, exp.Subquery, exp.Exists, exp.Explode,
+                  exp.Inline, exp.Unnest, exp.Anonymous, exp.Lambda, exp.Star, exp.UDTF,
+                  exp.Placeholder, exp.Parameter)
+
+
+def _set_args(node: exp.Expression) -> set[str]:
+    return {k for k, v in node.args.items() if v is not None and v is not False and v != []}
+
+
+def _safe_expr(e: exp.Expression) -> bool:
+    return not any(isinstance(n, _REFUSED_NODES) for n in e.walk()) and nondeterministic(e) is None
+
+
+def _base_table(sel: exp.Select) -> exp.Table | None:
+    """The block's one base table when the block is trivial (see module docstring)."""
+    if not isinstance(sel, exp.Select) or not _set_args(sel) <= _BLOCK_ARGS:
+        return None
+    order = sel.args.get("order")
+    if order is not None and not _set_args(order) <= {"expressions"}:
+        return None
+    src = sel.args["from_"].this if sel.args.get("from_") else None
+    if not isinstance(src, exp.Table) or not src.db or not isinstance(src.this, exp.Identifier) \
+            or not _set_args(src) <= _TABLE_ARGS or not src.alias:
+        return None
+    alias = src.args["alias"]
+    if alias.args.get("columns"):
+        return None
+    for item in sel.expressions:
+        if not isinstance(item, (exp.Alias, exp.Column)) or not item.alias_or_name \
+                or not _safe_expr(item):
+            return None
+    where = sel.args.get("where")
+    if where is not None and not _safe_expr(where.this):
+        return None
+    names = [i.alias_or_name.lower() for i in sel.expressions]
+    if len(set(names)) != len(names):
+        return None
+    return src
+
+
+def _outer_ok(outer: exp.Select, sub: exp.Subquery) -> bool:
+    if sub.parent is not outer.args.get("from_"):
+        return False                      # a joined derived table: its filter may not move
+    for j in outer.args.get("joins") or []:
+        if (j.side or "").upper() in ("RIGHT", "FULL") or j.args.get("method"):
+            return False
+    for k in ("laterals", "pivots"):
+        if outer.args.get(k):
+            return False
+    for k, v in outer.args.items():
+        if k in ("from_", "with_") or v is None:
+            continue
+        for part in v if isinstance(v, list) else [v]:
+            if isinstance(part, exp.Expression) and any(isinstance(n, exp.Select) for n in part.walk()):
+                return False              # possibly correlated on the alias
+    return True
+
+
+def _inline(outer: exp.Select, sub: exp.Subquery) -> bool:
+    inner = sub.this
+    base = _base_table(inner)
+    alias = sub.alias
+    if base is None or not alias or not _set_args(sub) <= _SUBQUERY_ARGS \
+            or sub.args["alias"].args.get("columns") or not _outer_ok(outer, sub):
+        return False
+    inner = inner.copy()
+    base = inner.args["from_"].this
+    old = base.alias
+    for c in inner.find_all(exp.Column):
+        if c.table == old:
+            c.set("table", exp.to_identifier(alias))
+    values = {i.alias_or_name.lower(): i.unalias() for i in inner.expressions}
+    # the outer block's own references (its nested selects were refused above; the
+    # derived table's body is a scope of its own)
+    refs = [c for c in outer.find_all(exp.Column)
+            if c.table == alias and c.find_ancestor(exp.Subquery) is not sub]
+    if any(c.name.lower() not in values for c in refs):
+        return False                      # cannot happen after qualify; refuse rather than guess
+    base.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    sub.replace(base)
+    for c in refs:
+        v = values[c.name.lower()].copy()
+        c.replace(v if isinstance(v, exp.Column) else exp.Paren(this=v))
+    inner_where = inner.args.get("where")
+    if inner_where is not None:
+        outer.where(exp.Paren(this=inner_where.this), copy=False)
+    return True
+
+
+def _inline_ctes(tree: exp.Expression) -> bool:
+    """Replace references to a trivial CTE by its body as a derived table (then flattened
+    like any other). A CTE name defined twice in the statement refuses (scoping)."""
+    withs = list(tree.find_all(exp.With))
+    ctes = [c for w in withs for c in w.expressions]
+    names = [c.alias_or_name.lower() for c in ctes]
+    if any(w.args.get("recursive") for w in withs) or len(set(names)) != len(names):
+        return False
+    changed = False
+    for cte in ctes:
+        body = cte.this
+        _flatten_selects(body)                # a chain: the body may wrap an earlier CTE
+        if _base_table(body) is None:
+            continue
+        name = cte.alias_or_name.lower()
+        refs = [t for t in tree.find_all(exp.Table)
+                if not t.db and t.name.lower() == name and t.find_ancestor(exp.CTE) is not cte]
+        if not refs or any(_set_args(t) - _TABLE_ARGS for t in refs):
+            continue
+        for t in refs:
+            t.replace(exp.Subquery(this=body.copy(),
+                                   alias=exp.TableAlias(this=exp.to_identifier(t.alias or t.name))))
+        changed = True
+        cte.pop()          # matched no more as a block of its own
+    for w in withs:
+        if not w.expressions:
+            w.pop()
+    return changed
+
+
+def _flatten_selects(tree: exp.Expression) -> bool:
+    changed = False
+    # innermost first, so a chain of wrappers collapses in one pass
+    for sel in reversed(list(tree.find_all(exp.Select))):
+        from_ = sel.args.get("from_")
+        if from_ is not None and isinstance(from_.this, exp.Subquery):
+            while isinstance(sel.args["from_"].this, exp.Subquery) and _inline(sel, sel.args["from_"].this):
+                changed = True
+    return changed
+
+
+def flatten_tree(tree: exp.Expression) -> bool:
+    """Inline trivial CTEs and derived tables of a qualified tree in place; True when the
+    tree changed. Inlined CTEs stay defined (unused): the caller re-attaches the WITH as
+    written anyway."""
+    changed = _inline_ctes(tree)
+    return _flatten_selects(tree) or changed
+
+
+def flattened_blocks(tree: exp.Expression, blocks: list[exp.Select]) -> list[int] | None:
+    """Flatten `tree` (qualified, its SELECT blocks `blocks` in find_all order) in place.
+    None when nothing was inlined; else the indexes in `blocks` of the blocks left, which
+    the caller matches and emits at the same index of the statement as written; [] when a
+    block left is none of `blocks` (not expected: inlined bodies are flattened away), the
+    caller then starts again from the text without flattening."""
+    if not flatten_tree(tree):
+        return None
+    index = {id(b): i for i, b in enumerate(blocks)}
+    left = [index.get(id(s)) for s in tree.find_all(exp.Select)]
+    return [] if None in left else left
+
