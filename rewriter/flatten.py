@@ -50,35 +50,51 @@ def _set_args(node: exp.Expression) -> set[str]:
     return {k for k, v in node.args.items() if v is not None and v is not False and v != []}
 
 
-def _safe_expr(e: exp.Expression) -> bool:
-    return not any(isinstance(n, _REFUSED_NODES) for n in e.walk()) and nondeterministic(e) is None
+def _unsafe(e: exp.Expression) -> str | None:
+    """What keeps `e` from being moved or substituted, or None."""
+    for n in e.walk():
+        if isinstance(n, _REFUSED_NODES):
+            return f"{n.key} inside" if not isinstance(n, exp.Anonymous) else f"unknown function {n.name}"
+    bad = nondeterministic(e)
+    return f"non-deterministic {bad}" if bad else None
 
 
-def _base_table(sel: exp.Select) -> exp.Table | None:
-    """The block's one base table when the block is trivial (see module docstring)."""
-    if not isinstance(sel, exp.Select) or not _set_args(sel) <= _BLOCK_ARGS:
-        return None
+def refusal(sel: exp.Expression) -> str | None:
+    """Why the block is not trivial (see module docstring), or None when it is."""
+    if isinstance(sel, exp.SetOperation):
+        return f"{sel.key.upper()} inside"
+    if not isinstance(sel, exp.Select):
+        return f"{sel.key} inside"
+    extra = sorted(_set_args(sel) - _BLOCK_ARGS)
+    if extra:
+        return f"{extra[0].rstrip('_').upper()} inside"
     order = sel.args.get("order")
-    if order is not None and not _set_args(order) <= {"expressions"}:
-        return None
+    if order is not None and _set_args(order) - {"expressions"}:
+        return "ORDER BY modifier inside"
     src = sel.args["from_"].this if sel.args.get("from_") else None
-    if not isinstance(src, exp.Table) or not src.db or not isinstance(src.this, exp.Identifier) \
-            or not _set_args(src) <= _TABLE_ARGS or not src.alias:
-        return None
-    alias = src.args["alias"]
-    if alias.args.get("columns"):
-        return None
+    if isinstance(src, exp.Subquery):
+        return "a derived table that is not trivial inside"
+    if not isinstance(src, exp.Table) or not src.db or not isinstance(src.this, exp.Identifier):
+        return "no base table inside"
+    extra = sorted(_set_args(src) - _TABLE_ARGS)
+    if extra:
+        return f"table modifier {extra[0].upper()} inside"
+    if not src.alias or src.args["alias"].args.get("columns"):
+        return "column aliases on the table inside"
     for item in sel.expressions:
-        if not isinstance(item, (exp.Alias, exp.Column)) or not item.alias_or_name \
-                or not _safe_expr(item):
-            return None
+        if not isinstance(item, (exp.Alias, exp.Column)) or not item.alias_or_name:
+            return "an unnamed output inside"
+        why = _unsafe(item)
+        if why:
+            return why
     where = sel.args.get("where")
-    if where is not None and not _safe_expr(where.this):
-        return None
+    why = _unsafe(where.this) if where is not None else None
+    if why:
+        return why
     names = [i.alias_or_name.lower() for i in sel.expressions]
     if len(set(names)) != len(names):
-        return None
-    return src
+        return "duplicate output names inside"
+    return None
 
 
 def _outer_ok(outer: exp.Select, sub: exp.Subquery) -> bool:
@@ -99,12 +115,17 @@ def _outer_ok(outer: exp.Select, sub: exp.Subquery) -> bool:
     return True
 
 
-def _inline(outer: exp.Select, sub: exp.Subquery) -> bool:
+def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
     inner = sub.this
-    base = _base_table(inner)
     alias = sub.alias
-    if base is None or not alias or not _set_args(sub) <= _SUBQUERY_ARGS \
-            or sub.args["alias"].args.get("columns") or not _outer_ok(outer, sub):
+    why = refusal(inner)
+    if why is None and (not alias or not _set_args(sub) <= _SUBQUERY_ARGS
+                        or sub.args["alias"].args.get("columns")):
+        why = "a modifier on the derived table"
+    if why is None and not _outer_ok(outer, sub):
+        why = "the block around it"
+    if why is not None:
+        notes.append(f"derived table {alias or '?'} kept as written ({why})")
         return False
     inner = inner.copy()
     base = inner.args["from_"].this
@@ -130,7 +151,7 @@ def _inline(outer: exp.Select, sub: exp.Subquery) -> bool:
     return True
 
 
-def _inline_ctes(tree: exp.Expression) -> bool:
+def _inline_ctes(tree: exp.Expression, notes: list[str]) -> bool:
     """Replace references to a trivial CTE by its body as a derived table (then flattened
     like any other). A CTE name defined twice in the statement refuses (scoping)."""
     withs = list(tree.find_all(exp.With))
@@ -141,8 +162,10 @@ def _inline_ctes(tree: exp.Expression) -> bool:
     changed = False
     for cte in ctes:
         body = cte.this
-        _flatten_selects(body)                # a chain: the body may wrap an earlier CTE
-        if _base_table(body) is None:
+        _flatten_selects(body, notes)         # a chain: the body may wrap an earlier CTE
+        why = refusal(body)
+        if why is not None:
+            notes.append(f"CTE {cte.alias_or_name} kept as written ({why})")
             continue
         name = cte.alias_or_name.lower()
         refs = [t for t in tree.find_all(exp.Table)
@@ -160,34 +183,47 @@ def _inline_ctes(tree: exp.Expression) -> bool:
     return changed
 
 
-def _flatten_selects(tree: exp.Expression) -> bool:
+def _flatten_selects(tree: exp.Expression, notes: list[str]) -> bool:
     changed = False
     # innermost first, so a chain of wrappers collapses in one pass
     for sel in reversed(list(tree.find_all(exp.Select))):
         from_ = sel.args.get("from_")
         if from_ is not None and isinstance(from_.this, exp.Subquery):
-            while isinstance(sel.args["from_"].this, exp.Subquery) and _inline(sel, sel.args["from_"].this):
+            while isinstance(sel.args["from_"].this, exp.Subquery) and _inline(sel, sel.args["from_"].this, notes):
                 changed = True
     return changed
 
 
-def flatten_tree(tree: exp.Expression) -> bool:
+def flatten_tree(tree: exp.Expression, notes: list[str]) -> bool:
     """Inline trivial CTEs and derived tables of a qualified tree in place; True when the
     tree changed. Inlined CTEs stay defined (unused): the caller re-attaches the WITH as
-    written anyway."""
-    changed = _inline_ctes(tree)
-    return _flatten_selects(tree) or changed
+    written anyway. Why a wrapper was kept is appended to `notes` (it feeds EXPLAIN)."""
+    changed = _inline_ctes(tree, notes)
+    return _flatten_selects(tree, notes) or changed
 
 
-def flattened_blocks(tree: exp.Expression, blocks: list[exp.Select]) -> list[int] | None:
+def flattened_blocks(tree: exp.Expression, blocks: list[exp.Select], notes: list[str]) -> list[int] | None:
     """Flatten `tree` (qualified, its SELECT blocks `blocks` in find_all order) in place.
     None when nothing was inlined; else the indexes in `blocks` of the blocks left, which
     the caller matches and emits at the same index of the statement as written; [] when a
     block left is none of `blocks` (not expected: inlined bodies are flattened away), the
     caller then starts again from the text without flattening."""
-    if not flatten_tree(tree):
+    if not flatten_tree(tree, notes):
         return None
     index = {id(b): i for i, b in enumerate(blocks)}
     left = [index.get(id(s)) for s in tree.find_all(exp.Select)]
     return [] if None in left else left
 
+
+
+def with_notes(res, flat_skipped: dict[str, str], notes: list[str]):
+    """A miss's reasons, for EXPLAIN: what the flattened query was refused for (it says
+    more than the wrapper's own block does), else the reason as written, plus why a
+    wrapper was kept."""
+    for n, why in flat_skipped.items():
+        res.skipped[n] = why
+    if notes:
+        tail = "; ".join(dict.fromkeys(notes))
+        for n in res.skipped:
+            res.skipped[n] = f"{res.skipped[n]}; {tail}"
+    return res

@@ -34,7 +34,7 @@ from sqlglot import exp
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.facts import Unsupported, extract
-from rewriter.flatten import flattened_blocks
+from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
 from rewriter.match import Match, match
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
@@ -206,7 +206,8 @@ class DatamapIndex:
         qualified = list(qtree.find_all(exp.Select))
         if len(qualified) != len(originals):
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
-        blocks = flattened_blocks(qtree, qualified) if flat else None
+        notes: list[str] = []
+        blocks = flattened_blocks(qtree, qualified, notes) if flat else None
         if blocks is not None:
             # a wrapper inlined: match what is left, emit it in place of the original block
             # of the same index; if nothing answers, try again as written (no hit is lost)
@@ -214,7 +215,7 @@ class DatamapIndex:
             for i in blocks:
                 matches[i] = self._rewrite_block(qualified[i], names[i], skipped)
             if not any(m is not None for m in matches):
-                return self._rewrite_datamaps(sql, current_db, flat=False)
+                return with_notes(self._rewrite_datamaps(sql, current_db, flat=False), skipped, notes)
         else:
             matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
         used: list[str] = []
@@ -243,7 +244,7 @@ class DatamapIndex:
             if n not in used and n not in skipped:
                 skipped[n] = "no query block reads its tables"
         if not replaced:
-            return RewriteResult(sql, False, [], skipped)
+            return with_notes(RewriteResult(sql, False, [], skipped), {}, notes)
         out = tree.sql(DIALECT)
         # the tree rides along for the serving tier only for dashboard-sized statements:
         # a cached tree weighs tens of times its text
