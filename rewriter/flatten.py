@@ -97,22 +97,38 @@ def refusal(sel: exp.Expression) -> str | None:
     return None
 
 
-def _outer_ok(outer: exp.Select, sub: exp.Subquery) -> bool:
-    if sub.parent is not outer.args.get("from_"):
-        return False                      # a joined derived table: its filter may not move
-    for j in outer.args.get("joins") or []:
-        if (j.side or "").upper() in ("RIGHT", "FULL") or j.args.get("method"):
-            return False
-    for k in ("laterals", "pivots"):
-        if outer.args.get(k):
-            return False
-    for k, v in outer.args.items():
-        if k in ("from_", "with_") or v is None:
-            continue
+def _inner_join(j: exp.Join) -> bool:
+    return not j.side and (j.kind or "INNER").upper() in ("INNER", "CROSS")
+
+
+def _renames_only(sel: exp.Select) -> bool:
+    return sel.args.get("where") is None and all(isinstance(i.unalias(), exp.Column) for i in sel.expressions)
+
+
+def _outer_refusal(outer: exp.Select, sub: exp.Subquery) -> str | None:
+    """The outer block cannot tell the derived table from its inlined form. Where an outer
+    join may null-extend the derived table's rows, only a pure renaming is inlined: a
+    filter moved to WHERE would drop the null-extended rows, and an expression such as
+    coalesce(x, 0) is not NULL there, while the derived table's column is."""
+    joins = outer.args.get("joins") or []
+    if sub.parent is not outer.args.get("from_") and sub.parent not in joins:
+        return "not a FROM or JOIN source"
+    null_extended = (sub.parent in joins and not _inner_join(sub.parent)) or any(
+        (j.side or "").upper() in ("RIGHT", "FULL") for j in joins)
+    if null_extended and not _renames_only(sub.this):
+        return "an outer join null-extends it and it filters or computes"
+    for j in joins:
+        if j.args.get("method") or j.args.get("using") or isinstance(j.this, exp.Lateral):
+            return "NATURAL, USING or LATERAL join beside it"   # names by text, correlation
+    if outer.args.get("laterals") or outer.args.get("pivots"):
+        return "LATERAL VIEW or PIVOT beside it"
+    parts = [v for k, v in outer.args.items() if k not in ("from_", "with_", "joins") and v is not None]
+    parts += [j.args.get("on") for j in joins if j.args.get("on") is not None]
+    for v in parts:
         for part in v if isinstance(v, list) else [v]:
             if isinstance(part, exp.Expression) and any(isinstance(n, exp.Select) for n in part.walk()):
-                return False              # possibly correlated on the alias
-    return True
+                return "a subquery beside it (may be correlated on it)"
+    return None
 
 
 def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
@@ -122,8 +138,8 @@ def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
     if why is None and (not alias or not _set_args(sub) <= _SUBQUERY_ARGS
                         or sub.args["alias"].args.get("columns")):
         why = "a modifier on the derived table"
-    if why is None and not _outer_ok(outer, sub):
-        why = "the block around it"
+    if why is None:
+        why = _outer_refusal(outer, sub)
     if why is not None:
         notes.append(f"derived table {alias or '?'} kept as written ({why})")
         return False
@@ -188,8 +204,11 @@ def _flatten_selects(tree: exp.Expression, notes: list[str]) -> bool:
     # innermost first, so a chain of wrappers collapses in one pass
     for sel in reversed(list(tree.find_all(exp.Select))):
         from_ = sel.args.get("from_")
-        if from_ is not None and isinstance(from_.this, exp.Subquery):
-            while isinstance(sel.args["from_"].this, exp.Subquery) and _inline(sel, sel.args["from_"].this, notes):
+        sources = [from_] if from_ is not None else []
+        sources += sel.args.get("joins") or []
+        for holder in sources:
+            # a source inlined may be a wrapper itself: inline until a table is left
+            while isinstance(holder.this, exp.Subquery) and _inline(sel, holder.this, notes):
                 changed = True
     return changed
 
