@@ -150,10 +150,10 @@ def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
         if c.table == old:
             c.set("table", exp.to_identifier(alias))
     values = {i.alias_or_name.lower(): i.unalias() for i in inner.expressions}
-    # the outer block's own references (its nested selects were refused above; the
-    # derived table's body is a scope of its own)
+    # the outer block's own references only: the body and other derived tables beside it
+    # are scopes of their own, where the same alias may name something else
     refs = [c for c in outer.find_all(exp.Column)
-            if c.table == alias and c.find_ancestor(exp.Subquery) is not sub]
+            if c.table == alias and c.find_ancestor(exp.Select) is outer]
     if any(c.name.lower() not in values for c in refs):
         return False                      # cannot happen after qualify; refuse rather than guess
     base.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
@@ -232,7 +232,6 @@ def flattened_blocks(tree: exp.Expression, blocks: list[exp.Select], notes: list
     index = {id(b): i for i, b in enumerate(blocks)}
     left = [index.get(id(s)) for s in tree.find_all(exp.Select)]
     return [] if None in left else left
-
 
 
 def with_notes(res, flat_skipped: dict[str, str], notes: list[str]):

@@ -78,3 +78,11 @@ def test_a_correlated_subquery_beside_the_wrapper_keeps_it():
                               "WHERE EXISTS (SELECT 1 FROM item i WHERE i.item_id = v.item_id)")
     assert not changed
     assert notes == ["derived table v kept as written (a subquery beside it (may be correlated on it))"]
+
+
+def test_a_derived_table_beside_it_with_the_same_alias_inside_is_left_alone():
+    changed, sql, _ = _flat("SELECT t.c, u.n FROM (SELECT country AS c, item_id FROM sales) AS t "
+                            "JOIN (SELECT t.item_id, t.name AS n FROM item AS t) AS u ON t.item_id = u.item_id")
+    assert changed
+    assert sql == ("SELECT t.country AS c, u.name AS n FROM default.sales AS t "
+                   "JOIN default.item AS u ON t.item_id = u.item_id")
