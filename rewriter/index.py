@@ -171,7 +171,7 @@ class DatamapIndex:
                 res = RewriteResult(translated, True, res.used, res.skipped, res.missing_schemas)
         return res
 
-    def _rewrite_datamaps(self, sql: str, current_db: str, flat: bool = True) -> RewriteResult:
+    def _rewrite_datamaps(self, sql: str, current_db: str) -> RewriteResult:
         unchanged = RewriteResult(sql=sql, rewritten=False)
         if self._precheck is None or not self._precheck.search(sql):
             return unchanged
@@ -207,17 +207,13 @@ class DatamapIndex:
         if len(qualified) != len(originals):
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
         notes: list[str] = []
-        blocks = flattened_blocks(qtree, qualified, notes) if flat else None
-        if blocks is not None:
-            # a wrapper inlined: match what is left, emit it in place of the original block
-            # of the same index; if nothing answers, try again as written (no hit is lost)
-            matches = [None] * len(originals)
-            for i in blocks:
-                matches[i] = self._rewrite_block(qualified[i], names[i], skipped)
-            if not any(m is not None for m in matches):
-                return with_notes(self._rewrite_datamaps(sql, current_db, flat=False), skipped, notes)
-        else:
+        flat_skipped: dict[str, str] = {}
+        matches = self._rewrite_flattened(qtree, names, flat_skipped, notes) \
+            if qtree.find(exp.Subquery, exp.CTE) is not None else None
+        if matches is None:
             matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
+        else:
+            skipped = flat_skipped
         used: list[str] = []
         replaced = False
         if len(matches) == 1 and matches[0] is not None and originals[0] is tree \
@@ -244,12 +240,27 @@ class DatamapIndex:
             if n not in used and n not in skipped:
                 skipped[n] = "no query block reads its tables"
         if not replaced:
-            return with_notes(RewriteResult(sql, False, [], skipped), {}, notes)
+            return with_notes(RewriteResult(sql, False, [], skipped), flat_skipped, notes)
         out = tree.sql(DIALECT)
         # the tree rides along for the serving tier only for dashboard-sized statements:
         # a cached tree weighs tens of times its text
         return RewriteResult(out, True, used, skipped,
                              tree=tree if len(out) <= TREE_KEPT_BYTES else None)
+
+    def _rewrite_flattened(self, qtree: exp.Expression, names, skipped, notes) -> list | None:
+        """Match a copy of the qualified statement with its BI wrappers inlined
+        (rewriter/flatten.py). The blocks left are emitted in place of the blocks of the
+        same index as written. None when nothing was inlined or nothing answers: the
+        statement is then matched as written (no hit of the unflattened form is lost)."""
+        ftree = qtree.copy()
+        fblocks = list(ftree.find_all(exp.Select))
+        left = flattened_blocks(ftree, fblocks, notes)
+        if not left:
+            return None
+        matches = [None] * len(fblocks)
+        for i in left:
+            matches[i] = self._rewrite_block(fblocks[i], names[i], skipped)
+        return matches if any(m is not None for m in matches) else None
 
     def _unknown_tables(self, tree: exp.Expression, current_db: str) -> list[str]:
         """Tables read by the statement that the index has no schema for (CTE names and
