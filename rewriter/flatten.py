@@ -127,7 +127,7 @@ def _outer_refusal(outer: exp.Select, sub: exp.Subquery) -> str | None:
     for v in parts:
         for part in v if isinstance(v, list) else [v]:
             if isinstance(part, exp.Expression) and any(isinstance(n, exp.Select) for n in part.walk()):
-                return "a subquery beside it (may be correlated on it)"
+                return "a subquery beside it may be correlated on it"
     return None
 
 

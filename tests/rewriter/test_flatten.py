@@ -65,24 +65,27 @@ def test_a_cte_named_after_its_table_reads_the_table():
     assert "FROM default.sales AS sales WHERE (sales.year > 2020)" in sql
 
 
-def test_an_inner_alias_equal_to_the_outer_alias_is_not_captured():
-    changed, sql, _ = _flat("SELECT t.c, sum(t.q) AS s FROM (SELECT t.country AS c, t.quantity AS q "
-                            "FROM sales AS t WHERE t.city = 'x') AS t GROUP BY t.c")
+ALIAS_CASES = [
+    pytest.param("SELECT t.c, sum(t.q) AS s FROM (SELECT t.country AS c, t.quantity AS q "
+                 "FROM sales AS t WHERE t.city = 'x') AS t GROUP BY t.c",
+                 "SELECT t.country AS c, SUM(t.quantity) AS s FROM default.sales AS t "
+                 "WHERE (t.city = 'x') GROUP BY t.country", id="inner alias = outer alias"),
+    pytest.param("SELECT t.c, u.n FROM (SELECT country AS c, item_id FROM sales) AS t "
+                 "JOIN (SELECT t.item_id, t.name AS n FROM item AS t) AS u ON t.item_id = u.item_id",
+                 "SELECT t.country AS c, u.name AS n FROM default.sales AS t "
+                 "JOIN default.item AS u ON t.item_id = u.item_id", id="the alias reused beside it"),
+]
+
+
+@pytest.mark.parametrize("sql,expected", ALIAS_CASES)
+def test_no_alias_is_captured(sql, expected):
+    changed, out, _ = _flat(sql)
     assert changed
-    assert sql == ("SELECT t.country AS c, SUM(t.quantity) AS s FROM default.sales AS t "
-                   "WHERE (t.city = 'x') GROUP BY t.country")
+    assert out == expected
 
 
 def test_a_correlated_subquery_beside_the_wrapper_keeps_it():
     changed, _, notes = _flat("SELECT v.country FROM (SELECT country, item_id FROM sales WHERE year > 0) AS v "
                               "WHERE EXISTS (SELECT 1 FROM item i WHERE i.item_id = v.item_id)")
     assert not changed
-    assert notes == ["derived table v kept as written (a subquery beside it (may be correlated on it))"]
-
-
-def test_a_derived_table_beside_it_with_the_same_alias_inside_is_left_alone():
-    changed, sql, _ = _flat("SELECT t.c, u.n FROM (SELECT country AS c, item_id FROM sales) AS t "
-                            "JOIN (SELECT t.item_id, t.name AS n FROM item AS t) AS u ON t.item_id = u.item_id")
-    assert changed
-    assert sql == ("SELECT t.country AS c, u.name AS n FROM default.sales AS t "
-                   "JOIN default.item AS u ON t.item_id = u.item_id")
+    assert notes == ["derived table v kept as written (a subquery beside it may be correlated on it)"]
