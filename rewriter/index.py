@@ -34,6 +34,7 @@ from sqlglot import exp
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.facts import Unsupported, extract
+from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
 from rewriter.match import Match, match
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
@@ -205,9 +206,16 @@ class DatamapIndex:
         qualified = list(qtree.find_all(exp.Select))
         if len(qualified) != len(originals):
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
+        notes: list[str] = []
+        flat_skipped: dict[str, str] = {}
+        matches = self._rewrite_flattened(qtree, names, flat_skipped, notes) \
+            if qtree.find(exp.Subquery, exp.CTE) is not None else None
+        if matches is None:
+            matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
+        else:
+            skipped = flat_skipped
         used: list[str] = []
         replaced = False
-        matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
         if len(matches) == 1 and matches[0] is not None and originals[0] is tree \
                 and tree.args.get("with_") is None:
             originals = [tree]        # the whole statement is the rewritten block
@@ -232,12 +240,27 @@ class DatamapIndex:
             if n not in used and n not in skipped:
                 skipped[n] = "no query block reads its tables"
         if not replaced:
-            return RewriteResult(sql, False, [], skipped)
+            return with_notes(RewriteResult(sql, False, [], skipped), flat_skipped, notes)
         out = tree.sql(DIALECT)
         # the tree rides along for the serving tier only for dashboard-sized statements:
         # a cached tree weighs tens of times its text
         return RewriteResult(out, True, used, skipped,
                              tree=tree if len(out) <= TREE_KEPT_BYTES else None)
+
+    def _rewrite_flattened(self, qtree: exp.Expression, names, skipped, notes) -> list | None:
+        """Match a copy of the qualified statement with its BI wrappers inlined
+        (rewriter/flatten.py). The blocks left are emitted in place of the blocks of the
+        same index as written. None when nothing was inlined or nothing answers: the
+        statement is then matched as written (no hit of the unflattened form is lost)."""
+        ftree = qtree.copy()
+        fblocks = list(ftree.find_all(exp.Select))
+        left = flattened_blocks(ftree, fblocks, notes)
+        if not left:
+            return None
+        matches = [None] * len(fblocks)
+        for i in left:
+            matches[i] = self._rewrite_block(fblocks[i], names[i], skipped)
+        return matches if any(m is not None for m in matches) else None
 
     def _unknown_tables(self, tree: exp.Expression, current_db: str) -> list[str]:
         """Tables read by the statement that the index has no schema for (CTE names and

@@ -5,8 +5,8 @@ aggregates, optional filters and timeseries buckets) is drawn once per run from 
 materialised twice: one row per group, and as partial segments (see spark_tier). Hypothesis
 then draws queries over the same tables -- grouping subsets, coarser time buckets,
 aggregates the datamap may or may not be able to answer (sum/count/count(*)/min/max/avg/
-count distinct), filters with ranges/equalities/IN on grouping and non-grouping columns --
-and every rewrite the rewriter produces must return the same rows on Spark as the original.
+count distinct), filters with ranges/equalities/IN on grouping and non-grouping columns,
+tables read through BI-style derived tables of themselves (_wrapped) -- and every rewrite the rewriter produces must return the same rows on Spark as the original.
 Queries it refuses are fine; wrong rows never are.
 
 Profiles: `ci` (default, 200 examples) and `deep` (HYPOTHESIS_PROFILE=deep: 2000 examples,
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass, field
 
 import pytest
@@ -200,7 +201,7 @@ def queries(draw, pool: list[DatamapSpec]):
         outs.append(f"{g} AS k{i}" if draw(st.booleans()) else g)
     for i, a in enumerate(aggs):
         outs.append(f"{a} AS m{i}" if draw(st.booleans()) or "DISTINCT" in a or "*" in a else a)
-    sql = f"SELECT {', '.join(outs)} FROM {shape.from_sql}"
+    sql = f"SELECT {', '.join(outs)} FROM {_wrapped(draw, shape)}"
     if preds:
         sql += " WHERE " + " AND ".join(preds)
     if groups:
@@ -210,6 +211,35 @@ def queries(draw, pool: list[DatamapSpec]):
         if draw(st.integers(0, 3)) == 0:
             sql += " ORDER BY " + ", ".join(f"{i + 1}" for i in range(len(groups)))
     return dm, sql
+
+
+_TABLE = re.compile(r"\b(default|shop)\.(\w+) (\w+)\b")
+
+
+def _wrapped(draw, shape: Shape) -> str:
+    """The FROM clause, sometimes with a table read through derived tables of itself the
+    way BI tools wrap it (rewriter/flatten.py): SELECT *, a filter on one of its columns,
+    an ORDER BY without LIMIT, two deep; a LIMIT inside now and then, which must be
+    kept as written."""
+    def wrap(m: re.Match) -> str:
+        table, alias = f"{m.group(1)}.{m.group(2)}", m.group(3)
+        kind = draw(st.sampled_from(["none", "none", "star", "filter", "two", "limit"]))
+        if kind == "none":
+            return m.group(0)
+        event(f"wrapper {kind}")
+        inner = f"SELECT * FROM {table}"
+        cols = sorted(c.split(".", 1)[1] for c in shape.dims if c.startswith(alias + "."))
+        if kind in ("filter", "two") and cols:
+            col = draw(st.sampled_from(cols))
+            inner += f" WHERE {col} IS NOT NULL ORDER BY {col}"
+        if kind == "limit":
+            inner += " LIMIT 1000"
+        if kind == "two":
+            inner = f"SELECT * FROM ({inner}) AS {alias}"
+        return f"({inner}) AS {alias}"
+    if draw(st.integers(0, 3)) > 0:
+        return shape.from_sql
+    return _TABLE.sub(wrap, shape.from_sql)
 
 
 # --- the property -------------------------------------------------------------------------------
