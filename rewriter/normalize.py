@@ -55,7 +55,20 @@ def parse(sql: str) -> exp.Expression:
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
         raise NormalizeError(f"expected one statement, got {len(trees)}")
-    return trees[0]
+    return keep_spelled_formats(trees[0])
+
+
+def keep_spelled_formats(tree: exp.Expression) -> exp.Expression:
+    """sqlglot writes `to_date(x, 'yyyy-MM-dd')` back as `TO_DATE(x)`, taking the pattern
+    for Hive's default; in Spark they differ on text (the pattern parses strictly:
+    '2024-1-5' or '2024-01-05 10:00' give NULL or an error, `to_date(x)` gives a date).
+    A to_date with its pattern is kept as the call the user wrote."""
+    for node in list(tree.find_all(exp.TsOrDsToDate)):
+        fmt = node.args.get("format")
+        if fmt is not None and "," not in node.sql(DIALECT):
+            node.replace(exp.Anonymous(this="to_date", expressions=[
+                node.this.copy(), exp.Literal.string("yyyy-MM-dd")]))
+    return tree
 
 
 def make_schema(schemas) -> MappingSchema:

@@ -13,12 +13,12 @@ from sqlglot import exp
 
 from rewriter import rewrite
 from rewriter.flatten import flatten_tree
-from rewriter.normalize import make_schema, parse, qualify_tree
+from rewriter.normalize import keep_spelled_formats, make_schema, parse, qualify_tree
 from tests.rewriter.test_fixtures import CASES, SCHEMA, candidates_for
 
 
 def _wrapped(sql: str) -> str | None:
-    tree = sqlglot.parse_one(sql, read="spark")
+    tree = keep_spelled_formats(sqlglot.parse_one(sql, read="spark"))   # to_date(x, 'fmt')
     if not isinstance(tree, exp.Select) or len(list(tree.find_all(exp.Select))) != 1 \
             or "timeseries" in sql.lower() or tree.args.get("qualify"):
         return None          # sqlglot writes QUALIFY for Spark as a subquery: another query

@@ -49,3 +49,18 @@ def test_only_date_and_timestamp_columns_are_read_off_a_bucket():
     assert grains.derive_grain(node, "string", "month", stored) is None
     assert grains.derive_grain(node, None, "month", stored) is None
     assert grains.derive_grain(node, "date", "week", stored) is None     # weeks straddle years
+
+
+def test_to_date_keeps_its_pattern():
+    """sqlglot writes to_date(x, 'yyyy-MM-dd') back as TO_DATE(x); on text Spark's two differ
+    (the pattern parses strictly), so a rewrite must keep the pattern as written."""
+    import rewriter as core
+    from rewriter.api import Candidate
+    schemas = {"default": {"visits": {"segment": "string", "visit_ts": "timestamp", "n": "int"}}}
+    d = core.compile_datamap("v", "SELECT segment, timeseries(visit_ts, 'day') AS d, "
+                             "count(*) AS c FROM visits GROUP BY segment, "
+                             "timeseries(visit_ts, 'day')", schemas, "default")
+    r = core.rewrite("SELECT to_date(segment, 'yyyy-MM-dd') AS x, count(*) FROM visits "
+                     "GROUP BY to_date(segment, 'yyyy-MM-dd')", [Candidate(d)], schemas,
+                     "default")
+    assert r.used and "TO_DATE(v.segment, 'yyyy-MM-dd')" in r.sql, r.sql
