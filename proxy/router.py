@@ -104,6 +104,9 @@ class PassThrough:
     # freshness guard saw files that the session's cached file list may not have
     before: tuple[str, ...] = ()
     note: str = ""                   # for the statement log line, e.g. "stale:agg_sales"
+    # called once when a statement with `after` ends, however it ends (the write it
+    # forwarded finished or failed): e.g. the freshness guard stops holding the table
+    ended: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
             await session.upstream.run_sql(first)
         if decision.after is not None:
-            return await self._execute_hooked(session, req, sql, label, decision.after)
+            return await self._execute_hooked(session, req, sql, label, decision.after,
+                                              getattr(decision, "ended", None))
         log_lines = decision.log if isinstance(decision, Rewrite) else ()
         return await self._execute_upstream(session, req, sql, label, seqid, log_lines)
 

@@ -94,7 +94,16 @@ class ProxyRunStatements:
             op.done.set()
 
     async def _execute_hooked(self, session: Session, req: T.TExecuteStatementReq, sql: str,
-                              label: str, after) -> T.TExecuteStatementResp:
+                              label: str, after, ended=None) -> T.TExecuteStatementResp:
+        try:
+            resp = await self._start_hooked(session, req, sql, label, after, ended)
+        except BaseException:
+            _call(ended)
+            raise
+        return resp
+
+    async def _start_hooked(self, session: Session, req: T.TExecuteStatementReq, sql: str,
+                            label: str, after, ended) -> T.TExecuteStatementResp:
         up = session.upstream
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
@@ -102,18 +111,19 @@ class ProxyRunStatements:
         resp = await up.conn.call("ExecuteStatement", fwd)
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
+            _call(ended)
             return resp
         self._track_session_state(session, req.statement)
         op = self._new_proxy_op(session, OpKind.HOOKED, req.statement, label)
         uh = resp.operationHandle
         resp.operationHandle = self._register_op(session, op, uh, uh.operationType, uh.hasResultSet)
-        op.task = asyncio.create_task(self._run_hooked(session, op, after),
+        op.task = asyncio.create_task(self._run_hooked(session, op, after, ended),
                                       name=f"hooked-op-{hex_id(resp.operationHandle.operationId)[:12]}")
         if not req.runAsync:
             await self._finish_sync(op)
         return resp
 
-    async def _run_hooked(self, session: Session, op: Operation, after) -> None:
+    async def _run_hooked(self, session: Session, op: Operation, after, ended=None) -> None:
         op.to(OpState.RUNNING)
         conn = session.upstream.conn
         try:
@@ -141,7 +151,16 @@ class ProxyRunStatements:
         except Exception as e:  # noqa: BLE001 - reported through the operation's status
             _fail(op, e, "post-statement hook failed")
         finally:
+            _call(ended)
             op.done.set()
+
+
+def _call(ended) -> None:
+    if ended is not None:
+        try:
+            ended()
+        except Exception:  # noqa: BLE001 - bookkeeping must not fail the statement
+            log.warning("statement end hook failed", exc_info=True)
 
 
 def _fail(op: Operation, exc: Exception, what: str) -> None:

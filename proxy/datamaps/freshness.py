@@ -55,6 +55,7 @@ _PLAIN_PATH = re.compile(r"[A-Za-z0-9/._=+-]+")
 MAX_COMPENSATED_FILES = 1000
 # session setting (proxy-side only): when the proxy last ran REFRESH TABLE t in the session
 LISTED_KEY = "datamap.listed:"
+WRITE_HOLD_MAX_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,37 @@ class FreshnessGuard:
         self._loading: set[str] = set()
         self._memo: dict[tuple[str, str], tuple] = {}
         self._changed_at: dict[str, float] = {}      # table -> monotonic time of a change
+        self._writing: dict[str, dict[object, float]] = {}   # table -> write tokens -> start
         self._names: re.Pattern | None = None        # their bare names, for a text match
         self._lock = threading.Lock()
+
+    # -- writes through the proxy in flight -------------------------------------------------
+    def begin_write(self, tables: Iterable[str]) -> object:
+        """A write to `tables` is being forwarded: until end_write(token), their files are
+        not judged. Spark commits a job's files one by one, so a look in between could
+        compensate half of one INSERT; the datamaps answer as of before it instead, and the
+        load's own refresh follows. Entries older than WRITE_HOLD_MAX_S are ignored (a
+        decision that was never executed must not hold a table for ever)."""
+        token = object()
+        with self._lock:
+            for table in dict.fromkeys(tables):
+                self._writing.setdefault(table, {})[token] = time.monotonic()
+        return token
+
+    def end_write(self, token: object) -> None:
+        """Idempotent."""
+        with self._lock:
+            for table in [t for t, tokens in self._writing.items() if token in tokens]:
+                del self._writing[table][token]
+                if not self._writing[table]:
+                    del self._writing[table]
+
+    def _being_written(self, table: str) -> bool:
+        tokens = self._writing.get(table)
+        if not tokens:
+            return False
+        oldest = time.monotonic() - WRITE_HOLD_MAX_S
+        return any(at > oldest for at in list(tokens.values()))
 
     # -- Spark sessions' cached file lists ---------------------------------------------------
     def note_change(self, table: str) -> None:
@@ -203,6 +233,10 @@ class FreshnessGuard:
             return Verdict(FRESH, "within max_staleness")
         new: dict[str, tuple[str, ...]] = {}
         unverified = []
+        writing = [t for t in covered.files if self._being_written(t)]
+        if writing:
+            return Verdict(FRESH, "a write through the proxy to " + ", ".join(writing)
+                           + " is in progress; answered as of before it")
         for table, files in covered.files.items():
             layout = self._layout(table)
             if layout is None:       # being loaded (a load failed at the last sync)

@@ -97,11 +97,14 @@ class DatamapLoadHandler:
         if not based:
             return None
         service = self.service
+        # until the write and its refresh are done, the freshness guard does not judge
+        # these tables' files (half a Spark job commit must not be compensated)
+        token = service.guard.begin_write(based)
 
         async def after(_upstream) -> None:
             for table in based:
                 await run_job(statement, service.after_load, table, overwrite=overwrite)
-        return PassThrough(after=after)
+        return PassThrough(after=after, ended=lambda: service.guard.end_write(token))
 
     def _alter(self, stmt: Statement, statement: str) -> Decision | None:
         """ALTER TABLE of a base table: forward it, then forget the cached schema so the

@@ -210,3 +210,16 @@ def test_refresh_goes_before_what_spark_runs_and_the_session_remembers_it():
     served = Serve(lambda: None, Rewrite("SELECT 2"))
     d = with_refresh(served, refresh, remember)
     assert d.fallback.before == refresh and d.settings == ()   # not refreshed when served
+
+
+def test_a_write_through_the_proxy_holds_its_tables_until_it_ends(tmp_path):
+    """Spark commits a job's files one by one: half an INSERT must not be compensated."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    token = g.begin_write(["db.t"])
+    touch(tmp_path / "t" / "b.parquet")
+    v = g.check("db.dm", covered([a]))
+    assert v.kind == FRESH and "in progress" in v.reason
+    g.end_write(token)
+    g.end_write(token)                      # idempotent
+    assert g.check("db.dm", covered([a])).kind == NEW
