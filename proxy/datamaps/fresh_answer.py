@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from pipeline.files import quote_table
 from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
 from proxy.router import Decision, PassThrough, Serve
 from proxy.session import staleness_budget
@@ -35,7 +36,7 @@ class Checked:
 
 
 def refresh_statements(tables) -> tuple[str, ...]:
-    return tuple("REFRESH TABLE " + ".".join(f"`{p}`" for p in t.split("."))
+    return tuple("REFRESH TABLE " + quote_table(t)
                  for t in dict.fromkeys(tables))
 
 

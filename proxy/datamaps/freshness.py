@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
+from pipeline.files import quote_table
 from proxy.datamaps.listing import Listing, local_path
 
 log = logging.getLogger("proxy.datamaps")
@@ -307,5 +308,4 @@ class FreshnessGuard:
         column = ("regexp_replace(input_file_name(), '^file://(localhost)?/', 'file:/')"
                   if hive else "_metadata.file_path")
         names = ", ".join(f"'file:{f}'" for f in sorted(files))
-        quoted = ".".join(f"`{p}`" for p in table.split("."))
-        return f"(SELECT * FROM {quoted} WHERE {column} IN ({names}))"
+        return f"(SELECT * FROM {quote_table(table)} WHERE {column} IN ({names}))"

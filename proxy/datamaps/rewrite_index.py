@@ -45,7 +45,7 @@ class RewriteIndexProvider:
         left_out: Unavailable = {}
         freshness: dict[str, tuple[tuple[str, ...], float]] = {}
         covered: dict[str, Covered] = {}
-        files_of: dict[tuple[str, str], frozenset[str] | None] = {}
+        files_of: dict = {}   # (table, ids) -> local paths; table -> its base segments
         for rec in self.catalog.list_datamaps():
             if rec.definition is None:
                 left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
@@ -78,11 +78,13 @@ class RewriteIndexProvider:
 
     def _files_of(self, table: str, ids: frozenset[str], memo: dict) -> frozenset[str] | None:
         """Local paths of the files of base segments `ids` of `table` (None when any is not
-        on the local file system); equal sets are one object, so the guard's memo holds."""
+        on the local file system); equal sets are one object, so the guard's memo holds.
+        `memo` is this index build's: it also keeps each table's base segments."""
         key = (table, ids)
         if key not in memo:
-            paths = [local_path(f) for s in self.catalog.base_segments(table) if s.id in ids
-                     for f in s.files]
+            if table not in memo:      # one catalog read per table, however many datamaps
+                memo[table] = self.catalog.base_segments(table)
+            paths = [local_path(f) for s in memo[table] if s.id in ids for f in s.files]
             memo[key] = None if any(p is None for p in paths) else frozenset(paths)
         return memo[key]
 
