@@ -81,6 +81,10 @@ def _lines(p, needle: str) -> list[str]:
 def test_huge_sasl_declarations_before_login_are_refused_unbuffered(proxy_without_spark):
     """Defect 1: 8 connections declaring 94 MB SASL messages took RSS from 106 to 860 MB."""
     p = proxy_without_spark()
+    with socket.create_connection((p.host, p.port)) as warm:   # first refusal's lazy imports
+        warm.sendall(b"\x01" + struct.pack("!I", 99_614_720))
+        assert _closed_by_peer(warm, 10)
+    time.sleep(1)                                  # start-up work settles before the baseline
     peak_before = _status(p.pid, "VmHWM")
     socks = []
     for _ in range(8):
@@ -94,8 +98,10 @@ def test_huge_sasl_declarations_before_login_are_refused_unbuffered(proxy_withou
             pass                                               # closed on the header: good
     assert all(_closed_by_peer(s, 10) for s in socks)
     grown_mb = (_status(p.pid, "VmHWM") - peak_before) / 1024
-    assert grown_mb < 8, f"peak RSS grew {grown_mb:.0f} MB"   # before: > 128 MB
-    assert len(_lines(p, "exceeds 8192")) == 8
+    # Buffered, the 8 bodies alone are 128 MB (RSS went from 106 to 860 MB); unbuffered the
+    # growth is the interpreter's own noise (up to 10 MB seen on a loaded 2-core CI box).
+    assert grown_mb < 32, f"peak RSS grew {grown_mb:.0f} MB"
+    assert len(_lines(p, "exceeds 8192")) == 9
     for s in socks:
         s.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from proxy.config import ServingSettings
 from proxy.datamaps.handler import DatamapSelectHandler, served_lines
 from proxy.router import Rewrite, Serve, StatementContext
 from proxy.serving import ServingTier
+from proxy.serving.engine import LocalEngine
 from proxy.serving.tier import local_path
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
@@ -146,8 +148,16 @@ def test_an_engine_failure_falls_back(setup, tmp_path):
         assert result is None and how.startswith("spark (local engine: ")
 
 
-def test_a_slow_local_answer_falls_back(setup):
-    with handler(setup, timeout=1e-6) as (h, tier):
+def test_a_slow_local_answer_falls_back(setup, monkeypatch):
+    """The engine's own query is held for 2 s (a 1 µs timeout alone raced the worker thread
+    on a loaded box), so the timeout decides, not the scheduler."""
+    real = LocalEngine._run
+
+    def slow(self, plan, box):
+        time.sleep(2)
+        return real(self, plan, box)
+    monkeypatch.setattr(LocalEngine, "_run", slow)
+    with handler(setup, timeout=0.2) as (h, tier):
         result, how = answer(h(_ctx(), QUERY))
         assert result is None and "no answer within" in how
 
