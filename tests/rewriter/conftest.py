@@ -45,6 +45,13 @@ REGIONS = ["north", "south", "east", "west"]
 KINDS = ["click", "view", "buy", "refund"]
 STATUSES = ["open", "paid", "shipped", "cancelled"]
 SEGMENTS = ["retail", "corporate", "smb"]
+NATIONS = ["ALGERIA", "ARGENTINA", "BRAZIL", "CANADA", "EGYPT", "ETHIOPIA", "FRANCE",
+           "GERMANY", "INDIA", "INDONESIA", "IRAN", "IRAQ", "JAPAN", "JORDAN", "KENYA"]
+MKTSEGMENTS = ["AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY"]
+PTYPES = ["ECONOMY ANODIZED STEEL", "PROMO BURNISHED COPPER", "STANDARD POLISHED TIN",
+          "LARGE BRUSHED BRASS", "SMALL PLATED NICKEL"]
+PRIORITIES = ["1-URGENT", "2-HIGH", "3-MEDIUM", "4-NOT SPECIFIED", "5-LOW"]
+SHIPMODES = ["AIR", "FOB", "MAIL", "RAIL", "REG AIR", "SHIP", "TRUCK"]
 BASE_TS = datetime(2026, 3, 28, 22, 0, 0)    # several days incl. month end
 
 
@@ -161,6 +168,7 @@ def generate_rows(schemas: dict, seed: int = SEED) -> dict[str, list[dict]]:
         })
     out["shop.orders"] = orders
     out["default.visits"] = _visits(random.Random(seed + 1))
+    out.update(_tpch(random.Random(seed + 2)))
 
     for name, rows in out.items():
         db, t = name.split(".")
@@ -195,6 +203,64 @@ def _visits(rng: random.Random) -> list[dict]:
                      "revenue": _maybe(rng, _decimal(rng, 2, -5000, 100000)),
                      "clicks": _maybe(rng, rng.randrange(-2, 50))})
     return rows
+
+
+def _tpch_date(rng: random.Random) -> str:
+    """1992-01-01 .. 1998-12-31; a third of them on a month's first or last day, so a grain
+    that moved a row by a day would move it between months, quarters or years."""
+    if rng.random() < 0.33:
+        first = date(rng.randrange(1992, 1999), rng.randrange(1, 13), 1)
+        d = first if rng.random() < 0.5 else first - timedelta(days=1)
+        return max(d, date(1992, 1, 1)).isoformat()
+    return (date(1992, 1, 1) + timedelta(days=rng.randrange(0, 2557))).isoformat()
+
+
+def _tpch(rng: random.Random) -> dict[str, list[dict]]:
+    """Small TPC-H shaped tables with NULLs and unmatched keys: orders name customers
+    1..55 (51..55 and the NULL key 7 match nothing), parts 71..80 are never sold, every 13th
+    order has no lineitem, nations 25 and 26 do not exist. Its own generator: the other
+    tables' rows do not change."""
+    nations = [{"n_nationkey": i, "n_name": _maybe(rng, NATIONS[i % len(NATIONS)]),
+                "n_regionkey": _maybe(rng, i % 5)} for i in range(25)]
+    customers = [{"c_custkey": i if i != 7 else None, "c_name": f"Customer#{i:09d}",
+                  "c_nationkey": _maybe(rng, rng.randrange(0, 27)),        # 25, 26 unmatched
+                  "c_mktsegment": _maybe(rng, rng.choice(MKTSEGMENTS)),
+                  "c_acctbal": _maybe(rng, _decimal(rng, 2, -99999, 999999))}
+                 for i in range(1, 51)]
+    parts = [{"p_partkey": i, "p_name": _maybe(rng, f"part {i}"),
+              "p_brand": _maybe(rng, f"Brand#{rng.randrange(1, 6)}{rng.randrange(1, 6)}"),
+              "p_type": _maybe(rng, rng.choice(PTYPES)),
+              "p_size": _maybe(rng, rng.randrange(1, 51))} for i in range(1, 81)]
+    orders, lines = [], []
+    for k in range(1, 601):
+        od = _maybe(rng, _tpch_date(rng), 0.03)
+        orders.append({"o_orderkey": k if k % 97 else None,
+                       "o_custkey": _maybe(rng, rng.randrange(1, 56)),
+                       "o_orderstatus": _maybe(rng, rng.choice("OFP")),
+                       "o_totalprice": _maybe(rng, _decimal(rng, 2, 100, 50000000)),
+                       "o_orderdate": od,
+                       "o_orderpriority": _maybe(rng, rng.choice(PRIORITIES)),
+                       "o_clerk": _maybe(rng, f"Clerk#{rng.randrange(1, 20):09d}")})
+        for n in range(1, (rng.randrange(0, 7) if k % 13 else 0) + 1):
+            base = date.fromisoformat(od) if od else date(1995, 6, 17)
+            ship = min(base + timedelta(days=rng.randrange(1, 122)), date(1998, 12, 31))
+            if rng.random() < 0.1:                 # ship dates on period edges too
+                ship = date.fromisoformat(_tpch_date(rng))
+            lines.append({
+                "l_orderkey": _maybe(rng, k, 0.02), "l_partkey": _maybe(rng, rng.randrange(1, 71)),
+                "l_suppkey": _maybe(rng, rng.randrange(1, 11)), "l_linenumber": n,
+                "l_quantity": _maybe(rng, _decimal(rng, 2, 100, 5000)),
+                "l_extendedprice": _maybe(rng, _decimal(rng, 2, 90000, 10000000)),
+                "l_discount": _maybe(rng, _decimal(rng, 2, 0, 10)),
+                "l_tax": _maybe(rng, _decimal(rng, 2, 0, 8)),
+                "l_returnflag": _maybe(rng, rng.choice("ARN")),
+                "l_linestatus": _maybe(rng, rng.choice("OF")),
+                "l_shipdate": _maybe(rng, ship.isoformat(), 0.04),
+                "l_commitdate": _maybe(rng, (ship + timedelta(days=rng.randrange(-30, 30))).isoformat()),
+                "l_receiptdate": _maybe(rng, (ship + timedelta(days=rng.randrange(1, 31))).isoformat()),
+                "l_shipmode": _maybe(rng, rng.choice(SHIPMODES))})
+    return {"tpch.nation": nations, "tpch.customer": customers, "tpch.part": parts,
+            "tpch.orders": orders, "tpch.lineitem": lines}
 
 
 # --- Spark ---------------------------------------------------------------------------------
