@@ -218,6 +218,8 @@ FORMS: tuple[Form, ...] = (
     # files written behind Spark's back, now listed again: re-sync as SYNC DATAMAPS does
     Form(Kind.FILES, ("refresh", "table", NAME)),
     Form(Kind.DROP_TABLE, ("drop", "table", "if exists?", NAME)),
+    # a datamap's live table is a view: DROP VIEW of it is refused like DROP TABLE
+    Form(Kind.DROP_TABLE, ("drop", "view", "if exists?", NAME)),
     Form(Kind.CREATE_TABLE, ("create", "or replace?", "temporary|external?", "table",
                              "if not exists?", NAME), _written(Kind.CREATE_TABLE)),
     Form(Kind.CREATE_TABLE, ("replace", "table", NAME), _written(Kind.CREATE_TABLE)),

@@ -214,6 +214,10 @@ async def test_drop_table_decisions(service, monkeypatch):
     _add_built_datamap(service)
     rej = h(_ctx(), "DROP TABLE agg_table")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "DROP DATAMAP agg" in rej.message
+    for sql in ("DROP VIEW agg_table", "drop view if exists db1.agg_table",
+                "DROP TABLE agg_table_segments"):
+        rej = h(_ctx(), sql)                       # the live view and its storage alike
+        assert isinstance(rej, Reject) and "DROP DATAMAP agg" in rej.message, sql
     d = h(_ctx(), "DROP TABLE IF EXISTS db1.sales")
     assert isinstance(d, PassThrough)
     dropped_tables = []
