@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("bench-distinct")
-             .config("spark.ui.enabled", "false")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     print(f"groups={args.groups} segments={args.segments} copies={args.copies} "
