@@ -160,14 +160,14 @@ def _over_groups(node: exp.ApproxDistinct, arg: exp.Expression, ctx) -> exp.Expr
     except NoDerive:
         return None
     arg_type = sparktypes.infer(arg, ctx.column_type)
-    if (arg_type or "").startswith(_FLOATING):
+    if arg_type is None:
+        raise NoDerive(f"{node.sql(DIALECT)}: cannot determine the type of its argument")
+    if any(t in arg_type for t in _FLOATING):     # nested ones too: struct<a:double>
         raise NoDerive(f"{node.sql(DIALECT)}: a float/double argument is normalised by "
                        "grouping (-0.0, NaN), so its hashes would differ")
     if not isinstance(inner, exp.Column):
         # the hash depends on the type as well as the value: keep the query's own type
         # for an expression recomputed over stored columns (a stored column has it)
-        if arg_type is None:
-            raise NoDerive(f"{node.sql(DIALECT)}: cannot determine the type of its argument")
         inner = exp.Cast(this=inner, to=exp.DataType.build(arg_type, dialect=DIALECT))
     if not ctx.reagg:
         raise NeedsReaggregation()
