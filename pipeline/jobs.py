@@ -85,7 +85,8 @@ def plan_delta(definition: DatamapDefinition, changed: Iterable[str]) -> DeltaPl
 
 
 def reaggregate(definition: DatamapDefinition, df: "DataFrame") -> "DataFrame":
-    """Merge partial-aggregate rows of the same group (sum, count -> sum, min, max)."""
+    """Merge partial-aggregate rows of the same group (sum, count -> sum, min, max; HLL
+    sketches -> hll_union_agg, which merges them as if built over the union of the rows)."""
     from pyspark.sql import functions as F
     if not definition.is_aggregate:
         return df
@@ -95,7 +96,7 @@ def reaggregate(definition: DatamapDefinition, df: "DataFrame") -> "DataFrame":
         if c.role != "agg":
             continue
         fn = {"sum": F.sum, "count": F.sum, "count_star": F.sum, "min": F.min,
-              "max": F.max}.get(c.agg or "")
+              "max": F.max, "hll": F.hll_union_agg}.get(c.agg or "")
         if fn is None:
             raise PipelineError(f"Column {c.name} of datamap {definition.database}."
                                 f"{definition.name} has aggregate {c.agg!r}, which cannot be "

@@ -16,6 +16,10 @@ HONOURED = {
     "column_compressor": "Parquet compression codec (snappy, zstd, gzip, lz4, none)",
     "minor_compaction_threshold": "segments COMPACT 'MINOR' and auto-compaction merge",
     "auto_compaction": "MINOR compaction after a refresh once the threshold is reached",
+    "distinct_sketch": "'hll': approx_count_distinct(x) stored as a mergeable HLL sketch "
+                       "(rewriter/distinct.py)",
+    "distinct_sketch_lgk": "lgConfigK (4-21) of those sketches; default from relativeSD, "
+                           "else 12",
 }
 # CarbonData table properties (the MV guide's inherited ones and their relatives): accepted
 # so that CarbonData DDL runs as written, with no effect on a Parquet datamap table.

@@ -41,7 +41,9 @@ REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
 SERVING_KEY = "datamap.serving.enabled"      # answer datamap hits in-process (proxy/serving)
 CACHE_KEY = "datamap.cache.enabled"          # the result cache of served answers
 PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY)        # switches: true | false
-SESSION_KEYS = PROXY_KEYS + (MAX_STALENESS_KEY,)            # every SET the proxy answers
+# estimates from stored sketches (rewriter/distinct.py, same key): true | false, default false
+APPROXIMATE_KEY = "datamap.rewrite.approximate"
+SESSION_KEYS = PROXY_KEYS + (MAX_STALENESS_KEY, APPROXIMATE_KEY)  # every SET the proxy answers
 TIME_ZONE_SETTING = "spark.sql.session.timeZone"
 
 

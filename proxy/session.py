@@ -13,14 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from proxy.classify import REWRITE_KEY, Kind, classify
+from proxy.classify import APPROXIMATE_KEY, REWRITE_KEY, Kind, classify
 from proxy.errors import ClientError
 from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration, seconds
 
-__all__ = ["BLOCKED_KEY", "MAX_STALENESS_KEY", "REWRITE_KEY", "Session", "rewrite_on",
-           "semantic_setting", "session_settings", "staleness_budget", "switched_on",
+__all__ = ["APPROXIMATE_KEY", "BLOCKED_KEY", "MAX_STALENESS_KEY", "REWRITE_KEY", "Session", "rewrite_on",
+           "approximate_on", "semantic_setting", "session_settings", "staleness_budget", "switched_on",
            "track_statement"]
 # Set (to a reason) when the session changed a setting that changes query results; the
 # session is then never answered from datamaps, which were built under the engine's settings.
@@ -47,6 +47,12 @@ def switched_on(conf: Mapping[str, str], key: str) -> bool:
 def rewrite_on(conf: Mapping[str, str]) -> bool:
     """Is datamap rewriting switched on in these settings?"""
     return switched_on(conf, REWRITE_KEY)
+
+
+def approximate_on(conf: Mapping[str, str]) -> bool:
+    """May datamaps answer this session with estimates from stored sketches
+    (`SET datamap.rewrite.approximate=true`)? Off unless set."""
+    return str(conf.get(APPROXIMATE_KEY, "false")).strip().lower() == "true"
 
 
 def staleness_budget(conf: Mapping[str, str], default_s: float) -> float:

@@ -5,7 +5,8 @@
 in-process, proxy/serving) and `datamap.cache.enabled` (their result cache), and
 `SET datamap.max_staleness = 5m` (the freshness contract, proxy/staleness.py: kept and
 shown in seconds; the session starts with [datamaps] max_staleness or its JDBC URL's
-value). Answered like Spark answers SET: columns key, value; never forwarded to Spark.
+value), and `SET datamap.rewrite.approximate=true|false` (default false: distinct counts
+may be estimated from a datamap's HLL sketches, rewriter/distinct.py). Answered like Spark answers SET: columns key, value; never forwarded to Spark.
 The new value reaches the session as the Local decision's `settings`.
 
 `watch_semantic_settings` passes every SET through unchanged, but remembers when a
@@ -18,13 +19,13 @@ Both read the statement through proxy/classify.py, which parses the SET once.
 """
 from __future__ import annotations
 
-from proxy.classify import Kind, classify
+from proxy.classify import APPROXIMATE_KEY, Kind, classify
 from proxy.router import Decision, Local, LocalResult, Reject, Remember, Router, StatementContext
 from proxy.session import BLOCKED_KEY, MAX_STALENESS_KEY, REWRITE_KEY, semantic_setting
 
 SET_COLUMNS = (("key", "string"), ("value", "string"))
 # Shown when a session has no value (sessions opened by the service always have one).
-_UNSET = {MAX_STALENESS_KEY: "0"}
+_UNSET = {MAX_STALENESS_KEY: "0", APPROXIMATE_KEY: "false"}
 
 
 def set_rewrite_enabled(ctx: StatementContext, statement: str) -> Decision | None:

@@ -20,7 +20,9 @@ Schemas = Mapping[str, Mapping[str, Mapping[str, str]]]
 #   agg       a partial aggregate that re-aggregates: sum, count, count_star, min, max
 #   column    a plain projected expression of a projection-only (SPJ) datamap
 ColumnRole = Literal["group", "agg", "column"]
-AggKind = Literal["sum", "count", "count_star", "min", "max"]
+AggKind = Literal["sum", "count", "count_star", "min", "max", "hll"]
+# "hll": a mergeable HLL sketch, hll_sketch_agg(x, lgConfigK) (type binary); segments and
+# compaction merge it with hll_union_agg (rewriter/distinct.py).
 
 # Every datamap's storage table is partitioned by this string column (last column, not in
 # `columns`): one partition per datamap segment. A refresh writes a new partition that no
@@ -127,6 +129,10 @@ class RewriteResult:
     # the serving tier emits its engine's SQL from it without parsing `sql` again. Shared
     # by every caller of a cached result: read it, never change it.
     tree: object | None = field(default=None, repr=False, compare=False)
+    # Aggregates answered with an estimate from a stored sketch (rewriter/distinct.py), one
+    # line each; only when the caller allowed approximate answers. Empty: the answer is
+    # what Spark computes on the base tables.
+    approximate: list[str] = field(default_factory=list)
 
 
 class DatamapDefinitionError(Exception):

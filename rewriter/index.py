@@ -34,6 +34,7 @@ from sqlglot import exp
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.facts import Unsupported, extract
+from rewriter.distinct import APPROXIMATE
 from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
 from rewriter.match import Match, match
@@ -134,14 +135,17 @@ class DatamapIndex:
         return bool((self._precheck is not None and self._precheck.search(sql))
                     or _HAS_TIMESERIES.search(sql))
 
-    def rewrite(self, sql: str, current_db: str) -> RewriteResult:
+    def rewrite(self, sql: str, current_db: str, approximate: bool = False) -> RewriteResult:
+        """`approximate`: the session allows estimates from stored sketches
+        (SET datamap.rewrite.approximate=true; rewriter/distinct.py)."""
         if not self.would_parse(sql):
             return RewriteResult(sql, False)       # nothing to parse for
-        key = (sql, current_db)
+        key = (sql, current_db) if not approximate else (sql, current_db, True)
         hit = self._cache.get(key)
         if hit is not None:
             return RewriteResult(hit.sql, hit.rewritten, list(hit.used), dict(hit.skipped),
-                                 list(hit.missing_schemas), hit.tree)
+                                 list(hit.missing_schemas), hit.tree, list(hit.approximate))
+        allowed = APPROXIMATE.set(approximate)
         try:
             res = self._rewrite(sql, current_db)
         except RecursionError:
@@ -152,9 +156,11 @@ class DatamapIndex:
             log.exception("rewrite failed; forwarding the statement unchanged")
             res = RewriteResult(sql, False, [], {n: f"internal error ({type(e).__name__})"
                                                  for n in self.candidates})
+        finally:
+            APPROXIMATE.reset(allowed)
         self._cache.put(key, res)
         return RewriteResult(res.sql, res.rewritten, list(res.used), dict(res.skipped),
-                             list(res.missing_schemas), res.tree)
+                             list(res.missing_schemas), res.tree, list(res.approximate))
 
     # ------------------------------------------------------------------ work
     def _rewrite(self, sql: str, current_db: str) -> RewriteResult:
@@ -168,7 +174,8 @@ class DatamapIndex:
                 log.info("timeseries translation failed: %s", e)
                 translated = res.sql
             if translated != res.sql:
-                res = RewriteResult(translated, True, res.used, res.skipped, res.missing_schemas)
+                res = RewriteResult(translated, True, res.used, res.skipped, res.missing_schemas,
+                                    approximate=res.approximate)
         return res
 
     def _rewrite_datamaps(self, sql: str, current_db: str) -> RewriteResult:
@@ -215,6 +222,7 @@ class DatamapIndex:
         else:
             skipped = flat_skipped
         used: list[str] = []
+        approximate: list[str] = []
         replaced = False
         if len(matches) == 1 and matches[0] is not None and originals[0] is tree \
                 and tree.args.get("with_") is None:
@@ -232,6 +240,7 @@ class DatamapIndex:
             else:
                 orig.replace(m.select)
             replaced = True
+            approximate.extend(m.approximate)
             if m.datamap not in used:
                 used.append(m.datamap)
         for n in used:
@@ -245,7 +254,8 @@ class DatamapIndex:
         # the tree rides along for the serving tier only for dashboard-sized statements:
         # a cached tree weighs tens of times its text
         return RewriteResult(out, True, used, skipped,
-                             tree=tree if len(out) <= TREE_KEPT_BYTES else None)
+                             tree=tree if len(out) <= TREE_KEPT_BYTES else None,
+                             approximate=approximate)
 
     def _rewrite_flattened(self, qtree: exp.Expression, names, skipped, notes) -> list | None:
         """Match a copy of the qualified statement with its BI wrappers inlined
@@ -347,5 +357,6 @@ class DatamapIndex:
         return best
 
 
-def rewrite(sql: str, candidates, schemas, current_db: str) -> RewriteResult:
-    return DatamapIndex(candidates, schemas).rewrite(sql, current_db)
+def rewrite(sql: str, candidates, schemas, current_db: str,
+            approximate: bool = False) -> RewriteResult:
+    return DatamapIndex(candidates, schemas).rewrite(sql, current_db, approximate)

@@ -6,6 +6,9 @@ Layout rules (issue 3, item 1):
   * every aggregate call found in the projection is stored once, re-aggregatable:
     sum(x) -> sum, count(x) -> count, count(*) / count(1) -> count_star, min, max, and
     avg(x) -> sum(x) + count(x); names <kind>_<column> (or the alias of a lone aggregate);
+    hll_sketch_agg(x[, k]) -> a mergeable sketch, agg "hll", type binary, k written out
+    (rewriter/distinct.py; DMPROPERTIES('distinct_sketch'='hll') turns
+    approx_count_distinct into it before compiling);
   * a projection-only (SPJ) definition stores each projected expression (role column);
     SELECT DISTINCT without aggregates is a GROUP BY of its projection;
   * names are lower-case, unique, never the segment column.
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from rewriter import sparktypes
+from rewriter import distinct, sparktypes
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
@@ -148,6 +151,17 @@ def _granularity(name: str, tree: exp.Select) -> str | None:
 
 
 def _check_storable(name: str, agg_node: exp.Expression, q_node: exp.Expression) -> None:
+    if distinct.is_sketch_agg(agg_node):
+        if distinct.sketch_lgk(agg_node) is None:
+            raise _refuse(name, f"{q_node.sql(DIALECT)}: lgConfigK must be a whole number from "
+                                f"{distinct.MIN_LGK} to {distinct.MAX_LGK}")
+        if has_aggregate(agg_node.expressions[0]):
+            raise _refuse(name, f"nested aggregate {q_node.sql(DIALECT)}")
+        return
+    if isinstance(agg_node, exp.ApproxDistinct):
+        raise _refuse(name, f"{q_node.sql(DIALECT)} cannot be re-aggregated; with "
+                            f"DMPROPERTIES('{distinct.SKETCH_PROPERTY}'='hll') the datamap "
+                            "stores a mergeable sketch of its argument instead")
     if not isinstance(agg_node, STORABLE):
         raise _refuse(name, f"aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, max, avg)")
     arg = agg_node.this
@@ -290,6 +304,9 @@ class _Layout:
                     [n for n in q_item.walk() if is_aggregate_call(n)])
         for agg_node, q_node in pairs:
             _check_storable(self.name, agg_node, q_node)
+            if distinct.is_sketch_agg(agg_node):
+                self._place_sketch(i, agg_node, q_node, lone)
+                continue
             arg = agg_node.this
             star = _is_count_star(agg_node)
             arg_type = None if star else sparktypes.infer(arg, self.column_type)
@@ -305,6 +322,19 @@ class _Layout:
                 self.add("agg", _stored_call(kind, None if star else q_node.this), col_name,
                          ctype, agg=kind)
                 self.comp.aggs.append((kind, None if star else arg, col_name))
+
+    def _place_sketch(self, i, agg_node, q_node, lone: str | None) -> None:
+        arg, lgk = agg_node.expressions[0], distinct.sketch_lgk(agg_node)
+        k = (f"{distinct.SKETCH_KIND}:{lgk}", key_of(arg))
+        if k in self.agg_seen:
+            return
+        argname = arg.name if isinstance(arg, exp.Column) else f"expr_{i}"
+        col_name = self.unique(lone or f"hll_{argname}")
+        self.agg_seen[k] = col_name
+        call = exp.Anonymous(this="hll_sketch_agg", expressions=[q_node.expressions[0].copy(),
+                                                                  exp.Literal.number(lgk)])
+        self.add("agg", call, col_name, "binary", agg=distinct.SKETCH_KIND)
+        self.comp.aggs.append((k[0], arg, col_name))
 
 
 # ---------------------------------------------------------------- build SELECT

@@ -42,6 +42,7 @@ class Ctx:
     column_types: dict = field(default_factory=dict)
     filter_ctx: "Ctx | None" = None
     buckets: list = field(default_factory=list)     # (column key, granularity, view column, type)
+    approximate: list = field(default_factory=list)  # estimates read off sketches (distinct.py)
 
     def column_type(self, col: exp.Column):
         return self.column_types.get(".".join(p.name for p in col.parts))
@@ -52,6 +53,7 @@ class Match:
     select: exp.Select
     datamap: str        # "db.name"
     rollup: bool
+    approximate: tuple[str, ...] = ()   # what was estimated from a sketch (EXPLAIN says so)
 
 
 def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match | str:
@@ -94,10 +96,12 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
             sel = _build(q, comp, cand, ctx, extra, comp_preds)
         except NeedsReaggregation:
             ctx.reagg = True
+            ctx.approximate.clear()
             sel = _build(q, comp, cand, ctx, extra, comp_preds)
     except NoDerive as e:
         return str(e)
-    return Match(select=sel, datamap=comp.definition.qualified, rollup=ctx.reagg)
+    return Match(select=sel, datamap=comp.definition.qualified, rollup=ctx.reagg,
+                 approximate=tuple(dict.fromkeys(ctx.approximate)))
 
 
 def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_preds) -> exp.Select:

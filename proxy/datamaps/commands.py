@@ -24,6 +24,7 @@ from proxy.errors import ClientError
 from proxy.router import LocalResult
 from rewriter import compile_datamap
 from rewriter.api import DatamapDefinitionError
+from rewriter.distinct import SketchDefinitionError, sketch_definition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -85,7 +86,12 @@ class DatamapCommands:
                                    f"datamap {stmt.name.qualified(current_db)}")
         schemas = self._schemas.schemas(tables)
         try:
-            definition = compile_datamap(stmt.name.name, stmt.select_sql, schemas, current_db)
+            # DMPROPERTIES('distinct_sketch'='hll'): approx_count_distinct stored as sketches
+            select_sql = sketch_definition(stmt.select_sql, stmt.props)
+        except SketchDefinitionError as e:
+            raise ClientError(f"Datamap {stmt.name.qualified(current_db)}: {e}", "42000") from None
+        try:
+            definition = compile_datamap(stmt.name.name, select_sql, schemas, current_db)
         except DatamapDefinitionError as e:
             raise client_error(e) from None
         db = stmt.name.db or definition.database
@@ -114,7 +120,7 @@ class DatamapCommands:
                                       f"{table} already exists", "42710")
             try:
                 rec = self.catalog.create_datamap(
-                    db, stmt.name.name, provider=stmt.provider, select_sql=stmt.select_sql,
+                    db, stmt.name.name, provider=stmt.provider, select_sql=select_sql,
                     original_sql=stmt.original_sql, base_tables=definition.base_tables,
                     lazy=stmt.lazy, properties=stmt.props, definition=definition)
             except CatalogError as e:

@@ -16,7 +16,7 @@ from typing import Mapping
 from pipeline.files import quote_table
 from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
 from proxy.router import Decision, PassThrough, Serve
-from proxy.session import staleness_budget
+from proxy.session import approximate_on, staleness_budget
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -80,7 +80,7 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
               for n, v in new.items()}
     index = provider.compensated(service.index(), deltas)
     try:
-        again = index.rewrite(statement, current_db)
+        again = index.rewrite(statement, current_db, approximate_on(conf))
     except Exception:  # noqa: BLE001 - the base tables answer instead
         log.warning("compensated rewrite failed; the base tables answer", exc_info=True)
         again = None

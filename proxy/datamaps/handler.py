@@ -45,7 +45,7 @@ from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
 from proxy.serving import Served
-from proxy.session import BLOCKED_KEY, rewrite_on
+from proxy.session import BLOCKED_KEY, approximate_on, rewrite_on
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -112,6 +112,7 @@ class DatamapDdlHandler:
         service = self.service
         serving, conf = self.serving, ctx.conf
         max_staleness_s = self.max_staleness_s
+        approximate = approximate_on(conf)
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
@@ -121,11 +122,13 @@ class DatamapDdlHandler:
             if enabled:
                 try:
                     index = await asyncio.to_thread(service.index)
-                    result = await asyncio.to_thread(index.rewrite, stmt.query, current_db)
+                    result = await asyncio.to_thread(index.rewrite, stmt.query, current_db,
+                                                     approximate)
                     if result.missing_schemas:   # explain what the query will get once loaded
                         await asyncio.to_thread(service.load_schemas, result.missing_schemas)
                         index = await asyncio.to_thread(service.index)
-                        result = await asyncio.to_thread(index.rewrite, stmt.query, current_db)
+                        result = await asyncio.to_thread(index.rewrite, stmt.query, current_db,
+                                                         approximate)
                 except Exception:  # noqa: BLE001 - explain what would really be sent
                     log.warning("rewrite failed during EXPLAIN; showing the original",
                                 exc_info=True)
@@ -151,7 +154,7 @@ class DatamapDdlHandler:
                          "Result cache: bypassed (not served locally)"]
             else:
                 where = await asyncio.to_thread(served_lines, serving, result, conf)
-            where = where + list(fresh)
+            where = where + list(fresh) + approximate_lines(result)
             return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
                                                + "\n" + upstream_text,)])
         return run
@@ -167,6 +170,15 @@ def add_unavailable(service: DatamapService, result: RewriteResult, query: str,
         return
     for name, reason in service.unavailable(tables).items():
         result.skipped.setdefault(name, reason)
+
+
+def approximate_lines(result: RewriteResult) -> list[str]:
+    """EXPLAIN's `Approximate:` lines: each aggregate estimated from a stored sketch
+    (SET datamap.rewrite.approximate=true), whose value differs from Spark's own."""
+    if not result.used:
+        return []
+    return [f"Approximate: {line} (not Spark's HLL++ estimate; "
+            "SET datamap.rewrite.approximate=true)" for line in result.approximate]
 
 
 def served_lines(serving, result: RewriteResult, conf) -> list[str]:
@@ -214,11 +226,11 @@ class DatamapSelectHandler:
     def close(self) -> None:
         self.isolated.close()
 
-    def _rewrite(self, statement: str, current_db: str):
+    def _rewrite(self, statement: str, current_db: str, approximate: bool = False):
         index = self.service.index()
         if self.isolated.wanted(index, statement):
-            return self.isolated.rewrite(index, statement, current_db)
-        return index.rewrite(statement, current_db)
+            return self.isolated.rewrite(index, statement, current_db, approximate)
+        return index.rewrite(statement, current_db, approximate)
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if classify(statement).kind is not Kind.QUERY:
@@ -239,7 +251,7 @@ class DatamapSelectHandler:
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
         try:
-            result = self._rewrite(statement, ctx.current_db)
+            result = self._rewrite(statement, ctx.current_db, approximate_on(ctx.conf))
         except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
             if getattr(e, "forward_quietly", False):   # e.g. the pipeline session is starting
                 log.info("not rewriting yet (%s); forwarding the original statement", e)
@@ -266,7 +278,8 @@ class DatamapSelectHandler:
                           log=fresh_answer.log_lines(
                               self.service, result.used,
                               lambda n: display_name(n, ctx.current_db), checked))
-        self.audit.offer(statement, ctx, result)
+        if not result.approximate:      # an estimate would never equal the base tables'
+            self.audit.offer(statement, ctx, result)
         if self.serving is None or not result.used or (checked and checked.compensated):
             return rewrite
         return self._serve(result, rewrite, ctx)

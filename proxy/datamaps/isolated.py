@@ -27,13 +27,14 @@ TIMEOUT_S = 120.0
 _child_index: tuple[object, object] | None = None   # (key, DatamapIndex) in the child
 
 
-def _rewrite_in_child(key, candidates, schemas, version, sql: str, current_db: str):
+def _rewrite_in_child(key, candidates, schemas, version, sql: str, current_db: str,
+                      approximate: bool = False):
     """Runs in the worker process: one index per catalog version, kept between calls."""
     global _child_index
     from rewriter import DatamapIndex
     if _child_index is None or _child_index[0] != key:
         _child_index = (key, DatamapIndex(candidates, schemas, version))
-    result = _child_index[1].rewrite(sql, current_db)
+    result = _child_index[1].rewrite(sql, current_db, approximate)
     result.tree = None       # not worth pickling: the serving tier parses the SQL if it must
     return result
 
@@ -59,14 +60,14 @@ class IsolatedRewriter:
                     max_workers=1, mp_context=multiprocessing.get_context("spawn"))
             return self._pool
 
-    def rewrite(self, index, sql: str, current_db: str):
-        """index.rewrite(sql, current_db), computed in the worker process; None when the
+    def rewrite(self, index, sql: str, current_db: str, approximate: bool = False):
+        """index.rewrite(sql, current_db, approximate), computed in the worker process; None when the
         process failed or took longer than `timeout` (the caller forwards the original)."""
         key = index.token
         cands = list(index.candidates.values())
         try:
             future = self._executor().submit(_rewrite_in_child, key, cands, index.schemas,
-                                             index.version, sql, current_db)
+                                             index.version, sql, current_db, approximate)
             return future.result(self.timeout)
         except FutureTimeout:
             log.warning("rewriting a statement of %d characters took over %.0fs; forwarding "

@@ -69,6 +69,12 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
     timestamps are served only when it is a fixed UTC offset (proxy/serving/timestamps.py)."""
     if not isinstance(tree, exp.Select):
         raise NotServable("not a single SELECT")
+    for node in tree.find_all(exp.ApproxDistinct, exp.Anonymous):
+        # Spark's HLL++ and DataSketches HLL have no DuckDB equivalent giving the same
+        # numbers, and DuckDB cannot read Spark's sketch bytes (rewriter/distinct.py)
+        if isinstance(node, exp.ApproxDistinct) or node.name.lower().startswith("hll_"):
+            raise NotServable(f"{node.sql('spark').split('(')[0].lower()}: Spark's own "
+                              "distinct-count sketches")
     t = _Translator(tables, files_of, zone)
     sql, cols = t.select(tree)
     return Plan(sql, tuple(cols), tuple(t.reads))
