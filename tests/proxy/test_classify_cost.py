@@ -60,7 +60,9 @@ def test_hostile_statements_are_classified_in_linear_time(router, sql):
     t0 = time.perf_counter()
     router.decide(_ctx(), sql)
     Service._track_session_state(None, session, sql)   # what runs after upstream accepted it
-    assert time.perf_counter() - t0 < 0.5
+    # ~20 ms each when quiet; the backtracking regexes took 7 to 68 s. 0.5 s failed twice
+    # while Spark jobs loaded the 2-core box
+    assert time.perf_counter() - t0 < 3.0
 
 
 def test_session_state_tracking_still_reads_use_and_set():
