@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
+from rewriter.derived import graft, has_opaque
 from rewriter.facts import Unsupported, extract
 from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
@@ -225,6 +226,9 @@ class DatamapIndex:
         for orig, m in zip(originals, matches):
             if m is None:
                 continue
+            if has_opaque(m.select) and not graft(m.select, orig):
+                skipped.setdefault(m.datamap, "a derived table's column has no name as written")
+                continue
             if orig.args.get("with_") is not None:
                 m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
             if orig is tree:
@@ -298,7 +302,7 @@ class DatamapIndex:
         if not cands:
             return None
         try:
-            facts = extract(qsel, self.schemas, names, in_place=True)
+            facts = extract(qsel, self.schemas, names, in_place=True, as_query=True)
         except Unsupported as e:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
