@@ -1,9 +1,13 @@
 """Facts of one qualified SELECT block: the SPJG normal form the matcher works on.
 
-Columns are rewritten to the canonical `db.table.column` form (table aliases disappear;
-self-joins are refused, so a table name identifies one table reference). Facts:
+Columns are rewritten to the canonical `db.table.column` form (table aliases disappear,
+so a table name identifies one table reference: a datamap's self-join is refused, a
+query's second reference of a table is an opaque relation, below). Facts:
   edges       the FROM list: (kind, "db.table", alias, ON conjuncts) in FROM order; inner
-              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE)
+              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE). In a query
+              (extract(as_query=True)) an edge may also be an opaque relation
+              (rewriter/derived.py): a derived table or a table's second reference, named
+              "#derived.<alias>", its columns keyed so, joined onto the datamap later
   preds       canonical conjuncts of WHERE and inner ON, each classified as
                 eq        column = column  (builds the equivalence classes)
                 range     column op constant / column IN (constants)
