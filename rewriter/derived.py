@@ -34,19 +34,30 @@ DERIVED_DB = "#derived"     # pseudo database of a derived table's columns ("#de
 MARK = "opaque"
 
 
-def _defined_aliases(sub: exp.Expression) -> set[str]:
-    out = set()
-    for n in sub.find_all(exp.Table, exp.Subquery, exp.CTE, exp.TableAlias):
-        name = n.alias_or_name if not isinstance(n, exp.TableAlias) else n.name
-        if name:
-            out.add(name.lower())
-    return out
+def _own_aliases(sel: exp.Select) -> set[str]:
+    rels = _relations(sel)
+    names = {r.alias_or_name.lower() for r in rels if r.alias_or_name}
+    w = sel.args.get("with_")
+    if w is not None:
+        names |= {c.alias_or_name.lower() for c in w.expressions}
+    return names
 
 
 def correlated(sub: exp.Expression) -> bool:
-    """Whether the subquery names a column of an alias it does not define itself."""
-    inner = _defined_aliases(sub)
-    return any(c.table and c.table.lower() not in inner for c in sub.find_all(exp.Column))
+    """Whether the subquery names a column of an alias that no SELECT between the column
+    and the subquery's root defines (SQL scoping: the nearest enclosing definition wins)."""
+    for col in sub.find_all(exp.Column):
+        if not col.table:
+            continue
+        name, node, found = col.table.lower(), col.parent, False
+        while node is not None and not found:
+            found = isinstance(node, exp.Select) and name in _own_aliases(node)
+            if node is sub:
+                break
+            node = node.parent
+        if not found:
+            return True
+    return False
 
 
 def _where_subqueries(select: exp.Select) -> list[exp.Subquery]:

@@ -64,3 +64,18 @@ def test_graft_refuses_a_column_the_written_derived_table_does_not_name():
     derived.mark(ok)
     assert derived.graft(ok, written)
     assert ok.find(exp.Subquery) is written.find(exp.Subquery)
+
+
+@pytest.mark.parametrize("sql,expected", [
+    # the inner EXISTS defines `lineitem` for itself only: u.a = lineitem.a is the outer's
+    ("SELECT 1 FROM t AS lineitem WHERE k IN (SELECT u.k FROM u AS u WHERE u.a = lineitem.a "
+     "AND EXISTS (SELECT 1 FROM t AS lineitem))", True),
+    ("SELECT 1 FROM t AS l WHERE k IN (SELECT u.k FROM u AS u WHERE EXISTS "
+     "(SELECT 1 FROM v AS v WHERE v.a = u.a))", False),
+    ("SELECT 1 FROM t AS l WHERE k IN (SELECT x.k FROM (SELECT w.k FROM w AS w) AS x)", False),
+    ("SELECT 1 FROM t AS l WHERE k IN (SELECT 'a' AS k UNION ALL SELECT m.k FROM m AS m "
+     "WHERE m.z = l.z)", True),
+])
+def test_correlation_follows_sql_scoping(sql, expected):
+    sub = sqlglot.parse_one(sql, read="spark").args["where"].find(exp.Subquery)
+    assert derived.correlated(sub) is expected
