@@ -19,7 +19,9 @@ a rewriter bug.
 Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
 `skipped` name them so; the alias in the rewritten SQL is the bare name.
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
-own; among several datamaps answering a block the one with the fewest rows wins (then the
+own; a block that joins a derived table or filters on a subquery keeps that subquery as
+written (rewriter/derived.graft puts the written nodes back), so the subquery's own block
+is rewritten in place too and one statement may read a datamap twice; among several datamaps answering a block the one with the fewest rows wins (then the
 fewest grouping columns, then the name).
 """
 from __future__ import annotations

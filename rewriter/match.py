@@ -1,7 +1,10 @@
 """Facts of a query block x a compiled datamap -> the rewritten block, or a reason.
 
 Order of the checks (each a rule in rewriter/rules/):
-  1. match_tables        same tables and joins; extra query tables become query-delta joins
+  1. match_tables        same tables and joins; extra query tables (and opaque derived
+                         relations, rewriter/derived.py) become query-delta joins; a query
+                         LEFT JOIN the WHERE makes inner is retried as inner
+                         (rewriter/outer_joins.py)
   2. compensate_filters  datamap predicate implied by the query; the compensating conjuncts
   3. grain               exact (one datamap row per query group: use stored columns as they
                          are) or rollup (re-aggregate); partial datamaps always roll up
