@@ -117,14 +117,16 @@ def has_aggregate(e: exp.Expression) -> bool:
 
 
 def extract(select: exp.Select, schemas, names: list[str | None] | None, in_place: bool = False,
-            as_query: bool = False) -> Facts:
+            as_query: bool = False, primary: frozenset[str] = frozenset()) -> Facts:
     """Facts of a qualified SELECT. `names` are Spark's output names computed before
     qualification (None entries: unknown). in_place=True lets the facts reuse (and change)
     the select's own expressions: for a disposable tree, it saves the copies.
     as_query=True (a query block, not a datamap definition) also reads `A RIGHT JOIN B ON p`
     (first join only) as `B LEFT JOIN A ON p`, and keeps uncorrelated subqueries in FROM
     and WHERE as opaque relations and conjuncts (rewriter/derived.py). A datamap's FROM
-    order names its database and delta-linear tables, and it reads base tables only."""
+    order names its database and delta-linear tables, and it reads base tables only.
+    `primary`: aliases of a query's self-joined table to keep as the table itself (by
+    default its first reference; the others are opaque relations)."""
     opaque = derived.mark(select) if as_query else set()
     for arg in _UNSUPPORTED_ARGS:
         if select.args.get(arg):
@@ -146,7 +148,7 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
             if nd:
                 raise Unsupported(f"non-deterministic function {nd}")
 
-    edges, aliases = _edges(select, schemas, as_query, opaque)
+    edges, aliases = _edges(select, schemas, as_query, opaque, primary)
     relations = {e.alias: e.relation for e in edges}
     types: dict[str, str] = {}
 
@@ -256,12 +258,14 @@ def _join_ons(select: exp.Select) -> list[exp.Expression | None]:
     return [None] + [j.args.get("on") for j in select.args.get("joins") or []]
 
 
-def _edges(select: exp.Select, schemas, right_joins: bool = False,
-           opaque: set[int] = frozenset()) -> tuple[list[Edge], dict[str, str]]:
+def _edges(select: exp.Select, schemas, right_joins: bool = False, opaque: set[int] = frozenset(),
+           primary: frozenset[str] = frozenset()) -> tuple[list[Edge], dict[str, str]]:
     from_ = select.args.get("from_")
     if from_ is None:
         raise Unsupported("no FROM")
     items = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
+    chosen = {f"{r.db}.{r.name}": r.alias_or_name for r, _ in items
+              if isinstance(r, exp.Table) and r.alias_or_name in primary}
     edges, aliases, seen = [], {}, set()
     for rel, join in items:
         relation = None
@@ -280,7 +284,7 @@ def _edges(select: exp.Select, schemas, right_joins: bool = False,
             name = f"{rel.db}.{rel.name}"
             if rel.db not in schemas or rel.name not in schemas[rel.db]:
                 raise Unsupported(f"no schema for table {name}")
-        if name in seen:
+        if name in chosen and chosen[name] != rel.alias_or_name or name not in chosen and name in seen:
             if not right_joins:
                 raise Unsupported(f"self-join of {name}")
             # a query's second reference is joined onto the datamap's rows like a

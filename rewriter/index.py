@@ -303,8 +303,31 @@ class DatamapIndex:
                     cands.append(n)
         if not cands:
             return None
+        seen_t: set[str] = set()
+        again = []            # aliases of a table's second and later references
+        for r in rels:
+            if isinstance(r, exp.Table) and r.db:
+                full = f"{r.db}.{r.name}"
+                if full in seen_t:
+                    again.append(r.alias_or_name)
+                seen_t.add(full)
+        # a self-join's second reference may be the one a datamap answers: keep a copy
+        # to extract again with it as the table (extract changes the block in place)
+        pristine = qsel.copy() if again else None
+        facts = self._extract(qsel, names, cands, skipped)
+        best = self._match_facts(facts, cands, skipped) if facts is not None else None
+        for alias in again if best is None and facts is not None else ():
+            retry: dict[str, str] = {}
+            alt = self._extract(pristine.copy(), names, cands, retry, frozenset({alias}))
+            best = self._match_facts(alt, cands, retry) if alt is not None else None
+            if best is not None:
+                skipped.update(retry)
+                break
+        return best
+
+    def _extract(self, qsel: exp.Select, names, cands, skipped, primary=frozenset()):
         try:
-            facts = extract(qsel, self.schemas, names, in_place=True, as_query=True)
+            return extract(qsel, self.schemas, names, in_place=True, as_query=True, primary=primary)
         except Unsupported as e:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
@@ -316,6 +339,8 @@ class DatamapIndex:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: internal error {type(e).__name__}")
             return None
+
+    def _match_facts(self, facts, cands, skipped) -> Match | None:
         aliases = {e.alias for e in facts.edges}
         # Try the cheapest first and stop at the first that answers: the rest cannot be
         # cheaper, so they are not matched (keeps the decision cost flat in their number).
