@@ -1,9 +1,13 @@
 """Facts of one qualified SELECT block: the SPJG normal form the matcher works on.
 
-Columns are rewritten to the canonical `db.table.column` form (table aliases disappear;
-self-joins are refused, so a table name identifies one table reference). Facts:
+Columns are rewritten to the canonical `db.table.column` form (table aliases disappear,
+so a table name identifies one table reference: a datamap's self-join is refused, a
+query's second reference of a table is an opaque relation, below). Facts:
   edges       the FROM list: (kind, "db.table", alias, ON conjuncts) in FROM order; inner
-              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE)
+              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE). In a query
+              (extract(as_query=True)) an edge may also be an opaque relation
+              (rewriter/derived.py): a derived table or a table's second reference, named
+              "#derived.<alias>", its columns keyed so, joined onto the datamap later
   preds       canonical conjuncts of WHERE and inner ON, each classified as
                 eq        column = column  (builds the equivalence classes)
                 range     column op constant / column IN (constants)
@@ -24,6 +28,7 @@ from typing import Literal, Union
 
 from sqlglot import exp
 
+from rewriter import derived
 from rewriter import ranges as R
 from rewriter.normalize import (DIALECT, canonical_expr, canonical_predicate, column_key,
                                 conjuncts, is_constant, key_of, nondeterministic)
@@ -48,6 +53,7 @@ class Edge:
     alias: str
     on: list[exp.Expression] = field(default_factory=list)   # canonical, left joins only
     on_key: str = ""
+    relation: exp.Expression | None = None   # an opaque derived table (rewriter/derived.py)
 
 
 # An ORDER BY item naming an output alias keeps that reference (the rewrite renames it);
@@ -110,10 +116,18 @@ def has_aggregate(e: exp.Expression) -> bool:
     return any(is_aggregate_call(n) for n in e.walk())
 
 
-def extract(select: exp.Select, schemas, names: list[str | None] | None, in_place: bool = False) -> Facts:
+def extract(select: exp.Select, schemas, names: list[str | None] | None, in_place: bool = False,
+            as_query: bool = False, primary: frozenset[str] = frozenset()) -> Facts:
     """Facts of a qualified SELECT. `names` are Spark's output names computed before
     qualification (None entries: unknown). in_place=True lets the facts reuse (and change)
-    the select's own expressions: for a disposable tree, it saves the copies."""
+    the select's own expressions: for a disposable tree, it saves the copies.
+    as_query=True (a query block, not a datamap definition) also reads `A RIGHT JOIN B ON p`
+    (first join only) as `B LEFT JOIN A ON p`, and keeps uncorrelated subqueries in FROM
+    and WHERE as opaque relations and conjuncts (rewriter/derived.py). A datamap's FROM
+    order names its database and delta-linear tables, and it reads base tables only.
+    `primary`: aliases of a query's self-joined table to keep as the table itself (by
+    default its first reference; the others are opaque relations)."""
+    opaque = derived.mark(select) if as_query else set()
     for arg in _UNSUPPORTED_ARGS:
         if select.args.get(arg):
             raise Unsupported(f"{arg.upper()} clause is not supported")
@@ -123,7 +137,9 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
         for part in value if isinstance(value, list) else [value]:
             if not isinstance(part, exp.Expression):
                 continue
-            for node in part.walk():
+            for node in part.walk(prune=lambda n: id(n) in opaque):
+                if id(node) in opaque:
+                    continue
                 if isinstance(node, (exp.Select, exp.Subquery, exp.SetOperation)):
                     raise Unsupported("subquery inside the block")
                 if isinstance(node, (exp.Lateral, exp.Explode)):
@@ -132,18 +148,23 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
             if nd:
                 raise Unsupported(f"non-deterministic function {nd}")
 
-    edges, aliases = _edges(select, schemas)
+    edges, aliases = _edges(select, schemas, as_query, opaque, primary)
+    relations = {e.alias: e.relation for e in edges}
     types: dict[str, str] = {}
 
     def canon_cols(e: exp.Expression) -> exp.Expression:
-        for col in list(e.find_all(exp.Column)):
+        for col in list(derived.outer_columns(e)):
             if isinstance(col.this, exp.Star):
                 raise Unsupported("unexpanded *")
             tbl = aliases.get(col.table)
             if tbl is None:
                 raise Unsupported(f"column {col.sql(DIALECT)} does not belong to the block")
             db, t = tbl.split(".", 1)
-            ctype = schemas[db][t].get(col.name)
+            if db == derived.DERIVED_DB:
+                rel = relations[col.table]
+                ctype = schemas[rel.db][rel.name].get(col.name) if isinstance(rel, exp.Table) else None
+            else:
+                ctype = schemas[db][t].get(col.name)
             new = exp.Column(this=exp.to_identifier(col.name), table=exp.to_identifier(t),
                              db=exp.to_identifier(db))
             types[column_key(new)] = ctype
@@ -167,11 +188,7 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
             preds.append(_classify(canon_cols(c), types))
 
     rep = _equivalence(preds)
-    rngs: dict[str, R.Range] = {}
-    for p in preds:
-        if p.kind == "range":
-            r = rep.get(p.cols[0], p.cols[0])
-            rngs[r] = rngs[r].intersect(p.range) if r in rngs else p.range
+    rngs = class_ranges(preds, rep)
 
     group_node = select.args.get("group")
     if group_node and (any(group_node.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals"))
@@ -204,6 +221,16 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
                  column_types=types, output_aliases=output_aliases)
 
 
+def class_ranges(preds: list[Pred], rep: dict[str, str]) -> dict[str, R.Range]:
+    """Representative -> the intersection of its class's range conjuncts."""
+    rngs: dict[str, R.Range] = {}
+    for p in preds:
+        if p.kind == "range":
+            r = rep.get(p.cols[0], p.cols[0])
+            rngs[r] = rngs[r].intersect(p.range) if r in rngs else p.range
+    return rngs
+
+
 def canonical_buckets(e: exp.Expression, types: dict[str, str]) -> exp.Expression:
     """timeseries(col, 'gran'), date_trunc('<unit>', col) and the n-minute form -> one form
     (rewriter.timeseries.bucket_expr), so a datamap bucket matches any spelling of it."""
@@ -231,25 +258,38 @@ def _join_ons(select: exp.Select) -> list[exp.Expression | None]:
     return [None] + [j.args.get("on") for j in select.args.get("joins") or []]
 
 
-def _edges(select: exp.Select, schemas) -> tuple[list[Edge], dict[str, str]]:
+def _edges(select: exp.Select, schemas, right_joins: bool = False, opaque: set[int] = frozenset(),
+           primary: frozenset[str] = frozenset()) -> tuple[list[Edge], dict[str, str]]:
     from_ = select.args.get("from_")
     if from_ is None:
         raise Unsupported("no FROM")
     items = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
+    chosen = {f"{r.db}.{r.name}": r.alias_or_name for r, _ in items
+              if isinstance(r, exp.Table) and r.alias_or_name in primary}
     edges, aliases, seen = [], {}, set()
     for rel, join in items:
-        if not isinstance(rel, exp.Table) or rel.args.get("joins"):
-            raise Unsupported("FROM item is not a base table")
-        if not rel.db or rel.args.get("catalog"):
-            raise Unsupported(f"{rel.name} is not a base table")
-        if rel.args.get("sample") or rel.args.get("version") or rel.args.get("partition") \
-                or rel.args.get("hints") or rel.args.get("pivots") or rel.args.get("laterals"):
-            raise Unsupported(f"table modifier on {rel.name}")
-        name = f"{rel.db}.{rel.name}"
-        if rel.db not in schemas or rel.name not in schemas[rel.db]:
-            raise Unsupported(f"no schema for table {name}")
-        if name in seen:
-            raise Unsupported(f"self-join of {name}")
+        relation = None
+        if id(rel) in opaque:
+            relation, name = rel, f"{derived.DERIVED_DB}.{rel.alias}"
+            rel = exp.Table(this=exp.to_identifier(rel.alias), db=exp.to_identifier(derived.DERIVED_DB),
+                            alias=exp.TableAlias(this=exp.to_identifier(rel.alias)))
+        else:
+            if not isinstance(rel, exp.Table) or rel.args.get("joins"):
+                raise Unsupported("FROM item is not a base table")
+            if not rel.db or rel.args.get("catalog"):
+                raise Unsupported(f"{rel.name} is not a base table")
+            if rel.args.get("sample") or rel.args.get("version") or rel.args.get("partition") \
+                    or rel.args.get("hints") or rel.args.get("pivots") or rel.args.get("laterals"):
+                raise Unsupported(f"table modifier on {rel.name}")
+            name = f"{rel.db}.{rel.name}"
+            if rel.db not in schemas or rel.name not in schemas[rel.db]:
+                raise Unsupported(f"no schema for table {name}")
+        if name in chosen and chosen[name] != rel.alias_or_name or name not in chosen and name in seen:
+            if not right_joins:
+                raise Unsupported(f"self-join of {name}")
+            # a query's second reference is joined onto the datamap's rows like a
+            # derived table (rewriter/derived.py); its columns get their own keys
+            relation, name = rel, f"{derived.DERIVED_DB}.{rel.alias_or_name}"
         seen.add(name)
         alias = rel.alias_or_name
         if join is None:
@@ -259,6 +299,15 @@ def _edges(select: exp.Select, schemas) -> tuple[list[Edge], dict[str, str]]:
             jkind = (join.kind or "").upper()
             if join.args.get("using") or join.args.get("method"):
                 raise Unsupported("USING / NATURAL join")
+            if side == "RIGHT" and jkind in ("", "OUTER") and right_joins and len(edges) == 1 \
+                    and join.args.get("on") is not None:
+                # (A RIGHT JOIN B ON p) is (B LEFT JOIN A ON p); later joins see the same rows
+                first = edges[0]
+                edges[0] = Edge(kind="from", table=name, alias=rel.alias_or_name, relation=relation)
+                aliases[rel.alias_or_name] = name
+                edges.append(Edge(kind="left", table=first.table, alias=first.alias,
+                                  relation=first.relation))
+                continue
             if side == "" and jkind in ("", "INNER", "CROSS"):
                 kind = "inner"
             elif side == "LEFT" and jkind in ("", "OUTER"):
@@ -268,7 +317,7 @@ def _edges(select: exp.Select, schemas) -> tuple[list[Edge], dict[str, str]]:
             else:
                 raise Unsupported(f"{(side + ' ' + jkind).strip()} JOIN is not supported")
         aliases[alias] = name
-        edges.append(Edge(kind=kind, table=name, alias=alias))
+        edges.append(Edge(kind=kind, table=name, alias=alias, relation=relation))
     return edges, aliases
 
 

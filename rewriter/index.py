@@ -19,7 +19,9 @@ a rewriter bug.
 Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
 `skipped` name them so; the alias in the rewritten SQL is the bare name.
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
-own; among several datamaps answering a block the one with the fewest rows wins (then the
+own; a block that joins a derived table or filters on a subquery keeps that subquery as
+written (rewriter/derived.graft puts the written nodes back), so the subquery's own block
+is rewritten in place too and one statement may read a datamap twice; among several datamaps answering a block the one with the fewest rows wins (then the
 fewest grouping columns, then the name).
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sqlglot import exp
 
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
+from rewriter.derived import graft, has_opaque
 from rewriter.facts import Unsupported, extract
 from rewriter.distinct import APPROXIMATE
 from rewriter.flatten import flattened_blocks, with_notes
@@ -233,6 +236,9 @@ class DatamapIndex:
         for orig, m in zip(originals, matches):
             if m is None:
                 continue
+            if has_opaque(m.select) and not graft(m.select, orig):
+                skipped.setdefault(m.datamap, "a derived table's column has no name as written")
+                continue
             if orig.args.get("with_") is not None:
                 m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
             if orig is tree:
@@ -307,8 +313,31 @@ class DatamapIndex:
                     cands.append(n)
         if not cands:
             return None
+        seen_t: set[str] = set()
+        again = []            # aliases of a table's second and later references
+        for r in rels:
+            if isinstance(r, exp.Table) and r.db:
+                full = f"{r.db}.{r.name}"
+                if full in seen_t:
+                    again.append(r.alias_or_name)
+                seen_t.add(full)
+        # a self-join's second reference may be the one a datamap answers: keep a copy
+        # to extract again with it as the table (extract changes the block in place)
+        pristine = qsel.copy() if again else None
+        facts = self._extract(qsel, names, cands, skipped)
+        best = self._match_facts(facts, cands, skipped) if facts is not None else None
+        for alias in again if best is None and facts is not None else ():
+            retry: dict[str, str] = {}
+            alt = self._extract(pristine.copy(), names, cands, retry, frozenset({alias}))
+            best = self._match_facts(alt, cands, retry) if alt is not None else None
+            if best is not None:
+                skipped.update(retry)
+                break
+        return best
+
+    def _extract(self, qsel: exp.Select, names, cands, skipped, primary=frozenset()):
         try:
-            facts = extract(qsel, self.schemas, names, in_place=True)
+            return extract(qsel, self.schemas, names, in_place=True, as_query=True, primary=primary)
         except Unsupported as e:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
@@ -320,6 +349,8 @@ class DatamapIndex:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: internal error {type(e).__name__}")
             return None
+
+    def _match_facts(self, facts, cands, skipped) -> Match | None:
         aliases = {e.alias for e in facts.edges}
         # Try the cheapest first and stop at the first that answers: the rest cannot be
         # cheaper, so they are not matched (keeps the decision cost flat in their number).

@@ -1,7 +1,10 @@
 """Facts of a query block x a compiled datamap -> the rewritten block, or a reason.
 
 Order of the checks (each a rule in rewriter/rules/):
-  1. match_tables        same tables and joins; extra query tables become query-delta joins
+  1. match_tables        same tables and joins; extra query tables (and opaque derived
+                         relations, rewriter/derived.py) become query-delta joins; a query
+                         LEFT JOIN the WHERE makes inner is retried as inner
+                         (rewriter/outer_joins.py)
   2. compensate_filters  datamap predicate implied by the query; the compensating conjuncts
   3. grain               exact (one datamap row per query group: use stored columns as they
                          are) or rollup (re-aggregate); partial datamaps always roll up
@@ -22,6 +25,7 @@ from rewriter.compensation import delta_refusal
 from rewriter.facts import Facts, OrderItem
 from rewriter.layout import Compiled
 from rewriter.normalize import ident, key_of, parse
+from rewriter.outer_joins import inner_form
 from rewriter.rules.compensate_filters import compensate_filters
 from rewriter.rules.derive_expression import NoDerive, derive_expression
 from rewriter.rules.match_tables import match_tables
@@ -64,7 +68,12 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
             return "union compensation refused: " + refused
     extra = match_tables(q, d)
     if isinstance(extra, str):
-        return extra
+        # the query's LEFT JOIN may be an inner join in disguise (rewriter/outer_joins.py)
+        inner = inner_form(q)
+        retry = match_tables(inner, d) if inner is not None else extra
+        if isinstance(retry, str):
+            return extra
+        q, extra = inner, retry
     comp_preds = compensate_filters(q, d)
     if isinstance(comp_preds, str):
         return comp_preds
@@ -125,9 +134,9 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
     joins = []
     joined = {None}
     for e in extra:
-        table = exp.Table(this=ident(e.table.split(".", 1)[1]),
-                          db=ident(e.table.split(".", 1)[0]),
-                          alias=exp.TableAlias(this=ident(e.alias)))
+        table = e.relation.copy() if e.relation is not None else \
+            exp.Table(this=ident(e.table.split(".", 1)[1]), db=ident(e.table.split(".", 1)[0]),
+                      alias=exp.TableAlias(this=ident(e.alias)))
         joined.add(e.table)
         if e.kind == "left":
             on = [derive_expression(c, ctx.filter_ctx) for c in e.on]

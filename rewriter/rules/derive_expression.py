@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from rewriter.derived import MARK
 from rewriter.facts import is_aggregate_call
 from rewriter.normalize import ident, key_of
 
@@ -25,8 +26,8 @@ class NoDerive(Exception):
 
 def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> exp.Expression:
     """A fresh expression over ctx.view_alias's columns (and query-delta tables)."""
-    if isinstance(node, _LEAVES):
-        return node.copy()
+    if isinstance(node, _LEAVES) or (isinstance(node, exp.Subquery) and MARK in node.meta):
+        return node.copy()          # a literal, or an opaque subquery (rewriter/derived.py)
     if isinstance(node, exp.Column):
         alias = ctx.extra_aliases.get(f"{node.db}.{node.table}")
         if alias is not None:
