@@ -24,6 +24,8 @@ from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
+from rewriter.precedence import needs_parens
+
 DIALECT = "spark"
 
 # Functions whose value changes from call to call: a block using one is never rewritten.
@@ -288,8 +290,8 @@ def _make_in(col: exp.Expression, values: list[exp.Expression]) -> exp.Expressio
 
 
 def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
-    """Canonical form of a value expression (parentheses dropped; sqlglot regenerates them
-    where precedence needs them). copy=False works on `e` itself (a disposable tree)."""
+    """Canonical form of a value expression (parentheses dropped, then those precedence
+    needs put back: rewriter.precedence). copy=False works on `e` itself (a disposable tree)."""
     if copy:
         e = e.copy()
     for node in list(e.walk()):
@@ -299,36 +301,11 @@ def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
     # sqlglot prints operators as the tree nests them and adds no parentheses itself:
     # without these `(a - 1) * c` would print, run and key as `a - 1 * c`
     for node in list(e.walk()):
-        if node is not e and _needs_parens(node):
-            node.replace(exp.Paren(this=node.copy()))
+        if node is not e and needs_parens(node):
+            paren = exp.Paren()
+            node.replace(paren)
+            paren.set("this", node)     # the node itself: its operands are walked next
     return e
-
-
-# Spark's operator precedence, loosest first; an operator not listed is always wrapped
-_PRECEDENCE = {cls: rank for rank, group in enumerate((
-    (exp.Or,), (exp.And,), (exp.Not,),
-    (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.Is, exp.Like,
-     exp.ILike, exp.RegexpLike, exp.In, exp.Between),
-    (exp.BitwiseOr,), (exp.BitwiseXor,), (exp.BitwiseAnd,),
-    (exp.BitwiseLeftShift, exp.BitwiseRightShift),
-    (exp.Add, exp.Sub, exp.DPipe), (exp.Mul, exp.Div, exp.Mod, exp.IntDiv),
-    (exp.Neg, exp.BitwiseNot))) for cls in group}
-
-
-def _needs_parens(node: exp.Expression) -> bool:
-    """Whether `node`, an operand of an operator, must be wrapped to keep its meaning."""
-    parent = node.parent
-    if type(parent) not in _PRECEDENCE or node.arg_key not in ("this", "expression"):
-        return False
-    if not isinstance(node, (exp.Binary, exp.Unary, exp.In, exp.Between)) or isinstance(node, exp.Dot):
-        return False
-    mine, theirs = _PRECEDENCE.get(type(node), -1), _PRECEDENCE[type(parent)]
-    if mine != theirs:
-        return mine < theirs
-    if isinstance(parent, exp.Unary):
-        return not isinstance(parent, exp.Not)         # `- -x` would start a comment
-    # left-associative: the left operand of an equal operator needs none; AND/OR any side
-    return node.arg_key == "expression" and not isinstance(parent, exp.Connector)
 
 
 # ---------------------------------------------------------------- keys

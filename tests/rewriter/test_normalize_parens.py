@@ -13,6 +13,7 @@ from rewriter.normalize import canonical_expr
     ("a / (b * c)", "a / (b * c)"),
     ("~(a + b)", "~(a + b)"),
     ("-(-a)", "-(-a)"),
+    ("-(-(a + b)) * 2", "-(-(a + b)) * 2"),
     ("NOT (a OR b) AND c", "NOT (a OR b) AND c"),
     ("(a AND b) AND (c AND d)", "a AND b AND c AND d"),
     ("NOT (a IS NULL)", "NOT a IS NULL"),
