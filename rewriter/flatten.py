@@ -11,16 +11,21 @@ its source alias, stars are expanded, a CTE reference is a Table without a db an
 CTE's own body reads the base table it shadows) and inlines a derived table or CTE only
 when its block is trivial, i.e. provably a per-row map and filter of one base table:
 
-  SELECT e1 AS a1, ..., en AS an FROM db.t AS x [WHERE p] [ORDER BY ...]
+  SELECT e1 AS a1, ..., en AS an FROM db.t AS x [[INNER] JOIN db.u AS y ON c ...]
+  [WHERE p] [ORDER BY ...]
 
 with every ei and p deterministic, free of aggregates, windows, generators, subqueries
 and functions sqlglot does not know (a UDF may be non-deterministic), and nothing else
 (no LIMIT/OFFSET, DISTINCT, GROUP BY, HAVING, QUALIFY, LATERAL VIEW, TABLESAMPLE, joins,
-hints, set operations). Why that is exact: such a block yields, for each row r of t with
-p(r) true, the row (e1(r), ..., en(r)); so `SELECT f(alias.ai) FROM (block) alias WHERE q`
-equals `SELECT f(ei) FROM db.t AS alias WHERE p AND q` once ei is substituted for
-alias.ai. An ORDER BY without LIMIT in a derived table fixes no order of the outer
-result (SQL gives a derived table no order), so dropping it changes no row.
+hints, set operations, outer joins). Why that is exact: such a block yields, for each
+row r of t (of the inner join of its tables) with p(r) true, the row (e1(r), ..., en(r));
+so `SELECT f(alias.ai) FROM (block) alias WHERE q` equals `SELECT f(ei) FROM db.t AS
+alias WHERE p AND q` once ei is substituted for alias.ai. An ORDER BY without LIMIT in a
+derived table fixes no order of the outer result (SQL gives a derived table no order),
+so dropping it changes no row. A block that joins (Superset's virtual dataset over a
+star schema) is inlined only as the FROM source of an outer block whose own joins are
+inner too: inner joins associate, so `(t JOIN u ON c) JOIN d ON e` is `t JOIN u ON c
+JOIN d ON e`; its tables keep their aliases unless the outer scope has them already.
 
 The outer block must not be able to tell the difference either: the derived table is its
 FROM source (or an INNER/LEFT join's left side), its RIGHT/FULL joins would let a moved
@@ -36,8 +41,9 @@ from sqlglot import exp
 from rewriter.normalize import nondeterministic
 
 # Arguments a trivial block may carry; any other non-empty argument refuses it.
-_BLOCK_ARGS = frozenset({"expressions", "from_", "where", "order"})
+_BLOCK_ARGS = frozenset({"expressions", "from_", "where", "order", "joins"})
 _TABLE_ARGS = frozenset({"this", "db", "catalog", "alias"})
+_JOIN_ARGS = frozenset({"this", "on", "kind"})
 _SUBQUERY_ARGS = frozenset({"this", "alias"})
 # Nodes that change how many rows a block has, or what a row means, or that we cannot
 # prove deterministic: a block holding one is not inlined.
@@ -59,6 +65,23 @@ def _unsafe(e: exp.Expression) -> str | None:
     return f"non-deterministic {bad}" if bad else None
 
 
+def _inner_join(j: exp.Join) -> bool:
+    return not j.side and (j.kind or "INNER").upper() in ("INNER", "CROSS")
+
+
+def _table_refusal(src) -> str | None:
+    if isinstance(src, exp.Subquery):
+        return "a derived table that is not trivial inside"
+    if not isinstance(src, exp.Table) or not src.db or not isinstance(src.this, exp.Identifier):
+        return "no base table inside"
+    extra = sorted(_set_args(src) - _TABLE_ARGS)
+    if extra:
+        return f"table modifier {extra[0].upper()} inside"
+    if not src.alias or src.args["alias"].args.get("columns"):
+        return "column aliases on the table inside"
+    return None
+
+
 def refusal(sel: exp.Expression) -> str | None:
     """Why the block is not trivial (see module docstring), or None when it is."""
     if isinstance(sel, exp.SetOperation):
@@ -72,15 +95,17 @@ def refusal(sel: exp.Expression) -> str | None:
     if order is not None and _set_args(order) - {"expressions"}:
         return "ORDER BY modifier inside"
     src = sel.args["from_"].this if sel.args.get("from_") else None
-    if isinstance(src, exp.Subquery):
-        return "a derived table that is not trivial inside"
-    if not isinstance(src, exp.Table) or not src.db or not isinstance(src.this, exp.Identifier):
-        return "no base table inside"
-    extra = sorted(_set_args(src) - _TABLE_ARGS)
-    if extra:
-        return f"table modifier {extra[0].upper()} inside"
-    if not src.alias or src.args["alias"].args.get("columns"):
-        return "column aliases on the table inside"
+    joins = sel.args.get("joins") or []
+    for j in joins:
+        if not _inner_join(j) or _set_args(j) - _JOIN_ARGS:
+            return "an outer, NATURAL or USING join inside"
+        why = _unsafe(j.args["on"]) if j.args.get("on") is not None else None
+        if why:
+            return why
+    for t in [src] + [j.this for j in joins]:
+        why = _table_refusal(t)
+        if why:
+            return why
     for item in sel.expressions:
         if not isinstance(item, (exp.Alias, exp.Column)) or not item.alias_or_name:
             return "an unnamed output inside"
@@ -97,8 +122,6 @@ def refusal(sel: exp.Expression) -> str | None:
     return None
 
 
-def _inner_join(j: exp.Join) -> bool:
-    return not j.side and (j.kind or "INNER").upper() in ("INNER", "CROSS")
 
 
 def _renames_only(sel: exp.Select) -> bool:
@@ -113,6 +136,9 @@ def _outer_refusal(outer: exp.Select, sub: exp.Subquery) -> str | None:
     joins = outer.args.get("joins") or []
     if sub.parent is not outer.args.get("from_") and sub.parent not in joins:
         return "not a FROM or JOIN source"
+    if sub.this.args.get("joins") and (sub.parent is not outer.args.get("from_")
+                                       or not all(_inner_join(j) for j in joins)):
+        return "it joins, and it is not the FROM source of inner joins only"
     null_extended = (sub.parent in joins and not _inner_join(sub.parent)) or any(
         (j.side or "").upper() in ("RIGHT", "FULL") for j in joins)
     if null_extended and not _renames_only(sub.this):
@@ -131,6 +157,24 @@ def _outer_refusal(outer: exp.Select, sub: exp.Subquery) -> str | None:
     return None
 
 
+def _fresh_aliases(outer: exp.Select, sub: exp.Subquery, base: exp.Table,
+                   joined: list[exp.Table]) -> dict[str, str]:
+    """Inner alias -> its name in the outer scope: the FROM table takes the derived
+    table's alias; a joined table keeps its own unless the outer scope has it."""
+    taken = {sub.alias}
+    for holder in [outer.args.get("from_")] + (outer.args.get("joins") or []):
+        if holder is not None and holder.this is not sub:
+            taken.add(holder.this.alias_or_name)
+    out = {base.alias: sub.alias}
+    for t in joined:
+        name, k = t.alias, 1
+        while name in taken:
+            name, k = f"{sub.alias}_{t.alias}_{k}", k + 1
+        taken.add(name)
+        out[t.alias] = name
+    return out
+
+
 def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
     inner = sub.this
     alias = sub.alias
@@ -145,10 +189,13 @@ def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
         return False
     inner = inner.copy()
     base = inner.args["from_"].this
-    old = base.alias
+    inner_joins = list(inner.args.get("joins") or [])
+    renames = _fresh_aliases(outer, sub, base, [j.this for j in inner_joins])
     for c in inner.find_all(exp.Column):
-        if c.table == old:
-            c.set("table", exp.to_identifier(alias))
+        if c.table in renames:
+            c.set("table", exp.to_identifier(renames[c.table]))
+    for t in [j.this for j in inner_joins]:
+        t.set("alias", exp.TableAlias(this=exp.to_identifier(renames[t.alias])))
     values = {i.alias_or_name.lower(): i.unalias() for i in inner.expressions}
     # the outer block's own references only: the body and other derived tables beside it
     # are scopes of their own, where the same alias may name something else
@@ -158,6 +205,8 @@ def _inline(outer: exp.Select, sub: exp.Subquery, notes: list[str]) -> bool:
         return False                      # cannot happen after qualify; refuse rather than guess
     base.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
     sub.replace(base)
+    if inner_joins:
+        outer.set("joins", [j.pop() for j in inner_joins] + (outer.args.get("joins") or []))
     for c in refs:
         v = values[c.name.lower()].copy()
         c.replace(v if isinstance(v, exp.Column) else exp.Paren(this=v))

@@ -24,6 +24,8 @@ from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
+from rewriter.precedence import needs_parens
+
 DIALECT = "spark"
 
 # Functions whose value changes from call to call: a block using one is never rewritten.
@@ -288,14 +290,22 @@ def _make_in(col: exp.Expression, values: list[exp.Expression]) -> exp.Expressio
 
 
 def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
-    """Canonical form of a value expression (parentheses dropped; sqlglot regenerates them
-    where precedence needs them). copy=False works on `e` itself (a disposable tree)."""
+    """Canonical form of a value expression (parentheses dropped, then those precedence
+    needs put back: rewriter.precedence). copy=False works on `e` itself (a disposable tree)."""
     if copy:
         e = e.copy()
     for node in list(e.walk()):
         if isinstance(node, exp.Paren) and node is not e:
             node.replace(node.this)
-    return strip_parens(e)
+    e = strip_parens(e)
+    # sqlglot prints operators as the tree nests them and adds no parentheses itself:
+    # without these `(a - 1) * c` would print, run and key as `a - 1 * c`
+    for node in list(e.walk()):
+        if node is not e and needs_parens(node):
+            paren = exp.Paren()
+            node.replace(paren)
+            paren.set("this", node)     # the node itself: its operands are walked next
+    return e
 
 
 # ---------------------------------------------------------------- keys

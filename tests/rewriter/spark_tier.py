@@ -8,6 +8,7 @@ the last row's ORDER BY key may legitimately differ.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -38,9 +39,12 @@ class Materialiser:
                invisible 4th segment holding a full copy that a correct rewrite never reads.
                A view (not a table) because it is 4 builds per datamap and the machine is
                shared; the stored columns are the same SELECTs the pipeline would write.
+               persist_segments=True writes it as a table instead: the 4 builds run once,
+               which pays off when many cases read few datamaps (the BI corpora).
     """
     spark: Any
     schemas: dict
+    persist_segments: bool = False
 
     def __post_init__(self):
         self._state: dict[str, tuple] = {}       # table -> (kind, key)
@@ -88,10 +92,12 @@ class Materialiser:
         parts = [f"SELECT b.*, '{k}' AS {SEGMENT_COLUMN} FROM "
                  f"({d.build_sql({fact: self._slice(fact, k)})}) b" for k in range(SLICES)]
         parts.append(f"SELECT b.*, '{HIDDEN_SEGMENT}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b")
-        key = ("view", tuple(parts))
+        kind = "table" if self.persist_segments else "view"
+        key = (kind, tuple(parts))
         if self._state.get(d.table) != key:
             self._drop(d.table)
-            self.spark.sql(f"CREATE VIEW {d.table} AS {' UNION ALL '.join(parts)}")
+            using = " USING parquet" if self.persist_segments else ""
+            self.spark.sql(f"CREATE {kind.upper()} {d.table}{using} AS {' UNION ALL '.join(parts)}")
             self._state[d.table] = key
         return Candidate(definition=d, one_row_per_group=False,
                          segments=tuple(str(k) for k in range(SLICES)))
@@ -274,3 +280,57 @@ def compare_many(spark, original: str, rewrites: dict[str, str], schemas: dict,
 def compare(spark, original: str, rewritten: str, schemas: dict, current_db: str) -> Outcome:
     """Run both statements and list every difference (empty list: equivalent)."""
     return compare_many(spark, original, {"rewritten": rewritten}, schemas, current_db)["rewritten"]
+
+
+# --- many statements in one job ------------------------------------------------------------
+
+_FLOATS = ("double", "float")
+
+
+def _json_rows(texts: list[str], types: list[str]) -> list[tuple]:
+    """Rows written by to_json(struct(*)) back to values: numbers exact (Decimal), then
+    float where the column is a float, so the tolerance rule applies as in compare_many."""
+    out = []
+    for t in texts:
+        values = [v for _, v in json.loads(t, parse_float=Decimal, object_pairs_hook=list)]
+        out.append(tuple(float(v) if ty in _FLOATS and v is not None else v
+                         for v, ty in zip(values, types)))
+    return out
+
+
+def compare_batch(spark, items: dict[str, tuple[str, dict[str, str]]], schemas: dict,
+                  current_db: str) -> dict[str, dict[str, Outcome]]:
+    """compare_many for many cases at once: key -> (original, {label: rewritten}) gives
+    key -> {label: Outcome}. Each Spark job costs seconds on a loaded box whatever its
+    size, so the statements of every case whose schemas agree and which has no top-level
+    ORDER BY run as ONE job, each row as JSON (one column type for all); the others go
+    through compare_many. Same rules: names and types, multiset of rows, LIMIT."""
+    spark.sql(f"USE {current_db}")
+    out: dict[str, dict[str, Outcome]] = {}
+    parts: list[str] = []
+    pending: dict[str, tuple] = {}
+    for key, (original, rewrites) in items.items():
+        orig_sql = translate_sql(original, schemas, current_db)
+        tree = sqlglot.parse_one(orig_sql, read="spark")
+        oschema = _schema(spark.sql(orig_sql))
+        if tree.args.get("order") is not None or any(
+                _schema(spark.sql(sql)) != oschema for sql in rewrites.values()):
+            out[key] = compare_many(spark, original, rewrites, schemas, current_db)
+            continue
+        pending[key] = (tree, oschema, orig_sql)
+        for side, sql in [("", orig_sql)] + list(rewrites.items()):
+            parts.append(f"SELECT '{key}' AS dm__k, '{side}' AS dm__side, "
+                         f"to_json(struct(*), map('ignoreNullFields', 'false')) AS dm__j "
+                         f"FROM ({sql}) dm__q{len(parts)}")
+    texts: dict[tuple[str, str], list[str]] = {}
+    if parts:
+        for r in spark.sql(" UNION ALL ".join(parts)).collect():
+            texts.setdefault((r[0], r[1]), []).append(r[2])
+    for key, (tree, oschema, orig_sql) in pending.items():
+        names, types = [n for n, _ in oschema], [t for _, t in oschema]
+        orows = _json_rows(texts.get((key, ""), []), types)
+        out[key] = {}
+        for label, sql in items[key][1].items():
+            rrows = _json_rows(texts.get((key, label), []), types)
+            out[key][label] = Outcome(orig_sql, sql, _diff_rows(tree, names, orows, rrows))
+    return out
