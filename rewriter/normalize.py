@@ -288,14 +288,24 @@ def _make_in(col: exp.Expression, values: list[exp.Expression]) -> exp.Expressio
 
 
 def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
-    """Canonical form of a value expression (parentheses dropped; sqlglot regenerates them
-    where precedence needs them). copy=False works on `e` itself (a disposable tree)."""
+    """Canonical form of a value expression (redundant parentheses dropped; keys ignore
+    them anyway). copy=False works on `e` itself (a disposable tree). Parentheses around an
+    operator directly under another operator stay: sqlglot's generator does not put them
+    back, and `(q - 1) * 3` written as `q - 1 * 3` is another value."""
     if copy:
         e = e.copy()
     for node in list(e.walk()):
-        if isinstance(node, exp.Paren) and node is not e:
+        if isinstance(node, exp.Paren) and node is not e and not _needs_parens(node):
             node.replace(node.this)
     return strip_parens(e)
+
+
+_OPERATORS = (exp.Binary, exp.Unary)
+
+
+def _needs_parens(p: exp.Paren) -> bool:
+    inner = strip_parens(p.this)
+    return isinstance(inner, _OPERATORS) and isinstance(p.parent, _OPERATORS)
 
 
 # ---------------------------------------------------------------- keys
