@@ -42,7 +42,8 @@ _DATE_TRUNC_UNITS = frozenset({"YEAR", "YYYY", "YY", "QUARTER", "MONTH", "MON", 
 # calendar-field functions -> the granularity they are constant on
 _FIELDS: dict[type, str] = {
     exp.Year: "year", exp.Quarter: "month", exp.Month: "month",
-    exp.DayOfMonth: "day", exp.DayOfWeek: "day", exp.DayOfYear: "day", exp.WeekOfYear: "day",
+    exp.DayOfMonth: "day", exp.DayOfWeek: "day", exp.DayOfYear: "day",
+    exp.WeekOfYear: "week",               # ISO weeks run Monday to Sunday, as date_trunc's
     exp.Hour: "hour", exp.Minute: "minute",
 }
 
@@ -117,12 +118,74 @@ def grain_of(node: exp.Expression) -> tuple[exp.Column, str] | None:
         gran = _FIELDS[type(node)]
     elif isinstance(node, exp.TimeToStr):
         gran = _pattern_grain(node.args.get("format"))
+    elif isinstance(node, exp.TsOrDsAdd):
+        gran = _week_grain(node)
     elif isinstance(node, exp.UnixToStr) and isinstance(node.this, exp.StrToUnix):
         # from_unixtime(unix_timestamp(col), fmt): unix_timestamp ignores its format for a
         # DATE/TIMESTAMP argument, and whole seconds are all a pattern without fractions reads
         arg, gran = node.this.this, _pattern_grain(node.args.get("format"))
     col = _strip(arg) if gran and arg is not None else None
     return (col, gran) if col is not None else None
+
+
+def _week_grain(node: exp.TsOrDsAdd) -> str | None:
+    """The grain of date_add(col, k(dayofweek(col))) / date_sub(...), the week-start idioms
+    of Looker and hand-written dashboards (`date_sub(d, dayofweek(d) - 2)`,
+    `date_add(d, -((dayofweek(d) + 5) % 7))`). The day offset is evaluated for all seven
+    weekdays: the result is constant on weeks starting on weekday s when offset + position
+    in the week is the same for the seven days from s. A Monday week is the lattice's
+    `week`; a week starting on any other day is constant only on days (it straddles
+    Monday weeks), so it needs a day bucket. date_add reads its argument's date, so even
+    for a TIMESTAMP the result is constant on days."""
+    unit = node.args.get("unit")
+    if unit is not None and unit.name.upper() != "DAY" or not isinstance(node.this, exp.Column):
+        return None
+    try:
+        offsets = [_weekday_offset(node.expression, node.this, dow) for dow in range(1, 8)]
+    except ValueError:
+        return None
+    for start in range(1, 8):                     # Spark's dayofweek: 1 = Sunday
+        days = [(start - 1 + j) % 7 for j in range(7)]
+        if len({offsets[d] + j for j, d in enumerate(days)}) == 1:
+            return "week" if start == 2 else "day"
+    return None
+
+
+def _weekday_offset(e: exp.Expression, col: exp.Column, dow: int) -> int:
+    """Integer value of `e` when dayofweek(col) is `dow`, with Spark's integer semantics
+    (remainder takes the dividend's sign). ValueError for anything else."""
+    if isinstance(e, exp.Paren):
+        return _weekday_offset(e.this, col, dow)
+    if isinstance(e, exp.Literal) and not e.is_string and e.this.lstrip("-").isdigit():
+        return int(e.this)
+    if isinstance(e, exp.DayOfWeek) and _strip(e.this) == col:
+        return dow
+    if isinstance(e, exp.Neg):
+        return -_weekday_offset(e.this, col, dow)
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+        a, b = _weekday_offset(e.this, col, dow), _weekday_offset(e.expression, col, dow)
+        if isinstance(e, exp.Add):
+            return a + b
+        if isinstance(e, exp.Sub):
+            return a - b
+        if isinstance(e, exp.Mul):
+            return a * b
+        if b == 0:
+            raise ValueError("remainder by zero")
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    raise ValueError(f"not a weekday offset: {e.sql('spark')}")
+
+
+def date_from_day_bucket(col_type: str | None, fine: str,
+                         stored: exp.Expression) -> exp.Expression | None:
+    """A DATE column itself, from its stored day bucket: the bucket is the local midnight
+    of that date, and casting it back in the same session time zone gives the date, so
+    any expression of the column (Sunday weeks, date arithmetic, filters) can be computed
+    from it. None for other types and granularities."""
+    if (col_type or "").lower() != "date" or fine != "day":
+        return None
+    return exp.Cast(this=stored.copy(), to=exp.DataType.build("date"))
 
 
 def date_of(e: exp.Expression) -> exp.Column | None:

@@ -44,6 +44,9 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
             return rollup_aggregate(node, ctx)
         return _rebuild(node, ctx, groups_only)
     if isinstance(node, exp.Column):
+        day = _date_from_day_bucket(node, ctx)
+        if day is not None:
+            return day
         raise NoDerive(f"column {node.table}.{node.name} is not in datamap {ctx.name}")
     if ctx.buckets and isinstance(node, (exp.GTE, exp.LT)):
         aligned = _aligned_bound(node, ctx)
@@ -74,6 +77,19 @@ def _grain_from_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
         if col_key == k:
             stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
             new = grains.derive_grain(node, ctype, fine, stored)
+            if new is not None:
+                return new
+    return None
+
+
+def _date_from_day_bucket(col: exp.Column, ctx) -> exp.Expression | None:
+    """A DATE column the datamap keeps only as its day bucket (rewriter.grains)."""
+    from rewriter import grains
+    k = key_of(col, ctx.rep)
+    for col_key, fine, view_col, ctype in ctx.buckets or ():
+        if col_key == k:
+            stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
+            new = grains.date_from_day_bucket(ctype, fine, stored)
             if new is not None:
                 return new
     return None
