@@ -47,6 +47,19 @@ _FIELDS: dict[type, str] = {
     exp.Hour: "hour", exp.Minute: "minute",
 }
 
+# EXTRACT(field FROM col) / date_part fields (Spark's aliases) -> granularity. SECOND is left
+# out: it returns the fraction too.
+_EXTRACT_FIELDS: dict[str, str] = {
+    **dict.fromkeys(("YEAR", "Y", "YEARS", "YR", "YRS"), "year"),
+    **dict.fromkeys(("QUARTER", "QTR"), "month"),
+    **dict.fromkeys(("MONTH", "MON", "MONS", "MONTHS"), "month"),
+    **dict.fromkeys(("WEEK", "W", "WEEKS", "YEAROFWEEK"), "week"),     # ISO, Monday weeks
+    **dict.fromkeys(("DAY", "D", "DAYS", "DAYOFWEEK", "DOW", "DAYOFWEEK_ISO", "DOW_ISO", "DOY"),
+                    "day"),
+    **dict.fromkeys(("HOUR", "H", "HOURS", "HR", "HRS"), "hour"),
+    **dict.fromkeys(("MINUTE", "M", "MIN", "MINS", "MINUTES"), "minute"),
+}
+
 # sqlglot's reading of Spark datetime patterns: field -> granularity it needs
 _PATTERN_FIELDS: dict[str, str] = {
     "%Y": "year", "%m": "month", "%d": "day", "%H": "hour", "%M": "minute", "%S": "second",
@@ -120,6 +133,8 @@ def grain_of(node: exp.Expression) -> tuple[exp.Column, str] | None:
         gran = _pattern_grain(node.args.get("format"))
     elif isinstance(node, exp.TsOrDsAdd):
         gran = _week_grain(node)
+    elif isinstance(node, exp.Extract) and isinstance(node.this, (exp.Var, exp.Literal)):
+        arg, gran = node.expression, _EXTRACT_FIELDS.get(node.this.name.upper())
     elif isinstance(node, exp.UnixToStr) and isinstance(node.this, exp.StrToUnix):
         # from_unixtime(unix_timestamp(col), fmt): unix_timestamp ignores its format for a
         # DATE/TIMESTAMP argument, and whole seconds are all a pattern without fractions reads

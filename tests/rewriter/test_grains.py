@@ -77,6 +77,9 @@ def test_to_date_keeps_its_pattern():
     ("date_sub(d, dayofweek(d) / 2)", None),                      # fractions: refused
     ("date_add(d, 7)", None),
     ("weekofyear(d)", ("d", "week")),
+    ("EXTRACT(year FROM d)", ("d", "year")), ("EXTRACT(QUARTER FROM d)", ("d", "month")),
+    ("EXTRACT(week FROM d)", ("d", "week")), ("EXTRACT(DAYOFWEEK_ISO FROM d)", ("d", "day")),
+    ("EXTRACT(SECOND FROM d)", None),                             # with the fraction
 ])
 def test_week_idioms(sql, found):
     assert _grain(sql) == found
