@@ -4,7 +4,11 @@ BI tools never send ``timeseries()``; each writes its time grain its own way:
 ``date_trunc('month', CAST(col AS TIMESTAMP))`` (Superset), ``CAST(DATE_TRUNC('MONTH',
 CAST(col AS TIMESTAMP)) AS DATE)`` (Tableau), ``trunc(col, 'MM')``, ``to_date(col)``,
 ``year(col), month(col)``, ``date_format(col, 'yyyy-MM')`` (Looker),
-``from_unixtime(unix_timestamp(col), 'yyyy-MM-01 00:00:00')`` (Superset's Hive grains).
+``from_unixtime(unix_timestamp(col), 'yyyy-MM-01 00:00:00')`` (Superset's Hive grains),
+``EXTRACT(year FROM col)`` (MetricFlow), week starts written as a weekday offset
+(``date_sub(col, dayofweek(col) - 2)``, ``date_add(col, -((dayofweek(col) + 5) % 7))``).
+Expressions built on top of them (CONCAT quarter labels, CASE on month(), make_date of
+year and month) need nothing here: the rule rebuilds them from their derived parts.
 
 Each of them is ``f(col)`` where ``f`` is constant on every bucket of some granularity
 ``g`` of the lattice (rewriter.timeseries): ``f(col) = f(bucket_g(col))``. A datamap that
@@ -16,6 +20,11 @@ Why only DATE and TIMESTAMP (LTZ) columns: both the stored bucket and ``f`` read
 in the session time zone (a DATE becomes local midnight), so ``f`` sees the same
 calendar fields. A TIMESTAMP_NTZ, a string or an unknown type is refused: the cast to
 TIMESTAMP there depends on the zone or on parsing, and "when unsure, refuse".
+
+Week starts matter: a Monday week is the lattice's ``week`` (date_trunc's); a week starting
+on any other day straddles Monday weeks, months and years, so only a day bucket answers it.
+A DATE column is recovered exactly from its day bucket (date_from_day_bucket), which is how
+anything else of that column is answered from a day datamap.
 """
 from __future__ import annotations
 
