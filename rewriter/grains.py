@@ -212,6 +212,25 @@ def date_from_day_bucket(col_type: str | None, fine: str,
     return exp.Cast(this=stored.copy(), to=exp.DataType.build("date"))
 
 
+_PLAIN_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def next_day(text: str) -> str | None:
+    """The day after a plain 'yyyy-MM-dd' literal, or None (time parts, other forms).
+
+    Why: on a DATE, `d <= X` is `d < X + 1 day` and `d > X` is `d >= X + 1 day` when X is a
+    plain date, which turns BETWEEN's upper end into a bound a month or week bucket can
+    answer when X + 1 day starts a bucket (1995-04-30 -> 1995-05-01). A literal with a time
+    part is refused: Spark's reading of it against a DATE is not worth guessing."""
+    import datetime as _dt
+    if not _PLAIN_DATE.fullmatch(text):
+        return None
+    try:
+        return (_dt.date.fromisoformat(text) + _dt.timedelta(days=1)).isoformat()
+    except ValueError:
+        return None
+
+
 def date_of(e: exp.Expression) -> exp.Column | None:
     """The column of CAST(col AS DATE) / to_date(col) (its local date), else None."""
     if isinstance(e, (exp.Cast, exp.TryCast)) and e.to.this == exp.DataType.Type.DATE \

@@ -5,7 +5,7 @@ bucket of it.
 The oracle is calendar arithmetic in Python, independent of the rewriter: a grain is
 answerable from a stored bucket when it takes the same value on every day of each bucket
 (checked day by day over four years). The rewriter must never hit where the oracle says a
-bucket mixes grain values, nor read a `>=` / `<` filter off a bucket it is not aligned on;
+bucket mixes grain values, nor read a date filter off a bucket it is not aligned on;
 and for these shapes (all claimed by grains.py) it must hit whenever the oracle allows.
 The Spark tier runs a sample of the hits, original vs rewritten.
 """
@@ -114,8 +114,10 @@ def grain_queries(draw):
     where = ""
     if draw(st.booleans()):
         bound = draw(st.sampled_from(DAYS[300:1200]))
-        op = draw(st.sampled_from([">=", "<"]))
+        op = draw(st.sampled_from([">=", "<", "<=", ">"]))
         where = f" WHERE visit_date {op} DATE '{bound.isoformat()}'"
+        if op in ("<=", ">"):             # on a DATE: < / >= the next day
+            bound += timedelta(days=1)
     sql = f"SELECT {expr} AS g, sum(revenue) AS rev, count(*) AS n FROM visits{where} GROUP BY {expr}"
     return i, gran, bound, sql
 

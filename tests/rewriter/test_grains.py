@@ -90,3 +90,11 @@ def test_a_date_column_comes_back_from_its_day_bucket_only():
     assert grains.date_from_day_bucket("date", "day", stored).sql("spark") == "CAST(b AS DATE)"
     assert grains.date_from_day_bucket("date", "month", stored) is None
     assert grains.date_from_day_bucket("timestamp", "day", stored) is None
+
+
+@pytest.mark.parametrize("text,after", [
+    ("1995-04-30", "1995-05-01"), ("1996-02-28", "1996-02-29"), ("1999-12-31", "2000-01-01"),
+    ("1995-04-30 00:00:00", None), ("1995-4-30", None), ("1995-02-30", None), ("x", None),
+])
+def test_next_day_only_for_plain_dates(text, after):
+    assert grains.next_day(text) == after
