@@ -186,6 +186,11 @@ def _weekday_offset(e: exp.Expression, col: exp.Column, dow: int) -> int:
         return dow
     if isinstance(e, exp.Neg):
         return -_weekday_offset(e.this, col, dow)
+    if isinstance(e, exp.Anonymous) and e.name.lower() == "pmod" and len(e.expressions) == 2:
+        a, b = (_weekday_offset(x, col, dow) for x in e.expressions)
+        if b <= 0:
+            raise ValueError("pmod by a non-positive number")
+        return a % b                              # Python's % is pmod for b > 0
     if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
         a, b = _weekday_offset(e.this, col, dow), _weekday_offset(e.expression, col, dow)
         if isinstance(e, exp.Add):

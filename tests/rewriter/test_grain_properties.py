@@ -76,6 +76,8 @@ def _grains() -> list[Grain]:
                 lambda d, k=k: d - timedelta(days=_dow(d) - k)) for k in (1, 2, 3)),
         *(Grain(f"date_add({{d}}, -((dayofweek({{d}}) + {m}) % 7))",
                 lambda d, m=m: d - timedelta(days=(_dow(d) + m) % 7)) for m in range(7)),
+        *(Grain(f"date_sub({{d}}, pmod(dayofweek({{d}}) - {k}, 7))",
+                lambda d, k=k: d - timedelta(days=(_dow(d) - k) % 7)) for k in (1, 2, 5)),
         # not a week start at all: constant on days only
         Grain("date_sub({d}, dayofweek({d}) % 3)", lambda d: d - timedelta(days=_dow(d) % 3)),
     ]

@@ -72,6 +72,9 @@ def test_to_date_keeps_its_pattern():
     ("date_add(d, -(dayofweek(d) - 1))", ("d", "day")),           # Sunday weeks: days only
     ("date_sub(d, dayofweek(d) - 2)", ("d", "day")),              # Sun..Sat, labelled Monday
     ("date_sub(d, (dayofweek(d) + 1) % 7)", ("d", "day")),        # Saturday weeks
+    ("date_sub(d, pmod(dayofweek(d) - 2, 7))", ("d", "week")),   # pmod: never negative
+    ("date_sub(d, pmod(dayofweek(d) - 1, 7))", ("d", "day")),
+    ("date_sub(d, pmod(dayofweek(d), 0))", None),
     ("date_sub(d, dayofweek(d) % 3)", None),                      # not constant on any week
     ("date_sub(d, dayofweek(e) - 1)", None),                      # another column's weekday
     ("date_sub(d, dayofweek(d) / 2)", None),                      # fractions: refused
