@@ -294,18 +294,12 @@ def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
     back, and `(q - 1) * 3` written as `q - 1 * 3` is another value."""
     if copy:
         e = e.copy()
+    ops = (exp.Binary, exp.Unary)
     for node in list(e.walk()):
-        if isinstance(node, exp.Paren) and node is not e and not _needs_parens(node):
+        if isinstance(node, exp.Paren) and node is not e and not (
+                isinstance(node.parent, ops) and isinstance(strip_parens(node.this), ops)):
             node.replace(node.this)
     return strip_parens(e)
-
-
-_OPERATORS = (exp.Binary, exp.Unary)
-
-
-def _needs_parens(p: exp.Paren) -> bool:
-    inner = strip_parens(p.this)
-    return isinstance(inner, _OPERATORS) and isinstance(p.parent, _OPERATORS)
 
 
 # ---------------------------------------------------------------- keys
