@@ -4,7 +4,11 @@ BI tools never send ``timeseries()``; each writes its time grain its own way:
 ``date_trunc('month', CAST(col AS TIMESTAMP))`` (Superset), ``CAST(DATE_TRUNC('MONTH',
 CAST(col AS TIMESTAMP)) AS DATE)`` (Tableau), ``trunc(col, 'MM')``, ``to_date(col)``,
 ``year(col), month(col)``, ``date_format(col, 'yyyy-MM')`` (Looker),
-``from_unixtime(unix_timestamp(col), 'yyyy-MM-01 00:00:00')`` (Superset's Hive grains).
+``from_unixtime(unix_timestamp(col), 'yyyy-MM-01 00:00:00')`` (Superset's Hive grains),
+``EXTRACT(year FROM col)`` (MetricFlow), week starts written as a weekday offset
+(``date_sub(col, dayofweek(col) - 2)``, ``date_add(col, -((dayofweek(col) + 5) % 7))``).
+Expressions built on top of them (CONCAT quarter labels, CASE on month(), make_date of
+year and month) need nothing here: the rule rebuilds them from their derived parts.
 
 Each of them is ``f(col)`` where ``f`` is constant on every bucket of some granularity
 ``g`` of the lattice (rewriter.timeseries): ``f(col) = f(bucket_g(col))``. A datamap that
@@ -16,6 +20,11 @@ Why only DATE and TIMESTAMP (LTZ) columns: both the stored bucket and ``f`` read
 in the session time zone (a DATE becomes local midnight), so ``f`` sees the same
 calendar fields. A TIMESTAMP_NTZ, a string or an unknown type is refused: the cast to
 TIMESTAMP there depends on the zone or on parsing, and "when unsure, refuse".
+
+Week starts matter: a Monday week is the lattice's ``week`` (date_trunc's); a week starting
+on any other day straddles Monday weeks, months and years, so only a day bucket answers it.
+A DATE column is recovered exactly from its day bucket (date_from_day_bucket), which is how
+anything else of that column is answered from a day datamap.
 """
 from __future__ import annotations
 
@@ -42,8 +51,22 @@ _DATE_TRUNC_UNITS = frozenset({"YEAR", "YYYY", "YY", "QUARTER", "MONTH", "MON", 
 # calendar-field functions -> the granularity they are constant on
 _FIELDS: dict[type, str] = {
     exp.Year: "year", exp.Quarter: "month", exp.Month: "month",
-    exp.DayOfMonth: "day", exp.DayOfWeek: "day", exp.DayOfYear: "day", exp.WeekOfYear: "day",
+    exp.DayOfMonth: "day", exp.DayOfWeek: "day", exp.DayOfYear: "day",
+    exp.WeekOfYear: "week",               # ISO weeks run Monday to Sunday, as date_trunc's
     exp.Hour: "hour", exp.Minute: "minute",
+}
+
+# EXTRACT(field FROM col) / date_part fields (Spark's aliases) -> granularity. SECOND is left
+# out: it returns the fraction too.
+_EXTRACT_FIELDS: dict[str, str] = {
+    **dict.fromkeys(("YEAR", "Y", "YEARS", "YR", "YRS"), "year"),
+    **dict.fromkeys(("QUARTER", "QTR"), "month"),
+    **dict.fromkeys(("MONTH", "MON", "MONS", "MONTHS"), "month"),
+    **dict.fromkeys(("WEEK", "W", "WEEKS", "YEAROFWEEK"), "week"),     # ISO, Monday weeks
+    **dict.fromkeys(("DAY", "D", "DAYS", "DAYOFWEEK", "DOW", "DAYOFWEEK_ISO", "DOW_ISO", "DOY"),
+                    "day"),
+    **dict.fromkeys(("HOUR", "H", "HOURS", "HR", "HRS"), "hour"),
+    **dict.fromkeys(("MINUTE", "M", "MIN", "MINS", "MINUTES"), "minute"),
 }
 
 # sqlglot's reading of Spark datetime patterns: field -> granularity it needs
@@ -117,12 +140,100 @@ def grain_of(node: exp.Expression) -> tuple[exp.Column, str] | None:
         gran = _FIELDS[type(node)]
     elif isinstance(node, exp.TimeToStr):
         gran = _pattern_grain(node.args.get("format"))
+    elif isinstance(node, exp.TsOrDsAdd):
+        gran = _week_grain(node)
+    elif isinstance(node, exp.Extract) and isinstance(node.this, (exp.Var, exp.Literal)):
+        arg, gran = node.expression, _EXTRACT_FIELDS.get(node.this.name.upper())
     elif isinstance(node, exp.UnixToStr) and isinstance(node.this, exp.StrToUnix):
         # from_unixtime(unix_timestamp(col), fmt): unix_timestamp ignores its format for a
         # DATE/TIMESTAMP argument, and whole seconds are all a pattern without fractions reads
         arg, gran = node.this.this, _pattern_grain(node.args.get("format"))
     col = _strip(arg) if gran and arg is not None else None
     return (col, gran) if col is not None else None
+
+
+def _week_grain(node: exp.TsOrDsAdd) -> str | None:
+    """The grain of date_add(col, k(dayofweek(col))) / date_sub(...), the week-start idioms
+    of Looker and hand-written dashboards (`date_sub(d, dayofweek(d) - 2)`,
+    `date_add(d, -((dayofweek(d) + 5) % 7))`). The day offset is evaluated for all seven
+    weekdays: the result is constant on weeks starting on weekday s when offset + position
+    in the week is the same for the seven days from s. A Monday week is the lattice's
+    `week`; a week starting on any other day is constant only on days (it straddles
+    Monday weeks), so it needs a day bucket. date_add reads its argument's date, so even
+    for a TIMESTAMP the result is constant on days."""
+    unit = node.args.get("unit")
+    if unit is not None and unit.name.upper() != "DAY" or not isinstance(node.this, exp.Column):
+        return None
+    try:
+        offsets = [_weekday_offset(node.expression, node.this, dow) for dow in range(1, 8)]
+    except ValueError:
+        return None
+    for start in range(1, 8):                     # Spark's dayofweek: 1 = Sunday
+        days = [(start - 1 + j) % 7 for j in range(7)]
+        if len({offsets[d] + j for j, d in enumerate(days)}) == 1:
+            return "week" if start == 2 else "day"
+    return None
+
+
+def _weekday_offset(e: exp.Expression, col: exp.Column, dow: int) -> int:
+    """Integer value of `e` when dayofweek(col) is `dow`, with Spark's integer semantics
+    (remainder takes the dividend's sign). ValueError for anything else."""
+    if isinstance(e, exp.Paren):
+        return _weekday_offset(e.this, col, dow)
+    if isinstance(e, exp.Literal) and not e.is_string and e.this.lstrip("-").isdigit():
+        return int(e.this)
+    if isinstance(e, exp.DayOfWeek) and _strip(e.this) == col:
+        return dow
+    if isinstance(e, exp.Neg):
+        return -_weekday_offset(e.this, col, dow)
+    if isinstance(e, exp.Anonymous) and e.name.lower() == "pmod" and len(e.expressions) == 2:
+        a, b = (_weekday_offset(x, col, dow) for x in e.expressions)
+        if b <= 0:
+            raise ValueError("pmod by a non-positive number")
+        return a % b                              # Python's % is pmod for b > 0
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+        a, b = _weekday_offset(e.this, col, dow), _weekday_offset(e.expression, col, dow)
+        if isinstance(e, exp.Add):
+            return a + b
+        if isinstance(e, exp.Sub):
+            return a - b
+        if isinstance(e, exp.Mul):
+            return a * b
+        if b == 0:
+            raise ValueError("remainder by zero")
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    raise ValueError(f"not a weekday offset: {e.sql('spark')}")
+
+
+def date_from_day_bucket(col_type: str | None, fine: str,
+                         stored: exp.Expression) -> exp.Expression | None:
+    """A DATE column itself, from its stored day bucket: the bucket is the local midnight
+    of that date, and casting it back in the same session time zone gives the date, so
+    any expression of the column (Sunday weeks, date arithmetic, filters) can be computed
+    from it. None for other types and granularities."""
+    if (col_type or "").lower() != "date" or fine != "day":
+        return None
+    return exp.Cast(this=stored.copy(), to=exp.DataType.build("date"))
+
+
+_PLAIN_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def next_day(text: str) -> str | None:
+    """The day after a plain 'yyyy-MM-dd' literal, or None (time parts, other forms).
+
+    Why: on a DATE, `d <= X` is `d < X + 1 day` and `d > X` is `d >= X + 1 day` when X is a
+    plain date, which turns BETWEEN's upper end into a bound a month or week bucket can
+    answer when X + 1 day starts a bucket (1995-04-30 -> 1995-05-01). A literal with a time
+    part is refused: Spark's reading of it against a DATE is not worth guessing."""
+    import datetime as _dt
+    if not _PLAIN_DATE.fullmatch(text):
+        return None
+    try:
+        return (_dt.date.fromisoformat(text) + _dt.timedelta(days=1)).isoformat()
+    except ValueError:
+        return None
 
 
 def date_of(e: exp.Expression) -> exp.Column | None:

@@ -45,8 +45,11 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
             return rollup_aggregate(node, ctx)
         return _rebuild(node, ctx, groups_only)
     if isinstance(node, exp.Column):
+        day = _date_from_day_bucket(node, ctx)
+        if day is not None:
+            return day
         raise NoDerive(f"column {node.table}.{node.name} is not in datamap {ctx.name}")
-    if ctx.buckets and isinstance(node, (exp.GTE, exp.LT)):
+    if ctx.buckets and isinstance(node, (exp.GTE, exp.LT, exp.LTE, exp.GT)):
         aligned = _aligned_bound(node, ctx)
         if aligned is not None:
             return aligned
@@ -80,6 +83,19 @@ def _grain_from_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
     return None
 
 
+def _date_from_day_bucket(col: exp.Column, ctx) -> exp.Expression | None:
+    """A DATE column the datamap keeps only as its day bucket (rewriter.grains)."""
+    from rewriter import grains
+    k = key_of(col, ctx.rep)
+    for col_key, fine, view_col, ctype in ctx.buckets or ():
+        if col_key == k:
+            stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
+            new = grains.date_from_day_bucket(ctype, fine, stored)
+            if new is not None:
+                return new
+    return None
+
+
 def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
     """A coarser time bucket from a stored finer bucket of the same column (timeseries
     rollup: only when every coarse bucket is a union of fine buckets, per
@@ -100,7 +116,8 @@ def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
 def _aligned_bound(node: exp.Expression, ctx) -> exp.Expression | None:
     """`col >= X` / `col < X` on a raw time column the datamap only keeps as a bucket: when X
     starts a bucket, bucket(col) >= X <=> col >= X (and likewise for <), because the bucket
-    is monotone and bucket(X) = X (rewriter.timeseries.is_aligned). Not for > or <=.
+    is monotone and bucket(X) = X (rewriter.timeseries.is_aligned). > and <= only on a DATE
+    and a plain date X, as >= / < the next day (rewriter.grains.next_day).
     The same holds for the column's local date (CAST(col AS DATE), to_date(col): Tableau's
     and Metabase's date filters) when X also starts a day: date(col) >= X <=> col >= X."""
     from rewriter import grains
@@ -121,10 +138,18 @@ def _aligned_bound(node: exp.Expression, ctx) -> exp.Expression | None:
         text = bound.this.this
     if text is None or day and not ts.is_aligned(text, "day"):
         return None
+    op = type(node)
+    if op in (exp.LTE, exp.GT):
+        # only on a DATE (the column's, or its local date): see grains.next_day
+        text, op = grains.next_day(text), exp.LT if op is exp.LTE else exp.GTE
+        if text is None:
+            return None
+        bound = exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("date"))
     for col_key, fine, view_col, ctype in ctx.buckets:
-        if col_key == k and ts.is_aligned(text, fine) and (not day or grains.typed(ctype)):
+        if col_key == k and ts.is_aligned(text, fine) and (not day or grains.typed(ctype)) \
+                and (op is type(node) or day or (ctype or "").lower() == "date"):
             stored = exp.Column(this=ident(view_col), table=ident(ctx.view_alias))
-            return type(node)(this=stored, expression=bound.copy())
+            return op(this=stored, expression=bound.copy())
     return None
 
 

@@ -64,3 +64,40 @@ def test_to_date_keeps_its_pattern():
                      "GROUP BY to_date(segment, 'yyyy-MM-dd')", [Candidate(d)], schemas,
                      "default")
     assert r.used and "TO_DATE(v.segment, 'yyyy-MM-dd')" in r.sql, r.sql
+
+
+@pytest.mark.parametrize("sql,found", [
+    ("date_sub(d, (dayofweek(d) + 5) % 7)", ("d", "week")),        # Monday weeks
+    ("date_add(d, -((dayofweek(d) + 5) % 7))", ("d", "week")),
+    ("date_add(d, -(dayofweek(d) - 1))", ("d", "day")),           # Sunday weeks: days only
+    ("date_sub(d, dayofweek(d) - 2)", ("d", "day")),              # Sun..Sat, labelled Monday
+    ("date_sub(d, (dayofweek(d) + 1) % 7)", ("d", "day")),        # Saturday weeks
+    ("date_sub(d, pmod(dayofweek(d) - 2, 7))", ("d", "week")),   # pmod: never negative
+    ("date_sub(d, pmod(dayofweek(d) - 1, 7))", ("d", "day")),
+    ("date_sub(d, pmod(dayofweek(d), 0))", None),
+    ("date_sub(d, dayofweek(d) % 3)", None),                      # not constant on any week
+    ("date_sub(d, dayofweek(e) - 1)", None),                      # another column's weekday
+    ("date_sub(d, dayofweek(d) / 2)", None),                      # fractions: refused
+    ("date_add(d, 7)", None),
+    ("weekofyear(d)", ("d", "week")),
+    ("EXTRACT(year FROM d)", ("d", "year")), ("EXTRACT(QUARTER FROM d)", ("d", "month")),
+    ("EXTRACT(week FROM d)", ("d", "week")), ("EXTRACT(DAYOFWEEK_ISO FROM d)", ("d", "day")),
+    ("EXTRACT(SECOND FROM d)", None),                             # with the fraction
+])
+def test_week_idioms(sql, found):
+    assert _grain(sql) == found
+
+
+def test_a_date_column_comes_back_from_its_day_bucket_only():
+    stored = sqlglot.parse_one("b", read="spark")
+    assert grains.date_from_day_bucket("date", "day", stored).sql("spark") == "CAST(b AS DATE)"
+    assert grains.date_from_day_bucket("date", "month", stored) is None
+    assert grains.date_from_day_bucket("timestamp", "day", stored) is None
+
+
+@pytest.mark.parametrize("text,after", [
+    ("1995-04-30", "1995-05-01"), ("1996-02-28", "1996-02-29"), ("1999-12-31", "2000-01-01"),
+    ("1995-04-30 00:00:00", None), ("1995-4-30", None), ("1995-02-30", None), ("x", None),
+])
+def test_next_day_only_for_plain_dates(text, after):
+    assert grains.next_day(text) == after
