@@ -144,6 +144,15 @@ def _literal(v: exp.Expression) -> exp.Expression | None:
     return None
 
 
+def _check_product(t: str | None, name: str) -> None:
+    """v * count is exact when Spark keeps v's scale: decimal(p,s) * bigint is
+    decimal(p+21, s), and past 38 digits Spark cuts the scale down to 6."""
+    d = sparktypes.decimal_of(t)
+    if d is not None and t not in _INTEGRAL and d[0] + 21 > 38 and d[1] > 6:
+        raise NoDerive(f"{name}: a {t} value times a count loses scale in Spark's decimal "
+                       "arithmetic")
+
+
 def _is_zero(e) -> bool:
     return isinstance(e, exp.Literal) and e.this in ("0", "0.0")
 
@@ -300,10 +309,11 @@ class _Partials:
         return self._mul(lit, rows)
 
     def _check_literal(self, lit):
-        if sparktypes.norm(sparktypes.literal_type(lit.this if isinstance(lit, exp.Neg) else lit)) \
-                in sparktypes.FRACTIONAL:
+        t = sparktypes.norm(sparktypes.literal_type(lit.this if isinstance(lit, exp.Neg) else lit))
+        if t in sparktypes.FRACTIONAL:
             raise NoDerive(f"{self.name}: a sum of the double literal {lit.sql('spark')} "
                            "rounds as it adds")
+        _check_product(t, self.name)
 
     @staticmethod
     def _mul(lit, rows):
@@ -344,6 +354,7 @@ class _Partials:
             raise NoDerive(f"{self.name}: sum of the {t or 'untyped'} grouping value "
                            f"{v.sql('spark')} is not derived (g * count is exact for integers "
                            "and decimals only)")
+        _check_product(t, self.name)
         return exp.Mul(this=g, expression=self.rows())
 
     def _measure(self, v) -> exp.Expression:

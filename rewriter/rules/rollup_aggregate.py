@@ -63,7 +63,10 @@ def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
     if isinstance(node, exp.Count) and isinstance(node.this, (exp.Case, exp.If)):
         # Looker's COUNT(CASE WHEN p THEN 1 ELSE NULL END): the count(g) rule below would
         # answer too, through a CASE nested in a CASE
-        new = derive_equal(node, ctx)
+        try:
+            new = derive_equal(node, ctx)
+        except NoDerive:
+            new = None                    # the count(g) rule may still answer
         if new is not None:
             return new
     try:
