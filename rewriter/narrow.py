@@ -88,7 +88,10 @@ def widen(q: Facts, comp: Compiled) -> Widened | str | None:
 def _complement(comp: Compiled, wide: set, rep: dict, n_dropped: int) -> exp.Select | str:
     """The datamap's build SELECT with its range conjuncts on `wide` replaced by
     NOT COALESCE(<them>, FALSE)."""
-    build = parse(comp.definition.build_select)
+    cached = comp.keyed.get(("narrow", "build"))
+    if cached is None:
+        cached = comp.keyed[("narrow", "build")] = parse(comp.definition.build_select)
+    build = cached.copy()
     tables = {}
     for rel in [build.args["from_"].this] + [j.this for j in build.args.get("joins") or []]:
         tables[rel.alias_or_name] = f"{rel.db}.{rel.name}"
