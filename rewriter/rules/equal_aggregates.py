@@ -110,7 +110,8 @@ def _shape(node: exp.Expression):
     kinds = {exp.Sum: "sum", exp.Count: "count", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
     kind = kinds.get(type(node))
     arg = node.this
-    if kind is None or arg is None or isinstance(arg, (exp.Distinct, exp.Star)):
+    if kind is None or arg is None or isinstance(arg, (exp.Distinct, exp.Star)) \
+            or node.args.get("ignore_nulls") is not None:
         return None
     return kind, arg
 
@@ -274,7 +275,9 @@ class _Partials:
         A = self._half(a, set_rows, mk)
         B = self._half(b, unset_rows, mk)
         if self.kind == "count":
-            return A if B is None else B if A is None else exp.Add(this=A, expression=B)
+            if A is None or B is None:
+                return A or B or exp.Literal.number(0)
+            return exp.Add(this=A, expression=B)
         # A half with no rows adds nothing; the sum is NULL only when no half has a value.
         if A is None and B is None:
             return exp.Null()
