@@ -367,7 +367,7 @@ class DatamapIndex:
             order.append(((cand.rows if cand.rows is not None else float("inf"),
                            len(comp.group) + len(comp.plain), n), n))
         order.sort()
-        best = None
+        best = fallback = None
         for _, n in order:
             if best is not None:
                 skipped[n] = f"datamap {best.datamap} is cheaper for the same query block"
@@ -383,9 +383,18 @@ class DatamapIndex:
                 m = f"internal error while matching ({type(e).__name__})"
             if isinstance(m, str):
                 skipped[n] = m
+            elif m.reads_base:
+                # a datamap that answers only with base-table rows added is the last resort
+                if fallback is None:
+                    fallback = m
+                else:
+                    skipped[n] = f"datamap {fallback.datamap} is cheaper for the same query block"
             else:
                 best = m
-        return best
+        if best is not None and fallback is not None:
+            skipped[fallback.datamap] = (f"datamap {best.datamap} answers without reading the "
+                                         "base tables")
+        return best or fallback
 
 
 def rewrite(sql: str, candidates, schemas, current_db: str,

@@ -58,6 +58,7 @@ class Match:
     datamap: str        # "db.name"
     rollup: bool
     approximate: tuple[str, ...] = ()   # what was estimated from a sketch (EXPLAIN says so)
+    reads_base: bool = False    # part of the answer is read from the base tables (narrow.py)
 
 
 def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match | str:
@@ -75,15 +76,21 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
             return extra
         q, extra = inner, retry
     comp_preds = compensate_filters(q, d)
+    complement = None
     if isinstance(comp_preds, str):
-        return comp_preds
+        from rewriter.narrow import widen
+        widened = widen(q, comp)
+        if widened is None or isinstance(widened, str):
+            return comp_preds + (f"; {widened}" if widened else "")
+        narrow_reason = comp_preds
+        comp_preds, complement = widened.preds, widened.complement
     rep = q.rep
     view_map, agg_map = _maps(comp, rep)
     if comp.definition.is_aggregate and not q.is_aggregate and not q.distinct:
         return "query is not an aggregate; the datamap holds one row per group"
     # with a delta a group may have a row in the segments and another in the new rows
     exact = (comp.definition.is_aggregate and q.is_aggregate and cand.one_row_per_group
-             and not cand.delta and not extra
+             and not cand.delta and not extra and complement is None
              and {key_of(g, rep) for g in q.group} == set(view_map)
              and len(q.group) == len({key_of(g, rep) for g in q.group})
              and all(key_of(g, rep) in view_map for g in q.group))
@@ -102,18 +109,22 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
                          buckets=_buckets(comp, drep, q.column_types))
     try:
         try:
-            sel = _build(q, comp, cand, ctx, extra, comp_preds)
+            sel = _build(q, comp, cand, ctx, extra, comp_preds, complement)
         except NeedsReaggregation:
             ctx.reagg = True
             ctx.approximate.clear()
-            sel = _build(q, comp, cand, ctx, extra, comp_preds)
+            sel = _build(q, comp, cand, ctx, extra, comp_preds, complement)
     except NoDerive as e:
+        if complement is not None:
+            return f"{narrow_reason}; with union compensation for it: {e}"
         return str(e)
     return Match(select=sel, datamap=comp.definition.qualified, rollup=ctx.reagg,
-                 approximate=tuple(dict.fromkeys(ctx.approximate)))
+                 approximate=tuple(dict.fromkeys(ctx.approximate)),
+                 reads_base=complement is not None)
 
 
-def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_preds) -> exp.Select:
+def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_preds,
+           complement=None) -> exp.Select:
     agg_d = comp.definition.is_aggregate
     rollup = agg_d and ctx.reagg and q.is_aggregate
     sel = exp.Select()
@@ -127,7 +138,7 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
     sel.set("expressions", outs)
     if q.distinct:
         sel.set("distinct", exp.Distinct())
-    sel.set("from_", exp.From(this=_view_relation(comp, cand, ctx.view_alias)))
+    sel.set("from_", exp.From(this=_view_relation(comp, cand, ctx.view_alias, complement)))
 
     # query-delta joins: ON = their own conditions (left) or the conjuncts that reference them
     remaining = list(comp_preds)
@@ -221,9 +232,9 @@ def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression
     return new
 
 
-def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expression:
+def _view_relation(comp: Compiled, cand: Candidate, alias: str, complement=None) -> exp.Expression:
     db, table = (cand.storage or comp.definition.table).split(".", 1)
-    if cand.segments is None and not cand.delta:
+    if cand.segments is None and not cand.delta and complement is None:
         return exp.Table(this=ident(table), db=ident(db),
                          alias=exp.TableAlias(this=ident(alias)))
     inner = exp.Select(expressions=[exp.Column(this=ident(c.name)) for c in comp.definition.columns])
@@ -236,4 +247,6 @@ def _view_relation(comp: Compiled, cand: Candidate, alias: str) -> exp.Expressio
     if cand.delta:
         inner = exp.union(inner, parse(comp.definition.build_sql(dict(cand.delta))),
                           distinct=False)
+    if complement is not None:
+        inner = exp.union(inner, complement.copy(), distinct=False)
     return exp.Subquery(this=inner, alias=exp.TableAlias(this=ident(alias)))

@@ -36,7 +36,10 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
     if hit is not None:
         return exp.Column(this=ident(hit), table=ident(ctx.view_alias))
     if isinstance(node, exp.Filter) and ctx.datamap_is_aggregate:
-        raise NoDerive(f"aggregate FILTER clause in {node.sql('spark')} is not supported")
+        if groups_only:
+            raise NoDerive(f"aggregate {node.sql('spark')} where a grouping expression is needed")
+        from rewriter.rules.equal_aggregates import derive_filtered
+        return derive_filtered(node, ctx)
     if is_aggregate_call(node):
         if groups_only:
             raise NoDerive(f"aggregate {node.sql('spark')} where a grouping expression is needed")

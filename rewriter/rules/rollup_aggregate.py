@@ -61,6 +61,31 @@ class _Lazy:
 
 
 def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
+    from rewriter.rules.equal_aggregates import derive_equal
+    if isinstance(node, exp.Count) and isinstance(node.this, (exp.Case, exp.If)):
+        # Looker's COUNT(CASE WHEN p THEN 1 ELSE NULL END): the count(g) rule below would
+        # answer too, through a CASE nested in a CASE
+        try:
+            new = derive_equal(node, ctx)
+        except NoDerive:
+            new = None                    # the count(g) rule may still answer
+        if new is not None:
+            return new
+    try:
+        return _from_stored(node, ctx)
+    except NoDerive as stored_reason:
+        # a BI tool's spelling of an aggregate merged from per-row partials; when the node
+        # is none of those forms, the stored-aggregate reason stands
+        try:
+            new = derive_equal(node, ctx)
+        except NoDerive as why:
+            raise NoDerive(f"{stored_reason}; as an equal aggregate: {why}") from None
+        if new is None:
+            raise
+        return new
+
+
+def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
     name = _Lazy(node)
     arg = node.this if isinstance(node, exp.AggFunc) else None
     if distinct.is_distinct_estimate(node):
@@ -131,16 +156,19 @@ def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
     s, c = stored("sum"), stored("count")
     if s is None or c is None:
         raise NoDerive(f"{name} needs sum and count of its argument stored in datamap {ctx.name}")
-    at = sparktypes.avg_type(arg_type)
-    if at is None:
+    if sparktypes.avg_type(arg_type) is None:
         raise NoDerive(f"{name}: cannot determine its type")
     if ctx.reagg:
-        num, den = exp.Sum(this=_col(ctx, s)), exp.Sum(this=_col(ctx, c))
-    else:
-        num, den = _col(ctx, s), _col(ctx, c)
+        return average(exp.Sum(this=_col(ctx, s)), exp.Sum(this=_col(ctx, c)), arg_type, True)
+    return average(_col(ctx, s), _col(ctx, c), arg_type, False)
+
+
+def average(num: exp.Expression, den: exp.Expression, arg_type: str, reagg: bool) -> exp.Expression:
+    """avg as Spark computes it from a sum and a count of its argument (type arg_type)."""
+    at = sparktypes.avg_type(arg_type)
     if at.startswith("decimal"):
         st = sparktypes.sum_type(arg_type)
-        num = _cast(num, st) if ctx.reagg else num
+        num = _cast(num, st) if reagg else num
         div = exp.Div(this=num, expression=_cast(den, "decimal(20,0)"))
         return _cast(div, at)
     return exp.Div(this=num, expression=den)

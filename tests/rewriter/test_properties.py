@@ -162,8 +162,10 @@ def queries(draw, pool: list[DatamapSpec]):
         if draw(st.integers(0, 3)) > 0:
             aggs.append(draw(st.sampled_from(dm.aggs)))
         else:
-            f = draw(st.sampled_from(AGG_FUNCS + ["count_distinct", "count_star"]))
-            if f == "count_star":
+            f = draw(st.sampled_from(AGG_FUNCS + ["count_distinct", "count_star", "equal"]))
+            if f == "equal":
+                aggs.append(_equal_aggregate(draw, shape, plain_groups))
+            elif f == "count_star":
                 aggs.append("count(*)")
             elif f == "count_distinct":
                 aggs.append(f"count(DISTINCT {draw(st.sampled_from(sorted(shape.dims)))})")
@@ -211,6 +213,20 @@ def queries(draw, pool: list[DatamapSpec]):
         if draw(st.integers(0, 3)) == 0:
             sql += " ORDER BY " + ", ".join(f"{i + 1}" for i in range(len(groups)))
     return dm, sql
+
+
+def _equal_aggregate(draw, shape: Shape, plain_groups: list[str]) -> str:
+    """A BI tool's spelling of an aggregate (rewriter/rules/equal_aggregates.py), its
+    condition on a grouping column of the datamap (or, now and then, on any column)."""
+    col = draw(st.sampled_from(plain_groups if plain_groups and draw(st.integers(0, 4)) else sorted(shape.dims)))
+    p = f"{col} = {draw(st.sampled_from(shape.dims[col]))}"
+    m = draw(st.sampled_from(sorted(shape.measures)))
+    return draw(st.sampled_from([
+        "sum(1)", f"count_if({p})", f"sum(CASE WHEN {p} THEN {m} ELSE 0 END)",
+        f"sum(CASE WHEN {p} THEN 1 ELSE 0 END)", f"avg(CASE WHEN {p} THEN {m} END)",
+        f"sum({m}) FILTER (WHERE {p})", f"count(*) FILTER (WHERE {p})",
+        f"sum(CASE WHEN {m} IS NOT NULL THEN 1 ELSE 0 END)", f"max(IF({p}, {m}, NULL))",
+        f"sum({col})" if col in shape.ranges else f"count(CASE WHEN {p} THEN 1 END)"]))
 
 
 _TABLE = re.compile(r"\b(default|shop)\.(\w+) (\w+)\b")
