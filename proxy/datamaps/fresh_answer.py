@@ -40,6 +40,30 @@ def refresh_statements(tables) -> tuple[str, ...]:
                  for t in dict.fromkeys(tables))
 
 
+def stacked_check(guard, provider, name: str, covered, allowed: float, compensable,
+                  below: tuple[str, ...] = ()) -> Verdict:
+    """guard.check, for a datamap stacked on others (proxy/datamaps/stacking.py) too: the
+    lower datamap's table is not a directory the guard can list, and the stacked datamap
+    is fresh only while each datamap below it is fresh for its own base files, so those
+    are judged in its place (a lower one that is not makes this one CHANGED: the query
+    goes to Spark, and the lower one's sync was requested)."""
+    lower = {t: t.removesuffix("_table") for t in covered.files if t.endswith("_table")}
+    lower = {t: n for t, n in lower.items() if n not in below and provider.covered(n)}
+    unverified = ""
+    for low in lower.values():
+        v = stacked_check(guard, provider, low, provider.covered(low), allowed, compensable,
+                          below + (name,))
+        if v.kind in (NEW, CHANGED):
+            return Verdict(CHANGED, f"datamap {low} below it is not fresh: "
+                                    f"{v.reason or v.files_line()}")
+        unverified = unverified or (v.reason if v.kind == UNVERIFIED else "")
+    if lower:
+        covered = dataclasses.replace(covered, files={
+            t: f for t, f in covered.files.items() if t not in lower})
+    v = guard.check(name, covered, allowed, compensable)
+    return Verdict(UNVERIFIED, unverified) if unverified and v.kind == FRESH else v
+
+
 def check(service, result: RewriteResult, statement: str, current_db: str,
           conf: Mapping[str, str], default_budget_s: float = 0.0,
           display=lambda name: name) -> Checked:
@@ -57,7 +81,8 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
             plan = plan_delta(definition, [table])
             return plan.reason if plan.full_rebuild else None
         try:
-            verdicts[name] = guard.check(name, covered, allowed, compensable)
+            verdicts[name] = stacked_check(guard, provider, name, covered, allowed,
+                                           compensable)
         except Exception as e:  # noqa: BLE001 - cannot tell: the base tables answer
             log.warning("freshness check of %s failed; the base tables answer", name,
                         exc_info=True)
