@@ -121,3 +121,47 @@ def test_stacked_is_fresh_only_while_everything_below_is(catalog):
 
     catalog.set_status("d", "hour", "DISABLED", "refresh failed: boom")
     assert "DISABLED: refresh failed: boom" in stale_below(catalog, day)
+
+
+# -- a coarse datamap's full build from a finer one (proxy/datamaps/finer.py) -----------------
+
+EV = {"db1": {"ev": {"ts": "timestamp", "k": "string", "v": "int"}}}
+
+
+def _level(gran: str) -> str:
+    return (f"SELECT timeseries(ts, '{gran}') AS t, k, sum(v) AS s, count(v) AS n, "
+            f"max(v) AS m FROM ev GROUP BY timeseries(ts, '{gran}'), k")
+
+
+@pytest.fixture
+def service(tmp_path):
+    from tests.proxy.datamaps.support import decision_service
+    yield from decision_service(tmp_path, EV)
+
+
+def test_full_build_reads_the_smallest_finer_datamap_over_the_same_segments(service):
+    from tests.proxy.datamaps.support import add_datamap
+    add_datamap(service, EV, "db1", "minute", _level("minute"), rows=500)
+    add_datamap(service, EV, "db1", "hour", _level("hour"), rows=50)
+    add_datamap(service, EV, "db1", "week", _level("week"), rows=3)
+    add_datamap(service, EV, "db1", "day", _level("day"), build=False)
+    add_datamap(service, EV, "db1", "month", _level("month"), build=False)
+    source = service.maintenance.build_source
+    day = service.catalog.get_datamap("db1", "day")
+    sql, used = source(day, {"db1.ev": ["0"]})
+    assert used == "db1.hour" and "db1.hour_table_segments" in sql, sql   # not minute, not week
+    # the finer ones hold other base segments than the build will record: the base table
+    assert source(day, {"db1.ev": ["0", "1"]}) is None
+    # a week datamap cannot give months, nor itself its own build
+    service.catalog.drop_datamap("db1", "minute")
+    service.catalog.drop_datamap("db1", "hour")
+    assert source(service.catalog.get_datamap("db1", "month"), {"db1.ev": ["0"]}) is None
+    assert source(service.catalog.get_datamap("db1", "week"), {"db1.ev": ["0"]}) is None
+
+
+def test_projection_datamaps_are_built_from_the_base_tables(service):
+    from tests.proxy.datamaps.support import add_datamap
+    add_datamap(service, EV, "db1", "wide", "SELECT ts, k, v FROM ev")
+    add_datamap(service, EV, "db1", "narrow", "SELECT k, v FROM ev", build=False)
+    narrow = service.catalog.get_datamap("db1", "narrow")
+    assert service.maintenance.build_source(narrow, {"db1.ev": ["0"]}) is None
