@@ -40,6 +40,13 @@ def refresh_statements(tables) -> tuple[str, ...]:
                  for t in dict.fromkeys(tables))
 
 
+def datamaps_below(provider, covered) -> dict[str, str]:
+    """The datamap tables `covered` reads -> their datamaps ("db.name"), among those the
+    current index offers."""
+    lower = {t: t.removesuffix("_table") for t in covered.files if t.endswith("_table")}
+    return {t: n for t, n in lower.items() if provider.covered(n)}
+
+
 def stacked_check(guard, provider, name: str, covered, allowed: float, compensable,
                   below: tuple[str, ...] = ()) -> Verdict:
     """guard.check, for a datamap stacked on others (proxy/datamaps/stacking.py) too: the
@@ -47,8 +54,7 @@ def stacked_check(guard, provider, name: str, covered, allowed: float, compensab
     is fresh only while each datamap below it is fresh for its own base files, so those
     are judged in its place (a lower one that is not makes this one CHANGED: the query
     goes to Spark, and the lower one's sync was requested)."""
-    lower = {t: t.removesuffix("_table") for t in covered.files if t.endswith("_table")}
-    lower = {t: n for t, n in lower.items() if n not in below and provider.covered(n)}
+    lower = {t: n for t, n in datamaps_below(provider, covered).items() if n not in below}
     unverified = ""
     for low in lower.values():
         v = stacked_check(guard, provider, low, provider.covered(low), allowed, compensable,
@@ -96,7 +102,7 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     explain = [f"Freshness: {display(n)}: " + {
         FRESH: "base table files unchanged" if not v.reason else f"not checked ({v.reason})",
         UNVERIFIED: f"not checked ({v.reason})",
-        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind]
+        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind] + _through(provider, n, display)
         for n, v in verdicts.items()]
     new = {n: v for n, v in verdicts.items() if v.kind == NEW}
     if not new:
@@ -117,6 +123,13 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     return Checked(again, verdicts=verdicts,
                    log=tuple(v.files_line() for v in new.values()), explain=tuple(explain),
                    note="compensated:" + ",".join(display(n) for n in new))
+
+
+def _through(provider, name: str, display) -> str:
+    """EXPLAIN's note that a stacked datamap was judged by the datamaps below it."""
+    covered = provider.covered(name)
+    below = sorted(datamaps_below(provider, covered).values()) if covered else []
+    return f" (judged by datamap {', '.join(map(display, below))} below it)" if below else ""
 
 
 def log_lines(service, used, display, checked: Checked | None = None) -> tuple[str, ...]:

@@ -113,6 +113,9 @@ def test_cheapest_level_and_no_loop(c):
     c.hit(DAY_Q, "ev_day")           # smaller than ev_hour, which also answers
     c.hit(HOUR_Q, "ev_hour")
     c.hit(STACKED_Q, "ev_daily")
+    plan = c.explain(STACKED_Q).splitlines()
+    assert ("Freshness: ev_daily: base table files unchanged (judged by datamap ev_hour "
+            "below it)") in plan, plan
     plan = c.explain("SELECT d, sum(s) FROM ev_daily_table GROUP BY d")
     assert "No datamap hit" in plan.splitlines(), plan[:2000]
 
