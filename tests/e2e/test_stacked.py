@@ -8,6 +8,7 @@ of the lower one is refused, and each query reads the smallest level that answer
 The tests run in order and share the proxy's state."""
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -141,9 +142,15 @@ def test_overwrite_and_sync_rebuild_in_order(c):
     assert len(events(c, "ev_day", "built-from")) >= 2
     assert len([s for s in c.segments("ev_daily_table") if s[1] == "Success"]) == 1
     check_equal(c)
-    out = c.dm.run("SYNC DATAMAPS").rows
-    tables = [r[0] for r in out]
-    assert tables.index("default.ev") < tables.index("default.ev_hour_table"), out
+    # a write around the proxy, then SYNC of the base table alone: the stacked datamap's
+    # table is synced after it, in the same statement (one more row)
+    c.spark.execute("INSERT INTO ev VALUES " + rows(6, 10))
+    out = c.dm.run("SYNC DATAMAPS ON TABLE ev").rows
+    assert [r[0] for r in out] == ["default.ev", "default.ev_hour_table"], out
+    assert json.loads(out[0][4]) == {"default.ev_day": "refreshed",
+                                     "default.ev_hour": "refreshed"}, out
+    assert json.loads(out[1][4]) == {"default.ev_daily": "refreshed"}, out
+    check_equal(c)
 
 
 def test_drop_refused_while_stacked_on(c):
