@@ -107,25 +107,32 @@ def reaggregate(definition: DatamapDefinition, df: "DataFrame") -> "DataFrame":
 
 
 def full_build(spark: "SparkSession", definition: DatamapDefinition, segment_id: str,
-               properties: Mapping[str, str] | None = None) -> SegmentWrite:
-    """Compute the whole datamap from its base tables into segment `segment_id`."""
+               properties: Mapping[str, str] | None = None,
+               sql: str | None = None) -> SegmentWrite:
+    """Compute the whole datamap from its base tables into segment `segment_id`. `sql`:
+    a SELECT to read instead of the build SELECT that gives exactly its rows (the build
+    SELECT rewritten onto a finer datamap: proxy/datamaps/finer.py)."""
     started = time.monotonic()
-    df = spark.sql(definition.build_sql({}))
+    df = spark.sql(sql or definition.build_sql({}))
     return write_segment(spark, definition, df, segment_id, properties, started)
 
 
 def incremental_append(spark: "SparkSession", definition: DatamapDefinition, segment_id: str,
                        new_files: Mapping[str, Sequence[str]],
                        old_files: Mapping[str, Sequence[str]] | None = None,
-                       properties: Mapping[str, str] | None = None) -> RefreshResult:
+                       properties: Mapping[str, str] | None = None,
+                       read_as: Mapping[str, str] | None = None) -> RefreshResult:
     """Append the rows that `new_files` (per base table) add to the datamap.
 
     `old_files[t]` are the files the datamap already covers; when a table has no entry,
     "old" means every current file of t that is not in `new_files[t]`. Pass the catalog's
     snapshot for every base table: then files another load adds while this job runs are
     left for the next refresh instead of being joined twice. Returns
-    `full_rebuild=True` (and writes nothing) when the delta rule does not apply."""
+    `full_rebuild=True` (and writes nothing) when the delta rule does not apply.
+    `read_as[t]`: the table whose files t's files are, read instead of t (t a view of it,
+    as a datamap's `<name>_table` is of its storage table)."""
     started = time.monotonic()
+    read_as = dict(read_as or {})
     new = {t: tuple(normalize_path(f) for f in fs) for t, fs in new_files.items() if fs}
     plan = plan_delta(definition, new)
     if plan.full_rebuild:
@@ -133,10 +140,11 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
     if not plan.terms:
         return RefreshResult(reason="no new files")
     # How each table is scanned decides how its files are told apart: look once per job.
-    metas = {t: table_meta(spark, t) for t in sorted(set(new) | set(old_files or {}))}
-    hive = {t: hive_scan(spark, t, meta) for t, meta in metas.items()}
+    metas = {t: table_meta(spark, read_as.get(t, t))
+             for t in sorted(set(new) | set(old_files or {}))}
+    hive = {t: hive_scan(spark, read_as.get(t, t), meta) for t, meta in metas.items()}
     for table in sorted(hive):
-        why = unreadable_by_file(spark, table, hive[table])
+        why = unreadable_by_file(spark, read_as.get(table, table), hive[table])
         if why:
             return RefreshResult(full_rebuild=True, reason=why)
     views: dict[tuple[str, Side], str] = {}
@@ -149,7 +157,8 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
                     continue  # unchanged table, no snapshot given: read it as it is
                 key = (table, side)
                 if key not in views:
-                    views[key] = _register(spark, table, side, new.get(table, ()),
+                    views[key] = _register(spark, read_as.get(table, table), side,
+                                           new.get(table, ()),
                                            (old_files or {}).get(table), len(views),
                                            hive.get(table), metas.get(table, LOOK_UP))
                 sources[table] = views[key]

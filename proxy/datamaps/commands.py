@@ -19,7 +19,8 @@ from proxy.datamaps.maintenance import Maintenance, client_error
 from proxy.datamaps.records import CatalogError, DatamapRecord
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.show import show_datamaps, show_segments
-from proxy.datamaps.sync import sync_datamaps
+from proxy.datamaps.stacking import check_create, check_drop
+from proxy.datamaps.sync import propagate, sync_datamaps
 from proxy.errors import ClientError
 from proxy.router import LocalResult
 from rewriter import compile_datamap
@@ -97,6 +98,8 @@ class DatamapCommands:
         db = stmt.name.db or definition.database
         definition = dataclasses.replace(definition, database=db,
                                          table=f"{db}.{stmt.name.name}_table")
+        check_create(self.catalog.list_datamaps(), f"{db}.{stmt.name.name}", definition.table,
+                     definition.base_tables)
         if stmt.on_table is not None:
             on = stmt.on_table.qualified(current_db)
             if on not in definition.base_tables:
@@ -149,6 +152,7 @@ class DatamapCommands:
                 return EMPTY
             raise
         with self._locks(rec.qualified):
+            check_drop(self.catalog.list_datamaps(), rec)
             self._maintenance.drop_everything(rec)
         return EMPTY
 
@@ -169,6 +173,7 @@ class DatamapCommands:
     def rebuild(self, stmt: ddl.RebuildDatamap, current_db: str) -> LocalResult:
         rec = self.require(stmt.name, stmt.on_table, current_db)
         self._maintenance.refresh(rec.db, rec.name)
+        propagate(self._maintenance, [rec])    # the datamaps stacked on it follow
         return EMPTY
 
     def sync(self, stmt: ddl.SyncDatamaps, current_db: str) -> LocalResult:
@@ -183,4 +188,5 @@ class DatamapCommands:
     def compact(self, stmt: ddl.CompactDatamap, current_db: str) -> LocalResult:
         rec = self.require(stmt.name, None, current_db)
         self._compaction.compact(rec, stmt.mode, stmt.segment_ids)
+        propagate(self._maintenance, [rec])    # its files changed: the ones above rebuild
         return EMPTY

@@ -40,6 +40,36 @@ def refresh_statements(tables) -> tuple[str, ...]:
                  for t in dict.fromkeys(tables))
 
 
+def datamaps_below(provider, covered) -> dict[str, str]:
+    """The datamap tables `covered` reads -> their datamaps ("db.name"), among those the
+    current index offers."""
+    lower = {t: t.removesuffix("_table") for t in covered.files if t.endswith("_table")}
+    return {t: n for t, n in lower.items() if provider.covered(n)}
+
+
+def stacked_check(guard, provider, name: str, covered, allowed: float, compensable,
+                  below: tuple[str, ...] = ()) -> Verdict:
+    """guard.check, for a datamap stacked on others (proxy/datamaps/stacking.py) too: the
+    lower datamap's table is not a directory the guard can list, and the stacked datamap
+    is fresh only while each datamap below it is fresh for its own base files, so those
+    are judged in its place (a lower one that is not makes this one CHANGED: the query
+    goes to Spark, and the lower one's sync was requested)."""
+    lower = {t: n for t, n in datamaps_below(provider, covered).items() if n not in below}
+    unverified = ""
+    for low in lower.values():
+        v = stacked_check(guard, provider, low, provider.covered(low), allowed, compensable,
+                          below + (name,))
+        if v.kind in (NEW, CHANGED):
+            return Verdict(CHANGED, f"datamap {low} below it is not fresh: "
+                                    f"{v.reason or v.files_line()}")
+        unverified = unverified or (v.reason if v.kind == UNVERIFIED else "")
+    if lower:
+        covered = dataclasses.replace(covered, files={
+            t: f for t, f in covered.files.items() if t not in lower})
+    v = guard.check(name, covered, allowed, compensable)
+    return Verdict(UNVERIFIED, unverified) if unverified and v.kind == FRESH else v
+
+
 def check(service, result: RewriteResult, statement: str, current_db: str,
           conf: Mapping[str, str], default_budget_s: float = 0.0,
           display=lambda name: name) -> Checked:
@@ -57,7 +87,8 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
             plan = plan_delta(definition, [table])
             return plan.reason if plan.full_rebuild else None
         try:
-            verdicts[name] = guard.check(name, covered, allowed, compensable)
+            verdicts[name] = stacked_check(guard, provider, name, covered, allowed,
+                                           compensable)
         except Exception as e:  # noqa: BLE001 - cannot tell: the base tables answer
             log.warning("freshness check of %s failed; the base tables answer", name,
                         exc_info=True)
@@ -71,7 +102,7 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     explain = [f"Freshness: {display(n)}: " + {
         FRESH: "base table files unchanged" if not v.reason else f"not checked ({v.reason})",
         UNVERIFIED: f"not checked ({v.reason})",
-        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind]
+        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind] + _through(provider, n, display)
         for n, v in verdicts.items()]
     new = {n: v for n, v in verdicts.items() if v.kind == NEW}
     if not new:
@@ -92,6 +123,13 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     return Checked(again, verdicts=verdicts,
                    log=tuple(v.files_line() for v in new.values()), explain=tuple(explain),
                    note="compensated:" + ",".join(display(n) for n in new))
+
+
+def _through(provider, name: str, display) -> str:
+    """EXPLAIN's note that a stacked datamap was judged by the datamaps below it."""
+    covered = provider.covered(name)
+    below = sorted(datamaps_below(provider, covered).values()) if covered else []
+    return f" (judged by datamap {', '.join(map(display, below))} below it)" if below else ""
 
 
 def log_lines(service, used, display, checked: Checked | None = None) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.datamaps.schemas import SchemaCache
 from proxy.errors import ClientError
+from rewriter.api import storage_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,6 +74,12 @@ class Maintenance:
         self._compaction = compaction
         # proxy/datamaps/freshness.FreshnessGuard: told what Spark listed (set by the service)
         self.guard = None
+        # sync.propagate(self, recs): after datamaps changed, the ones stacked on them
+        # catch up (set by the service; sync.py imports this module)
+        self.after_change: Callable[[list[DatamapRecord]], object] | None = None
+        # finer.finer_source(rec, live) -> (SELECT, "db.name") | None: a full build may read
+        # a finer datamap that holds exactly the same base segments (set by the service)
+        self.build_source: Callable[[DatamapRecord, dict], tuple[str, str] | None] | None = None
 
     def disable(self, rec: DatamapRecord, reason: str) -> None:
         """Take the datamap out of rewriting with `reason` (no-op if it was dropped)."""
@@ -177,7 +184,7 @@ class Maintenance:
         t_job = time.monotonic()
         try:
             res = incremental_append(self._spark(), defn, sid, new_files, old_files,
-                                     rec.properties)
+                                     rec.properties, read_as=self._storages(defn.base_tables))
         except Exception as e:
             self.catalog.fail_segment(rec.db, rec.name, sid, f"refresh failed: {describe(e)[0]}")
             raise job_failed(e, f"Refreshing datamap {rec.qualified}") from e
@@ -199,11 +206,19 @@ class Maintenance:
         self._compaction.after_refresh(rec)
         return RefreshOutcome.REFRESHED
 
+    def _storages(self, tables: Iterable[str]) -> dict[str, str]:
+        """Datamap tables among `tables` -> their storage tables: a datamap stacked on
+        another reads the lower one's new segment files from the storage table (a view
+        cannot be read by file)."""
+        return {t: storage_table(t) for t in tables if self.catalog.datamap_by_table(t)}
+
     def _build(self, rec: DatamapRecord, supersede: list[str]) -> None:
         live = {t: [s.id for s in self.catalog.base_segments(t)] for t in rec.base_tables}
+        source = self.build_source(rec, live) if self.build_source else None
         sid = self.catalog.begin_segment(rec.db, rec.name, live)
         try:
-            w = full_build(self._spark(), rec.definition, sid, rec.properties)
+            w = full_build(self._spark(), rec.definition, sid, rec.properties,
+                           sql=source[0] if source else None)
         except Exception as e:
             self.catalog.fail_segment(rec.db, rec.name, sid, f"build failed: {describe(e)[0]}")
             if isinstance(e, PipelineError):
@@ -211,6 +226,9 @@ class Maintenance:
             raise job_failed(e, f"Building datamap {rec.qualified}") from e
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
                                      seconds=w.seconds, supersedes=supersede, kind="built")
+        if source:
+            self.catalog.record_event(rec.db, rec.name, "built-from", w.rows, w.seconds,
+                                      f"segment {sid} from datamap {source[1]}")
         self._garbage.published(rec)
 
     # -- hooks of statements that passed through the proxy -------------------------------
@@ -231,21 +249,35 @@ class Maintenance:
                 self.disable(rec, f"base table {table} changed and could not be listed: {e}")
             return
         self.catalog.disable_on_table_change(table, f"base table {table} changed")
-        for rec in recs:
+        changed = []
+        # finer datamaps first: a coarser one's rebuild may then read a finer one's rows
+        for rec in sorted(recs, key=self._rows, reverse=True):
             if rec.lazy:
                 continue
             try:
-                self.refresh(rec.db, rec.name, synced=[table])
+                if self.refresh(rec.db, rec.name, synced=[table]) != RefreshOutcome.UNCHANGED:
+                    changed.append(rec)
             except Exception as e:  # noqa: BLE001 - never serve it stale; the load stands
                 log.warning("refresh of %s after a load of %s failed: %s", rec.qualified, table,
                             describe(e)[0], exc_info=not logged(e))
                 self.disable(rec, f"refresh after a load of {table} failed: {describe(e)[0]}")
+        if changed and self.after_change is not None:
+            try:
+                self.after_change(changed)
+            except Exception:  # noqa: BLE001 - each failed one is disabled; the load stands
+                log.warning("datamaps stacked on those of %s were not synced after a load",
+                            table, exc_info=True)
+
+    def _rows(self, rec: DatamapRecord) -> int:
+        return sum(s.rows or 0 for s in self.catalog.visible_segments(rec.db, rec.name))
 
     def after_drop_table(self, table: str) -> list[str]:
         """The base table was dropped through the proxy: drop its datamaps (and their
-        tables) and forget its segments. Returns the dropped datamaps."""
+        tables, and the datamaps stacked on them) and forget its segments. Returns the
+        dropped datamaps."""
         gone = []
         for rec in self.catalog.list_datamaps(base_table=table):
+            gone += self.after_drop_table(rec.table)   # its table goes: those stacked on it too
             with self._locks(rec.qualified):
                 try:
                     self.drop_everything(rec)

@@ -9,6 +9,8 @@ behind the interface the router handlers and proxy/app.py use.
     live_view.LiveViews              `<name>_table`: the view of the live segments
     zone_policy.TimeZonePolicy       the zone the datamaps were computed under
     rewrite_index.RewriteIndexProvider  candidates and the rewriter's DatamapIndex
+    stacking, finer                  datamaps on datamaps: the dependency graph, and
+                                     full builds that read a finer datamap
 
 Every method blocks (SQLite, py4j) except request_schemas, index (when current) and
 unavailable; asyncio callers use `asyncio.to_thread`.
@@ -26,7 +28,8 @@ from proxy.datamaps.live_view import LiveViews
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.maintenance import BaseSync, Maintenance, RefreshOutcome
 from proxy.datamaps.rewrite_index import RewriteIndexProvider
-from proxy.datamaps.sync import BackgroundSyncs
+from proxy.datamaps.finer import finer_source
+from proxy.datamaps.sync import BackgroundSyncs, propagate
 from proxy.datamaps.schemas import SchemaCache, Schemas
 from proxy.datamaps.zone_policy import TimeZonePolicy
 from proxy.router import LocalResult
@@ -61,6 +64,9 @@ class DatamapService:
                                         self.maintenance, self.compaction)
         self.guard = FreshnessGuard(self._table_layout, self.request_sync)
         self.maintenance.guard = self.guard
+        self.maintenance.after_change = lambda recs: propagate(self.maintenance, recs)
+        self.maintenance.build_source = lambda rec, live: finer_source(
+            catalog, self.rewrite_index.candidates, self.schema_cache.schemas, rec, live)
         self._syncs = BackgroundSyncs(self.maintenance)
 
     def _table_layout(self, table: str) -> dict:

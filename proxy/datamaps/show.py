@@ -2,7 +2,9 @@
 
 SHOW DATAMAP's last column, Status Reason, was added after CarbonData's six: why a
 DISABLED datamap is disabled (e.g. `audit mismatch on <digest> at <time> UTC`), empty
-when it is ENABLED."""
+when it is ENABLED. Depends On, added after it, names the datamaps whose tables the
+datamap reads (a datamap on datamaps: docs/stacked.md) and whether they let it be fresh,
+e.g. `default.hourly (fresh)`; empty for a datamap over base tables only."""
 from __future__ import annotations
 
 import json
@@ -12,12 +14,13 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.records import (
     BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time, one_line,
 )
+from proxy.datamaps.stacking import depends_on
 from proxy.router import LocalResult
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
     ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
-    ("Status Reason", "string"),
+    ("Status Reason", "string"), ("Depends On", "string"),
 )
 SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
@@ -35,14 +38,18 @@ def format_seconds(seconds: float | None) -> str:
     return "NA" if seconds is None else f"{seconds:.3f}s"
 
 
-def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None) -> tuple[str, ...]:
+def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None,
+                depends: str = "") -> tuple[str, ...]:
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
             rec.status, "NA" if sync is None else json.dumps(sync),
-            "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason))
+            "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason),
+            depends)
 
 
 def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord]) -> LocalResult:
-    rows = [datamap_row(r, catalog.sync_status(r.db, r.name)) for r in records]
+    every = catalog.list_datamaps()
+    rows = [datamap_row(r, catalog.sync_status(r.db, r.name), depends_on(catalog, r, every))
+            for r in records]
     return LocalResult(SHOW_DATAMAP_COLUMNS, rows)
 
 

@@ -20,8 +20,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Iterable
+
 from proxy.datamaps.failures import describe, logged
 from proxy.datamaps.maintenance import Maintenance, RefreshOutcome
+from proxy.datamaps.stacking import table_levels
 from proxy.errors import ClientError
 from proxy.router import LocalResult
 
@@ -47,7 +50,39 @@ def target_tables(maintenance: Maintenance, table: str | None) -> list[str]:
 
 
 def sync_tables(maintenance: Maintenance, tables: list[str]) -> LocalResult:
-    """Steps 1 and 2 of the module docstring for `tables`; one result row per table."""
+    """Steps 1 and 2 of the module docstring for `tables`, lowest level first
+    (proxy/datamaps/stacking.py); one result row per table. The table of a datamap that
+    changed is synced next when datamaps are stacked on it (its row comes after)."""
+    rows: list[tuple] = []
+    todo, done = set(tables), set()
+    while todo:
+        levels = table_levels(maintenance.catalog.list_datamaps())
+        low = min(levels.get(t, 0) for t in todo)
+        batch = sorted(t for t in todo if levels.get(t, 0) == low)
+        got, changed = _sync_level(maintenance, batch)
+        rows += got
+        done.update(batch)
+        todo = (todo | _stacked_on(maintenance, changed)) - done
+    return LocalResult(SYNC_COLUMNS, rows)
+
+
+def _stacked_on(maintenance: Maintenance, names: Iterable[str]) -> set[str]:
+    """The tables of datamaps `names` ("db.name") that other datamaps read."""
+    recs = maintenance.catalog.list_datamaps()
+    read = {t for r in recs for t in r.base_tables}
+    return {r.table for r in recs if r.qualified in names and r.table in read}
+
+
+def propagate(maintenance: Maintenance, recs: Iterable) -> list[tuple]:
+    """After datamaps `recs` changed (REBUILD, a load, a compaction): sync the datamaps
+    stacked on them, level by level. Returns SYNC DATAMAPS rows of the tables synced."""
+    tables = _stacked_on(maintenance, {r.qualified for r in recs})
+    return list(sync_tables(maintenance, sorted(tables)).rows) if tables else []
+
+
+def _sync_level(maintenance: Maintenance, tables: list[str]) -> tuple[list[tuple], list[str]]:
+    """Steps 1 and 2 for tables of one level: result rows, and the datamaps whose rows
+    changed."""
     found = {}
     broken: dict[str, str] = {}
     for t in tables:
@@ -104,7 +139,12 @@ def sync_tables(maintenance: Maintenance, tables: list[str]) -> LocalResult:
             log.info("SYNC DATAMAPS %s: new segment %s, %d file(s) added, %d removed; %s", t,
                      got.segment if got else None, got.added if got else 0,
                      got.removed if got else 0, per)
-    return LocalResult(SYNC_COLUMNS, rows)
+    return rows, [n for n, a in actions.items() if a in _CHANGED]
+
+
+# Outcomes after which the datamaps stacked on it have something to catch up with (a
+# FAILED or DISABLED one makes them stale instead: stacking.stale_below).
+_CHANGED = (RefreshOutcome.REFRESHED, RefreshOutcome.REBUILT, RefreshOutcome.ENABLED)
 
 
 def sync_datamaps(maintenance: Maintenance, table: str | None) -> LocalResult:

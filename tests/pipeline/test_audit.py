@@ -134,7 +134,7 @@ async def test_a_corrupted_segment_is_caught_and_the_datamap_disabled(env):
     events = [e for e in env["catalog"].events(db, "agg") if e.kind == "audit_mismatch"]
     assert len(events) == 1 and m.group(2) in events[0].detail
     shown = (await env["run"]("SHOW DATAMAP")).rows
-    assert [r[4:5] + r[6:] for r in shown if r[0] == "agg"] == [("DISABLED", reason)]
+    assert [r[4:5] + r[6:7] for r in shown if r[0] == "agg"] == [("DISABLED", reason)]
     plan = (await env["run"](f"EXPLAIN {q}")).rows[0][0]
     assert f"Skipped agg: datamap is DISABLED: {reason}" in plan, plan
     # the base tables answer (after REFRESH TABLE when the proxy saw the table change)
