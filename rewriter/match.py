@@ -151,6 +151,7 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
     if q.is_aggregate and (rollup or not agg_d):
         if q.subtotals is not None:
             sel.set("group", derive.group())
+            return derive.finish(sel, q, ctx, final_names)
         elif q.group:
             sel.set("group", exp.Group(expressions=[derive_expression(g, ctx, groups_only=True) for g in q.group]))
         if q.having is not None:

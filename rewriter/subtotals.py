@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from rewriter.normalize import DIALECT, canonical_expr, is_constant, key_of
+from rewriter.normalize import DIALECT, canonical_expr, ident, is_constant, key_of
 
 MARK = "__dm_group"
 _CONTAINERS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple)
@@ -206,6 +206,66 @@ class SubtotalDeriver:
             raise_no_derive(f"column {node.table}.{node.name} is neither a grouping expression "
                             "nor inside an aggregate")
         return _map_children(node.copy(), lambda n: self(n, ctx, groups_only))
+
+
+    def finish(self, sel: exp.Select, q, ctx, names: list[str]) -> exp.Select:
+        """HAVING, ORDER BY, LIMIT of the rewritten block. Spark resolves HAVING and ORDER BY
+        over grouping sets against the outputs only: grouping() of an output aliased to a
+        datamap column, or a datamap column itself, does not resolve there. So a HAVING or
+        an ORDER BY expression is computed in the aggregate's SELECT list (where they
+        resolve as in the outputs) and applied by an outer SELECT of the output names,
+        which keeps the names, types, rows and order."""
+        having = None
+        hidden, order = [], []
+        if q.having is not None:
+            if any(isinstance(n, exp.Window) for e in sel.expressions for n in e.walk()):
+                raise_no_derive("window functions next to HAVING over subtotals")
+            having = exp.column(_HAVING)
+            hidden.append(exp.alias_(self(q.having, ctx), _HAVING))
+        for kind, value in q.order:
+            if kind == "alias":
+                ordered, idx = value
+                new = ordered.copy()
+                new.set("this", exp.Column(this=ident(names[idx])))
+            elif isinstance(value.this, exp.Literal) and not value.this.is_string:
+                new = value.copy()            # an ordinal names the same output outside
+            else:
+                col = f"{_ORDER}{len(hidden)}"
+                hidden.append(exp.alias_(self(value.this, ctx), col))
+                new = value.copy()
+                new.set("this", exp.column(col))
+            order.append(new)
+        limits = {k: q.select.args[k].copy() for k in ("limit", "offset")
+                  if q.select.args.get(k) is not None}
+        if not hidden:
+            if order:
+                sel.set("order", exp.Order(expressions=order))
+            for k, v in limits.items():
+                sel.set(k, v)
+            return sel
+        if len(set(names)) != len(names) or {_HAVING, _INNER} & set(names) \
+                or any(n.startswith(_ORDER) for n in names):
+            raise_no_derive("two outputs share a name: HAVING or ORDER BY over subtotals "
+                            "cannot be applied around them")
+        if q.distinct and len(hidden) > (having is not None):
+            raise_no_derive("DISTINCT with an ORDER BY expression over subtotals")
+        sel.set("expressions", sel.expressions + hidden)
+        outer = exp.Select(expressions=[exp.Column(this=ident(n)) for n in names])
+        if sel.args.get("distinct"):
+            sel.set("distinct", None)
+            outer.set("distinct", exp.Distinct())
+        outer.set("from_", exp.From(this=exp.Subquery(
+            this=sel, alias=exp.TableAlias(this=exp.to_identifier(_INNER)))))
+        if having is not None:
+            outer.set("where", exp.Where(this=having))
+        if order:
+            outer.set("order", exp.Order(expressions=order))
+        for k, v in limits.items():
+            outer.set(k, v)
+        return outer
+
+
+_HAVING, _ORDER, _INNER = "dm_having", "dm_order_", "dm_subtotals"
 
 
 def raise_no_derive(reason: str):

@@ -24,12 +24,12 @@ def test_a_datamap_definition_with_subtotals_is_refused():
 
 def test_the_exact_grain_still_reaggregates_and_keeps_having():
     # the datamap's grain is the finest set, but the subtotal rows are many datamap rows:
-    # the stored column must not be read as the total, nor HAVING become a WHERE
+    # the stored column must not be read as the total, nor HAVING a filter of its rows
     res = _rewrite("SELECT country, city, sum(quantity) AS s FROM sales "
                    "GROUP BY ROLLUP(country, city) HAVING sum(quantity) > 10")
     assert res.rewritten, res.skipped
     assert "SUM(agg_sales.q) AS s" in res.sql
-    assert "HAVING SUM(agg_sales.q) > 10" in res.sql and "WHERE" not in res.sql
+    assert "SUM(agg_sales.q) > 10 AS dm_having" in res.sql and res.sql.endswith("WHERE dm_having")
 
 
 def test_a_subtotal_block_in_a_union_branch_is_rewritten_alone():
@@ -59,3 +59,17 @@ def test_a_spelling_spark_would_not_match_is_refused():
     res = _rewrite("SELECT lower(country) AS c, count(*) AS n FROM sales GROUP BY ROLLUP(upper(country))")
     assert not res.rewritten
     assert "neither a grouping expression" in res.skipped["default.agg_sales"]
+
+
+def test_having_and_order_by_names_that_clash_are_refused():
+    res = _rewrite("SELECT country, sum(quantity) AS dm_having FROM sales GROUP BY ROLLUP(country) "
+                   "HAVING count(*) > 1")
+    assert not res.rewritten
+    assert "cannot be applied around them" in res.skipped["default.agg_sales"]
+
+
+def test_distinct_with_an_order_by_expression_is_refused():
+    res = _rewrite("SELECT DISTINCT country FROM sales GROUP BY ROLLUP(country, city) "
+                   "ORDER BY grouping_id()")
+    assert not res.rewritten
+    assert "DISTINCT with an ORDER BY expression" in res.skipped["default.agg_sales"]
