@@ -59,6 +59,9 @@ def has_subtotals(group: exp.Group | None) -> bool:
 
 
 def _text(e: exp.Expression) -> str:
+    """The expression as written, parentheses aside (a column without generating SQL)."""
+    if isinstance(e, exp.Column):
+        return ".".join(p.name for p in e.parts)
     return canonical_expr(e).sql(DIALECT)
 
 
@@ -91,7 +94,7 @@ def prepare(select: exp.Select, is_aggregate_call) -> Subtotals:
             raise SubtotalError(f"constant or ordinal {node.sql(DIALECT)} in a grouping set")
         if any(is_aggregate_call(n) for n in leaf.walk()):
             raise SubtotalError(f"aggregate {node.sql(DIALECT)} in a grouping set")
-        text = leaf.sql(DIALECT)
+        text = _text(leaf)
         if text not in index:
             index[text] = len(leaves)
             leaves.append(leaf)
@@ -103,10 +106,12 @@ def prepare(select: exp.Select, is_aggregate_call) -> Subtotals:
             place(g, key != "expressions")
     if not leaves:
         raise SubtotalError("the grouping sets name no column (a global aggregate)")
-    for i, a in enumerate(leaves):
-        for j, b in enumerate(leaves):
-            if i != j and any(_text(n) == _text(a) for n in b.walk() if n is not b):
-                raise SubtotalError(f"grouping expression {a.sql(DIALECT)} is part of "
+    # only nodes of a leaf's type (or parenthesised) can be one: SQL text is the costly part
+    kinds = tuple({type(leaf) for leaf in leaves} | {exp.Paren})
+    for b in leaves:
+        for n in b.walk():
+            if n is not b and isinstance(n, kinds) and _text(n) in index:
+                raise SubtotalError(f"grouping expression {n.sql(DIALECT)} is part of "
                                     f"grouping expression {b.sql(DIALECT)}")
 
     def mark(node: exp.Expression) -> exp.Expression:
@@ -123,7 +128,7 @@ def prepare(select: exp.Select, is_aggregate_call) -> Subtotals:
             return new
         if is_aggregate_call(node):
             return node
-        i = index.get(_text(node))
+        i = index.get(_text(node)) if isinstance(node, kinds) else None
         if i is not None:
             return _marker(i)
         return _map_children(node, mark)
@@ -205,7 +210,14 @@ class SubtotalDeriver:
         if isinstance(node, exp.Column):
             raise_no_derive(f"column {node.table}.{node.name} is neither a grouping expression "
                             "nor inside an aggregate")
-        return _map_children(node.copy(), lambda n: self(n, ctx, groups_only))
+        args = {}
+        for k, v in node.args.items():
+            if isinstance(v, exp.Expression):
+                v = self(v, ctx)
+            elif isinstance(v, list):
+                v = [self(x, ctx) if isinstance(x, exp.Expression) else x for x in v]
+            args[k] = v
+        return type(node)(**args)
 
 
     def finish(self, sel: exp.Select, q, ctx, names: list[str]) -> exp.Select:
