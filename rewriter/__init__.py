@@ -4,7 +4,8 @@ API (see rewriter/api.py for the data shapes):
     compile_datamap(name, select_sql, schemas, current_db) -> DatamapDefinition
         raises DatamapDefinitionError(message, sqlstate): 42S02 unknown table/column,
         0A000 LIMIT / UNION / HAVING / window / subquery / SELECT * / DISTINCT or unsupported
-        aggregate / non-deterministic / several timeseries granularities, 42000 parse error,
+        aggregate / non-deterministic / several timeseries granularities / GROUPING SETS,
+        CUBE, ROLLUP, 42000 parse error,
         grouping expression not projected, projected column neither grouped nor aggregated.
         Layout: grouping expressions -> role "group"; sum/count/count(*)/min/max -> role
         "agg" (avg(x) -> sum(x) + count(x)); projection-only definitions -> role "column".

@@ -30,6 +30,7 @@ from sqlglot import exp
 
 from rewriter import derived
 from rewriter import ranges as R
+from rewriter import subtotals
 from rewriter.normalize import (DIALECT, canonical_expr, canonical_predicate, column_key,
                                 conjuncts, is_constant, key_of, nondeterministic)
 
@@ -77,6 +78,9 @@ class Facts:
     is_aggregate: bool
     column_types: dict[str, str]
     output_aliases: list[str]       # the qualified block's own aliases (ORDER BY may use them)
+    # GROUP BY ROLLUP / CUBE / GROUPING SETS: `group` is then the distinct grouping
+    # expressions, and outputs, HAVING and ORDER BY carry rewriter.subtotals' markers
+    subtotals: "subtotals.Subtotals | None" = None
 
     @property
     def tables(self) -> frozenset[str]:
@@ -191,22 +195,33 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
     rngs = class_ranges(preds, rep)
 
     group_node = select.args.get("group")
-    if group_node and (any(group_node.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals"))
-                       or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group_node.expressions)):
-        raise Unsupported("GROUPING SETS / CUBE / ROLLUP")
-    group = [canon_cols(canonical_expr(g, copy=not in_place)) for g in (group_node.expressions if group_node else [])]
+    sub = None
+    if subtotals.has_subtotals(group_node):
+        try:
+            sub = subtotals.prepare(select, is_aggregate_call)
+        except subtotals.SubtotalError as e:
+            raise Unsupported(str(e)) from None
+        group = [canon_cols(g) for g in sub.leaves]
+        try:
+            subtotals.check_leaves(group, sub.texts)
+        except subtotals.SubtotalError as e:
+            raise Unsupported(str(e)) from None
+    else:
+        group = [canon_cols(canonical_expr(g, copy=not in_place)) for g in (group_node.expressions if group_node else [])]
     outputs = []
     output_aliases = []
-    for i, item in enumerate(select.expressions):
+    for i, item in enumerate(sub.items if sub else select.expressions):
         inner = item.this if isinstance(item, exp.Alias) else item
         output_aliases.append(item.alias_or_name)
         name = names[i] if names is not None and i < len(names) else item.alias_or_name
         outputs.append((name, canon_cols(canonical_expr(inner, copy=not in_place))))
     having = select.args.get("having")
+    if sub:
+        having = exp.Having(this=sub.having) if sub.having is not None else None
     having_expr = canon_cols(canonical_expr(having.this, copy=not in_place)) if having else None
     order: list[OrderItem] = []
     if select.args.get("order"):
-        for o in select.args["order"].expressions:
+        for o in sub.order if sub else select.args["order"].expressions:
             ref = o.this
             if isinstance(ref, exp.Column) and not ref.table and ref.name in output_aliases:
                 order.append(("alias", (o, output_aliases.index(ref.name))))
@@ -218,7 +233,7 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
     return Facts(select=select, edges=edges, preds=preds, rep=rep, ranges=rngs, group=group,
                  outputs=outputs, having=having_expr, order=order,
                  distinct=bool(select.args.get("distinct")), is_aggregate=is_agg,
-                 column_types=types, output_aliases=output_aliases)
+                 column_types=types, output_aliases=output_aliases, subtotals=sub)
 
 
 def class_ranges(preds: list[Pred], rep: dict[str, str]) -> dict[str, R.Range]:

@@ -14,8 +14,9 @@ Layout rules (issue 3, item 1):
   * names are lower-case, unique, never the segment column.
 Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, HAVING,
 window functions, subqueries, DISTINCT aggregates, other aggregates, non-deterministic
-functions, SELECT *, more than one timeseries granularity (0A000); grouping expressions
-missing from the projection or ungrouped projected columns (42000).
+functions, SELECT *, more than one timeseries granularity, GROUPING SETS / CUBE / ROLLUP
+(0A000); grouping expressions missing from the projection or ungrouped projected columns
+(42000).
 """
 from __future__ import annotations
 
@@ -81,6 +82,8 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
         facts = extract(tree, schemas, names)
     except Unsupported as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "0A000") from e
+    if facts.subtotals is not None:
+        raise _refuse(name, "GROUPING SETS / CUBE / ROLLUP is not supported in a datamap query")
     comp = Compiled(definition=None, facts=facts)  # type: ignore[arg-type]
     comp.granularity = _granularity(name, tree)
     qualified_items = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]

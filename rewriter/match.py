@@ -10,6 +10,8 @@ Order of the checks (each a rule in rewriter/rules/):
                          are) or rollup (re-aggregate); partial datamaps always roll up
   4. derive_expression / rollup_aggregate  for grouping, outputs, HAVING, ORDER BY,
                          compensating predicates and query-delta ON conditions
+Subtotals (GROUP BY ROLLUP / CUBE / GROUPING SETS) always re-aggregate and keep the
+query's grouping structure: rewriter/subtotals.py derives its expressions.
 The result is a new SELECT over the datamap table that keeps the query's output names
 (every output aliased to the original name), DISTINCT, HAVING, ORDER BY, LIMIT and window
 functions on top.
@@ -30,6 +32,7 @@ from rewriter.rules.compensate_filters import compensate_filters
 from rewriter.rules.derive_expression import NoDerive, derive_expression
 from rewriter.rules.match_tables import match_tables
 from rewriter.rules.rollup_aggregate import NeedsReaggregation
+from rewriter.subtotals import SubtotalDeriver
 
 
 @dataclass
@@ -89,7 +92,9 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     if comp.definition.is_aggregate and not q.is_aggregate and not q.distinct:
         return "query is not an aggregate; the datamap holds one row per group"
     # with a delta a group may have a row in the segments and another in the new rows
+    # subtotals always re-aggregate: a subtotal row is many datamap rows
     exact = (comp.definition.is_aggregate and q.is_aggregate and cand.one_row_per_group
+             and q.subtotals is None
              and not cand.delta and not extra and complement is None
              and {key_of(g, rep) for g in q.group} == set(view_map)
              and len(q.group) == len({key_of(g, rep) for g in q.group})
@@ -127,6 +132,9 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
            complement=None) -> exp.Select:
     agg_d = comp.definition.is_aggregate
     rollup = agg_d and ctx.reagg and q.is_aggregate
+    derive = derive_expression
+    if q.subtotals is not None:
+        derive = SubtotalDeriver(q.group, q.subtotals.template, ctx, derive_expression)
     sel = exp.Select()
     outs = []
     final_names = []
@@ -134,7 +142,7 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
         if name is None:
             raise NoDerive(f"output {i + 1} has no alias and Spark's name for it is not known")
         final_names.append(name)
-        outs.append(exp.alias_(derive_expression(e, ctx), ident(name), quoted=None))
+        outs.append(exp.alias_(derive(e, ctx), ident(name), quoted=None))
     sel.set("expressions", outs)
     if q.distinct:
         sel.set("distinct", exp.Distinct())
@@ -165,14 +173,17 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
     if where:
         sel.set("where", exp.Where(this=exp.and_(*where)))
     if q.is_aggregate and (rollup or not agg_d):
-        if q.group:
+        if q.subtotals is not None:
+            sel.set("group", derive.group())
+            return derive.finish(sel, q, ctx, final_names)
+        elif q.group:
             sel.set("group", exp.Group(expressions=[derive_expression(g, ctx, groups_only=True) for g in q.group]))
         if q.having is not None:
-            sel.set("having", exp.Having(this=derive_expression(q.having, ctx)))
+            sel.set("having", exp.Having(this=derive(q.having, ctx)))
     elif q.distinct or not q.is_aggregate:
         pass
     if q.order:
-        sel.set("order", exp.Order(expressions=[_order_item(o, q, ctx, final_names) for o in q.order]))
+        sel.set("order", exp.Order(expressions=[_order_item(o, q, ctx, final_names, derive) for o in q.order]))
     for arg in ("limit", "offset"):
         if q.select.args.get(arg) is not None:
             sel.set(arg, q.select.args[arg].copy())
@@ -220,7 +231,7 @@ def _owners(c: exp.Expression, ctx: Ctx) -> set:
     return out
 
 
-def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression:
+def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names, derive=derive_expression) -> exp.Expression:
     kind, value = o
     if kind == "alias":
         ordered, idx = value
@@ -228,7 +239,7 @@ def _order_item(o: OrderItem, q: Facts, ctx: Ctx, final_names) -> exp.Expression
         new.set("this", exp.Column(this=ident(final_names[idx])))
         return new
     new = value.copy()
-    new.set("this", derive_expression(value.this, ctx))
+    new.set("this", derive(value.this, ctx))
     return new
 
 

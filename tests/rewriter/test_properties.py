@@ -4,6 +4,7 @@ A pool of random datamaps (single-table and star-join SPJG definitions, random g
 aggregates, optional filters and timeseries buckets) is drawn once per run from a seed and
 materialised twice: one row per group, and as partial segments (see spark_tier). Hypothesis
 then draws queries over the same tables -- grouping subsets, coarser time buckets,
+subtotals now and then (ROLLUP / CUBE / GROUPING SETS, grouping_id()),
 aggregates the datamap may or may not be able to answer (sum/count/count(*)/min/max/avg/
 count distinct), filters with ranges/equalities/IN on grouping and non-grouping columns,
 tables read through BI-style derived tables of themselves (_wrapped) -- and every rewrite the rewriter produces must return the same rows on Spark as the original.
@@ -198,16 +199,19 @@ def queries(draw, pool: list[DatamapSpec]):
             preds.append(f"{col} >= TIMESTAMP'2026-03-30 00:00:00'")
         else:
             preds.append(f"{col} < DATE'2026-04-01'")
+    gby = _grouping(draw, groups) if groups else ""
     outs = []
     for i, g in enumerate(groups):
         outs.append(f"{g} AS k{i}" if draw(st.booleans()) else g)
+    if gby != ", ".join(groups) and draw(st.booleans()):
+        outs.append("grouping_id() AS gid")      # Spark allows it with subtotals only
     for i, a in enumerate(aggs):
         outs.append(f"{a} AS m{i}" if draw(st.booleans()) or "DISTINCT" in a or "*" in a else a)
     sql = f"SELECT {', '.join(outs)} FROM {_wrapped(draw, shape)}"
     if preds:
         sql += " WHERE " + " AND ".join(preds)
     if groups:
-        sql += " GROUP BY " + ", ".join(groups)
+        sql += " GROUP BY " + gby
         if draw(st.integers(0, 4)) == 0:
             sql += " HAVING count(*) > 1"
         if draw(st.integers(0, 3)) == 0:
@@ -227,6 +231,23 @@ def _equal_aggregate(draw, shape: Shape, plain_groups: list[str]) -> str:
         f"sum({m}) FILTER (WHERE {p})", f"count(*) FILTER (WHERE {p})",
         f"sum(CASE WHEN {m} IS NOT NULL THEN 1 ELSE 0 END)", f"max(IF({p}, {m}, NULL))",
         f"sum({col})" if col in shape.ranges else f"count(CASE WHEN {p} THEN 1 END)"]))
+
+
+def _grouping(draw, groups: list[str]) -> str:
+    """Mostly a plain GROUP BY; now and then subtotals over the same expressions
+    (rewriter/subtotals.py): ROLLUP, CUBE, GROUPING SETS with the empty set, or the first
+    expression plain and a ROLLUP of the rest."""
+    form = draw(st.sampled_from(["plain"] * 6 + ["rollup", "cube", "sets", "mixed"]))
+    if form == "plain":
+        return ", ".join(groups)
+    event(f"subtotals {form}")
+    if form == "mixed" and len(groups) > 1:
+        return f"{groups[0]}, ROLLUP({', '.join(groups[1:])})"
+    if form == "cube":
+        return f"CUBE({', '.join(groups)})"
+    if form == "sets":
+        return f"GROUPING SETS (({', '.join(groups)}), ({groups[-1]}), ())"
+    return f"ROLLUP({', '.join(groups)})"
 
 
 _TABLE = re.compile(r"\b(default|shop)\.(\w+) (\w+)\b")
