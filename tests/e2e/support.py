@@ -2,13 +2,14 @@
 module, PyHive connections with datamap rewriting on and off, row comparison."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 from tests.support.proxy_proc import ServeProc  # noqa: F401  (re-exported)
 from tests.support.clients import ClientError, pyhive_connect, pyhive_execute
 
-__all__ = ["ServeProc", "Conn", "Pair", "ClientError", "sort_rows"]
+__all__ = ["ServeProc", "Conn", "Pair", "ClientError", "sort_rows", "doc_blocks"]
 
 
 def sort_rows(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -103,3 +104,25 @@ class Pair:
 
 def state_table_dir(state: Path, table: str) -> Path:
     return state / "warehouse" / table
+
+
+def doc_blocks(doc: Path) -> list[list[tuple[str, str]]]:
+    """A document's sql blocks as (statement, the comment after it) pairs."""
+    blocks = re.findall(r"```sql\n(.*?)```", doc.read_text(), re.S)
+    out = []
+    for block in blocks:
+        pairs: list[tuple[str, str]] = []
+        text = ""
+        for line in block.splitlines():
+            code, _, comment = line.partition("--")
+            if not code.strip() and pairs and not text:
+                pairs[-1] = (pairs[-1][0], pairs[-1][1] + " " + comment.strip())
+                continue
+            *done, text_tail = (text + " " + code).split(";")
+            for stmt in done:
+                pairs.append((" ".join(stmt.split()), ""))
+            if done and comment:
+                pairs[-1] = (pairs[-1][0], comment.strip())
+            text = text_tail if text_tail.strip() else ""
+        out.append(pairs)
+    return out

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from proxy.datamaps.catalog import Catalog
-from tests.e2e.support import Pair
+from tests.e2e.support import Pair, doc_blocks
 from tests.support.clients import RawHS2
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -66,32 +66,10 @@ def check_equal(c: Pair) -> None:
     assert got == base.rows(DAILY_FROM_BASE)
 
 
-def doc_blocks() -> list[list[tuple[str, str]]]:
-    """docs/stacked.md's sql blocks as (statement, the comment after it) pairs."""
-    blocks = re.findall(r"```sql\n(.*?)```", DOC.read_text(), re.S)
-    out = []
-    for block in blocks:
-        pairs: list[tuple[str, str]] = []
-        text = ""
-        for line in block.splitlines():
-            code, _, comment = line.partition("--")
-            if not code.strip() and pairs and not text:
-                pairs[-1] = (pairs[-1][0], pairs[-1][1] + " " + comment.strip())
-                continue
-            *done, text_tail = (text + " " + code).split(";")
-            for stmt in done:
-                pairs.append((" ".join(stmt.split()), ""))
-            if done and comment:
-                pairs[-1] = (pairs[-1][0], comment.strip())
-            text = text_tail if text_tail.strip() else ""
-        out.append(pairs)
-    return out
-
-
 def test_the_documented_example_runs_as_written(c):
     """CREATE builds ev_day from ev_hour's rows, ev_daily is stacked on ev_hour; a load
     refreshes them in order; SHOW DATAMAP and EXPLAIN say what the comments say."""
-    setup = doc_blocks()[0]
+    setup = doc_blocks(DOC)[0]
     for stmt, comment in setup:
         if stmt.startswith("EXPLAIN"):
             want = re.search(r"Hit mv DataMap: (\w+)", comment).group(1)
@@ -154,7 +132,7 @@ def test_overwrite_and_sync_rebuild_in_order(c):
 
 
 def test_drop_refused_while_stacked_on(c):
-    refused, *drops = doc_blocks()[1]
+    refused, *drops = doc_blocks(DOC)[1]
     e = c.dm.error(refused[0])
     assert e.sqlstate == "2BP01" and "default.ev_daily" in e.message, e
     assert "2BP01" in refused[1] and "ev_hour" in c.datamaps()
