@@ -220,7 +220,6 @@ class SubtotalDeriver:
             args[k] = v
         return wrap_operands(type(node)(**args))
 
-
     def finish(self, sel: exp.Select, q, ctx, names: list[str]) -> exp.Select:
         """HAVING, ORDER BY, LIMIT of the rewritten block. Spark resolves HAVING and ORDER BY
         over grouping sets against the outputs only: grouping() of an output aliased to a
