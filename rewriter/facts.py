@@ -273,7 +273,7 @@ def _join_ons(select: exp.Select) -> list[exp.Expression | None]:
     return [None] + [j.args.get("on") for j in select.args.get("joins") or []]
 
 
-def _edges(select: exp.Select, schemas, right_joins: bool = False, opaque: set[int] = frozenset(),
+def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int] = frozenset(),
            primary: frozenset[str] = frozenset()) -> tuple[list[Edge], dict[str, str]]:
     from_ = select.args.get("from_")
     if from_ is None:
@@ -300,7 +300,7 @@ def _edges(select: exp.Select, schemas, right_joins: bool = False, opaque: set[i
             if rel.db not in schemas or rel.name not in schemas[rel.db]:
                 raise Unsupported(f"no schema for table {name}")
         if name in chosen and chosen[name] != rel.alias_or_name or name not in chosen and name in seen:
-            if not right_joins:
+            if not as_query:
                 raise Unsupported(f"self-join of {name}")
             # a query's second reference is joined onto the datamap's rows like a
             # derived table (rewriter/derived.py); its columns get their own keys
@@ -314,7 +314,7 @@ def _edges(select: exp.Select, schemas, right_joins: bool = False, opaque: set[i
             jkind = (join.kind or "").upper()
             if join.args.get("using") or join.args.get("method"):
                 raise Unsupported("USING / NATURAL join")
-            if side == "RIGHT" and jkind in ("", "OUTER") and right_joins and len(edges) == 1 \
+            if side == "RIGHT" and jkind in ("", "OUTER") and as_query and len(edges) == 1 \
                     and join.args.get("on") is not None:
                 # (A RIGHT JOIN B ON p) is (B LEFT JOIN A ON p); later joins see the same rows
                 first = edges[0]

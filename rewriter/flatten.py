@@ -16,16 +16,17 @@ when its block is trivial, i.e. provably a per-row map and filter of one base ta
 
 with every ei and p deterministic, free of aggregates, windows, generators, subqueries
 and functions sqlglot does not know (a UDF may be non-deterministic), and nothing else
-(no LIMIT/OFFSET, DISTINCT, GROUP BY, HAVING, QUALIFY, LATERAL VIEW, TABLESAMPLE, joins,
-hints, set operations, outer joins). Why that is exact: such a block yields, for each
-row r of t (of the inner join of its tables) with p(r) true, the row (e1(r), ..., en(r));
-so `SELECT f(alias.ai) FROM (block) alias WHERE q` equals `SELECT f(ei) FROM db.t AS
-alias WHERE p AND q` once ei is substituted for alias.ai. An ORDER BY without LIMIT in a
-derived table fixes no order of the outer result (SQL gives a derived table no order),
-so dropping it changes no row. A block that joins (Superset's virtual dataset over a
-star schema) is inlined only as the FROM source of an outer block whose own joins are
-inner too: inner joins associate, so `(t JOIN u ON c) JOIN d ON e` is `t JOIN u ON c
-JOIN d ON e`; its tables keep their aliases unless the outer scope has them already.
+(no LIMIT/OFFSET, DISTINCT, GROUP BY, HAVING, QUALIFY, LATERAL VIEW, TABLESAMPLE,
+hints, set operations, outer, NATURAL or USING joins). Why that is exact: such a block
+yields, for each row r of t (of the inner join of its tables) with p(r) true, the row
+(e1(r), ..., en(r)); so `SELECT f(alias.ai) FROM (block) alias WHERE q` equals
+`SELECT f(ei) FROM db.t AS alias WHERE p AND q` once ei is substituted for alias.ai. An
+ORDER BY without LIMIT in a derived table fixes no order of the outer result (SQL gives
+a derived table no order), so dropping it changes no row. A block that joins
+(Superset's virtual dataset over a star schema) is inlined only as the FROM source of
+an outer block whose own joins are inner too: inner joins associate, so `(t JOIN u ON c)
+JOIN d ON e` is `t JOIN u ON c JOIN d ON e`; its tables keep their aliases unless the
+outer scope has them already.
 
 The outer block must not be able to tell the difference either: the derived table is its
 FROM source (or an INNER/LEFT join's left side), its RIGHT/FULL joins would let a moved
@@ -120,8 +121,6 @@ def refusal(sel: exp.Expression) -> str | None:
     if len(set(names)) != len(names):
         return "duplicate output names inside"
     return None
-
-
 
 
 def _renames_only(sel: exp.Select) -> bool:

@@ -21,8 +21,9 @@ Datamaps are keyed by "db.name" (a datamap name is unique per database only): `u
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
 own; a block that joins a derived table or filters on a subquery keeps that subquery as
 written (rewriter/derived.graft puts the written nodes back), so the subquery's own block
-is rewritten in place too and one statement may read a datamap twice; among several datamaps answering a block the one with the fewest rows wins (then the
-fewest grouping columns, then the name).
+is rewritten in place too and one statement may read a datamap twice. Among several
+datamaps answering a block the one with the fewest rows wins (then the fewest grouping
+columns, then the name); one that also reads base tables (narrow.py) only when none else.
 """
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from rewriter.api import SEGMENT_COLUMN, Candidate
 from rewriter.compensation import delta_refusal
 from rewriter.facts import Facts, OrderItem
 from rewriter.layout import Compiled
+from rewriter.narrow import widen
 from rewriter.normalize import ident, key_of, parse
 from rewriter.outer_joins import inner_form
 from rewriter.rules.compensate_filters import compensate_filters
@@ -81,7 +82,6 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     comp_preds = compensate_filters(q, d)
     complement = None
     if isinstance(comp_preds, str):
-        from rewriter.narrow import widen
         widened = widen(q, comp)
         if widened is None or isinstance(widened, str):
             return comp_preds + (f"; {widened}" if widened else "")

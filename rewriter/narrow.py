@@ -28,7 +28,7 @@ import dataclasses
 from sqlglot import exp
 
 from rewriter import sparktypes
-from rewriter.facts import Facts
+from rewriter.facts import Facts, class_ranges
 from rewriter.layout import Compiled
 from rewriter.normalize import canonical_predicate, column_key, conjuncts, parse
 from rewriter.rules.compensate_filters import compensate_filters
@@ -51,11 +51,7 @@ def widen(q: Facts, comp: Compiled) -> Widened | str | None:
     def cls(col_key: str) -> str:
         return rep.get(col_key, col_key)
 
-    d_ranges: dict = {}
-    for p in d.preds:
-        if p.kind == "range":
-            c = cls(p.cols[0])
-            d_ranges[c] = d_ranges[c].intersect(p.range) if c in d_ranges else p.range
+    d_ranges = class_ranges(d.preds, rep)       # keyed by the query's classes
     wide = {c for c, dr in d_ranges.items() if c not in q.ranges or not q.ranges[c].within(dr)}
     if not wide:
         return None

@@ -24,7 +24,7 @@ from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
-from rewriter.precedence import needs_parens
+from rewriter.precedence import parenthesize
 
 DIALECT = "spark"
 
@@ -297,15 +297,9 @@ def canonical_expr(e: exp.Expression, copy: bool = True) -> exp.Expression:
     for node in list(e.walk()):
         if isinstance(node, exp.Paren) and node is not e:
             node.replace(node.this)
-    e = strip_parens(e)
     # sqlglot prints operators as the tree nests them and adds no parentheses itself:
     # without these `(a - 1) * c` would print, run and key as `a - 1 * c`
-    for node in list(e.walk()):
-        if node is not e and needs_parens(node):
-            paren = exp.Paren()
-            node.replace(paren)
-            paren.set("this", node)     # the node itself: its operands are walked next
-    return e
+    return parenthesize(strip_parens(e))
 
 
 # ---------------------------------------------------------------- keys

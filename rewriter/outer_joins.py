@@ -23,7 +23,7 @@ import dataclasses
 
 from sqlglot import exp
 
-from rewriter.facts import Edge, Facts, Pred, _classify, _equivalence, class_ranges
+from rewriter.facts import Facts, Pred, _classify, _equivalence, class_ranges
 from rewriter.normalize import key_of
 
 _STRICT = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.In,
@@ -70,7 +70,8 @@ def inner_form(q: Facts) -> Facts | None:
         if hit is None:
             break
         e = edges[hit]
-        edges[hit] = Edge(kind="inner", table=e.table, alias=e.alias)
+        # an inner edge keeps no ON of its own; a derived relation stays what it joins
+        edges[hit] = dataclasses.replace(e, kind="inner", on=[], on_key="")
         preds.extend(_classify(c, q.column_types) for c in e.on)
         changed = True
     if not changed:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from rewriter.normalize import DIALECT, canonical_expr, ident, is_constant, key_of
+from rewriter.precedence import wrap_operands
 
 MARK = "__dm_group"
 _CONTAINERS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple)
@@ -217,8 +218,7 @@ class SubtotalDeriver:
             elif isinstance(v, list):
                 v = [self(x, ctx) if isinstance(x, exp.Expression) else x for x in v]
             args[k] = v
-        return type(node)(**args)
-
+        return wrap_operands(type(node)(**args))
 
     def finish(self, sel: exp.Select, q, ctx, names: list[str]) -> exp.Select:
         """HAVING, ORDER BY, LIMIT of the rewritten block. Spark resolves HAVING and ORDER BY

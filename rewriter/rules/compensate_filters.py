@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter.facts import Facts
+from rewriter.facts import Facts, class_ranges
 from rewriter.normalize import DIALECT, key_of
 
 
@@ -28,11 +28,7 @@ def compensate_filters(q: Facts, d: Facts) -> list[exp.Expression] | str:
     for p in d.preds:
         if p.kind == "eq" and r(p.cols[0]) != r(p.cols[1]):
             return f"datamap requires {p.expr.sql(DIALECT)}, the query does not"
-    d_ranges = {}
-    for p in d.preds:
-        if p.kind == "range":
-            c = r(p.cols[0])
-            d_ranges[c] = d_ranges[c].intersect(p.range) if c in d_ranges else p.range
+    d_ranges = class_ranges(d.preds, rep)       # the datamap's ranges, by the query's classes
     for c, dr in d_ranges.items():
         qr = q.ranges.get(c)
         if qr is None:

@@ -16,6 +16,7 @@ from sqlglot import exp
 from rewriter.derived import MARK
 from rewriter.facts import is_aggregate_call
 from rewriter.normalize import ident, key_of
+from rewriter.precedence import wrap_operands
 
 _LEAVES = (exp.Literal, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Null, exp.Boolean)
 
@@ -165,5 +166,4 @@ def _rebuild(node: exp.Expression, ctx, groups_only: bool) -> exp.Expression:
             args[k] = [derive_expression(x, ctx, groups_only) if isinstance(x, exp.Expression) else x for x in v]
         else:
             args[k] = v
-    new = type(node)(**args)
-    return new
+    return wrap_operands(type(node)(**args))

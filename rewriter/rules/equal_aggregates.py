@@ -37,6 +37,7 @@ from sqlglot import exp
 
 from rewriter import sparktypes
 from rewriter.normalize import ident, key_of
+from rewriter.precedence import parenthesize
 from rewriter.rules.derive_expression import NoDerive, derive_expression
 
 _INTEGRAL = ["tinyint", "smallint", "int", "bigint"]
@@ -228,6 +229,11 @@ class _Partials:
         return c
 
     def case(self, branches) -> exp.Expression:
+        """The partial of the CASE, with the parentheses the operators built here need
+        (g * rows of a grouping expression g = `a - 1`)."""
+        return parenthesize(self._case(branches))
+
+    def _case(self, branches) -> exp.Expression:
         split = self._null_test(branches)
         if split is not None:
             return split
@@ -322,7 +328,7 @@ class _Partials:
     def _mul(lit, rows):
         if isinstance(lit, exp.Literal) and lit.this == "1":
             return rows
-        return exp.Mul(this=lit.copy(), expression=exp.paren(rows) if isinstance(rows, exp.Binary) else rows)
+        return exp.Mul(this=lit.copy(), expression=rows)     # parenthesised by case()
 
     def partial(self, v: exp.Expression) -> exp.Expression:
         """agg(v) over one datamap row's base rows."""
