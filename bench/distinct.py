@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.cardinalities.split(",")):
             r = one(spark, Path(tmp), n, args)
-            print(f"{r['n']:>8} {r['per_group']:>8.0f} | {r['sp_med']:>7.2%} / {r['sp_max']:>7.2%} | "
+            print(f"{r['n']:>8} {r['per_group']:>8.0f} | "
+                  f"{r['sp_med']:>7.2%} / {r['sp_max']:>7.2%} | "
                   f"{r['sk_med']:>7.2%} / {r['sk_max']:>7.2%} | {r['t_exact'] * 1e3:>7.0f} "
                   f"{r['t_spark'] * 1e3:>7.0f} {r['t_sketch'] * 1e3:>7.0f} "
                   f"{r['t_build'] * 1e3:>7.0f}", flush=True)

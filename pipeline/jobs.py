@@ -132,19 +132,19 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
     `read_as[t]`: the table whose files t's files are, read instead of t (t a view of it,
     as a datamap's `<name>_table` is of its storage table)."""
     started = time.monotonic()
-    read_as = dict(read_as or {})
     new = {t: tuple(normalize_path(f) for f in fs) for t, fs in new_files.items() if fs}
     plan = plan_delta(definition, new)
     if plan.full_rebuild:
         return RefreshResult(full_rebuild=True, reason=plan.reason)
     if not plan.terms:
         return RefreshResult(reason="no new files")
+    # the table whose files each table's are, read in its place
+    src = {t: (read_as or {}).get(t, t) for t in set(new) | set(old_files or {})}
     # How each table is scanned decides how its files are told apart: look once per job.
-    metas = {t: table_meta(spark, read_as.get(t, t))
-             for t in sorted(set(new) | set(old_files or {}))}
-    hive = {t: hive_scan(spark, read_as.get(t, t), meta) for t, meta in metas.items()}
+    metas = {t: table_meta(spark, src[t]) for t in sorted(src)}
+    hive = {t: hive_scan(spark, src[t], meta) for t, meta in metas.items()}
     for table in sorted(hive):
-        why = unreadable_by_file(spark, read_as.get(table, table), hive[table])
+        why = unreadable_by_file(spark, src[table], hive[table])
         if why:
             return RefreshResult(full_rebuild=True, reason=why)
     views: dict[tuple[str, Side], str] = {}
@@ -157,9 +157,9 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
                     continue  # unchanged table, no snapshot given: read it as it is
                 key = (table, side)
                 if key not in views:
-                    views[key] = _register(spark, read_as.get(table, table), side,
-                                           new.get(table, ()),
-                                           (old_files or {}).get(table), len(views),
+                    views[key] = _register(spark, src.get(table, table), side,
+                                           new.get(table, ()), (old_files or {}).get(table),
+                                           len(views),
                                            hive.get(table), metas.get(table, LOOK_UP))
                 sources[table] = views[key]
             parts.append(spark.sql(definition.build_sql(sources)))

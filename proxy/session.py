@@ -19,9 +19,9 @@ from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration, seconds
 
-__all__ = ["APPROXIMATE_KEY", "BLOCKED_KEY", "MAX_STALENESS_KEY", "REWRITE_KEY", "Session", "rewrite_on",
-           "approximate_on", "semantic_setting", "session_settings", "staleness_budget", "switched_on",
-           "track_statement"]
+__all__ = ["APPROXIMATE_KEY", "BLOCKED_KEY", "MAX_STALENESS_KEY", "REWRITE_KEY", "Session",
+           "approximate_on", "rewrite_on", "semantic_setting", "session_settings",
+           "staleness_budget", "switched_on", "track_statement"]
 # Set (to a reason) when the session changed a setting that changes query results; the
 # session is then never answered from datamaps, which were built under the engine's settings.
 BLOCKED_KEY = "datamap.rewrite.blocked"

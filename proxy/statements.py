@@ -6,7 +6,8 @@ in-process, proxy/serving) and `datamap.cache.enabled` (their result cache), and
 `SET datamap.max_staleness = 5m` (the freshness contract, proxy/staleness.py: kept and
 shown in seconds; the session starts with [datamaps] max_staleness or its JDBC URL's
 value), and `SET datamap.rewrite.approximate=true|false` (default false: distinct counts
-may be estimated from a datamap's HLL sketches, rewriter/distinct.py). Answered like Spark answers SET: columns key, value; never forwarded to Spark.
+may be estimated from a datamap's HLL sketches, rewriter/distinct.py). Answered like Spark
+answers SET: columns key, value; never forwarded to Spark.
 The new value reaches the session as the Local decision's `settings`.
 
 `watch_semantic_settings` passes every SET through unchanged, but remembers when a

@@ -55,19 +55,23 @@ def stacked_check(guard, provider, name: str, covered, allowed: float, compensab
     are judged in its place (a lower one that is not makes this one CHANGED: the query
     goes to Spark, and the lower one's sync was requested)."""
     lower = {t: n for t, n in datamaps_below(provider, covered).items() if n not in below}
-    unverified = ""
+    answered = []
     for low in lower.values():
         v = stacked_check(guard, provider, low, provider.covered(low), allowed, compensable,
                           below + (name,))
         if v.kind in (NEW, CHANGED):
             return Verdict(CHANGED, f"datamap {low} below it is not fresh: "
                                     f"{v.reason or v.files_line()}")
-        unverified = unverified or (v.reason if v.kind == UNVERIFIED else "")
+        answered.append(v)
     if lower:
         covered = dataclasses.replace(covered, files={
             t: f for t, f in covered.files.items() if t not in lower})
     v = guard.check(name, covered, allowed, compensable)
-    return Verdict(UNVERIFIED, unverified) if unverified and v.kind == FRESH else v
+    if v.kind in (NEW, CHANGED):
+        return v
+    # the least checked verdict of all stands: UNVERIFIED, then FRESH for a reason other
+    # than a listing (within max_staleness, a write in progress), then FRESH
+    return max([v, *answered], key=lambda a: 2 if a.kind == UNVERIFIED else bool(a.reason))
 
 
 def check(service, result: RewriteResult, statement: str, current_db: str,

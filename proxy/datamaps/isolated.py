@@ -61,8 +61,9 @@ class IsolatedRewriter:
             return self._pool
 
     def rewrite(self, index, sql: str, current_db: str, approximate: bool = False):
-        """index.rewrite(sql, current_db, approximate), computed in the worker process; None when the
-        process failed or took longer than `timeout` (the caller forwards the original)."""
+        """index.rewrite(sql, current_db, approximate), computed in the worker process; None
+        when the process failed or took longer than `timeout` (the caller forwards the
+        original)."""
         key = index.token
         cands = list(index.candidates.values())
         try:

@@ -11,7 +11,7 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.freshness import Covered
 from proxy.datamaps.listing import local_path
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.stacking import stale_below
+from proxy.datamaps.stacking import stale_below, table_index
 from proxy.datamaps.zone_policy import TimeZonePolicy
 from rewriter.api import Candidate
 
@@ -48,12 +48,13 @@ class RewriteIndexProvider:
         covered: dict[str, Covered] = {}
         files_of: dict = {}   # (table, ids) -> local paths; table -> its base segments
         recs = self.catalog.list_datamaps()
+        tables = table_index(recs)
         for rec in recs:
             if rec.definition is None:
                 left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
                 continue
             reason = (self.catalog.unavailable_reason(rec.db, rec.name)
-                      or stale_below(self.catalog, rec, recs))
+                      or stale_below(self.catalog, rec, tables))
             if reason is None and self._zones.problem:
                 why = self._zones.time_dependent(rec)
                 if why:

@@ -39,7 +39,7 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None,
-                depends: str = "") -> tuple[str, ...]:
+                depends: str) -> tuple[str, ...]:
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
             rec.status, "NA" if sync is None else json.dumps(sync),
             "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason),

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from proxy.errors import ClientError
-from rewriter.api import STORAGE_SUFFIX
+from rewriter.api import storage_table
 
 # SQLSTATE of a DROP refused because other objects depend on it (PostgreSQL's
 # dependent_objects_still_exist; the SQL standard's class 2B).
@@ -102,7 +102,7 @@ def check_drop(recs: Sequence, rec) -> None:
 def check_create(recs: Sequence, name: str, table: str, base_tables: Iterable[str]) -> None:
     """Refuse a definition that reads a datamap's storage table (it holds superseded and
     unpublished segments too; the live table is `<name>_table`) or its own table."""
-    by_storage = {r.table + STORAGE_SUFFIX: r for r in recs}
+    by_storage = {storage_table(r.table): r for r in recs}
     for t in base_tables:
         if t in by_storage:
             live = by_storage[t].table
@@ -113,18 +113,18 @@ def check_create(recs: Sequence, name: str, table: str, base_tables: Iterable[st
             raise ClientError(f"Datamap {name} cannot read its own table {table}", "42000")
 
 
-def stale_below(catalog, rec, recs: Sequence | None = None) -> str | None:
+def stale_below(catalog, rec, tables: dict[str, str] | None = None) -> str | None:
     """Why datamap `rec` is not fresh because of a datamap below it, or None: every lower
     datamap must be ENABLED and in sync with its own base tables, and `rec` must cover
     exactly the files of the lower one's visible segments (a publish below that `rec`
-    has not caught up with yet makes it stale)."""
-    recs = catalog.list_datamaps() if recs is None else recs
-    tables = table_index(recs)
+    has not caught up with yet makes it stale). `tables`: table_index of every datamap
+    (a caller judging many datamaps builds it once)."""
+    tables = table_index(catalog.list_datamaps()) if tables is None else tables
     for low_name in lower_names(rec, tables):
         db, _, name = low_name.partition(".")
         why = catalog.unavailable_reason(db, name)
         if why is None:
-            why = stale_below(catalog, catalog.get_datamap(db, name), recs)
+            why = stale_below(catalog, catalog.get_datamap(db, name), tables)
         if why is not None:
             return f"datamap {low_name} below it is not fresh ({why})"
         low_table = f"{low_name}_table"
@@ -140,8 +140,9 @@ def stale_below(catalog, rec, recs: Sequence | None = None) -> str | None:
 def depends_on(catalog, rec, recs: Sequence) -> str:
     """SHOW DATAMAP's Depends On: the datamaps `rec` reads and whether they let it be fresh,
     e.g. `default.hourly (fresh)`; empty for a datamap over base tables only."""
-    names = lower_names(rec, table_index(recs))
+    tables = table_index(recs)
+    names = lower_names(rec, tables)
     if not names:
         return ""
-    why = stale_below(catalog, rec, recs)
+    why = stale_below(catalog, rec, tables)
     return ", ".join(names) + (f" (not fresh: {why})" if why else " (fresh)")

@@ -73,11 +73,12 @@ def _stacked_on(maintenance: Maintenance, names: Iterable[str]) -> set[str]:
     return {r.table for r in recs if r.qualified in names and r.table in read}
 
 
-def propagate(maintenance: Maintenance, recs: Iterable) -> list[tuple]:
+def propagate(maintenance: Maintenance, recs: Iterable) -> None:
     """After datamaps `recs` changed (REBUILD, a load, a compaction): sync the datamaps
-    stacked on them, level by level. Returns SYNC DATAMAPS rows of the tables synced."""
+    stacked on them, level by level."""
     tables = _stacked_on(maintenance, {r.qualified for r in recs})
-    return list(sync_tables(maintenance, sorted(tables)).rows) if tables else []
+    if tables:
+        sync_tables(maintenance, sorted(tables))
 
 
 def _sync_level(maintenance: Maintenance, tables: list[str]) -> tuple[list[tuple], list[str]]:
