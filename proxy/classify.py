@@ -58,6 +58,8 @@ class Kind(Enum):
     ALTER_TABLE = "alter_table"    # any other ALTER TABLE (columns, properties, rename:
                                    # `tables` is (old, new))
     DROP_TABLE = "drop_table"
+    DROP_VIEW = "drop_view"        # a view: never a base table's rows (a temporary view may
+                                   # shadow one), but a datamap's live table is one
     CREATE_TABLE = "create_table"  # CREATE [OR REPLACE] TABLE, REPLACE TABLE (overwrite)
     DATAMAP = "datamap"            # datamap DDL or EXPLAIN: proxy/datamaps/ddl.py parses it
     OTHER = "other"
@@ -221,7 +223,7 @@ FORMS: tuple[Form, ...] = (
     Form(Kind.FILES, ("refresh", "table", NAME)),
     Form(Kind.DROP_TABLE, ("drop", "table", "if exists?", NAME)),
     # a datamap's live table is a view: DROP VIEW of it is refused like DROP TABLE
-    Form(Kind.DROP_TABLE, ("drop", "view", "if exists?", NAME)),
+    Form(Kind.DROP_VIEW, ("drop", "view", "if exists?", NAME)),
     Form(Kind.CREATE_TABLE, ("create", "or replace?", "temporary|external?", "table",
                              "if not exists?", NAME), _written(Kind.CREATE_TABLE)),
     Form(Kind.CREATE_TABLE, ("replace", "table", NAME), _written(Kind.CREATE_TABLE)),

@@ -59,6 +59,8 @@ class DatamapLoadHandler:
         try:
             if stmt.kind is Kind.DROP_TABLE:
                 return self._drop(stmt.tables[0], ctx.current_db)
+            if stmt.kind is Kind.DROP_VIEW:
+                return self._refuse_datamap_table(stmt.tables[0], ctx.current_db)
             if stmt.kind is Kind.ALTER_TABLE:
                 return self._alter(stmt, statement)
             if stmt.kind is Kind.MAYBE_WRITE:
@@ -131,13 +133,19 @@ class DatamapLoadHandler:
         # a base table dropped outside the proxy, its name now taken by another table
         return self._resync(statement, [new] if self._based(new) else [], overwrite=True)
 
+    def _refuse_datamap_table(self, table: str, current_db: str) -> Reject | None:
+        rec = self.service.catalog.datamap_by_table(table)
+        if rec is None:
+            return None
+        return Reject(f"Table {table} holds the rows of datamap {rec.qualified}; use "
+                      f"DROP DATAMAP {display_name(rec.qualified, current_db)}", "0A000")
+
     def _drop(self, table: str, current_db: str = "default") -> Decision | None:
         """DROP TABLE of a base table drops its datamaps afterwards (CarbonData's rule);
         DROP TABLE of a datamap table is refused (DROP DATAMAP owns it)."""
-        rec = self.service.catalog.datamap_by_table(table)
-        if rec is not None:
-            return Reject(f"Table {table} holds the rows of datamap {rec.qualified}; use "
-                          f"DROP DATAMAP {display_name(rec.qualified, current_db)}", "0A000")
+        refused = self._refuse_datamap_table(table, current_db)
+        if refused is not None:
+            return refused
         if not self._based(table):
             return None
         service = self.service

@@ -218,6 +218,8 @@ async def test_drop_table_decisions(service, monkeypatch):
                 "DROP TABLE agg_table_segments"):
         rej = h(_ctx(), sql)                       # the live view and its storage alike
         assert isinstance(rej, Reject) and "DROP DATAMAP agg" in rej.message, sql
+    # a temporary view may shadow a base table: dropping it leaves the table's datamaps
+    assert h(_ctx(), "DROP VIEW sales") is None
     d = h(_ctx(), "DROP TABLE IF EXISTS db1.sales")
     assert isinstance(d, PassThrough)
     dropped_tables = []
