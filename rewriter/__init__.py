@@ -39,7 +39,7 @@ from rewriter.api import (  # noqa: F401
     SEGMENT_COLUMN, Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult, Schemas,
     StoredColumn,
 )
-from rewriter.layout import build_sql  # noqa: F401,E402
+from rewriter.build import build_sql  # noqa: F401,E402
 from rewriter.index import DatamapIndex, compile_datamap, rewrite  # noqa: F401,E402
 
 

@@ -4,18 +4,15 @@ Cost model of a decision:
   * text pre-check: a query whose text names none of the indexed base tables is returned
     unchanged without parsing (regex over the table names);
   * datamaps are indexed by base table; a block is matched only against datamaps whose
-    tables it contains (Calcite's pre-filter), so the count of datamaps elsewhere does not
-    matter;
-  * definitions are compiled once per index, and cached across indexes by their text and
-    schema (DatamapIndex.compiled_forms: compile_datamap fills it, so the index built right
-    after a CREATE does not compile the same definition again);
+    tables it contains (Calcite's pre-filter): datamaps elsewhere cost nothing;
+  * definitions are compiled once, cached across indexes by text and schema
+    (DatamapIndex.compiled_forms, which compile_datamap fills after a CREATE);
   * results that took a parse are cached in an LRU keyed on (sql text, current_db) and
     bounded in bytes (CACHE_BYTES; an entry over CACHE_BYTES / 8 is not cached); what the
     text pre-check answers is not cached (it costs less than a lookup's worth of memory);
     a catalog change builds a new index (new `version`), which starts with an empty cache.
-A statement nested too deeply for Python's recursion limit (thousands of parentheses) is
-forwarded unchanged with one WARNING line, not a traceback: it is the client's input, not
-a rewriter bug.
+A statement nested deeper than Python's recursion limit is forwarded unchanged with one
+WARNING line, not a traceback: it is the client's input, not a rewriter bug.
 Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
 `skipped` name them so; the alias in the rewritten SQL is the bare name.
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its

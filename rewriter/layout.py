@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from rewriter import distinct, sparktypes
+from rewriter import distinct, sparktypes, timeseries
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
@@ -371,15 +371,9 @@ def _qualified_text(tree: exp.Select, user_alias) -> str:
 
 
 def _translate(node: exp.Expression, qtype) -> exp.Expression:
-    """timeseries(col, 'gran') -> Spark SQL through rewriter.timeseries (other engineer's)."""
+    """timeseries(col, 'gran') -> Spark SQL (rewriter.timeseries)."""
     node = node.copy()
     calls = [n for n in node.walk() if isinstance(n, exp.Anonymous) and n.name.lower() == "timeseries"]
-    if not calls:
-        return node
-    try:
-        from rewriter import timeseries
-    except ImportError as e:  # pragma: no cover - depends on the other module
-        raise DatamapDefinitionError("timeseries() is not available yet", "0A000") from e
     for call in calls:
         col = call.expressions[0]
         ctype = qtype(col) if isinstance(col, exp.Column) else None
@@ -388,22 +382,3 @@ def _translate(node: exp.Expression, qtype) -> exp.Expression:
             return new
         call.replace(new)
     return node
-
-
-def build_sql(definition: DatamapDefinition, sources) -> str:
-    """The SELECT producing exactly definition.columns from the base tables, reading
-    sources[db.table] instead of a base table where given: a table or view name, or a
-    parenthesised SELECT (a subquery)."""
-    if not definition.build_select:
-        raise DatamapDefinitionError(f"datamap {definition.name}: definition was not compiled", "HY000")
-    tree = parse(definition.build_select)
-    for t in list(tree.find_all(exp.Table)):
-        full = f"{t.db}.{t.name}"
-        if full in (sources or {}):
-            alias = t.alias_or_name
-            source = sources[full].strip()
-            repl = parse(source) if source.startswith("(") else exp.to_table(source,
-                                                                             dialect=DIALECT)
-            repl.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-            t.replace(repl)
-    return tree.sql(DIALECT)
