@@ -222,7 +222,8 @@ FORMS: tuple[Form, ...] = (
     # files written behind Spark's back, now listed again: re-sync as SYNC DATAMAPS does
     Form(Kind.FILES, ("refresh", "table", NAME)),
     Form(Kind.DROP_TABLE, ("drop", "table", "if exists?", NAME)),
-    # a datamap's live table is a view: DROP VIEW of it is refused like DROP TABLE
+    # a datamap's live table is a view: DROP VIEW of it is refused; of any other view it
+    # is forwarded and drops no datamaps (a temporary view may shadow a base table)
     Form(Kind.DROP_VIEW, ("drop", "view", "if exists?", NAME)),
     Form(Kind.CREATE_TABLE, ("create", "or replace?", "temporary|external?", "table",
                              "if not exists?", NAME), _written(Kind.CREATE_TABLE)),
