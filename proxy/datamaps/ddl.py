@@ -227,6 +227,12 @@ def _check_properties(props: dict[str, str], subject: str) -> None:
 
 def _query(cur: Cursor, after: str) -> str:
     tok = cur.peek()
+    if tok.kind == "str":
+        # The external data source design writes the query as a string: AS 'SELECT ...'.
+        cur.next()
+        cur.end()
+        inner = Cursor(tok.value.strip().rstrip(";").rstrip())
+        return _query(inner, after)
     if not ((tok.kind == "word" and tok.value in _QUERY_START) or tok.value == "("):
         raise cur.error(f"expected a SELECT statement after {after}")
     query, _ = cur.rest()
