@@ -44,6 +44,9 @@ def data(shared_serve):
             f.write(_lines(100 + 30 * i, 30))
     with bz2.open(bz / "c.csv.bz2", "wt") as f:
         f.write(_lines(200, 25))
+    later = root.parent / "ext_later"       # outside the plain table's directory
+    later.mkdir()
+    (later / "d.csv").write_text(_lines(300, 10))
     return root
 
 
@@ -121,6 +124,27 @@ def test_segment_selection(conn):
     assert len(conn.rows("SELECT id FROM ext_sales")) == 165
 
 
+AGG = "SELECT name, sum(amount) AS total, count(*) AS n FROM ext_sales GROUP BY name"
+
+
+def test_a_datamap_follows_segments_but_never_answers_a_selection(shared_serve, conn, data):
+    conn.run(f"CREATE DATAMAP ext_agg USING 'mv' AS {AGG}")
+    plan = conn.run(f"EXPLAIN {AGG}").rows[0][0]
+    assert "Hit mv DataMap: ext_agg" in plan, plan[:1500]
+    assert conn.rows(AGG) == _spark_rows(shared_serve.port, AGG.replace("ext_sales", "ext_plain"))
+    conn.run("SET carbon.input.segments.default.ext_sales = 0")
+    assert sum(r[2] for r in conn.rows(AGG)) == 80
+    conn.run("SET carbon.input.segments.default.ext_sales = *")
+    assert sum(r[2] for r in conn.rows(AGG)) == 165
+    conn.run(f"ALTER TABLE ext_sales ADD SEGMENT LOCATION '{data.parent / 'ext_later'}'")
+    plan = conn.run(f"EXPLAIN {AGG}").rows[0][0]
+    assert "Hit mv DataMap: ext_agg" in plan, plan[:1500]
+    assert sum(r[2] for r in conn.rows(AGG)) == 165 + 10
+    conn.run("DELETE FROM TABLE ext_sales WHERE SEGMENT.ID IN (3)")
+    assert sum(r[2] for r in conn.rows(AGG)) == 165
+    conn.run("DROP DATAMAP ext_agg")
+
+
 @pytest.mark.parametrize("sql,what", [
     ("INSERT INTO ext_sales VALUES (1, 'a', 1.0, DATE'2024-01-01')", "INSERT"),
     ("INSERT OVERWRITE TABLE ext_sales SELECT * FROM ext_sales", "INSERT"),
@@ -160,14 +184,15 @@ def test_delete_segments_by_id_and_date_keep_files(shared_serve, conn, data):
     assert len(conn.rows("SELECT id FROM ext_sales")) == 80 + 25
     assert len(_spark_rows(shared_serve.port, "SELECT id FROM ext_sales")) == 105
     status = {r[0]: r[1] for r in conn.run("SHOW SEGMENTS FOR TABLE ext_sales").rows}
-    assert status == {"0": "Success", "1": "Marked for Delete", "2": "Success"}
+    assert status == {"0": "Success", "1": "Marked for Delete", "2": "Success",
+                      "3": "Marked for Delete"}
     e = conn.error("DELETE FROM TABLE ext_sales WHERE SEGMENT.ID IN (1)")
     assert e.sqlstate == "42000" and "1 (Marked for Delete)" in e.message
     # the file of a deleted segment may be mapped again
     conn.run(f"ALTER TABLE ext_sales ADD SEGMENT LOCATION '{data / 'gz'}'")
     conn.run("ALTER TABLE ext_sales COMPACT 'MAJOR'")
     rows = conn.run("SHOW SEGMENTS FOR TABLE ext_sales").rows
-    assert rows[0][0] == "4" and rows[0][9] == 2 + 1 + 2
+    assert rows[0][0] == "5" and rows[0][9] == 2 + 1 + 2
     assert len(conn.rows("SELECT id FROM ext_sales")) == 165
     conn.run("DELETE FROM TABLE ext_sales WHERE SEGMENT.STARTTIME BEFORE '2999-01-01 00:00:00'")
     assert conn.rows("SELECT id FROM ext_sales") == []
@@ -179,7 +204,7 @@ def test_rename_drop_columns_change_type_desc_and_drop(shared_serve, conn, data)
     conn.run(f"ALTER TABLE ext_sales ADD SEGMENT LOCATION '{data / 'plain'}'")
     conn.run("ALTER TABLE ext_sales RENAME TO ext_sales2")
     assert len(conn.rows("SELECT id FROM ext_sales2")) == 80
-    assert conn.run("SHOW SEGMENTS FOR TABLE ext_sales2").rows[0][0] == "5"
+    assert conn.run("SHOW SEGMENTS FOR TABLE ext_sales2").rows[0][0] == "6"
     conn.run("ALTER TABLE ext_sales2 DROP COLUMNS (name)")
     assert [c.rpartition(".")[2] for c in conn.run("SELECT * FROM ext_sales2 LIMIT 1").columns] \
         == ["id", "amount", "day"]
