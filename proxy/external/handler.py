@@ -104,8 +104,9 @@ class ExternalHandler:
                 if ext(table):
                     if _first_word(statement) == "refresh":
                         return None
-                    return blocked(table, _BLOCKED_WORDS.get(_first_word(statement),
-                                                             statement.split()[0].upper()))
+                    first = _first_word(statement)
+                    return blocked(table, _BLOCKED_WORDS.get(first) or (
+                        "INSERT" if stmt.kind is Kind.WRITE else first.upper()))
         if stmt.kind is Kind.DROP_TABLE and ext(stmt.tables[0]):
             return self._local(statement, self.tables.drop, stmt.tables[0])
         if stmt.kind is Kind.DROP_VIEW and ext(stmt.tables[0]):
@@ -166,6 +167,10 @@ class ExternalHandler:
         if isinstance(clause, alter.ChangeColumn):
             return self._local(statement, lambda c: self.tables.change_type(
                 table, c.column, c.new_name, c.new_type), clause)
+        bad = [k for k in clause.properties if k == "format" or not k.startswith("csv.")]
+        if bad:
+            return blocked(table, f"{'UNSET' if clause.unset else 'SET'} TBLPROPERTIES of "
+                                  f"'{bad[0]}' (only csv. properties)")
         return self._local(statement, lambda c: self.tables.set_properties(
             table, c.properties, c.unset), clause)
 
