@@ -114,6 +114,8 @@ class ExternalHandler:
                           "0A000")
         if stmt.kind is Kind.DATAMAP:
             show = ddl.parse(statement)
+            if isinstance(show, ddl.Explain) and selections(ctx.conf):
+                return self._explain(ctx, show)
             if isinstance(show, ddl.ShowSegments):
                 table = show.table.qualified(db)
                 if ext(table):
@@ -223,7 +225,9 @@ class ExternalHandler:
             return LocalResult((("key", "string"), ("value", "string")), [(canonical, shown)])
         return Local(answer, note="set:segments", settings=((canonical, shown),))
 
-    def _query(self, ctx: StatementContext, statement: str) -> Decision | None:
+    def _restricted(self, ctx: StatementContext, statement: str):
+        """(SQL reading only the selected segments, their scopes), or None when the
+        statement reads no table with a selection."""
         import sqlglot
         from rewriter.scope import restrict
         scopes = self.tables.scopes(selections(ctx.conf, ctx.current_db))
@@ -238,11 +242,41 @@ class ExternalHandler:
         restricted = restrict(trees[0], scopes, ctx.current_db)
         if restricted == trees[0]:
             return None
+        return restricted.sql(dialect="spark"), scopes
+
+    def _query(self, ctx: StatementContext, statement: str) -> Decision | None:
+        found = self._restricted(ctx, statement)
+        if found is None:
+            return None
+        sql, scopes = found
         # the session may list the source table from before the latest ADD SEGMENT
         before = tuple(f"REFRESH TABLE {_quote(s[0])}" for s in scopes.values())
-        return Rewrite(restricted.sql(dialect="spark"), note="external:segments", before=before,
-                       log=("Reading only the selected segments of "
-                            + ", ".join(sorted(scopes)),))
+        return Rewrite(sql, note="external:segments", before=before,
+                       log=(_selection_line(ctx, scopes),))
+
+    def _explain(self, ctx: StatementContext, stmt: ddl.Explain) -> Decision | None:
+        """EXPLAIN under a segment selection: what is really sent (no datamap answers)."""
+        from proxy.datamaps.handler import explain_header
+        from rewriter.api import RewriteResult
+        found = self._restricted(ctx, stmt.query)
+        if found is None:
+            return None
+        sql, scopes = found
+        mode = f"{stmt.mode.upper()} " if stmt.mode else ""
+        header = explain_header(RewriteResult(sql, True), ctx.current_db,
+                                [_selection_line(ctx, scopes)])
+
+        async def run(upstream) -> LocalResult:
+            plan = await upstream(f"EXPLAIN {mode}{sql}")
+            return LocalResult((("plan", "string"),),
+                               [(header + "\n" + "\n".join(str(r[0]) for r in plan.rows),)])
+        return Local(run, note="external:explain")
+
+
+def _selection_line(ctx: StatementContext, scopes) -> str:
+    chosen = ", ".join(f"{t} segments {ctx.conf.get(grammar.SEGMENTS_KEY + t, '?')}"
+                       for t in sorted(scopes))
+    return f"Segment selection: {chosen} (datamaps do not answer: their rows cover every segment)"
 
 
 def _quote(table: str) -> str:

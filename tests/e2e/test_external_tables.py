@@ -134,6 +134,9 @@ def test_a_datamap_follows_segments_but_never_answers_a_selection(shared_serve, 
     assert conn.rows(AGG) == _spark_rows(shared_serve.port, AGG.replace("ext_sales", "ext_plain"))
     conn.run("SET carbon.input.segments.default.ext_sales = 0")
     assert sum(r[2] for r in conn.rows(AGG)) == 80
+    plan = conn.run(f"EXPLAIN {AGG}").rows[0][0]
+    assert "No datamap hit" in plan and "Segment selection: default.ext_sales segments 0" \
+        in plan and "_metadata.file_path IN" in plan, plan[:1500]
     conn.run("SET carbon.input.segments.default.ext_sales = *")
     assert sum(r[2] for r in conn.rows(AGG)) == 165
     conn.run(f"ALTER TABLE ext_sales ADD SEGMENT LOCATION '{data.parent / 'ext_later'}'")

@@ -15,7 +15,7 @@ from proxy.external import grammar, links
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
-from proxy.router import Local, Reject, Rewrite, StatementContext
+from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
 
 CREATE = ("CREATE TABLE t (id int, v string) TBLPROPERTIES ('format'='csv', "
           "'csv.header'='v,x,id')")
@@ -197,3 +197,18 @@ def test_segment_selection_rewrites_queries(ext, files):
     assert q.before and q.before[0].startswith("REFRESH TABLE")
     assert h(_ctx(**dict(d.settings)), "SELECT 1") is None
     assert h(_ctx(**{"carbon.input.segments.default.t": "*"}), "SELECT * FROM t") is None
+
+
+async def test_explain_under_a_selection_shows_what_is_sent(ext, files):
+    _add(ext, files / "a.csv")
+    conf = {"carbon.input.segments.default.t": "0"}
+    d = ExternalHandler(ext)(_ctx(**conf), "EXPLAIN SELECT id FROM t")
+    sent = []
+
+    async def upstream(sql):
+        sent.append(sql)
+        return LocalResult((("plan", "string"),), [("== Physical Plan ==",)])
+    text = (await d.runner(upstream)).rows[0][0]
+    assert sent[0].startswith("EXPLAIN SELECT id FROM (SELECT")
+    assert "No datamap hit" in text and "Segment selection: default.t segments 0" in text
+    assert ExternalHandler(ext)(_ctx(), "EXPLAIN SELECT id FROM t") is None
