@@ -139,7 +139,15 @@ def test_a_datamap_follows_segments_but_never_answers_a_selection(shared_serve, 
         in plan and "_metadata.file_path IN" in plan, plan[:1500]
     conn.run("SET carbon.input.segments.default.ext_sales = *")
     assert sum(r[2] for r in conn.rows(AGG)) == 165
+    other = Conn(shared_serve.port, rewrite=False)     # listed the table before the ADD
+    assert len(other.rows("SELECT id FROM ext_sales")) == 165
+    segments = len(conn.run("SHOW SEGMENTS FOR TABLE ext_agg_table").rows)
     conn.run(f"ALTER TABLE ext_sales ADD SEGMENT LOCATION '{data.parent / 'ext_later'}'")
+    assert len(other.rows("SELECT id FROM ext_sales")) == 175
+    other.close()
+    # refreshed from the new files: one more datamap segment, none rebuilt
+    mv = conn.run("SHOW SEGMENTS FOR TABLE ext_agg_table").rows
+    assert len(mv) == segments + 1 and [r[1] for r in mv].count("Success") == segments + 1, mv
     plan = conn.run(f"EXPLAIN {AGG}").rows[0][0]
     assert "Hit mv DataMap: ext_agg" in plan, plan[:1500]
     assert sum(r[2] for r in conn.rows(AGG)) == 165 + 10
