@@ -13,6 +13,7 @@ import logging
 import os
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -103,7 +104,24 @@ class ExternalTables:
                 log.warning("on_files_gone hook failed for %s", table, exc_info=True)
 
     # -- segments --------------------------------------------------------------------------
+    @contextmanager
+    def _writing(self, table: str):
+        """As for an INSERT through the proxy: until the change and the datamaps' refresh
+        are done, the freshness guard does not judge the table's files (datamaps answer
+        as of before the statement)."""
+        guard = self.datamaps.guard if self.datamaps is not None else None
+        token = guard.begin_write([table]) if guard else None
+        try:
+            yield
+        finally:
+            if guard:
+                guard.end_write(token)
+
     def add_segment(self, stmt: grammar.AddSegment) -> int:
+        with self._writing(stmt.table):
+            return self._add_segment(stmt)
+
+    def _add_segment(self, stmt: grammar.AddSegment) -> int:
         table = stmt.table
         with self.lock(table):
             t = self.require(table)
@@ -142,6 +160,10 @@ class ExternalTables:
         return seg_id
 
     def delete_segments(self, stmt: grammar.DeleteSegments) -> list[int]:
+        with self._writing(stmt.table):
+            return self._delete_segments(stmt)
+
+    def _delete_segments(self, stmt: grammar.DeleteSegments) -> list[int]:
         table = stmt.table
         with self.lock(table):
             t = self.require(table)
