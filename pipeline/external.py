@@ -11,12 +11,13 @@ the proxy from writing to the table.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+import json
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from pipeline.files import quote_table
+from pipeline.files import decoded_path, quote_table, table_meta
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 SOURCE_KEY = "datamap.external.source"
 FORMAT_KEY = "datamap.external.format"
@@ -81,3 +82,20 @@ def exists(spark: "SparkSession", table: str) -> bool:
 def refresh(spark: "SparkSession", source: str) -> None:
     """Spark keeps a table's file list per session: list the links again."""
     spark.catalog.refreshTable(source)
+
+
+def read_links(spark: "SparkSession", source: str, paths: Iterable[str]) -> "DataFrame":
+    """Rows of these link files (any spelling, staged ones too: a hidden directory is
+    only skipped when listed, not when named) read as the source table reads its files:
+    its schema and CSV options. For whatever builds per-file state of a segment before it
+    is visible (ADD SEGMENT's on_segment_files hook)."""
+    from pyspark.sql.types import StructType
+    meta = table_meta(spark, source)
+    if meta is None:
+        raise ValueError(f"no source table {source}")
+    schema = StructType.fromJson(json.loads(meta.schema().json()))
+    options = {str(k): str(v) for k, v in dict(
+        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            meta.storage().properties())).items() if str(k).lower() != "path"}
+    return (spark.read.format("csv").schema(schema).options(**options)
+            .load([decoded_path(p) for p in paths]))

@@ -151,7 +151,10 @@ def parse_create(statement: str, current_db: str = "default") -> CreateExternal 
     if not _FORMAT_PROP.search(statement):
         return None
     cur = Cursor(statement)
-    if not cur.accept("create") or not cur.accept("table"):
+    if not cur.accept("create"):
+        return None
+    cur.accept("external")          # Hive's word: the files are not the table's either
+    if not cur.accept("table"):
         return None
     if_not_exists = False
     if cur.accept("if"):

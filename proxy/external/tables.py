@@ -16,7 +16,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from pipeline import external as spark_side
 from proxy.datamaps.catalog import Catalog
@@ -321,10 +321,15 @@ class ExternalTables:
             t = self.store.get(table)
             if t is None:
                 continue
-            files = [f.link for s in self.store.segments(table, live_only=True)
-                     if s.id in ids for f in s.files]
-            out[table] = (t.source, [n for n, _ in t.fields], files)
+            out[table] = (t.source, [n for n, _ in t.fields], self.live_files(table, ids))
         return out
+
+    def live_files(self, table: str, ids: Iterable[int] | None = None) -> list[str]:
+        """The link paths (Spark's spelling) of the table's live segments, or of `ids`:
+        what per-file indexes are keyed by (REBUILD reads them)."""
+        wanted = None if ids is None else set(ids)
+        return [f.link for s in self.store.segments(table, live_only=True)
+                if wanted is None or s.id in wanted for f in s.files]
 
     def check_selection(self, table: str, ids: tuple[int, ...]) -> None:
         self.require(table)

@@ -61,6 +61,17 @@ def test_read_only_some_files(ext):
     assert [r[0] for r in rows] == [links[0]]
 
 
+def test_read_links_by_path_even_in_a_hidden_directory(ext):
+    spark, _, source, links, location = ext
+    staged = os.path.join(location, ".staging_9")
+    os.makedirs(staged)
+    os.symlink(os.readlink(links[1][len("file:"):]), os.path.join(staged, "f00000_b.csv.gz"))
+    df = external.read_links(spark, source, [f"file:{staged}/f00000_b.csv.gz", links[0]])
+    assert sorted(r["id"] for r in df.collect()) == [1, 2, 3] and df.columns[0] == "extra"
+    assert spark.table(source).count() == 3          # the listing still skips it
+    os.unlink(os.path.join(staged, "f00000_b.csv.gz")), os.rmdir(staged)
+
+
 def test_a_new_type_and_a_new_name(ext):
     spark, view, source, _, location = ext
     external.recreate_source(spark, view, source, [("extra", "string"), ("id", "string"),

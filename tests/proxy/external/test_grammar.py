@@ -23,6 +23,11 @@ def test_create_parses_fields_header_and_spark_options(stored):
     assert c.options() == {"sep": "|", "header": "true", "recursiveFileLookup": "true"}
 
 
+def test_hives_external_word_is_accepted():
+    c = grammar.parse_create("CREATE EXTERNAL TABLE t (id int) TBLPROPERTIES ('format'='csv')")
+    assert c.table == "default.t" and c.header == ("id",)
+
+
 def test_if_not_exists_and_current_db():
     c = grammar.parse_create(CREATE.format(ine="IF NOT EXISTS ", stored="").replace("db1.", ""),
                              "sales")
