@@ -252,7 +252,8 @@ class ExternalTables:
             t = replace(t, fields=kept)        # the header, so the file layout, stays
             spark_side.replace_view(self.spark(), table, t.source, t.fields)
             self.store.update(t)
-        self._schema_changed(table)
+        # a datamap reading a dropped field fails its rebuild and is DISABLED with the reason
+        self._schema_changed(table, rebuild=True)
 
     def change_type(self, table: str, column: str, new_name: str, new_type: str) -> None:
         with self.lock(table):

@@ -212,3 +212,34 @@ async def test_explain_under_a_selection_shows_what_is_sent(ext, files):
     assert sent[0].startswith("EXPLAIN SELECT id FROM (SELECT")
     assert "No datamap hit" in text and "Segment selection: default.t segments 0" in text
     assert ExternalHandler(ext)(_ctx(), "EXPLAIN SELECT id FROM t") is None
+
+
+def test_datamaps_follow_segments_and_schema_changes(ext, files):
+    from types import SimpleNamespace
+    calls = []
+    guard = SimpleNamespace(begin_write=lambda tables: calls.append(("hold", tables)) or "tok",
+                            end_write=lambda token: calls.append(("release", token)),
+                            note_change=lambda table: calls.append(("changed", table)))
+    ext.datamaps = SimpleNamespace(
+        guard=guard, after_load=lambda table, overwrite=False: calls.append(
+            ("after_load", table, overwrite)),
+        invalidate_schemas=lambda table: calls.append(("schemas", table)),
+        after_drop_table=lambda table: calls.append(("dropped", table)),
+        catalog=SimpleNamespace(list_datamaps=lambda base_table: []))
+    _add(ext, files)
+    assert calls == [("hold", ["default.t"]), ("changed", "default.t"),
+                     ("after_load", "default.t", False), ("release", "tok")]
+    calls.clear()
+    ext.change_type("default.t", "id", "id", "bigint")
+    assert dict(ext.get("default.t").fields)["id"] == "bigint"
+    assert ("after_load", "default.t", True) in calls and ("schemas", "default.t") in calls
+    with pytest.raises(ClientError) as e:
+        ext.change_type("default.t", "id", "id2", "bigint")
+    assert e.value.sqlstate == "0A000"
+    calls.clear()
+    ext.drop_columns("default.t", ["v"])
+    assert ext.get("default.t").fields == (("id", "bigint"),)
+    assert ext.get("default.t").header == ("v", "x", "id")      # the file layout stays
+    assert ("after_load", "default.t", True) in calls
+    ext.drop("default.t")
+    assert calls[-1] == ("dropped", "default.t")
