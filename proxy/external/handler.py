@@ -185,15 +185,18 @@ class ExternalHandler:
 
     def _describe(self, statement: str, db: str) -> Decision | None:
         cur = Cursor(statement)
-        if not cur.accept("desc", "describe"):
-            return None
-        cur.accept("table")
-        mode = "FORMATTED" if cur.accept("formatted") else "EXTENDED" if cur.accept(
-            "extended") else ""
-        table = grammar.table_name(cur, db)
-        cur.accept_op(";")
-        if cur.peek().kind != "end" or not self.tables.get(table):
-            return None           # a column's description, or not ours: Spark answers
+        try:
+            if not cur.accept("desc", "describe"):
+                return None
+            cur.accept("table")
+            mode = "FORMATTED" if cur.accept("formatted") else "EXTENDED" if cur.accept(
+                "extended") else ""
+            table = grammar.table_name(cur, db)
+            cur.accept_op(";")
+            if cur.peek().kind != "end" or not self.tables.get(table):
+                return None       # a column's description, or not ours: Spark answers
+        except StatementError:
+            return None           # Spark reports its own syntax errors
         tables = self.tables
 
         async def run(upstream) -> LocalResult:

@@ -173,7 +173,8 @@ def test_writes_are_refused(ext, sql, what):
 
 def test_other_tables_and_plain_queries_are_not_decided(ext):
     h = ExternalHandler(ext)
-    for sql in ("INSERT INTO u VALUES (1)", "SELECT * FROM t", "DESC u", "DROP TABLE u",
+    for sql in ("INSERT INTO u VALUES (1)", "SELECT * FROM t", "DESC u", "DROP TABLE u", "DESC",
+                "DESC t id", "DESCRIBE FUNCTION abs", "SHOW SEGMENTS FOR TABLE u",
                 "CREATE TABLE u (id int)", "ALTER TABLE u ADD COLUMNS (z int)"):
         assert h(_ctx(), sql) is None, sql
     for sql in ("DESC FORMATTED t", "DROP TABLE t", "SHOW SEGMENTS FOR TABLE t",
