@@ -202,7 +202,13 @@ class ExternalTables:
                 return None
             new_id = self.store.next_id(table)
             old = [s.id for s in live]
-            self.hooks.on_compacted(table, old, new_id)
+            try:
+                self.hooks.on_compacted(table, old, new_id)
+            except ClientError:
+                raise
+            except Exception as e:
+                raise ClientError(f"COMPACT of {table} failed while re-mapping its file "
+                                  f"indexes (nothing changed): {e}", "HY000") from e
             rows = None if any(s.rows is None for s in live) else sum(s.rows for s in live)
             seg = ExternalSegment(table, new_id, LIVE,
                                   tuple(p for s in live for p in s.paths),

@@ -122,6 +122,17 @@ def test_compact_remaps_the_same_links(ext, files):
     assert [s.id for s in live] == [2] and sorted(f.link for f in live[0].files) == links_before
     assert compacted == [([0, 1], 2)]
     assert ext.compact(grammar.Compact("default.t", "minor")) is None
+    ext.delete_segments(grammar.DeleteSegments("default.t", (2,)))
+    _add(ext, files / "a.csv")
+    _add(ext, files / "sub")
+
+    def broken(*_a):
+        raise RuntimeError("index files locked")
+    ext.hooks.on_compacted = broken
+    with pytest.raises(ClientError) as e:
+        ext.compact(grammar.Compact("default.t", "major"))
+    assert "nothing changed" in str(e.value)
+    assert [s.id for s in ext.store.segments("default.t", live_only=True)] == [4, 3]
 
 
 def test_recover_follows_the_catalog(ext, files):
