@@ -1,6 +1,6 @@
 """SHOW SEGMENTS and DESC rows of external-format tables: contract.md's SHOW SEGMENTS
 columns, then Format, Paths, File Count and Size (bytes, summed when the segment was
-added). Rows is NULL: counting would read every file (docs/external.md)."""
+added). Rows is NULL unless the index hook counted them (docs/external.md)."""
 from __future__ import annotations
 
 import json

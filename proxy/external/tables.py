@@ -135,7 +135,8 @@ class ExternalTables:
             seg_id = self.store.next_id(table)
             staged = links.stage(t.location, seg_id, files)
             try:
-                self.hooks.on_segment_files(table, seg_id, [(s, f) for s, f, _ in staged])
+                rows = self.hooks.on_segment_files(table, seg_id,
+                                                   [(s, f) for s, f, _ in staged])
                 links.publish(t.location, seg_id)
             except ClientError:
                 links.discard(t.location, seg_id)
@@ -147,7 +148,8 @@ class ExternalTables:
             mapped_files = tuple(MappedFile(final, target, os.path.getsize(target))
                                  for _, final, target in staged)
             seg = ExternalSegment(table, seg_id, LIVE, stmt.paths, mapped_files,
-                                  sum(f.size for f in mapped_files), None, started,
+                                  sum(f.size for f in mapped_files),
+                                  rows if isinstance(rows, int) else None, started,
                                   time.monotonic() - t0)
             try:
                 self.store.add_segment(seg)
@@ -193,11 +195,15 @@ class ExternalTables:
 
     def compact(self, stmt: grammar.Compact) -> int | None:
         """Live segments -> one, re-mapping the same links (no file is touched, so neither
-        datamaps nor per-file indexes need to read anything)."""
+        datamaps nor per-file indexes need to read anything). MAJOR takes every live
+        segment; MINOR those ADD SEGMENT made (not earlier compactions' results)."""
         table = stmt.table
         with self.lock(table):
             self.require(table)
-            live = sorted(self.store.segments(table, live_only=True), key=lambda s: s.id)
+            every = self.store.segments(table)
+            merged = {s.merged_into for s in every if s.merged_into is not None}
+            live = sorted((s for s in every if s.status == LIVE and (
+                stmt.kind == "major" or s.id not in merged)), key=lambda s: s.id)
             if len(live) < 2:
                 return None
             new_id = self.store.next_id(table)

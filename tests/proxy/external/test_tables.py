@@ -60,6 +60,8 @@ def test_add_segment_links_files_in_place(ext, files):
     ext.hooks.on_segment_files = hook
     assert _add(ext, files) == 0
     seg, = ext.store.segments("default.t")
+    assert seg.rows is None             # the hook counted nothing
+
     assert [os.path.basename(f.target) for f in seg.files] == ["a.csv", "b.csv.gz"]
     for f in seg.files:
         assert os.path.islink(links.local(f.link)) and f.link.startswith("file:/")
@@ -112,6 +114,8 @@ def test_delete_keeps_files_and_reports_them_gone(ext, files):
 
 
 def test_compact_remaps_the_same_links(ext, files):
+    (files.parent / "more").mkdir()
+    (files.parent / "more" / "c.csv").write_text("3,y,4\n")
     compacted = []
     ext.hooks.on_compacted = lambda table, old, new: compacted.append((old, new))
     _add(ext, files / "a.csv")
@@ -133,6 +137,13 @@ def test_compact_remaps_the_same_links(ext, files):
         ext.compact(grammar.Compact("default.t", "major"))
     assert "nothing changed" in str(e.value)
     assert [s.id for s in ext.store.segments("default.t", live_only=True)] == [4, 3]
+    ext.hooks.on_compacted = lambda *_a: None
+    assert ext.compact(grammar.Compact("default.t", "minor")) == 5
+    ext.hooks.on_segment_files = lambda *_a: 7          # a hook that counted the rows
+    _add(ext, files.parent / "more")
+    assert ext.store.segments("default.t")[0].rows == 7
+    assert ext.compact(grammar.Compact("default.t", "minor")) is None   # 5 is a result
+    assert ext.compact(grammar.Compact("default.t", "major")) == 7
 
 
 def test_recover_follows_the_catalog(ext, files):
