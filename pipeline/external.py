@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from pipeline.files import decoded_path, quote_table, table_meta
+from pipeline.files import decoded_path, quote_table, reader_options, table_meta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -94,8 +94,5 @@ def read_links(spark: "SparkSession", source: str, paths: Iterable[str]) -> "Dat
     if meta is None:
         raise ValueError(f"no source table {source}")
     schema = StructType.fromJson(json.loads(meta.schema().json()))
-    options = {str(k): str(v) for k, v in dict(
-        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-            meta.storage().properties())).items() if str(k).lower() != "path"}
-    return (spark.read.format("csv").schema(schema).options(**options)
+    return (spark.read.format("csv").schema(schema).options(**reader_options(spark, meta))
             .load([decoded_path(p) for p in paths]))

@@ -275,11 +275,16 @@ def _read_directly(spark: "SparkSession", table: str, files: Sequence[str],
             _CHAR_TYPE_KEY in f.get("metadata", {}) for f in raw["fields"]):
         return None
     schema = StructType.fromJson(raw)
-    options = {str(k): str(v) for k, v in dict(
-        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-            meta.storage().properties())).items() if str(k).lower() != "path"}
+    options = reader_options(spark, meta)
     # A user-given schema: exactly the table's columns, in order, whatever the files hold.
     return spark.read.format(fmt).schema(schema).options(**options).load(paths)
+
+
+def reader_options(spark: "SparkSession", meta) -> dict[str, str]:
+    """A data-source table's reader options (its OPTIONS, without the path)."""
+    return {str(k): str(v) for k, v in dict(
+        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            meta.storage().properties())).items() if str(k).lower() != "path"}
 
 
 def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:
