@@ -113,6 +113,9 @@ class ExternalHandler:
             return Reject(f"{stmt.tables[0]} is an external-format table: use DROP TABLE",
                           "0A000")
         if stmt.kind is Kind.DATAMAP:
+            first = _first_word(statement)
+            if first != "show" and not (first == "explain" and selections(ctx.conf)):
+                return None       # datamap DDL: the datamap handler parses it (only once)
             show = ddl.parse(statement)
             if isinstance(show, ddl.Explain) and selections(ctx.conf):
                 return self._explain(ctx, show)
