@@ -1,9 +1,8 @@
 """SHOW SEGMENTS and DESC rows of external-format tables: contract.md's SHOW SEGMENTS
 columns, then Format, Paths, File Count and Size (bytes, summed when the segment was
-added). Rows is NULL unless the index hook counted them (docs/external.md)."""
+added), Merged Into (a compacted segment's successor). Rows is NULL unless the index
+hook counted them (docs/external.md)."""
 from __future__ import annotations
-
-import json
 
 from proxy.datamaps.records import format_time
 from proxy.datamaps.show import SHOW_SEGMENTS_COLUMNS, format_seconds
@@ -11,15 +10,17 @@ from proxy.external.store import ExternalSegment, ExternalTable
 from proxy.router import LocalResult
 
 EXTERNAL_SEGMENT_COLUMNS = SHOW_SEGMENTS_COLUMNS + (
-    ("Format", "string"), ("Paths", "string"), ("File Count", "int"), ("Size", "bigint"))
+    ("Format", "string"), ("Paths", "string"), ("File Count", "int"), ("Size", "bigint"),
+    ("Merged Into", "string"))
 DESC_COLUMNS = (("col_name", "string"), ("data_type", "string"), ("comment", "string"))
 
 
 def segment_row(seg: ExternalSegment) -> tuple:
-    extra = "" if seg.merged_into is None else json.dumps({"merged_into": str(seg.merged_into)})
+    # Extra Info stays empty, as for every base-table segment (contract.md)
     return (str(seg.id), seg.status, format_time(seg.load_start),
-            format_seconds(seg.load_seconds), seg.rows, len(seg.files), extra,
-            "csv", ",".join(seg.paths), len(seg.files), seg.size)
+            format_seconds(seg.load_seconds), seg.rows, len(seg.files), "",
+            "csv", ",".join(seg.paths), len(seg.files), seg.size,
+            "" if seg.merged_into is None else str(seg.merged_into))
 
 
 def show_segments(segments: list[ExternalSegment]) -> LocalResult:

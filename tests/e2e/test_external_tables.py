@@ -204,6 +204,7 @@ def test_delete_segments_by_id_and_date_keep_files(shared_serve, conn, data):
     conn.run("ALTER TABLE ext_sales COMPACT 'MAJOR'")
     rows = conn.run("SHOW SEGMENTS FOR TABLE ext_sales").rows
     assert rows[0][0] == "5" and rows[0][9] == 2 + 1 + 2
+    assert {r[0]: r[11] for r in rows if r[1] == "Compacted"} == {"0": "5", "2": "5", "4": "5"}
     assert len(conn.rows("SELECT id FROM ext_sales")) == 165
     conn.run("DELETE FROM TABLE ext_sales WHERE SEGMENT.STARTTIME BEFORE '2999-01-01 00:00:00'")
     assert conn.rows("SELECT id FROM ext_sales") == []
