@@ -133,17 +133,22 @@ class ExternalTables:
                 raise client_error(e) from None
             started, t0 = time.time(), time.monotonic()
             seg_id = self.store.next_id(table)
-            staged = links.stage(t.location, seg_id, files)
+            staged: list[tuple[str, str, str]] = []
+            indexed = False
             try:
+                staged = links.stage(t.location, seg_id, files)
                 rows = self.hooks.on_segment_files(table, seg_id,
                                                    [(s, f) for s, f, _ in staged])
+                indexed = True
                 links.publish(t.location, seg_id)
-            except ClientError:
-                links.discard(t.location, seg_id)
-                raise
             except Exception as e:
                 links.discard(t.location, seg_id)
-                raise ClientError(f"ADD SEGMENT of {table} failed while indexing its files "
+                if indexed:        # the index hook keeps state for files never visible
+                    self._gone(table, [final for _, final, _ in staged])
+                if isinstance(e, (ClientError, StatementError)):
+                    raise
+                step = "publishing" if indexed else "indexing"
+                raise ClientError(f"ADD SEGMENT of {table} failed while {step} its files "
                                   f"(nothing was added): {e}", "HY000") from e
             mapped_files = tuple(MappedFile(final, target, os.path.getsize(target))
                                  for _, final, target in staged)

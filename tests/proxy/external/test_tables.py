@@ -61,7 +61,6 @@ def test_add_segment_links_files_in_place(ext, files):
     assert _add(ext, files) == 0
     seg, = ext.store.segments("default.t")
     assert seg.rows is None             # the hook counted nothing
-
     assert [os.path.basename(f.target) for f in seg.files] == ["a.csv", "b.csv.gz"]
     for f in seg.files:
         assert os.path.islink(links.local(f.link)) and f.link.startswith("file:/")
@@ -86,7 +85,7 @@ def test_refusals_name_the_path(ext, files):
     assert e.value.sqlstate == "0A000"
 
 
-def test_a_failing_hook_leaves_nothing_visible(ext, files):
+def test_a_failing_hook_leaves_nothing_visible(ext, files, monkeypatch):
     def hook(*_a):
         raise RuntimeError("index writer broke")
     ext.hooks.on_segment_files = hook
@@ -96,6 +95,17 @@ def test_a_failing_hook_leaves_nothing_visible(ext, files):
     t = ext.get("default.t")
     assert os.listdir(t.location) == [] and ext.store.segments("default.t") == []
     assert ext.store.next_id("default.t") == 0
+    gone = []
+    ext.hooks.on_segment_files = lambda *_a: None
+    ext.hooks.on_files_gone = lambda table, fs: gone.append(fs)
+
+    def no_rename(*_a):
+        raise OSError("disk full")
+    monkeypatch.setattr(links, "publish", no_rename)
+    with pytest.raises(ClientError) as e:
+        _add(ext, files)
+    assert "while publishing" in str(e.value) and len(gone[0]) == 2
+    assert os.listdir(t.location) == [] and ext.store.segments("default.t") == []
 
 
 def test_delete_keeps_files_and_reports_them_gone(ext, files):
