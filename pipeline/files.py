@@ -16,6 +16,11 @@ Two kinds of scan (Spark decides, not the table's DDL):
     the files are listed here from the table's and partitions' locations. Stored paths
     stay in the encoded form; the decoded form is made only to compare with
     `input_file_name()`.
+
+An external-format table (pipeline/external.py) is a view over a hidden CSV table: its
+files are that source table's (external_source), so listing, layout and "only these
+files" read the source table, and in_files / file_path_column are conditions on the
+source table's rows.
 """
 from __future__ import annotations
 
@@ -73,6 +78,23 @@ def table_meta(spark: "SparkSession", table: str, meta=LOOK_UP):
         return None
 
 
+EXTERNAL_SOURCE_KEY = "datamap.external.source"    # pipeline/external.py SOURCE_KEY
+
+
+def external_source(spark: "SparkSession", table: str, meta=LOOK_UP) -> str | None:
+    """The hidden source table of an external-format table's view, else None."""
+    meta = table_meta(spark, table, meta)
+    if meta is None or meta.tableType().name() != "VIEW":
+        return None
+    found = meta.properties().get(EXTERNAL_SOURCE_KEY)
+    return str(found.get()) if found.isDefined() else None
+
+
+def _files_of(spark: "SparkSession", table: str) -> str:
+    """The table whose data files `table`'s are (itself, or an external view's source)."""
+    return external_source(spark, table) or table
+
+
 def _provider(meta) -> str:
     provider = meta.provider()
     return str(provider.get()).lower() if provider.isDefined() else ""
@@ -98,6 +120,7 @@ def decoded_path(path: str) -> str:
 def list_files(spark: "SparkSession", table: str) -> tuple[str, ...]:
     """The table's current data files, normalised and sorted. Refreshes Spark's cached
     listing first, so files written by another application (the Thrift server) count."""
+    table = _files_of(spark, table)
     spark.catalog.refreshTable(table)
     if hive_scan(spark, table):
         paths: Iterable[str] = _hive_table_files(spark, table)
@@ -138,6 +161,7 @@ def table_layout(spark: "SparkSession", table: str) -> dict:
     freshness guard): {"hive": Hive scan?, "partitioned": bool, "roots": [table location,
     then every partition's location], "cached": CACHE TABLE'd?}, locations in the encoded
     URI spelling (`file:/w/p=a%20b`). A view has no roots (its files cannot be known)."""
+    table = _files_of(spark, table)
     meta = table_meta(spark, table)
     if meta is None or meta.tableType().name() == "VIEW":
         return {"hive": False, "partitioned": False, "roots": [], "cached": False}
@@ -171,8 +195,10 @@ def unreadable_by_file(spark: "SparkSession", table: str, hive: bool | None = No
 def in_files(spark: "SparkSession", table: str, files: Iterable[str],
              hive: bool | None = None) -> "Column":
     """A condition on rows of `spark.table(table)`: the row lives in one of `files` (any
-    spelling of the encoded form, as list_files returns). `hive` as in unreadable_by_file."""
+    spelling of the encoded form, as list_files returns). `hive` as in unreadable_by_file.
+    (An external table's view: on rows of its source table.)"""
     from pyspark.sql import functions as F
+    table = _files_of(spark, table)
     if hive_scan(spark, table) if hive is None else hive:
         why = unreadable_by_file(spark, table, True)
         if why:   # callers check first (incremental_append rebuilds instead); never read ''
@@ -187,6 +213,7 @@ def file_path_column(spark: "SparkSession", table: str) -> "Column":
     """The row's file path, normalised; encoded for data-source scans, decoded for Hive
     scans (compare through in_files, which knows which)."""
     from pyspark.sql import functions as F
+    table = _files_of(spark, table)
     raw = F.input_file_name() if hive_scan(spark, table) else F.col("_metadata.file_path")
     return _normalized(raw)
 
@@ -202,6 +229,13 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str],
     files: that cost grew with the table, not the delta. Other tables are read whole with
     a file-name filter."""
     wanted = sorted({normalize_path(f) for f in files})
+    source = external_source(spark, table, meta)
+    if source is not None:       # the view's columns, from the source table's rows
+        columns = spark.table(table).columns
+        rows = spark.table(source)
+        if not wanted:
+            return rows.select(*columns).limit(0)
+        return rows.where(in_files(spark, source, wanted, False)).select(*columns)
     if wanted and hive is None:
         hive = hive_scan(spark, table, meta)     # once: in_files below needs it too
     if wanted and not hive:
@@ -241,11 +275,16 @@ def _read_directly(spark: "SparkSession", table: str, files: Sequence[str],
             _CHAR_TYPE_KEY in f.get("metadata", {}) for f in raw["fields"]):
         return None
     schema = StructType.fromJson(raw)
-    options = {str(k): str(v) for k, v in dict(
-        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-            meta.storage().properties())).items() if str(k).lower() != "path"}
+    options = reader_options(spark, meta)
     # A user-given schema: exactly the table's columns, in order, whatever the files hold.
     return spark.read.format(fmt).schema(schema).options(**options).load(paths)
+
+
+def reader_options(spark: "SparkSession", meta) -> dict[str, str]:
+    """A data-source table's reader options (its OPTIONS, without the path)."""
+    return {str(k): str(v) for k, v in dict(
+        spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            meta.storage().properties())).items() if str(k).lower() != "path"}
 
 
 def total_bytes(spark: "SparkSession", files: Iterable[str]) -> int | None:

@@ -35,6 +35,9 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.serving import ServingTier
 from proxy.datamaps.service import DatamapService
+from proxy.external.handler import ExternalHandler
+from proxy.external.hooks import SegmentHooks
+from proxy.external.tables import ExternalTables
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.router import Router
@@ -81,6 +84,10 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
             # statement to ask for it (until then they are forwarded unchanged).
             spark.warm()
 
+    # external-format tables (docs/external.md): links reconciled with the catalog first
+    external = ExternalTables(catalog, spark.get, state_dir, service, SegmentHooks())
+    await asyncio.to_thread(external.recover)
+
     router = Router()
     statements.install(router)
     serving = ServingTier(catalog, settings.serving,
@@ -91,7 +98,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     auditor.start(background)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s)
-    router.handlers += [DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
+    router.handlers += [ExternalHandler(external, dm.rewrite_max_sql_bytes),
+                        DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                           audit=auditor, max_staleness_s=dm.max_staleness_s),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 

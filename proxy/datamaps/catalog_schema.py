@@ -65,6 +65,21 @@ MIGRATIONS: list[str] = [
                OR e.detail LIKE 'segment ' || dm_segments.id || ' %')
         ORDER BY e.seq DESC LIMIT 1)
     """,
+    # external-format tables (proxy/external): the table and its hidden CSV source table,
+    # and each segment's user paths and mapped files (link path -> original, size)
+    """
+    CREATE TABLE IF NOT EXISTS external_tables (
+        tbl TEXT PRIMARY KEY, source TEXT NOT NULL, location TEXT NOT NULL,
+        fields TEXT NOT NULL, header TEXT NOT NULL, properties TEXT NOT NULL,
+        created_at REAL NOT NULL);
+    CREATE TABLE IF NOT EXISTS external_segments (
+        tbl TEXT NOT NULL, id INTEGER NOT NULL,
+        status TEXT NOT NULL, paths TEXT NOT NULL, files TEXT NOT NULL,
+        file_count INTEGER NOT NULL, size INTEGER NOT NULL, rows INTEGER,
+        load_start REAL NOT NULL, load_seconds REAL NOT NULL,
+        merged_into INTEGER,
+        PRIMARY KEY (tbl, id))
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -14,6 +14,7 @@ from proxy import app, engine as engine_mod, startup, statements, timezone
 from proxy.config import DatamapsSettings, Settings, StateSettings
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
+from proxy.external.handler import ExternalHandler
 from proxy.pipeline_session import LazySpark, SparkNotReady
 from proxy.router import Local, PassThrough, Rewrite, StatementContext
 
@@ -91,7 +92,8 @@ async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
         kinds = [type(h) for h in router.handlers]
         assert router.handlers[0] is statements.set_rewrite_enabled
         assert router.handlers[1] is statements.watch_semantic_settings
-        assert kinds[2:] == [DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler]
+        assert kinds[2:] == [ExternalHandler, DatamapDdlHandler, DatamapLoadHandler,
+                             DatamapSelectHandler]
         assert (tmp_path / "state" / "catalog.db").is_file()
         assert isinstance(router.decide(_ctx(), "SELECT 1"), PassThrough)
         assert isinstance(router.decide(_ctx(), "SHOW DATAMAP"), Local)
