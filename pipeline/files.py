@@ -160,8 +160,10 @@ def table_layout(spark: "SparkSession", table: str) -> dict:
     """Where `table`'s files live, for a reader that lists them without Spark (the proxy's
     freshness guard): {"hive": Hive scan?, "partitioned": bool, "roots": [table location,
     then every partition's location], "cached": CACHE TABLE'd?}, locations in the encoded
-    URI spelling (`file:/w/p=a%20b`). A view has no roots (its files cannot be known)."""
-    table = _files_of(spark, table)
+    URI spelling (`file:/w/p=a%20b`). A view has no roots (its files cannot be known).
+    An external table's view: its source table's, with "external": the source's name."""
+    source = external_source(spark, table)
+    table = source or table
     meta = table_meta(spark, table)
     if meta is None or meta.tableType().name() == "VIEW":
         return {"hive": False, "partitioned": False, "roots": [], "cached": False}
@@ -179,7 +181,7 @@ def table_layout(spark: "SparkSession", table: str) -> dict:
     except Exception:  # noqa: BLE001 - e.g. dropped meanwhile
         cached = False
     return {"hive": hive_scan(spark, table, meta), "partitioned": partitioned,
-            "roots": list(dict.fromkeys(roots)), "cached": cached}
+            "roots": list(dict.fromkeys(roots)), "cached": cached, "external": source}
 
 
 def unreadable_by_file(spark: "SparkSession", table: str, hive: bool | None = None) -> str | None:
@@ -247,6 +249,19 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str],
     if not wanted:
         return df.limit(0)
     return df.where(in_files(spark, table, wanted, hive)).select(*columns)
+
+
+def read_other_files(spark: "SparkSession", table: str, files: Iterable[str],
+                     hive: bool | None = None) -> "DataFrame":
+    """Rows of `table` that live in none of `files`, with the table's columns only (an
+    external table's view: read from its source table, whose rows carry the file name)."""
+    wanted = list(files)
+    source = external_source(spark, table)
+    if source is not None:
+        columns = spark.table(table).columns
+        return spark.table(source).where(~in_files(spark, source, wanted, False)).select(*columns)
+    base = spark.table(table)
+    return base.where(~in_files(spark, table, wanted, hive)).select(*base.columns)
 
 
 _DIRECT_FORMATS = frozenset({"parquet", "orc"})

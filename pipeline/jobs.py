@@ -178,7 +178,7 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
 def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
               old: Sequence[str] | None, seq: int, hive: bool | None = None,
               meta=LOOK_UP) -> str:
-    from pipeline.files import in_files
+    from pipeline.files import read_other_files
     if side == "new":
         df = read_files(spark, table, new, hive, meta)
         size = total_bytes(spark, new)
@@ -189,10 +189,10 @@ def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
     elif old is not None:
         df = read_files(spark, table, list(old) + (list(new) if side == "all" else []), hive,
                         meta)
+    elif side == "all":
+        df = spark.table(table)
     else:
-        base = spark.table(table)
-        df = base if side == "all" else base.where(
-            ~in_files(spark, table, list(new), hive)).select(*base.columns)
+        df = read_other_files(spark, table, new, hive)
     name = f"dm_{side}_{seq}_{table.replace('.', '_')}_{uuid.uuid4().hex[:12]}"
     df.createOrReplaceTempView(name)
     return name

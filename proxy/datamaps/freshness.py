@@ -65,13 +65,14 @@ class Layout:
     roots: tuple[str, ...]            # local paths; () when not on the local file system
     local: bool
     cached: bool                      # CACHE TABLE'd in the pipeline session
+    external: bool = False            # an external-format table's view (proxy/external)
 
     @classmethod
     def of(cls, raw: Mapping) -> "Layout":
         paths = [local_path(r) for r in raw.get("roots", ())]
         local = bool(paths) and all(p is not None for p in paths)
         return cls(bool(raw.get("hive")), tuple(p for p in paths if p) if local else (),
-                   local, bool(raw.get("cached")))
+                   local, bool(raw.get("cached")), bool(raw.get("external")))
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,8 @@ class FreshnessGuard:
             return f"over {MAX_COMPENSATED_FILES} files"
         if layout.hive and layout.cached:
             return "a cached Hive-format table's rows carry no file name"
+        if layout.external:   # a view: its rows carry no file name (ADD SEGMENT refreshes)
+            return "an external-format table's view has no file names to filter on"
         odd = next((f for f in files if not _PLAIN_PATH.fullmatch(f)), None)
         return f"path {odd!r} has characters a file filter cannot spell" if odd else None
 

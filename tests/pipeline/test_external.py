@@ -10,7 +10,7 @@ import os
 import pytest
 
 from pipeline import external, list_files, read_files, table_layout
-from pipeline.files import external_source, file_path_column, in_files
+from pipeline.files import external_source, file_path_column, in_files, read_other_files
 
 pytestmark = pytest.mark.spark
 
@@ -49,6 +49,7 @@ def test_files_are_the_links(ext):
     assert list_files(spark, view) == tuple(sorted(links.values()))
     layout = table_layout(spark, view)
     assert layout["roots"] == [f"file:{location}"] and not layout["hive"]
+    assert layout["external"] == external_source(spark, view)
 
 
 def test_read_only_some_files(ext):
@@ -59,6 +60,9 @@ def test_read_only_some_files(ext):
     rows = spark.table(source).where(in_files(spark, view, [links[0]])).select(
         file_path_column(spark, view)).distinct().collect()
     assert [r[0] for r in rows] == [links[0]]
+    others = read_other_files(spark, view, [links[1]])
+    assert others.columns == ["id", "name"]
+    assert sorted(tuple(r) for r in others.collect()) == [(1, "one"), (2, "two")]
 
 
 def test_read_links_by_path_even_in_a_hidden_directory(ext):

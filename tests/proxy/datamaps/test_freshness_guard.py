@@ -128,6 +128,18 @@ def test_new_files_an_incremental_refresh_could_not_append_are_not_compensated(t
     assert v.kind == CHANGED and "cannot spell" in v.reason
 
 
+def test_new_files_of_an_external_table_are_never_compensated(tmp_path):
+    """Its view has no _metadata to filter on; ADD SEGMENT refreshes its datamaps itself."""
+    a = touch(tmp_path / "t" / "a.csv")
+    spark = Spark({"db.t": {"hive": False, "roots": [f"file:{tmp_path}/t"], "cached": False,
+                            "external": "db.t__csv_1"}})
+    g = FreshnessGuard(spark.layout, spark.requested.append)
+    g.load_layouts(["db.t"])
+    touch(tmp_path / "t" / "b.csv")
+    v = g.check("db.dm", covered([a]))
+    assert v.kind == CHANGED and "external-format table" in v.reason
+
+
 def test_hive_scans_filter_on_input_file_name(tmp_path):
     g, _ = guard_for(tmp_path, hive=True)
     assert "regexp_replace(input_file_name(), '^file://(localhost)?/', 'file:/') IN " \
