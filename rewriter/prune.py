@@ -1,0 +1,243 @@
+"""Index datamaps at query time: the files of a table a query provably cannot use.
+
+`prune_files(tree, table, current_db)` looks at every reference to `table` in a parsed
+SELECT (CTEs, derived tables, UNION branches, uncorrelated subqueries: each SELECT block
+on its own) and, for each one, at the conjuncts of the block's WHERE and of its INNER
+JOINs' ON that read only that reference's columns. A file whose statistics prove that no
+row makes those conjuncts TRUE (rewriter/prune_values.py) holds no row the reference can
+use, so reading the reference as
+
+    (SELECT <table's columns> FROM <table or its source> WHERE _metadata.file_path
+     NOT IN (<pruned files>)) AS <alias>
+
+returns the same rows. NOT IN, not IN: a file added after the indexes were built has no
+statistics and is read.
+
+Each reference is rewritten on its own (a self-join's two sides may skip different files).
+A reference gets no pruning when its block is a correlated subquery, when it is on the
+NULL-extended side of an outer join, or the right side of a semi / anti join (removing its
+rows would change which rows are NULL-extended or kept), when the block has LATERAL VIEWs,
+PIVOTs, NATURAL or USING joins (columns then resolve in ways this code does not follow), or
+when the table node carries a sample, time travel or column aliases. Queries that name
+`_metadata` or qualify a column with a database (`db.t.c`, which the derived table's alias
+would no longer resolve) are left alone. A column without a qualifier belongs to the
+reference when the table has that column and the block reads the table once (otherwise
+Spark resolves it elsewhere or fails as ambiguous, either way the same with or without
+pruning). Any exception here means: forward the statement unpruned (the caller logs it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import traverse_scope
+
+from rewriter.filestats import FileStats
+from rewriter.normalize import DIALECT, conjuncts
+from rewriter.prune_values import compile_predicate, possible
+
+FILE_PATH = "_metadata.file_path"
+_PLAIN_TABLE_ARGS = {"this", "db", "catalog", "alias"}
+_MARK = "datamap_pruned"            # meta flag on the derived tables written here
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """One enabled index datamap: which statistics it contributes, for EXPLAIN's counts."""
+    name: str
+    kind: str                       # 'minmax' | 'bloomfilter'
+    columns: tuple[str, ...]        # lower-cased
+
+
+@dataclass(frozen=True)
+class IndexedTable:
+    """A table with index datamaps, as pruning needs it. `columns`: its columns in the order
+    `SELECT *` returns them, with Spark types (lower-cased names); `read_from`: the table the
+    derived table reads (an external table's source table, projected to `columns`; else the
+    table itself); `files`: statistics per normalised file path, only of files whose
+    statistics still hold (the caller dropped the rest)."""
+    name: str                       # "db.t", lower-cased
+    columns: Mapping[str, str]
+    files: Mapping[str, FileStats]
+    indexes: Sequence[IndexSpec] = ()
+    read_from: str | None = None
+
+
+@dataclass
+class Pruned:
+    """The rewritten tree and, per index datamap, (files read, files known) summed over the
+    references it pruned; `pruned` lists each rewritten reference's skipped files."""
+    tree: exp.Expression
+    pruned: list[frozenset[str]] = field(default_factory=list)
+    by_index: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def prune_files(tree: exp.Expression, table: IndexedTable, current_db: str) -> Pruned | None:
+    """A copy of `tree` whose references to `table` skip the files no row of theirs can come
+    from, or None when no reference skips any file."""
+    if not table.files or _unsafe_query(tree):
+        return None
+    tree = tree.copy()
+    result = Pruned(tree)
+    for scope in traverse_scope(tree):
+        if not isinstance(scope.expression, exp.Select) or _ours(scope.expression) \
+                or _correlated(scope, table):
+            continue
+        for node, tests in _references(scope, table, current_db):
+            skipped = frozenset(p for p, fs in table.files.items()
+                                if not all(possible(t, fs) for t in tests))
+            if not skipped:
+                continue
+            _count(result.by_index, table, tests)
+            result.pruned.append(skipped)
+            node.replace(_derived(node, table, skipped))
+    return result if result.pruned else None
+
+
+def _unsafe_query(tree: exp.Expression) -> bool:
+    for col in tree.find_all(exp.Column):
+        if _ours(col):
+            continue
+        if col.args.get("db") is not None or col.name.lower() == "_metadata" \
+                or col.table.lower() == "_metadata":
+            return True
+    return False
+
+
+def _correlated(scope, table: IndexedTable) -> bool:
+    """A subquery reading a column of an enclosing block. sqlglot, knowing no schemas,
+    takes every unqualified column for an outer one; a column of the table resolves inside
+    (Spark looks in the innermost block first), so only the others count."""
+    if not scope.is_subquery:
+        return False
+    inner = {a.lower() for a in scope.sources}
+    return any(c.table.lower() not in inner if c.table else c.name.lower() not in table.columns
+               for c in scope.external_columns)
+
+
+def _ours(node: exp.Expression) -> bool:
+    """Part of a derived table an earlier prune_files call wrote."""
+    while node is not None:
+        if node.meta.get(_MARK):
+            return True
+        node = node.parent
+    return False
+
+
+def _references(scope, table: IndexedTable, current_db: str):
+    """(table node, compiled tests) for each reference to `table` in this block that may be
+    pruned, with at least one test."""
+    select = scope.expression
+    joins = select.args.get("joins") or []
+    if select.args.get("laterals") or any(
+            j.args.get("using") or (j.method or "").upper() == "NATURAL" for j in joins):
+        return []
+    sources = [select.args["from_"].this] if select.args.get("from_") else []
+    sources += [j.this for j in joins]
+    excluded: set[int] = set()          # positions on a NULL-extended / semi-join side
+    for i, j in enumerate(joins, start=1):
+        side, kind = (j.side or "").upper(), (j.kind or "").upper()
+        if side == "FULL":
+            excluded.update(range(i + 1))
+        elif side == "RIGHT":
+            excluded.update(range(i))
+        elif side == "LEFT" or kind in ("SEMI", "ANTI"):
+            excluded.add(i)
+    mine = [(i, s) for i, s in enumerate(sources) if isinstance(s, exp.Table)
+            and scope.sources.get(s.alias_or_name) is s       # not a CTE of that name
+            and _full_name(s, current_db) == table.name]
+    if not mine or any(s.args.get("pivots") for s in sources):
+        return []
+    aliases = [s.alias_or_name.lower() for s in sources]
+    where = select.args.get("where")
+    predicates = conjuncts(where.this if where is not None else None)
+    for j in joins:
+        if not j.side and (j.kind or "").upper() in ("", "INNER") and j.args.get("on"):
+            predicates += conjuncts(j.args["on"])
+    out = []
+    for i, node in mine:
+        if i in excluded or set(k for k, v in node.args.items() if v) - _PLAIN_TABLE_ARGS \
+                or (node.args.get("alias") and node.args["alias"].columns) \
+                or aliases.count(aliases[i]) > 1:
+            continue
+        name_of = _resolver(aliases[i], table.columns, unqualified_ok=len(mine) == 1)
+        tests = [t for t in (_compile(p, table.columns, name_of) for p in predicates)
+                 if t is not None]
+        if tests:
+            out.append((node, tests))
+    return out
+
+
+def _full_name(node: exp.Table, current_db: str) -> str | None:
+    catalog = node.catalog.lower()
+    if catalog and catalog != "spark_catalog":
+        return None
+    return f"{(node.db or current_db).lower()}.{node.name.lower()}"
+
+
+def _resolver(alias: str, columns: Mapping[str, str], unqualified_ok: bool):
+    def name_of(col: exp.Column) -> str | None:
+        name = col.name.lower()
+        if name not in columns:
+            return None
+        qualifier = col.table.lower()
+        if qualifier:
+            return name if qualifier == alias else None
+        return name if unqualified_ok else None
+    return name_of
+
+
+def _compile(predicate: exp.Expression, columns: Mapping[str, str], name_of):
+    """A conjunct that reads only this reference's columns (and no subquery), compiled."""
+    if predicate.find(exp.Select, exp.Subquery) is not None:
+        return None
+    cols = list(predicate.find_all(exp.Column))
+    if not cols or any(name_of(c) is None for c in cols):
+        return None
+    return compile_predicate(predicate, columns, name_of)
+
+
+def _count(by_index: dict[str, tuple[int, int]], table: IndexedTable, tests) -> None:
+    """Per index datamap: the files this reference would read by that index's statistics
+    alone, of the files known (EXPLAIN's `Pruned by index datamap x: 3 of 40 files`)."""
+    for spec in table.indexes:
+        minmax = spec.kind == "minmax"
+        cols = frozenset(spec.columns)
+        read = sum(1 for fs in table.files.values()
+                   if all(possible(t, fs, minmax, not minmax, cols) for t in tests))
+        if read < len(table.files):
+            before = by_index.get(spec.name, (0, 0))
+            by_index[spec.name] = (before[0] + read, before[1] + len(table.files))
+
+
+def _derived(node: exp.Table, table: IndexedTable, skipped: frozenset[str]) -> exp.Subquery:
+    source = exp.to_table(table.read_from or table.name, dialect=DIALECT)
+    for part in ("catalog", "db", "this"):
+        ident = source.args.get(part)
+        if ident is not None:
+            ident.set("quoted", True)
+    inner = exp.select(*[exp.column(c, quoted=True) for c in table.columns]).from_(source).where(
+        exp.Not(this=exp.In(this=exp.column("file_path", table="_metadata"),
+                            expressions=[exp.Literal.string(p) for p in sorted(skipped)])))
+    alias = node.args.get("alias")
+    alias = alias.copy() if alias is not None else exp.TableAlias(
+        this=exp.to_identifier(node.name, quoted=True))
+    derived = exp.Subquery(this=inner, alias=alias)
+    derived.meta[_MARK] = True
+    return derived
+
+
+def prune_sql(sql_tree: exp.Expression, tables: Sequence[IndexedTable],
+              current_db: str) -> tuple[str, dict[str, tuple[int, int]]] | None:
+    """Every table in turn; the SQL to send and the per-index counts, or None (unchanged)."""
+    counts: dict[str, tuple[int, int]] = {}
+    tree, changed = sql_tree, False
+    for table in tables:
+        done = prune_files(tree, table, current_db)
+        if done is None:
+            continue
+        tree, changed = done.tree, True
+        for name, (read, known) in done.by_index.items():
+            counts[f"{table.name.split('.')[0]}.{name}"] = (read, known)
+    return (tree.sql(dialect=DIALECT), counts) if changed else None
