@@ -28,7 +28,7 @@ pruning). Any exception here means: forward the statement unpruned (the caller l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
@@ -39,6 +39,7 @@ from rewriter.prune_values import compile_predicate, possible
 
 FILE_PATH = "_metadata.file_path"
 _PLAIN_TABLE_ARGS = {"this", "db", "catalog", "alias"}
+MaySkip = Callable[[str, str], bool]
 _MARK = "datamap_pruned"            # meta flag on the derived tables written here
 
 
@@ -73,9 +74,12 @@ class Pruned:
     by_index: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-def prune_files(tree: exp.Expression, table: IndexedTable, current_db: str) -> Pruned | None:
+def prune_files(tree: exp.Expression, table: IndexedTable, current_db: str,
+                may_skip: MaySkip | None = None) -> Pruned | None:
     """A copy of `tree` whose references to `table` skip the files no row of theirs can come
-    from, or None when no reference skips any file."""
+    from, or None when no reference skips any file. `may_skip(table, path)`, asked only of
+    files the statistics exclude, vetoes skipping one (the caller's check that the file
+    is still the one that was indexed)."""
     if not table.files or _unsafe_query(tree):
         return None
     tree = tree.copy()
@@ -86,7 +90,8 @@ def prune_files(tree: exp.Expression, table: IndexedTable, current_db: str) -> P
             continue
         for node, tests in _references(scope, table, current_db):
             skipped = frozenset(p for p, fs in table.files.items()
-                                if not all(possible(t, fs) for t in tests))
+                                if not all(possible(t, fs) for t in tests)
+                                and (may_skip is None or may_skip(table.name, p)))
             if not skipped:
                 continue
             _count(result.by_index, table, tests)
@@ -228,16 +233,29 @@ def _derived(node: exp.Table, table: IndexedTable, skipped: frozenset[str]) -> e
     return derived
 
 
-def prune_sql(sql_tree: exp.Expression, tables: Sequence[IndexedTable],
-              current_db: str) -> tuple[str, dict[str, tuple[int, int]]] | None:
+def prune_sql(sql_tree: exp.Expression, tables: Sequence[IndexedTable], current_db: str,
+              may_skip: MaySkip | None = None) -> tuple[str, dict[str, tuple[int, int]]] | None:
     """Every table in turn; the SQL to send and the per-index counts, or None (unchanged)."""
     counts: dict[str, tuple[int, int]] = {}
     tree, changed = sql_tree, False
     for table in tables:
-        done = prune_files(tree, table, current_db)
+        done = prune_files(tree, table, current_db, may_skip)
         if done is None:
             continue
         tree, changed = done.tree, True
         for name, (read, known) in done.by_index.items():
             counts[f"{table.name.split('.')[0]}.{name}"] = (read, known)
     return (tree.sql(dialect=DIALECT), counts) if changed else None
+
+
+def referenced_tables(tree: exp.Expression, current_db: str) -> list[str]:
+    """"db.t" of every table the statement reads (CTE names excluded), in order, once."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out: list[str] = []
+    for node in tree.find_all(exp.Table):
+        if not node.name or (not node.db and node.name.lower() in ctes):
+            continue
+        name = _full_name(node, current_db)
+        if name is not None and name not in out:
+            out.append(name)
+    return out
