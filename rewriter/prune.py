@@ -206,14 +206,23 @@ def _compile(predicate: exp.Expression, columns: Mapping[str, str], name_of):
 def _count(by_index: dict[str, tuple[int, int]], table: IndexedTable, tests) -> None:
     """Per index datamap: the files this reference would read by that index's statistics
     alone, of the files known (EXPLAIN's `Pruned by index datamap x: 3 of 40 files`)."""
+    used = {c for t in tests for c in _columns_of(t)}
     for spec in table.indexes:
         minmax = spec.kind == "minmax"
         cols = frozenset(spec.columns)
+        if not used & cols:
+            continue                    # it cannot have pruned anything
         read = sum(1 for fs in table.files.values()
                    if all(possible(t, fs, minmax, not minmax, cols) for t in tests))
         if read < len(table.files):
             before = by_index.get(spec.name, (0, 0))
             by_index[spec.name] = (before[0] + read, before[1] + len(table.files))
+
+
+def _columns_of(test) -> set[str]:
+    if test[0] in ("and", "or"):
+        return {c for t in test[1] for c in _columns_of(t)}
+    return {test[1]}
 
 
 def _derived(node: exp.Table, table: IndexedTable, skipped: frozenset[str]) -> exp.Subquery:
