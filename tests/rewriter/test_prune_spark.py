@@ -181,3 +181,9 @@ def _nodes(plan):
     children = plan.children()
     for i in range(children.size()):
         yield from _nodes(children.apply(i))
+
+
+def test_the_shape_of_an_external_view_and_of_a_parquet_table(spark, tables):
+    from proxy.indexes.pruning import read_kind
+    assert read_kind(spark, "prune_db.ev") == ("prune_db.ev_src", True)
+    assert read_kind(spark, "prune_db.pq") == (None, True)

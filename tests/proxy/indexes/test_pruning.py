@@ -156,3 +156,17 @@ async def test_explain_prints_the_pruning_and_the_sql_sent(service, files):
     text = (await h(ctx(**{"datamap.prune.enabled": "false"}), f"EXPLAIN {NEEDLE}")
             .runner(upstream)).rows[0][0]
     assert "Pruned by" not in text and sent[-1] == f"EXPLAIN {NEEDLE}"
+
+
+def test_service_shapes_load_in_the_background_then_answer(service, monkeypatch):
+    from proxy.indexes import pruning
+    monkeypatch.setattr(pruning, "read_kind", lambda spark, t: ("db1.events__csv", True))
+    shapes = pruning.ServiceShapes(service.schema_cache, spark=lambda: "the pipeline session")
+    try:
+        assert shapes("db1.events") is None           # never waits: loads on a worker
+        shapes._loader.submit(lambda: None).result(timeout=10)
+        assert shapes("db1.events") == TableShape(SCHEMAS["db1"]["events"], "db1.events__csv")
+        shapes.invalidate("db1.events")
+        assert shapes("db1.events") is None
+    finally:
+        shapes.close()
