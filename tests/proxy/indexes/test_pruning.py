@@ -170,3 +170,16 @@ def test_service_shapes_load_in_the_background_then_answer(service, monkeypatch)
         assert shapes("db1.events") is None
     finally:
         shapes.close()
+
+
+def test_a_store_listing_its_tables_spares_the_parse_of_other_statements(files, monkeypatch):
+    from proxy.indexes import pruning
+
+    class Listing(FakeStore):
+        def indexed_tables(self):
+            return {"db1.events"}
+    p = Pruner(Listing(*files, [Info("db1", "ev_mm", "db1.events", "minmax", ("id",))]),
+               lambda t: TableShape(SCHEMAS["db1"]["events"]))
+    assert p.prune(NEEDLE, "db1") is not None
+    monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
+    assert p.prune("SELECT * FROM sales WHERE id = 25", "db1") is None
