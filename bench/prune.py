@@ -17,8 +17,8 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -35,14 +35,10 @@ QUERIES = {
 }
 
 
-@dataclass(frozen=True)
-class Info:
-    db: str
-    name: str
-    table: str
-    kind: str
-    columns: tuple
-    enabled: bool = True
+def info(name: str, kind: str, columns: tuple):
+    """An index datamap as the store describes it (IndexInfo)."""
+    return SimpleNamespace(db="db", name=name, table="db.t", kind=kind, columns=columns,
+                           enabled=True)
 
 
 class Members:
@@ -67,8 +63,8 @@ class Store:
             cols["id"] = ColumnStats(nulls=0, bloom=Members(
                 range(i * 1_000_000 // 20, i * 1_000_000 // 20 + 5000)))
             self.stats[path] = FileStats(path, 5000, cols)
-        self.indexes = [Info("db", "t_mm", "db.t", "minmax", tuple(f"c{c}" for c in range(COLUMNS))),
-                        Info("db", "t_bloom", "db.t", "bloomfilter", ("id",))]
+        self.indexes = [info("t_mm", "minmax", tuple(f"c{c}" for c in range(COLUMNS))),
+                        info("t_bloom", "bloomfilter", ("id",))]
 
     def indexes_on(self, table):
         return self.indexes if table == "db.t" else []
