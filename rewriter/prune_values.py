@@ -45,6 +45,9 @@ _INT = re.compile(r"[+-]?\d+")
 _DEC = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?")
+# An IN list longer than this is tested as the range of its values (still a proof: a file
+# outside the range holds none of them), so a 10,000-value list costs what a BETWEEN does.
+LONG_IN_LIST = 64
 _INT_RANGE = {"tinyint": 1 << 7, "smallint": 1 << 15, "int": 1 << 31, "bigint": 1 << 63}
 
 
@@ -89,6 +92,14 @@ def _number(e: exp.Expression):
     return -v if neg else v
 
 
+def _fits_float(f: float) -> bool:
+    """Does a FLOAT (32-bit) hold this value exactly (Spark casts the literal to FLOAT)?"""
+    try:
+        return struct.unpack("f", struct.pack("f", f))[0] == f
+    except OverflowError:
+        return False
+
+
 def _text(e: exp.Expression, target: str) -> str | None:
     """'x', or DATE 'x' / CAST('x' AS <target>) when `target` is that cast's type."""
     e = strip_parens(e)
@@ -111,7 +122,7 @@ def typed(e: exp.Expression, column_type: str | None):
             return None
         if family in ("float", "double"):
             f = float(v)
-            if family == "float" and struct.unpack("f", struct.pack("f", f))[0] != f:
+            if family == "float" and not _fits_float(f):
                 return None
             return f, f
         if isinstance(v, float):                     # a DOUBLE literal: Spark casts the column
@@ -203,7 +214,12 @@ def compile_predicate(e: exp.Expression, types: dict[str, str], name_of) -> Test
         if col is None:
             return None
         values = [typed(v, types[col]) for v in e.expressions]
-        return None if not values or None in values else ("in", col, values)
+        if not values or None in values:
+            return None
+        if len(values) > LONG_IN_LIST:  # checked per file: its range only, no bloom probes
+            low, high = min(v[0] for v in values), max(v[0] for v in values)
+            return ("and", [("cmp", col, ">=", low, None), ("cmp", col, "<=", high, None)])
+        return ("in", col, values)
     op = _OPS.get(type(e))
     if op is None:
         return None

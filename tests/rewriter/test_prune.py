@@ -16,7 +16,8 @@ from rewriter.prune import IndexedTable, IndexSpec, prune_files, prune_sql
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "prune"
 COLUMNS = {"id": "bigint", "id2": "int", "s": "string", "v": "double", "d": "date",
-           "ts": "timestamp", "n": "decimal(10,2)", "k": "int", "w": "int"}
+           "ts": "timestamp", "n": "decimal(10,2)", "k": "int", "w": "int",
+           "f": "float"}
 LETTERS = [("a", "c"), ("d", "f"), ("g", "i"), ("j", "l"), ("m", "z")]
 
 
@@ -44,6 +45,7 @@ def file_stats(i: int) -> FileStats:
         "d": ColumnStats(day, day.replace(day=28), 0),
         "ts": ColumnStats(dt.datetime(2024, i + 1, 1, 12), dt.datetime(2024, i + 1, 28, 12), 0),
         "n": ColumnStats(Decimal(100 * i), Decimal(100 * i) + Decimal("99.99"), 0),
+        "f": ColumnStats(0.0, 1.0, 0),
         "k": ColumnStats(nulls=10) if i == 3 else ColumnStats(
             nulls=0, bloom=ExactSet(range(1000 * i, 1000 * i + 10))),
     }
