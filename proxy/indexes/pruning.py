@@ -206,12 +206,17 @@ class ServiceShapes:
 
 
 def read_kind(spark, table: str) -> tuple[str | None, bool]:
-    """(the external view's source table or None, whether rows carry _metadata)."""
+    """(the external view's source table or None, whether rows carry _metadata). Any
+    other view, and a name the metastore does not know (a temporary view), is not pruned:
+    a view has no `_metadata` column."""
     from pipeline.files import hive_scan, table_meta
     meta = table_meta(spark, table)
-    if meta is not None:
-        source = meta.properties().get(EXTERNAL_SOURCE)
-        if source.isDefined():
-            return str(source.get()).lower(), True
+    if meta is None:
+        return None, False
+    source = meta.properties().get(EXTERNAL_SOURCE)
+    if source.isDefined():
+        return str(source.get()).lower(), True
+    if meta.tableType().name() == "VIEW":
+        return None, False
     return None, not hive_scan(spark, table, meta)
 

@@ -187,3 +187,9 @@ def test_the_shape_of_an_external_view_and_of_a_parquet_table(spark, tables):
     from proxy.indexes.pruning import read_kind
     assert read_kind(spark, "prune_db.ev") == ("prune_db.ev_src", True)
     assert read_kind(spark, "prune_db.pq") == (None, True)
+    spark.sql("CREATE OR REPLACE VIEW prune_db.v AS SELECT * FROM prune_db.pq")
+    spark.sql("CREATE OR REPLACE TEMPORARY VIEW tv AS SELECT * FROM prune_db.pq")
+    assert read_kind(spark, "prune_db.v") == (None, False)     # no _metadata on a view
+    assert read_kind(spark, "default.tv") == (None, False)
+    spark.sql("DROP VIEW prune_db.v")
+    spark.catalog.dropTempView("tv")
