@@ -183,3 +183,19 @@ def test_a_store_listing_its_tables_spares_the_parse_of_other_statements(files, 
     assert p.prune(NEEDLE, "db1") is not None
     monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
     assert p.prune("SELECT * FROM sales WHERE id = 25", "db1") is None
+
+
+async def test_set_datamap_prune_enabled_through_the_router(service, files):
+    from proxy import statements
+    from proxy.router import Local, PassThrough, Router
+    router = Router()
+    statements.install(router)
+    router.handlers.append(DatamapSelectHandler(service, pruner=pruner(files)))
+    off = router.decide(ctx(), "SET datamap.prune.enabled = false")
+    assert isinstance(off, Local) and off.settings == (("datamap.prune.enabled", "false"),)
+    shown = await router.decide(ctx(), "SET datamap.prune.enabled").runner(None)
+    assert shown.rows == [("datamap.prune.enabled", "true")]
+    assert isinstance(router.decide(ctx(), NEEDLE), Rewrite)
+    assert isinstance(router.decide(ctx(**dict(off.settings)), NEEDLE), PassThrough)
+    bad = router.decide(ctx(), "SET datamap.prune.enabled = maybe")
+    assert bad.sqlstate == "42000" and "datamap.prune.enabled" in bad.message
