@@ -168,8 +168,12 @@ class ServiceShapes:
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-shapes")
 
     def __call__(self, table: str) -> TableShape | None:
+        if table not in self._schemas:
+            # gone from the schema cache: the table was altered, dropped or re-created
+            # (maybe as another kind of table), so its kind is read again with its columns
+            self._kinds.pop(table, None)
         kind = self._kinds.get(table)
-        if table not in self._schemas or kind is None:
+        if kind is None:
             self._request(table)
             return None
         columns = self._schemas.schemas([table]).get(table.split(".")[0], {}).get(

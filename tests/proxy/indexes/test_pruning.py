@@ -168,6 +168,12 @@ def test_service_shapes_load_in_the_background_then_answer(service, monkeypatch)
         assert shapes("db1.events") == TableShape(SCHEMAS["db1"]["events"], "db1.events__csv")
         shapes.invalidate("db1.events")
         assert shapes("db1.events") is None
+        shapes._loader.submit(lambda: None).result(timeout=10)
+        monkeypatch.setattr(pruning, "read_kind", lambda spark, t: (None, False))
+        service.invalidate_schemas("db1.events")      # as ALTER / DROP TABLE do
+        assert shapes("db1.events") is None
+        shapes._loader.submit(lambda: None).result(timeout=10)
+        assert shapes("db1.events").by_path is False  # re-created as a Hive-serde table
     finally:
         shapes.close()
 
