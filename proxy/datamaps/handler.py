@@ -22,6 +22,10 @@ complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING
 `DatamapLoadHandler` (proxy/datamaps/loads.py): writes and file-changing DDL on base
 tables re-sync their datamaps after Spark ran them.
 
+With a `pruner` (proxy/indexes/pruning.py), the SQL the SELECT handler is about to send
+(rewritten or not) skips the files index datamaps rule out, and EXPLAIN shows that SQL
+and one `Pruned by index datamap` line per index (docs/index-pruning.md).
+
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
 from __future__ import annotations
