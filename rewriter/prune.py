@@ -3,7 +3,8 @@
 `prune_files(tree, table, current_db)` looks at every reference to `table` in a parsed
 SELECT (CTEs, derived tables, UNION branches, uncorrelated subqueries: each SELECT block
 on its own) and, for each one, at the conjuncts of the block's WHERE and of its INNER
-JOINs' ON that read only that reference's columns. A file whose statistics prove that no
+JOINs' ON that read only that reference's columns, plus the conjuncts of enclosing blocks
+over a plain projection of it (`_pushed`). A file whose statistics prove that no
 row makes those conjuncts TRUE (rewriter/prune_values.py) holds no row the reference can
 use, so reading the reference as
 
@@ -155,11 +156,7 @@ def _references(scope, table: IndexedTable, current_db: str):
     if not mine or any(s.args.get("pivots") for s in sources):
         return []
     aliases = [s.alias_or_name.lower() for s in sources]
-    where = select.args.get("where")
-    predicates = conjuncts(where.this if where is not None else None)
-    for j in joins:
-        if not j.side and (j.kind or "").upper() in ("", "INNER") and j.args.get("on"):
-            predicates += conjuncts(j.args["on"])
+    predicates = _own_predicates(select) + _pushed(scope, table, current_db)
     out = []
     for i, node in mine:
         if i in excluded or set(k for k, v in node.args.items() if v) - _PLAIN_TABLE_ARGS \
@@ -171,6 +168,92 @@ def _references(scope, table: IndexedTable, current_db: str):
                  if t is not None]
         if tests:
             out.append((node, tests))
+    return out
+
+
+def _own_predicates(select: exp.Select) -> list[exp.Expression]:
+    """The conjuncts of the block's WHERE and of its INNER JOINs' ON."""
+    where = select.args.get("where")
+    predicates = conjuncts(where.this if where is not None else None)
+    for j in select.args.get("joins") or []:
+        if not j.side and (j.kind or "").upper() in ("", "INNER") and j.args.get("on"):
+            predicates += conjuncts(j.args["on"])
+    return predicates
+
+
+_BLOCKING = ("joins", "group", "having", "limit", "offset", "distinct", "qualify", "laterals",
+             "windows", "pivots")
+
+
+def _pushed(scope, table: IndexedTable, current_db: str) -> list[exp.Expression]:
+    """Conjuncts of enclosing blocks over this derived table's columns, spelled over the
+    block's one source (`SELECT * FROM (SELECT a, b AS c FROM t) x WHERE x.c = 5` gives
+    `t.b = 5` to t's block). Only through a plain projection of one source (no join,
+    aggregate, window, DISTINCT, LIMIT: each of its rows is one row of the source), and
+    only from a parent that does not NULL-extend it: then a source row failing the
+    conjunct yields no row the parent keeps. BI tools' wrappers and the datamap rewrite's
+    `(SELECT cols FROM storage WHERE dm_segment_id IN (...)) alias` are such blocks."""
+    select, parent = scope.expression, scope.parent
+    if not scope.is_derived_table or parent is None or not isinstance(select, exp.Select) \
+            or not isinstance(parent.expression, exp.Select) \
+            or any(select.args.get(k) for k in _BLOCKING) or not select.args.get("from_") \
+            or select.find(exp.AggFunc, exp.Window) is not None:
+        return []
+    source = select.args["from_"].this
+    if not isinstance(source, (exp.Table, exp.Subquery)) or source.args.get("pivots"):
+        return []
+    inner_alias = source.alias_or_name
+    mapping = _outputs(select, _columns_of_source(scope, source, table, current_db))
+    derived = select.parent
+    psel = parent.expression
+    psources = [psel.args["from_"].this] if psel.args.get("from_") else []
+    psources += [j.this for j in psel.args.get("joins") or []]
+    if not any(s is derived for s in psources) or psel.args.get("laterals") or any(
+            j.args.get("using") or (j.method or "").upper() == "NATURAL"
+            for j in psel.args.get("joins") or []):
+        return []
+    position = next(i for i, s in enumerate(psources) if s is derived)
+    for i, j in enumerate(psel.args.get("joins") or [], start=1):
+        side, kind = (j.side or "").upper(), (j.kind or "").upper()
+        if side == "FULL" or (side == "RIGHT" and position < i) or (
+                (side == "LEFT" or kind in ("SEMI", "ANTI")) and position == i):
+            return []
+    alias = derived.alias_or_name.lower()
+    if [s.alias_or_name.lower() for s in psources].count(alias) > 1:
+        return []
+    out = []
+    for p in _own_predicates(psel) + _pushed(parent, table, current_db):
+        cols = list(p.find_all(exp.Column))
+        if not cols or p.find(exp.Select, exp.Subquery) is not None or any(
+                c.name.lower() not in mapping or c.table.lower() not in ("", alias)
+                or (not c.table and len(psources) > 1) for c in cols):
+            continue
+        p = p.copy()
+        for c in p.find_all(exp.Column):
+            c.replace(exp.column(mapping[c.name.lower()], table=inner_alias))
+        out.append(p)
+    return out
+
+
+def _columns_of_source(scope, source, table: IndexedTable, current_db: str) -> list[str]:
+    if isinstance(source, exp.Table):
+        return list(table.columns) if _full_name(source, current_db) == table.name else []
+    inner = scope.sources.get(source.alias_or_name)
+    expression = getattr(inner, "expression", None)
+    return [n.lower() for n in expression.named_selects] \
+        if isinstance(expression, exp.Select) else []
+
+
+def _outputs(select: exp.Select, source_columns: list[str]) -> dict[str, str]:
+    """The block's output names that are a column of its source, and that column."""
+    out: dict[str, str] = {}
+    for item in select.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column)
+                                          and isinstance(item.this, exp.Star)):
+            out.update({c: c for c in source_columns})
+        elif isinstance(inner, exp.Column) and inner.name.lower() in source_columns:
+            out[item.alias_or_name.lower()] = inner.name.lower()
     return out
 
 

@@ -141,6 +141,11 @@ QUERIES = [
     ("WITH c AS (SELECT * FROM {t} WHERE id > 1000) SELECT count(*) FROM c "
      "UNION ALL SELECT count(*) FROM {t} WHERE id IS NOT NULL AND id < 60", True),
     ("SELECT * FROM prune_db.pq WHERE id IN (SELECT id FROM {t} WHERE id = 512)", True),
+    ("SELECT * FROM (SELECT * FROM {t}) x WHERE x.id = 512", True),
+    ("SELECT q, s FROM (SELECT id AS q, s FROM {t} WHERE v > 0) w WHERE q BETWEEN 300 AND 350",
+     True),
+    ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) AS r FROM {t}) x "
+     "WHERE x.id = 512", False),
 ]
 CASES = [(q.replace("{t}", f"prune_db.{t}"), hit[t] if isinstance(hit, dict) else hit, t)
          for q, hit in QUERIES for t in ("ev", "pq")]
