@@ -101,7 +101,19 @@ def prune_files(tree: exp.Expression, table: IndexedTable, current_db: str,
     return result if result.pruned else None
 
 
+# Values that depend on which rows a task reads and in what order: skipping files changes
+# them (seeded rand() included), so a statement calling one is sent as written.
+_POSITIONAL = frozenset({"rand", "random", "randn", "uuid", "shuffle", "uniform", "randstr",
+                         "rand_str", "monotonically_increasing_id", "spark_partition_id",
+                         "input_file_block_start", "input_file_block_length"})
+
+
 def _unsafe_query(tree: exp.Expression) -> bool:
+    for node in tree.walk():
+        if isinstance(node, (exp.Rand, exp.Randn, exp.Uuid)) or (
+                isinstance(node, exp.Func) and (node.name if isinstance(node, exp.Anonymous)
+                                                else node.key).lower() in _POSITIONAL):
+            return True
     for col in tree.find_all(exp.Column):
         if _ours(col):
             continue
