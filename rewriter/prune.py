@@ -20,8 +20,9 @@ NULL-extended side of an outer join, or the right side of a semi / anti join (re
 rows would change which rows are NULL-extended or kept), when the block has LATERAL VIEWs,
 PIVOTs, NATURAL or USING joins (columns then resolve in ways this code does not follow), or
 when the table node carries a sample, time travel or column aliases. Queries that name
-`_metadata` or qualify a column with a database (`db.t.c`, which the derived table's alias
-would no longer resolve) are left alone. A column without a qualifier belongs to the
+`_metadata`, qualify a column with a database (`db.t.c`, which the derived table's alias
+would no longer resolve) or call a function whose values depend on the rows read (`rand`,
+`monotonically_increasing_id`, ...) are left alone. A column without a qualifier belongs to the
 reference when the table has that column and the block reads the table once (otherwise
 Spark resolves it elsewhere or fails as ambiguous, either way the same with or without
 pruning). Any exception here means: forward the statement unpruned (the caller logs it).
