@@ -34,6 +34,10 @@ from rewriter.prune import IndexedTable, IndexSpec, prune_sql, referenced_tables
 log = logging.getLogger("proxy.indexes")
 
 EXTERNAL_SOURCE = "datamap.external.source"      # the view's TBLPROPERTIES (shared design)
+# Larger statements are sent unpruned: compiled sqlglot holds the interpreter for the
+# whole parse (tenths of a second at this size and up), which the datamap rewrite avoids by
+# parsing them in a process of its own (proxy/datamaps/isolated.py, same threshold).
+MAX_SQL_BYTES = 64 * 1024
 
 
 class IndexInfo(Protocol):
@@ -76,14 +80,16 @@ class Outcome:
 
 class Pruner:
     def __init__(self, store: IndexStore, shapes: Shapes,
-                 stat: Callable[[str], os.stat_result] = os.stat):
+                 stat: Callable[[str], os.stat_result] = os.stat,
+                 max_sql_bytes: int = MAX_SQL_BYTES):
         self.store = store
         self.shapes = shapes
         self._stat = stat
+        self.max_sql_bytes = max_sql_bytes
 
     def prune(self, sql: str, current_db: str) -> Outcome | None:
         """The pruned statement, or None (nothing to skip, or anything went wrong: logged)."""
-        if not self._may_name_an_indexed_table(sql):
+        if len(sql) >= self.max_sql_bytes or not self._may_name_an_indexed_table(sql):
             return None
         try:
             tree = parse(sql)

@@ -205,3 +205,11 @@ async def test_set_datamap_prune_enabled_through_the_router(service, files):
     assert isinstance(router.decide(ctx(**dict(off.settings)), NEEDLE), PassThrough)
     bad = router.decide(ctx(), "SET datamap.prune.enabled = maybe")
     assert bad.sqlstate == "42000" and "datamap.prune.enabled" in bad.message
+
+
+def test_a_statement_too_large_to_parse_on_the_decision_path_is_sent_unpruned(files, monkeypatch):
+    from proxy.indexes import pruning
+    p = pruner(files)
+    monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
+    padded = NEEDLE + " OR kind IN (" + ", ".join(["'x'"] * 20000) + ")"
+    assert len(padded) >= pruning.MAX_SQL_BYTES and p.prune(padded, "db1") is None
