@@ -218,6 +218,9 @@ def _pushed(scope, table: IndexedTable, current_db: str) -> list[exp.Expression]
     inner_alias = source.alias_or_name
     mapping = _outputs(select, _columns_of_source(scope, source, table, current_db))
     derived = select.parent
+    if not isinstance(derived, exp.Subquery) or derived.args.get("pivots") or (
+            derived.args.get("alias") and derived.args["alias"].columns):
+        return []                       # `AS x(a, b)` renames the outputs
     psel = parent.expression
     psources = [psel.args["from_"].this] if psel.args.get("from_") else []
     psources += [j.this for j in psel.args.get("joins") or []]
