@@ -72,9 +72,13 @@ def _number(e: exp.Expression):
     e = strip_parens(e)
     while isinstance(e, exp.Neg):
         neg, e = not neg, strip_parens(e.this)
-    if isinstance(e, (exp.Cast, exp.TryCast)) and isinstance(e.this, exp.Literal) \
-            and not e.this.is_string and e.to.is_type(*exp.DataType.INTEGER_TYPES):
-        e = e.this                                   # 5L, 5Y, CAST(5 AS BIGINT)
+    if isinstance(e, (exp.Cast, exp.TryCast)):       # 5L, 5Y, CAST(5 AS BIGINT)
+        limit = _INT_RANGE.get(sparktypes.norm(e.to.sql("spark")) or "")
+        inner = e.this
+        if limit is None or not isinstance(inner, exp.Literal) or inner.is_string \
+                or not _INT.fullmatch(inner.this) or not -limit <= int(inner.this) < limit:
+            return None                  # CAST(5.7 AS INT) is 5; CAST(300 AS TINYINT) wraps
+        e = inner
     if not isinstance(e, exp.Literal) or e.is_string:
         return None
     text = e.this
