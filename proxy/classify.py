@@ -40,7 +40,8 @@ from proxy.staleness import MAX_STALENESS_KEY, parse_duration
 REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
 SERVING_KEY = "datamap.serving.enabled"      # answer datamap hits in-process (proxy/serving)
 CACHE_KEY = "datamap.cache.enabled"          # the result cache of served answers
-PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY)        # switches: true | false
+PRUNE_KEY = "datamap.prune.enabled"          # index datamaps skip files (proxy/indexes)
+PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY, PRUNE_KEY)   # switches: true | false
 # estimates from stored sketches (rewriter/distinct.py, same key): true | false, default false
 APPROXIMATE_KEY = "datamap.rewrite.approximate"
 SESSION_KEYS = PROXY_KEYS + (MAX_STALENESS_KEY, APPROXIMATE_KEY)  # every SET the proxy answers

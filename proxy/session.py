@@ -13,15 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from proxy.classify import APPROXIMATE_KEY, REWRITE_KEY, Kind, classify
+from proxy.classify import APPROXIMATE_KEY, PRUNE_KEY, REWRITE_KEY, Kind, classify
 from proxy.errors import ClientError
 from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration, seconds
 
-__all__ = ["APPROXIMATE_KEY", "BLOCKED_KEY", "MAX_STALENESS_KEY", "REWRITE_KEY", "Session",
-           "approximate_on", "rewrite_on", "semantic_setting", "session_settings",
-           "staleness_budget", "switched_on", "track_statement"]
+__all__ = ["APPROXIMATE_KEY", "BLOCKED_KEY", "MAX_STALENESS_KEY", "PRUNE_KEY", "REWRITE_KEY",
+           "Session", "approximate_on", "prune_on", "rewrite_on", "semantic_setting",
+           "session_settings", "staleness_budget", "switched_on", "track_statement"]
 # Set (to a reason) when the session changed a setting that changes query results; the
 # session is then never answered from datamaps, which were built under the engine's settings.
 BLOCKED_KEY = "datamap.rewrite.blocked"
@@ -47,6 +47,12 @@ def switched_on(conf: Mapping[str, str], key: str) -> bool:
 def rewrite_on(conf: Mapping[str, str]) -> bool:
     """Is datamap rewriting switched on in these settings?"""
     return switched_on(conf, REWRITE_KEY)
+
+
+def prune_on(conf: Mapping[str, str]) -> bool:
+    """May index datamaps skip files for this session? Off with `SET datamap.prune.enabled=
+    false`, and with `SET datamap.rewrite.enabled=false` (which turns every datamap off)."""
+    return rewrite_on(conf) and switched_on(conf, PRUNE_KEY)
 
 
 def approximate_on(conf: Mapping[str, str]) -> bool:

@@ -22,6 +22,10 @@ complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING
 `DatamapLoadHandler` (proxy/datamaps/loads.py): writes and file-changing DDL on base
 tables re-sync their datamaps after Spark ran them.
 
+With a `pruner` (proxy/indexes/pruning.py), the SQL the SELECT handler is about to send
+(rewritten or not) skips the files index datamaps rule out, and EXPLAIN shows that SQL
+and one `Pruned by index datamap` line per index (docs/index-pruning.md).
+
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
 from __future__ import annotations
@@ -45,7 +49,7 @@ from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
 from proxy.serving import Served
-from proxy.session import BLOCKED_KEY, approximate_on, rewrite_on
+from proxy.session import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -71,10 +75,12 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
 
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
-                 serving=None, audit: Auditor | None = None, max_staleness_s: float = 0.0):
+                 serving=None, audit: Auditor | None = None, max_staleness_s: float = 0.0,
+                 pruner=None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
+        self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
         self.max_staleness_s = max_staleness_s
 
@@ -113,6 +119,7 @@ class DatamapDdlHandler:
         serving, conf = self.serving, ctx.conf
         max_staleness_s = self.max_staleness_s
         approximate = approximate_on(conf)
+        pruner = self.pruner if enabled and prune_on(conf) else None
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
@@ -146,15 +153,21 @@ class DatamapDdlHandler:
                     result = RewriteResult(stmt.query, False)
                 else:
                     result = checked.result
-            mode = f"{stmt.mode.upper()} " if stmt.mode else ""
-            plan = await upstream(f"EXPLAIN {mode}{result.sql}")
-            upstream_text = "\n".join(str(r[0]) for r in plan.rows)
             if checked is not None and checked.compensated:
                 where = ["Served by: spark (compensated with new base files)",
                          "Result cache: bypassed (not served locally)"]
             else:
                 where = await asyncio.to_thread(served_lines, serving, result, conf)
-            where = where + list(fresh) + approximate_lines(result)
+            pruned = None
+            if pruner is not None and where[0].startswith("Served by: spark"):
+                pruned = await asyncio.to_thread(pruner.prune, result.sql, current_db)
+                if pruned is not None:
+                    result = dataclasses.replace(result, sql=pruned.sql)
+            mode = f"{stmt.mode.upper()} " if stmt.mode else ""
+            plan = await upstream(f"EXPLAIN {mode}{result.sql}")
+            upstream_text = "\n".join(str(r[0]) for r in plan.rows)
+            where = where + list(fresh) + approximate_lines(result) + list(
+                pruned.lines if pruned is not None else ())
             return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
                                                + "\n" + upstream_text,)])
         return run
@@ -214,9 +227,10 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
 class DatamapSelectHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
                  isolated: IsolatedRewriter | None = None, serving=None,
-                 audit: Auditor | None = None, max_staleness_s: float = 0.0):
+                 audit: Auditor | None = None, max_staleness_s: float = 0.0, pruner=None):
         self.service = service
         self.audit = audit or Auditor(service)   # remembers and samples datamap answers
+        self.pruner = pruner          # proxy.indexes.pruning.Pruner, or None: no file skipping
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness
@@ -235,7 +249,7 @@ class DatamapSelectHandler:
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if classify(statement).kind is not Kind.QUERY:
             return None
-        decision = self._decide(ctx, statement)
+        decision = self._prune(ctx, statement, self._decide(ctx, statement))
         try:
             tables, remember = self.service.guard.stale_listings(statement, ctx.opened, ctx.conf)
         except Exception:  # noqa: BLE001 - never fail a query over it
@@ -283,6 +297,30 @@ class DatamapSelectHandler:
         if self.serving is None or not result.used or (checked and checked.compensated):
             return rewrite
         return self._serve(result, rewrite, ctx)
+
+    def _prune(self, ctx: StatementContext, statement: str,
+               decision: Decision | None) -> Decision | None:
+        """Index datamaps skip files in the SQL about to be sent to Spark (after the datamap
+        rewrite: only the base tables left in it). Not for answers served in-process."""
+        if self.pruner is None or not rewrite_enabled(ctx) or not prune_on(ctx.conf) \
+                or over_limit(statement, self.max_sql_bytes):
+            return decision
+        if isinstance(decision, Rewrite):
+            sql = decision.sql
+        elif decision is None or (isinstance(decision, PassThrough) and decision.after is None):
+            sql = statement
+        else:
+            return decision
+        out = self.pruner.prune(sql, ctx.current_db)
+        if out is None:
+            return decision
+        if isinstance(decision, Rewrite):
+            return dataclasses.replace(decision, sql=out.sql, note=f"{decision.note} {out.note}",
+                                       log=decision.log + out.lines)
+        if decision is None:
+            return Rewrite(out.sql, note=out.note, log=out.lines)
+        return Rewrite(out.sql, note=f"{decision.note} {out.note}".strip(), log=out.lines,
+                       settings=decision.settings, before=decision.before)
 
     def _check(self, result: RewriteResult, statement: str, ctx: StatementContext):
         return fresh_answer.check(self.service, result, statement, ctx.current_db, ctx.conf,

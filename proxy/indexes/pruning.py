@@ -1,0 +1,232 @@
+"""Index datamaps at query time: the SQL about to be sent, with files no row can come from
+skipped (rewriter/prune.py decides; this module gathers what it needs and checks files).
+
+    pruner = Pruner(store, shapes)             # store: the index store (IndexStore protocol)
+    outcome = pruner.prune(sql, current_db)    # None: send `sql` as it is
+    outcome.sql, outcome.lines                 # the pruned SQL, EXPLAIN's lines
+
+Runs on the decision path (proxy/datamaps/handler.py calls it after the datamap rewrite,
+on the SQL that will be sent: only base-table references left in it are pruned), so it
+never waits for Spark: a table whose shape (columns, source table) is not known yet is not
+pruned, and its shape is loaded in the background.
+
+Before a file is skipped it is stat()ed: when its size or mtime differ from what the index
+recorded (`file_identity`: rewritten in place) or it cannot be stat()ed, it is read. Paths
+that are not local (`hdfs:`, `s3a:` ...) cannot be checked, so they are never skipped.
+Hive-serde tables (no `_metadata` column; `input_file_name()` would filter rows after
+reading every file, saving nothing) are not pruned.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+from urllib.parse import unquote
+
+from proxy.datamaps.records import display_name
+from rewriter.filestats import FileStats
+from rewriter.normalize import NormalizeError, parse
+from rewriter.prune import IndexedTable, IndexSpec, prune_sql, referenced_tables
+
+log = logging.getLogger("proxy.indexes")
+
+EXTERNAL_SOURCE = "datamap.external.source"      # the view's TBLPROPERTIES (shared design)
+# Larger statements are sent unpruned: compiled sqlglot holds the interpreter for the
+# whole parse (tenths of a second at this size and up), which the datamap rewrite avoids by
+# parsing them in a process of its own (proxy/datamaps/isolated.py, same threshold).
+MAX_SQL_BYTES = 64 * 1024
+
+
+class IndexInfo(Protocol):
+    db: str
+    name: str
+    table: str
+    kind: str                   # 'minmax' | 'bloomfilter'
+    columns: tuple[str, ...]
+    enabled: bool
+
+
+class IndexStore(Protocol):
+    """What pruning reads of the index datamaps' catalog (proxy/indexes/store.py). A store
+    may also offer `indexed_tables()` (see Pruner._may_name_an_indexed_table)."""
+
+    def indexes_on(self, table: str) -> list[Any]: ...
+    def file_stats(self, table: str) -> dict[str, FileStats]: ...
+    def file_identity(self, table: str) -> dict[str, tuple[int, int]]: ...
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """How to read one table's files: its columns in `SELECT *` order with Spark types,
+    the table to read them from (an external table's source table, else None), and
+    whether Spark's scan has `_metadata.file_path` (False: a Hive-serde scan, not pruned)."""
+    columns: Mapping[str, str]
+    read_from: str | None = None
+    by_path: bool = True
+
+
+Shapes = Callable[[str], "TableShape | None"]     # None: not known yet, do not prune
+
+
+@dataclass(frozen=True)
+class Outcome:
+    sql: str
+    lines: tuple[str, ...]            # `Pruned by index datamap x: 3 of 40 files`
+    note: str                         # for the statement log line
+
+
+class Pruner:
+    def __init__(self, store: IndexStore, shapes: Shapes,
+                 stat: Callable[[str], os.stat_result] = os.stat,
+                 max_sql_bytes: int = MAX_SQL_BYTES):
+        self.store = store
+        self.shapes = shapes
+        self._stat = stat
+        self.max_sql_bytes = max_sql_bytes
+
+    def prune(self, sql: str, current_db: str) -> Outcome | None:
+        """The pruned statement, or None (nothing to skip, or anything went wrong: logged)."""
+        if len(sql) >= self.max_sql_bytes or not self._may_name_an_indexed_table(sql):
+            return None
+        try:
+            tree = parse(sql)
+        except (NormalizeError, RecursionError):
+            return None          # Spark reports the syntax error itself
+        try:
+            identity: dict[str, Mapping[str, tuple[int, int]]] = {}
+            tables = [t for t in (self._indexed(name, identity) for name in
+                                  referenced_tables(tree, current_db)) if t is not None]
+            if not tables:
+                return None
+            done = prune_sql(tree, tables, current_db,
+                             lambda table, path: self._unchanged(identity[table], path))
+        except RecursionError:
+            return None
+        except Exception:  # noqa: BLE001 - style.md: a pruning failure forwards the original
+            log.warning("index pruning failed; sending the statement unpruned", exc_info=True)
+            return None
+        if done is None:
+            return None
+        new_sql, counts = done
+        lines = tuple(f"Pruned by index datamap {display_name(name, current_db)}: "
+                      f"{read} of {known} files" for name, (read, known) in counts.items())
+        note = "pruned:" + ",".join(f"{display_name(n, current_db)}={r}/{k}"
+                                    for n, (r, k) in counts.items())
+        return Outcome(new_sql, lines, note)
+
+    def _may_name_an_indexed_table(self, sql: str) -> bool:
+        """A look at the text before a parse (~10 µs a byte): a store that can list its
+        indexed tables (`indexed_tables() -> set of "db.t"`, optional) spares every
+        statement that names none of them."""
+        listing = getattr(self.store, "indexed_tables", None)
+        if listing is None:
+            return True
+        try:
+            tables = listing()
+        except Exception:  # noqa: BLE001 - then parse and ask per table
+            return True
+        text = sql.lower()
+        return any(t.rsplit(".", 1)[-1] in text for t in tables)
+
+    def _indexed(self, table: str, identity: dict) -> IndexedTable | None:
+        specs = tuple(IndexSpec(i.name.lower(), i.kind.lower(),
+                                tuple(c.lower() for c in i.columns))
+                      for i in self.store.indexes_on(table) if i.enabled)
+        if not specs:
+            return None
+        shape = self.shapes(table)
+        if shape is None or not shape.by_path:
+            return None
+        stats = self.store.file_stats(table)
+        if not stats:
+            return None
+        identity[table] = self.store.file_identity(table)
+        return IndexedTable(table, shape.columns, stats, specs, shape.read_from)
+
+    def _unchanged(self, identity: Mapping[str, tuple[int, int]], path: str) -> bool:
+        """May this file be skipped: local, and as big and as old as when it was indexed?"""
+        recorded = identity.get(path)
+        if recorded is None or not path.startswith("file:/"):
+            return False
+        try:
+            st = self._stat(unquote(path[len("file:"):]))
+        except OSError:
+            return False
+        return (st.st_size, st.st_mtime_ns) == tuple(recorded)
+
+
+class ServiceShapes:
+    """Shapes from the proxy's own knowledge: columns from the datamap service's schema
+    cache (invalidated on ALTER TABLE like the rewriter's), the external source and the kind
+    of scan from the metastore, read once per table on a worker thread (`spark()` is the
+    pipeline session). On the decision path a miss answers None and loads in the
+    background; the next query on the table is pruned."""
+
+    def __init__(self, schema_cache, spark: Callable[[], Any]):
+        self._schemas = schema_cache
+        self._spark = spark
+        self._kinds: dict[str, tuple[str | None, bool]] = {}
+        self._pending: set[str] = set()
+        self._guard = threading.Lock()
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-shapes")
+
+    def __call__(self, table: str) -> TableShape | None:
+        if table not in self._schemas:
+            # gone from the schema cache: the table was altered, dropped or re-created
+            # (maybe as another kind of table), so its kind is read again with its columns
+            self._kinds.pop(table, None)
+        kind = self._kinds.get(table)
+        if kind is None:
+            self._request(table)
+            return None
+        columns = self._schemas.schemas([table]).get(table.split(".")[0], {}).get(
+            table.split(".", 1)[1])
+        return None if columns is None else TableShape(columns, kind[0], kind[1])
+
+    def invalidate(self, table: str | None = None) -> None:
+        with self._guard:
+            if table is None:
+                self._kinds.clear()
+            else:
+                self._kinds.pop(table, None)
+
+    def close(self) -> None:
+        self._loader.shutdown(wait=False, cancel_futures=True)
+
+    def _request(self, table: str) -> None:
+        with self._guard:
+            if table in self._pending:
+                return
+            self._pending.add(table)
+        self._loader.submit(self._load, table)
+
+    def _load(self, table: str) -> None:
+        try:
+            if table not in self._schemas:
+                self._schemas.load([table])
+            self._kinds[table] = read_kind(self._spark(), table)
+        except Exception as e:  # noqa: BLE001 - not pruned; tried again by the next query
+            log.info("cannot tell how to prune %s (%s)", table, e)
+        finally:
+            with self._guard:
+                self._pending.discard(table)
+
+
+def read_kind(spark, table: str) -> tuple[str | None, bool]:
+    """(the external view's source table or None, whether rows carry _metadata). Any
+    other view, and a name the metastore does not know (a temporary view), is not pruned:
+    a view has no `_metadata` column."""
+    from pipeline.files import hive_scan, table_meta
+    meta = table_meta(spark, table)
+    if meta is None:
+        return None, False
+    source = meta.properties().get(EXTERNAL_SOURCE)
+    if source.isDefined():
+        return str(source.get()).lower(), True
+    if meta.tableType().name() == "VIEW":
+        return None, False
+    return None, not hive_scan(spark, table, meta)
+

@@ -1,0 +1,215 @@
+"""The query side of index datamaps in the proxy (proxy/indexes/pruning.py and its hook in
+proxy/datamaps/handler.py), without Spark: a real catalog, schemas given as data, real
+files on disk for the stat() check.
+
+FakeStore stands in for part B1's proxy/indexes/store.py (IndexStore), which is not on
+this branch: TEST ONLY. The integrator switches these tests to the real store."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
+from proxy.indexes.pruning import Pruner, TableShape
+from proxy.router import LocalResult, Rewrite, StatementContext
+from proxy.session import BLOCKED_KEY
+from rewriter.filestats import ColumnStats, FileStats
+from tests.proxy.datamaps.support import decision_service
+
+SCHEMAS = {"db1": {"events": {"id": "bigint", "kind": "string"}}}
+
+
+@dataclass(frozen=True)
+class Info:
+    db: str
+    name: str
+    table: str
+    kind: str
+    columns: tuple[str, ...]
+    enabled: bool = True
+
+
+class FakeStore:
+    """TEST ONLY: the IndexStore protocol over data (B1's store replaces it)."""
+
+    def __init__(self, files: dict[str, FileStats], identity, indexes):
+        self.files, self.identity, self.indexes = files, identity, indexes
+
+    def indexes_on(self, table):
+        return [i for i in self.indexes if i.table == table]
+
+    def file_stats(self, table):
+        return self.files if table == "db1.events" else {}
+
+    def file_identity(self, table):
+        return self.identity if table == "db1.events" else {}
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Four local files, ids [10i, 10i+9]; identity as recorded at index build time."""
+    stats, identity = {}, {}
+    for i in range(4):
+        f = tmp_path / f"part-{i}.csv"
+        f.write_text(f"{i}\n")
+        path = f"file:{f}"
+        stats[path] = FileStats(path, 10, {"id": ColumnStats(10 * i, 10 * i + 9, 0)})
+        st = os.stat(f)
+        identity[path] = (st.st_size, st.st_mtime_ns)
+    return stats, identity
+
+
+@pytest.fixture
+def service(tmp_path):
+    yield from decision_service(tmp_path / "state", SCHEMAS)
+
+
+def pruner(files, indexes=None, shape=TableShape(SCHEMAS["db1"]["events"])):
+    stats, identity = files
+    indexes = indexes or [Info("db1", "ev_mm", "db1.events", "minmax", ("id",))]
+    return Pruner(FakeStore(stats, identity, indexes), lambda t: shape)
+
+
+def ctx(**conf):
+    return StatementContext("s1", "me", "db1", dict(conf), 10)
+
+
+NEEDLE = "SELECT kind FROM events WHERE id = 25"
+
+
+def test_a_query_on_an_indexed_table_is_sent_pruned(service, files):
+    d = DatamapSelectHandler(service, pruner=pruner(files))(ctx(), NEEDLE)
+    assert isinstance(d, Rewrite) and d.note == "pruned:ev_mm=1/4"
+    assert d.log == ("Pruned by index datamap ev_mm: 1 of 4 files",)
+    skipped = sorted(p for p in files[0] if "part-2" not in p)
+    assert d.sql == ("SELECT kind FROM (SELECT `id`, `kind` FROM `db1`.`events` WHERE NOT "
+                     "_metadata.file_path IN (" + ", ".join(f"'{p}'" for p in skipped)
+                     + ")) AS `events` WHERE id = 25")
+
+
+@pytest.mark.parametrize("conf", [{"datamap.prune.enabled": "false"},
+                                  {"datamap.rewrite.enabled": "false"},
+                                  {BLOCKED_KEY: "the session changed its time zone"}])
+def test_switched_off(service, files, conf):
+    assert DatamapSelectHandler(service, pruner=pruner(files))(ctx(**conf), NEEDLE) is None
+
+
+def test_a_file_rewritten_in_place_is_read(service, files):
+    stats, identity = files
+    changed = next(p for p in stats if "part-0" in p)
+    with open(changed[len("file:"):], "a") as f:
+        f.write("more\n")
+    d = DatamapSelectHandler(service, pruner=pruner(files))(ctx(), NEEDLE)
+    assert changed not in d.sql and d.note == "pruned:ev_mm=1/4"   # counts: by statistics
+    assert d.sql.count("file:") == 2
+
+
+def test_files_that_cannot_be_checked_are_read(service, files):
+    stats, identity = files
+    gone = next(p for p in stats if "part-0" in p)
+    os.remove(gone[len("file:"):])
+    remote = {p.replace("file:", "hdfs://nn"): s for p, s in stats.items()}
+    remote_identity = {p.replace("file:", "hdfs://nn"): v for p, v in identity.items()}
+    assert gone not in DatamapSelectHandler(service, pruner=pruner(files))(ctx(), NEEDLE).sql
+    assert DatamapSelectHandler(service, pruner=pruner((remote, remote_identity)))(
+        ctx(), NEEDLE) is None
+
+
+def test_no_pruning_without_an_enabled_index_or_a_known_shape(service, files):
+    off = [Info("db1", "ev_mm", "db1.events", "minmax", ("id",), enabled=False)]
+    assert DatamapSelectHandler(service, pruner=pruner(files, off))(ctx(), NEEDLE) is None
+    assert DatamapSelectHandler(service, pruner=pruner(files, shape=None))(ctx(), NEEDLE) is None
+    hive = TableShape(SCHEMAS["db1"]["events"], by_path=False)
+    assert DatamapSelectHandler(service, pruner=pruner(files, shape=hive))(ctx(), NEEDLE) is None
+
+
+def test_a_broken_store_forwards_the_statement(service, files):
+    class Broken(FakeStore):
+        def file_stats(self, table):
+            raise RuntimeError("catalog gone")
+    p = Pruner(Broken(*files, [Info("db1", "ev_mm", "db1.events", "minmax", ("id",))]),
+               lambda t: TableShape(SCHEMAS["db1"]["events"]))
+    assert DatamapSelectHandler(service, pruner=p)(ctx(), NEEDLE) is None
+
+
+def test_an_external_table_reads_its_source_table(service, files):
+    shape = TableShape(SCHEMAS["db1"]["events"], read_from="db1.events__csv")
+    d = DatamapSelectHandler(service, pruner=pruner(files, shape=shape))(ctx(), NEEDLE)
+    assert "FROM `db1`.`events__csv` WHERE NOT _metadata.file_path IN (" in d.sql
+
+
+async def test_explain_prints_the_pruning_and_the_sql_sent(service, files):
+    sent = []
+
+    async def upstream(sql):
+        sent.append(sql)
+        return LocalResult((("plan", "string"),), [("== Physical Plan ==",)])
+    h = DatamapDdlHandler(service, pruner=pruner(files))
+    text = (await h(ctx(), f"EXPLAIN {NEEDLE}").runner(upstream)).rows[0][0]
+    lines = text.split("\n")
+    assert lines[:2] == ["== Datamap Rewrite ==", "No datamap hit"]
+    assert lines[2] == f"Rewritten SQL: {sent[0][len('EXPLAIN '):]}" and "NOT _metadata" in lines[2]
+    assert "Pruned by index datamap ev_mm: 1 of 4 files" in lines
+    assert lines.index("Pruned by index datamap ev_mm: 1 of 4 files") < lines.index("")
+    text = (await h(ctx(**{"datamap.prune.enabled": "false"}), f"EXPLAIN {NEEDLE}")
+            .runner(upstream)).rows[0][0]
+    assert "Pruned by" not in text and sent[-1] == f"EXPLAIN {NEEDLE}"
+
+
+def test_service_shapes_load_in_the_background_then_answer(service, monkeypatch):
+    from proxy.indexes import pruning
+    monkeypatch.setattr(pruning, "read_kind", lambda spark, t: ("db1.events__csv", True))
+    shapes = pruning.ServiceShapes(service.schema_cache, spark=lambda: "the pipeline session")
+    try:
+        assert shapes("db1.events") is None           # never waits: loads on a worker
+        shapes._loader.submit(lambda: None).result(timeout=10)
+        assert shapes("db1.events") == TableShape(SCHEMAS["db1"]["events"], "db1.events__csv")
+        shapes.invalidate("db1.events")
+        assert shapes("db1.events") is None
+        shapes._loader.submit(lambda: None).result(timeout=10)
+        monkeypatch.setattr(pruning, "read_kind", lambda spark, t: (None, False))
+        service.invalidate_schemas("db1.events")      # as ALTER / DROP TABLE do
+        assert shapes("db1.events") is None
+        shapes._loader.submit(lambda: None).result(timeout=10)
+        assert shapes("db1.events").by_path is False  # re-created as a Hive-serde table
+    finally:
+        shapes.close()
+
+
+def test_a_store_listing_its_tables_spares_the_parse_of_other_statements(files, monkeypatch):
+    from proxy.indexes import pruning
+
+    class Listing(FakeStore):
+        def indexed_tables(self):
+            return {"db1.events"}
+    p = Pruner(Listing(*files, [Info("db1", "ev_mm", "db1.events", "minmax", ("id",))]),
+               lambda t: TableShape(SCHEMAS["db1"]["events"]))
+    assert p.prune(NEEDLE, "db1") is not None
+    monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
+    assert p.prune("SELECT * FROM sales WHERE id = 25", "db1") is None
+
+
+async def test_set_datamap_prune_enabled_through_the_router(service, files):
+    from proxy import statements
+    from proxy.router import Local, PassThrough, Router
+    router = Router()
+    statements.install(router)
+    router.handlers.append(DatamapSelectHandler(service, pruner=pruner(files)))
+    off = router.decide(ctx(), "SET datamap.prune.enabled = false")
+    assert isinstance(off, Local) and off.settings == (("datamap.prune.enabled", "false"),)
+    shown = await router.decide(ctx(), "SET datamap.prune.enabled").runner(None)
+    assert shown.rows == [("datamap.prune.enabled", "true")]
+    assert isinstance(router.decide(ctx(), NEEDLE), Rewrite)
+    assert isinstance(router.decide(ctx(**dict(off.settings)), NEEDLE), PassThrough)
+    bad = router.decide(ctx(), "SET datamap.prune.enabled = maybe")
+    assert bad.sqlstate == "42000" and "datamap.prune.enabled" in bad.message
+
+
+def test_a_statement_too_large_to_parse_on_the_decision_path_is_sent_unpruned(files, monkeypatch):
+    from proxy.indexes import pruning
+    p = pruner(files)
+    monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
+    padded = NEEDLE + " OR kind IN (" + ", ".join(["'x'"] * 20000) + ")"
+    assert len(padded) >= pruning.MAX_SQL_BYTES and p.prune(padded, "db1") is None
