@@ -70,6 +70,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                           closer=engine_mod.close_pipeline_session, background=background)
     service = DatamapService(catalog, spark)
     service.auto_compaction = dm.auto_compaction
+    service.indexes.max_bloom_bytes = settings.indexes.max_bloom_bytes
 
     if engine is not None:
         await start_embedded(await asyncio.to_thread(spark.get), service, background)
