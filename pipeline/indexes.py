@@ -3,11 +3,14 @@ filters of a table's files, for every index of the table in one read.
 
 One scan of the files; each row is exploded into one "stats" element plus the bloom
 probes of each bloom column (rewriter/bloom.position_sql: Spark's xxhash64, no Python on
-rows), and one aggregation grouped by (file, bloom column, bitmap bucket) gives:
+rows), and an aggregation grouped by (file, bloom column, 64-bit word) gives:
   - the stats groups (bloom column -1): row count, and min / max / NULL count of every
     minmax column (aggregates wrapped in IF(stats element), so probe elements add nothing);
-  - the probe groups: bitmap_construct_agg of the probe bits of one 32768-bit bucket,
-    which rewriter/bloom.assemble lays end to end into the filter.
+  - the probe groups: `bit_or` of the probe bits of one word (a plain aggregate: Spark
+    hash-aggregates it; bitmap_construct_agg, tried first, is sort-aggregated and was
+    several times slower).
+A second, small aggregation packs each 32768-bit bucket's words into one binary
+(rewriter/bloom.bucket_sql), so the driver receives a few rows per file, not one per word.
 Splittable files are read in as many tasks as Spark splits them into (the partial
 aggregates merge by file); gzip and bzip2 files are one task each.
 
@@ -169,12 +172,12 @@ def build(spark: "SparkSession", table: str, files: Iterable[str], minmax: Seque
             pos = bloom.position_sql(quote_table(spec.column), spec.m, spec.k)
             parts.append(f"transform({pos}, p -> named_struct('b', {j}, 'p', p))")
         df = df.select("*", F.explode(F.expr(f"concat({', '.join(parts)})")).alias("__e"))
-        b_col, p_col = F.col("__e.b"), F.col("__e.p")
-        bucket = F.when(b_col < 0, F.lit(-1)).otherwise((p_col / bloom.BUCKET_BITS).cast("bigint"))
-        df = df.select("*", b_col.alias("__b"), bucket.alias("__g"))
+        b_col = F.col("__e.b")
+        word = F.when(b_col < 0, F.lit(-1)).otherwise(F.expr("__e.p div 64"))
+        df = df.select("*", b_col.alias("__b"), word.alias("__w"))
         in_stats = F.col("__b") < 0
     else:
-        df = df.select("*", F.lit(-1).alias("__b"), F.lit(-1).cast("bigint").alias("__g"))
+        df = df.select("*", F.lit(-1).alias("__b"), F.lit(-1).cast("bigint").alias("__w"))
         in_stats = F.lit(True)
     aggs = [F.sum(F.when(in_stats, 1).otherwise(0)).alias("__rows")]
     for i, c in enumerate(minmax):
@@ -184,10 +187,22 @@ def build(spark: "SparkSession", table: str, files: Iterable[str], minmax: Seque
             lo, hi = lo.cast("string"), hi.cast("string")   # exact, in the session zone
         aggs += [lo.alias(f"__lo{i}"), hi.alias(f"__hi{i}"),
                  F.sum(F.when(in_stats & F.col(c).isNull(), 1).otherwise(0)).alias(f"__n{i}")]
+    stat_cols = ["__rows"] + [f"__{x}{i}" for i in range(len(minmax)) for x in ("lo", "hi", "n")]
     if blooms:
-        bit = F.when(~in_stats, F.col("__e.p") % bloom.BUCKET_BITS)
-        aggs.append(F.call_function("bitmap_construct_agg", bit).alias("__bits"))
-    grouped = df.groupBy("__f", "__b", "__g").agg(*aggs)
+        aggs.append(F.expr(f"bit_or(IF(__b >= 0, {bloom.word_sql('__e.p')}, NULL))")
+                    .alias("__bits"))
+    # words per (file, bloom, word): a hash aggregation; then the words of each bucket
+    # packed into one binary (the stats group, one row, passes through)
+    grouped = df.groupBy("__f", "__b", "__w").agg(*aggs)
+    if blooms:
+        bucket = F.when(F.col("__b") < 0, F.lit(-1)).otherwise(
+            F.expr(f"__w div {bloom.WORDS_PER_BUCKET}"))
+        grouped = grouped.groupBy("__f", "__b", bucket.alias("__g")).agg(
+            *[F.max(c).alias(c) for c in stat_cols],
+            F.collect_list(F.when(F.col("__b") >= 0, F.struct(
+                F.col("__w").alias("w"), F.col("__bits").alias("bits")))).alias("__words"))
+        grouped = grouped.select("*", F.expr(bloom.bucket_sql("__words", "__g"))
+                                 .alias("__packed")).drop("__words")
     buckets: dict[tuple[str, int], dict[int, bytes]] = {}
     for row in grouped.toLocalIterator():
         key = keys.get(row["__f"])
@@ -200,7 +215,7 @@ def build(spark: "SparkSession", table: str, files: Iterable[str], minmax: Seque
                 entry.stats[c] = _stat(types[c], row[f"__lo{i}"], row[f"__hi{i}"],
                                        int(row[f"__n{i}"]))
         else:
-            buckets.setdefault((key, row["__b"]), {})[int(row["__g"])] = bytes(row["__bits"])
+            buckets.setdefault((key, row["__b"]), {})[int(row["__g"])] = bytes(row["__packed"])
     for entry in out.values():
         if entry.rows == 0:
             entry.stats = {c: (None, None, 0) for c in minmax}

@@ -6,8 +6,11 @@ A filter over a column of one file is `m` bits and `k` probes. A value's probes 
 from Spark's own `xxhash64(value)` (seed 42): with h1 = its low 32 bits and h2 = its
 high 32 bits (both unsigned), probe i is bit (h1 + i * h2) mod m, i = 0 .. k-1 (double
 hashing, Kirsch and Mitzenmacher). The bits are a bytes object, bit p being
-(bits[p // 8] >> (p % 8)) & 1, which is how Spark's bitmap_construct_agg lays out the
-32768-bit bucket p // 32768 (pipeline/indexes.py concatenates the buckets).
+(bits[p // 8] >> (p % 8)) & 1: 64-bit little-endian words, word w holding bits
+w*64 .. w*64+63. Spark builds them (pipeline/indexes.py) as `bit_or` of
+`shiftleft(1L, p % 64)` per word (a plain aggregate, so a hash aggregation), then packs
+the words of each 32768-bit bucket into 4096 bytes (big-endian words, as `hex` spells a
+long: `bucket_sql`), which `assemble` byte-swaps and lays end to end.
 
 `xxhash64` here is the XXH64 of the value's bytes as Spark hashes them (XxHash64Function):
 little-endian 4 bytes for tinyint, smallint, int, date (days since the epoch), float
@@ -19,17 +22,20 @@ naive values are wall-clock times, which need the zone to convert.
 """
 from __future__ import annotations
 
+import array
 import datetime
 import decimal
 import math
 import re
 import struct
+import sys
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 SEED = 42
-BUCKET_BITS = 32768            # one Spark bitmap (bitmap_construct_agg): 4096 bytes
+BUCKET_BITS = 32768            # bits per packed bucket: 512 words, 4096 bytes
+WORDS_PER_BUCKET = BUCKET_BITS // 64
 MAX_PROBES = 30
 
 _P1 = 0x9E3779B185EBCA87
@@ -200,17 +206,41 @@ def position_sql(column_sql: str, m: int, k: int) -> str:
             f" % {m} AS BIGINT)))")
 
 
+def word_sql(position_sql_: str) -> str:
+    """The bit of a probe position within its 64-bit word; `bit_or` of these per word
+    (position div 64) is the word."""
+    return f"shiftleft(1L, CAST(({position_sql_}) % 64 AS INT))"
+
+
+def bucket_sql(words_sql: str, bucket_sql_: str) -> str:
+    """4096 bytes from `words_sql`, an array of struct(w, bits) of one bucket: word
+    bucket*512 + i at bytes 8i .. 8i+7, big-endian (Spark's hex of a long), 0 if absent."""
+    first = f"CAST({bucket_sql_} AS BIGINT) * {WORDS_PER_BUCKET}"
+    return (f"unhex(transform(array(map_from_entries({words_sql})), mp -> "
+            f"array_join(transform(sequence(0, {WORDS_PER_BUCKET - 1}), i -> "
+            f"lpad(hex(coalesce(mp[{first} + i], 0L)), 16, '0')), ''))[0])")
+
+
 def assemble(m: int, buckets: dict[int, bytes]) -> bytes:
-    """The filter's bits from Spark's bitmaps: bucket b (bitmap_construct_agg of the
-    positions p with p div 32768 = b, at bit p mod 32768) covers bytes b*4096 onwards."""
+    """The filter's bits from bucket_sql's packed buckets (bucket b covers bytes b*4096
+    onwards; each 8-byte word turned little-endian)."""
     size = m // 8
     out = bytearray(size)
     step = BUCKET_BITS // 8
-    for b, bits in buckets.items():
+    for b, packed in buckets.items():
+        words = array.array("Q")
+        words.frombytes(bytes(packed))
+        if sys.byteorder == "little":
+            words.byteswap()          # big-endian words -> this machine's order
+        chunk = words.tobytes() if sys.byteorder == "little" else _swap_each(words)
         start = b * step
-        chunk = bytes(bits[:max(0, min(step, size - start))])
+        chunk = chunk[:max(0, min(step, size - start))]
         out[start:start + len(chunk)] = chunk
     return bytes(out)
+
+
+def _swap_each(words: "array.array") -> bytes:
+    return b"".join(w.to_bytes(8, "little") for w in words)
 
 
 @dataclass(frozen=True)

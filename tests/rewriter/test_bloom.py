@@ -94,15 +94,19 @@ def test_unknown_and_null_values_never_prune():
     assert f.might_contain(None) and f.might_contain(5)     # 5 is no string: cannot decide
 
 
-def test_assemble_places_buckets_by_bitmap_offsets():
+def test_assemble_places_big_endian_words_of_buckets():
     m = bloom.BUCKET_BITS * 2 + 64
-    bits = bloom.assemble(m, {0: b"\x01" + bytes(4095), 2: b"\x80" + bytes(4095)})
-    assert len(bits) == m // 8 and bits[0] == 1 and bits[8192] == 0x80
+    word0 = (1).to_bytes(8, "big")                  # bit 0
+    word_last = (1 << 63).to_bytes(8, "big")        # bit 63 of bucket 2's first word
+    bits = bloom.assemble(m, {0: word0 + bytes(4088), 2: word_last + bytes(4088)})
+    assert len(bits) == m // 8 and bits[0] == 1 and bits[8192 + 7] == 0x80
+    assert sum(bits) == 1 + 0x80
 
 
 def test_position_sql_names_the_same_arithmetic():
     sql = bloom.position_sql("`c`", 1024, 3)
     assert "xxhash64(`c`)" in sql and "% 1024" in sql and "sequence(0, 2)" in sql
+    assert "% 64" in bloom.word_sql("p") and "sequence(0, 511)" in bloom.bucket_sql("w", "g")
 
 
 @pytest.mark.parametrize("compress", [True, False])
