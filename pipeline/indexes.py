@@ -2,8 +2,8 @@
 filters of a table's files, for every index of the table in one read.
 
 One scan of the files; each row is exploded into one "stats" element plus the bloom
-probes of each bloom column (rewriter/bloom.position_sql: Spark's xxhash64, no Python on
-rows), and an aggregation grouped by (file, bloom column, 64-bit word) gives:
+probes of each bloom column (rewriter/bloom.hash_sql / probe_sql: Spark's xxhash64, no
+Python on rows), and an aggregation grouped by (file, bloom column, 64-bit word) gives:
   - the stats groups (bloom column -1): row count, and min / max / NULL count of every
     minmax column (aggregates wrapped in IF(stats element), so probe elements add nothing);
   - the probe groups: `bit_or` of the probe bits of one word (a plain aggregate: Spark
@@ -167,14 +167,24 @@ def build(spark: "SparkSession", table: str, files: Iterable[str], minmax: Seque
                                            for c in dict.fromkeys(list(minmax)
                                                                   + [b.column for b in blooms])])
     if blooms:
-        parts = ["array(named_struct('b', -1, 'p', CAST(-1 AS BIGINT)))"]
+        # one row per (row, probe) plus the row's stats element (__i = -1), computed by
+        # plain expressions (higher-order lambdas are interpreted, several times slower)
+        df = df.select("*", *[F.expr(bloom.hash_sql(quote_table(b.column))).alias(f"__h{j}")
+                              for j, b in enumerate(blooms)])
+        total = sum(b.k for b in blooms)
+        df = df.select("*", F.explode(F.sequence(F.lit(-1), F.lit(total - 1))).alias("__i"))
+        which, local, probe, start = ["CASE WHEN __i < 0 THEN -1"], ["CASE"], ["CASE"], 0
         for j, spec in enumerate(blooms):
-            pos = bloom.position_sql(quote_table(spec.column), spec.m, spec.k)
-            parts.append(f"transform({pos}, p -> named_struct('b', {j}, 'p', p))")
-        df = df.select("*", F.explode(F.expr(f"concat({', '.join(parts)})")).alias("__e"))
-        b_col = F.col("__e.b")
-        word = F.when(b_col < 0, F.lit(-1)).otherwise(F.expr("__e.p div 64"))
-        df = df.select("*", b_col.alias("__b"), word.alias("__w"))
+            cond = f"WHEN __i < {start + spec.k}"
+            which.append(f"{cond} THEN {j}")
+            local.append(f"{cond} THEN __i - {start}")
+            probe.append(f"WHEN __b = {j} THEN {bloom.probe_sql(f'__h{j}', '__l', spec.m)}")
+            start += spec.k
+        df = df.select("*", F.expr(" ".join(which) + " END").alias("__b"),
+                       F.expr(" ".join(local) + " END").alias("__l"))
+        df = df.select("*", F.expr(" ".join(probe) + " END").alias("__p"))
+        df = df.where("__b < 0 OR __p IS NOT NULL")          # NULL values add no probe
+        df = df.select("*", F.expr("IF(__b < 0, -1, __p div 64)").alias("__w"))
         in_stats = F.col("__b") < 0
     else:
         df = df.select("*", F.lit(-1).alias("__b"), F.lit(-1).cast("bigint").alias("__w"))
@@ -189,7 +199,7 @@ def build(spark: "SparkSession", table: str, files: Iterable[str], minmax: Seque
                  F.sum(F.when(in_stats & F.col(c).isNull(), 1).otherwise(0)).alias(f"__n{i}")]
     stat_cols = ["__rows"] + [f"__{x}{i}" for i in range(len(minmax)) for x in ("lo", "hi", "n")]
     if blooms:
-        aggs.append(F.expr(f"bit_or(IF(__b >= 0, {bloom.word_sql('__e.p')}, NULL))")
+        aggs.append(F.expr(f"bit_or(IF(__b >= 0, {bloom.word_sql('__p')}, NULL))")
                     .alias("__bits"))
     # words per (file, bloom, word): a hash aggregation; then the words of each bucket
     # packed into one binary (the stats group, one row, passes through)

@@ -197,13 +197,17 @@ def size_for(expected: int, fpp: float) -> tuple[int, int]:
 
 
 # -- the Spark side ----------------------------------------------------------------------
-def position_sql(column_sql: str, m: int, k: int) -> str:
-    """A Spark SQL expression: the array of the probe bits (0 .. m-1) of `column_sql`'s
-    value, empty for NULL. The same arithmetic as `probes` (all terms stay below 2^63)."""
-    h = f"xxhash64({column_sql})"
-    return (f"IF({column_sql} IS NULL, array(), transform(sequence(0, {k - 1}), "
-            f"i -> CAST(((({h}) & 4294967295) + CAST(i AS BIGINT) * shiftrightunsigned({h}, 32))"
-            f" % {m} AS BIGINT)))")
+def hash_sql(column_sql: str) -> str:
+    """The value's hash, NULL for NULL (Spark's xxhash64 of NULL is the seed)."""
+    return f"IF({column_sql} IS NULL, NULL, xxhash64({column_sql}))"
+
+
+def probe_sql(hash_sql_: str, i_sql: str, m: int) -> str:
+    """Probe `i_sql` (0 .. k-1) of a hash: the same arithmetic as `probes` (the terms stay
+    below 2^63: h1, h2 < 2^32 and i <= MAX_PROBES)."""
+    h = f"({hash_sql_})"
+    return (f"((({h} & 4294967295) + CAST({i_sql} AS BIGINT) * shiftrightunsigned({h}, 32))"
+            f" % {m})")
 
 
 def word_sql(position_sql_: str) -> str:

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pipeline import properties
 from proxy.classify import Kind, classify
-from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, parse_create
+from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
 from proxy.sqlscan import Cursor, StatementError
 
 __all__ = [
@@ -259,9 +259,7 @@ def _create(cur: Cursor) -> CreateDatamap | CreateIndexDatamap:
     # The MV guide's quick example leaves USING out: an mv datamap then.
     prov_tok = cur.peek() if cur.accept("using") else None
     provider = cur.string("the datamap provider").strip().lower() if prov_tok else "mv"
-    if provider in INDEX_PROVIDERS:      # per-file indexes: proxy/indexes
-        return parse_create(cur, name, on_table, if_not_exists, provider, _properties)
-    if provider not in PROVIDERS:
+    if provider not in PROVIDERS + INDEX_PROVIDERS:
         raise DdlError(f"Datamap provider '{prov_tok.value}' is not supported for datamap {name}"
                        f" (supported: {', '.join(PROVIDERS + INDEX_PROVIDERS)})", "0A000",
                        prov_tok.pos, prov_tok.text)
@@ -273,6 +271,8 @@ def _create(cur: Cursor) -> CreateDatamap | CreateIndexDatamap:
     props = ()
     if cur.accept("dmproperties"):
         props = _properties(cur)
+    if provider in INDEX_PROVIDERS:      # per-file indexes: proxy/indexes
+        return index_statement(cur, name, on_table, if_not_exists, provider, lazy, props)
     cur.expect("as", "AS before the SELECT statement")
     query = _query(cur, "AS")
     select_sql = query

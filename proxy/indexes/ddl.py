@@ -1,7 +1,8 @@
 """The index datamap statement: `CREATE DATAMAP [IF NOT EXISTS] x ON TABLE t USING
 'minmax' | 'bloomfilter' [WITH DEFERRED REBUILD] [DMPROPERTIES (...)]` (contract.md).
 
-proxy/datamaps/ddl.py parses the frame up to USING and hands the rest here. The
+proxy/datamaps/ddl.py parses the frame (names, USING, WITH DEFERRED REBUILD, DMPROPERTIES)
+and hands it here. The
 properties are checked here, without the table (CarbonData's keys: INDEX_COLUMNS,
 BLOOM_SIZE = expected distinct values per file, BLOOM_FPP, BLOOM_COMPRESS); whether the
 columns exist and have a type the index supports is the command's check
@@ -50,19 +51,12 @@ class BloomSettings:
     compress: bool
 
 
-def parse_create(cur: Cursor, name, on_table, if_not_exists: bool, provider: str,
-                 parse_properties) -> CreateIndexDatamap:
-    """The rest of CREATE DATAMAP after `USING '<index provider>'`."""
+def index_statement(cur: Cursor, name, on_table, if_not_exists: bool, provider: str,
+                    lazy: bool, props: tuple[tuple[str, str], ...]) -> CreateIndexDatamap:
+    """CREATE DATAMAP of an index provider, its frame parsed by proxy/datamaps/ddl.py up
+    to the properties: no query may follow."""
     if on_table is None:
         raise cur.error(f"an index datamap ('{provider}') needs ON TABLE <table>")
-    lazy = False
-    if cur.accept("with"):
-        cur.expect("deferred", "DEFERRED after WITH")
-        cur.expect("rebuild", "REBUILD after WITH DEFERRED")
-        lazy = True
-    props: tuple[tuple[str, str], ...] = ()
-    if cur.accept("dmproperties"):
-        props = parse_properties(cur)
     if cur.at("as"):
         raise cur.error(f"an index datamap ('{provider}') takes no AS query")
     cur.end()

@@ -104,8 +104,8 @@ def test_assemble_places_big_endian_words_of_buckets():
 
 
 def test_position_sql_names_the_same_arithmetic():
-    sql = bloom.position_sql("`c`", 1024, 3)
-    assert "xxhash64(`c`)" in sql and "% 1024" in sql and "sequence(0, 2)" in sql
+    sql = bloom.probe_sql(bloom.hash_sql("`c`"), "i", 1024)
+    assert "xxhash64(`c`)" in sql and "% 1024" in sql and "IS NULL, NULL" in sql
     assert "% 64" in bloom.word_sql("p") and "sequence(0, 511)" in bloom.bucket_sql("w", "g")
 
 
