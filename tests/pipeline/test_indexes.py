@@ -149,3 +149,82 @@ def test_staged_files_of_an_external_view_are_keyed_by_final_path(pipeline_spark
                                    ("array<int>", False), ("timestamp", True)])
 def test_minmax_types(t, ok):
     assert minmax_supports(t) is ok
+
+
+# -- IndexService (proxy/indexes/commands.py) over this session: the hooks ----------------
+@pytest.fixture
+def service(pipeline_spark, tmp_path):
+    from proxy.datamaps.catalog import Catalog
+    from proxy.datamaps.locks import KeyedLocks
+    from proxy.indexes.commands import IndexService
+    catalog = Catalog.in_state_dir(tmp_path)
+    svc = IndexService(catalog, lambda: pipeline_spark, KeyedLocks())
+    svc.store._max_age = 0.0
+    yield svc
+    catalog.close()
+
+
+def _create(service, sql, db):
+    from proxy.datamaps.ddl import parse
+    service.create(parse(sql), db)
+
+
+def test_a_failed_sync_disables_and_rebuild_restores(pipeline_spark, pipe_db, service):
+    spark = pipeline_spark
+    table = f"{pipe_db}.sync_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {table} (a INT, b STRING) USING parquet")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'x'), (2, 'y')")
+    _create(service, f"CREATE DATAMAP mm ON TABLE {table} USING 'minmax'", pipe_db)
+    (info,) = service.store.indexes_on(table)
+    assert info.enabled and info.columns == ("a", "b")
+    spark.sql(f"INSERT INTO {table} VALUES (3, 'z')")
+    service.after_load(table)
+    assert len(service.store.file_stats(table)) == len(list_files(spark, table))
+    location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'") \
+        .first()[1]
+    bad = location.replace("file:", "") + "/part-zz-corrupt.parquet"
+    with open(bad, "wb") as f:
+        f.write(b"not parquet at all")
+    service.after_load(table)                       # the load stands; the index waits
+    (info,) = service.store.indexes_on(table)
+    assert not info.enabled and "indexing files of" in info.status_reason
+    assert service.store.file_stats(table) == {}    # a disabled index prunes nothing
+    os.remove(bad)
+    service.rebuild(info)
+    (info,) = service.store.indexes_on(table)
+    assert info.enabled and len(service.store.file_stats(table)) == len(list_files(spark, table))
+
+
+def test_segment_hooks_of_an_external_table(pipeline_spark, pipe_db, service):
+    """What part A calls: index staged files under final paths; compaction re-maps;
+    files gone are forgotten. Also: a bloom filter over an mv-free view."""
+    spark = pipeline_spark
+    tag = uuid.uuid4().hex[:6]
+    root = spark._pipeline_tmp / f"hook_{tag}"
+    (root / "src").mkdir(parents=True)
+    source, view = f"{pipe_db}.hsrc_{tag}", f"{pipe_db}.hext_{tag}"
+    spark.sql(f"CREATE TABLE {source} (a INT, b STRING) USING csv OPTIONS (header 'true', "
+              f"recursiveFileLookup 'true') LOCATION '{root / 'src'}'")
+    spark.sql(f"CREATE VIEW {view} TBLPROPERTIES ('datamap.external.source'='{source}') AS "
+              f"SELECT a, b FROM {source}")
+    _create(service, f"CREATE DATAMAP bf ON TABLE {view} USING 'bloomfilter' "
+                     "DMPROPERTIES('INDEX_COLUMNS'='b', 'BLOOM_SIZE'='100')", pipe_db)
+    finals = []
+    for seg in ("1", "2"):
+        orig = root / f"orig{seg}.csv"
+        orig.write_text("a,b\n" + "".join(f"{i},s{seg}_{i}\n" for i in range(20)))
+        staging = root / "src" / f".staging_{seg}"
+        staging.mkdir()
+        os.symlink(orig, staging / "f.csv")
+        final = f"file:{root}/src/seg_{seg}/f.csv"
+        service.on_segment_files(view, seg, [(f"file:{staging}/f.csv", final)])
+        staging.rename(root / "src" / f"seg_{seg}")
+        finals.append(final)
+    stats = service.store.file_stats(view)
+    assert set(stats) == set(finals)
+    assert stats[finals[1]].columns["b"].bloom.might_contain("s2_7")
+    (info,) = service.store.indexes_on(view)
+    service.on_compacted(view, ["1", "2"], "3")
+    assert set(service.store.segments(info).values()) == {"3"}
+    service.on_files_gone(view, [finals[0]])
+    assert set(service.store.file_stats(view)) == {finals[1]}
