@@ -1,16 +1,15 @@
 """The build job of index datamaps: per-file row counts, minmax statistics and bloom
 filters of a table's files, for every index of the table in one read.
 
-One scan of the files; each row is exploded into one "stats" element plus the bloom
-probes of each bloom column (rewriter/bloom.hash_sql / probe_sql: Spark's xxhash64, no
-Python on rows), and an aggregation grouped by (file, bloom column, 64-bit word) gives:
-  - the stats groups (bloom column -1): row count, and min / max / NULL count of every
-    minmax column (aggregates wrapped in IF(stats element), so probe elements add nothing);
-  - the probe groups: `bit_or` of the probe bits of one word (a plain aggregate: Spark
-    hash-aggregates it; bitmap_construct_agg, tried first, is sort-aggregated and was
-    several times slower).
-A second, small aggregation packs each 32768-bit bucket's words into one binary
-(rewriter/bloom.bucket_sql), so the driver receives a few rows per file, not one per word.
+The files are read once; when there are bloom columns, the indexed columns are cached
+(MEMORY_AND_DISK) for two aggregations:
+  - per file: row count, and min / max / NULL count of every minmax column;
+  - per (file, bloom column, 64-bit word): `bit_or` of the probe bits (rewriter/bloom
+    hash_sql / probe_sql: Spark's xxhash64, plain expressions, no Python on rows), a
+    narrow hash aggregation; then each 32768-bit bucket's words packed into one binary
+    (bloom.bucket_sql), so the driver receives a few rows per file, not one per word.
+One aggregation over (row, probe) rows carrying the minmax buffers too was 4x slower
+(a wide hash-map entry per word), and bitmap_construct_agg is sort-aggregated.
 Splittable files are read in as many tasks as Spark splits them into (the partial
 aggregates merge by file); gzip and bzip2 files are one task each.
 
@@ -167,71 +166,81 @@ def build(spark: "SparkSession", table: str, files: Iterable[str], minmax: Seque
                                            for c in dict.fromkeys(list(minmax)
                                                                   + [b.column for b in blooms])])
     if blooms:
-        # one row per (row, probe) plus the row's stats element (__i = -1), computed by
-        # plain expressions (higher-order lambdas are interpreted, several times slower)
-        df = df.select("*", *[F.expr(bloom.hash_sql(quote_table(b.column))).alias(f"__h{j}")
-                              for j, b in enumerate(blooms)])
-        total = sum(b.k for b in blooms)
-        df = df.select("*", F.explode(F.sequence(F.lit(-1), F.lit(total - 1))).alias("__i"))
-        which, local, probe, start = ["CASE WHEN __i < 0 THEN -1"], ["CASE"], ["CASE"], 0
-        for j, spec in enumerate(blooms):
-            cond = f"WHEN __i < {start + spec.k}"
-            which.append(f"{cond} THEN {j}")
-            local.append(f"{cond} THEN __i - {start}")
-            probe.append(f"WHEN __b = {j} THEN {bloom.probe_sql(f'__h{j}', '__l', spec.m)}")
-            start += spec.k
-        df = df.select("*", F.expr(" ".join(which) + " END").alias("__b"),
-                       F.expr(" ".join(local) + " END").alias("__l"))
-        df = df.select("*", F.expr(" ".join(probe) + " END").alias("__p"))
-        df = df.where("__b < 0 OR __p IS NOT NULL")          # NULL values add no probe
-        df = df.select("*", F.expr("IF(__b < 0, -1, __p div 64)").alias("__w"))
-        in_stats = F.col("__b") < 0
-    else:
-        df = df.select("*", F.lit(-1).alias("__b"), F.lit(-1).cast("bigint").alias("__w"))
-        in_stats = F.lit(True)
-    aggs = [F.sum(F.when(in_stats, 1).otherwise(0)).alias("__rows")]
-    for i, c in enumerate(minmax):
-        col = F.when(in_stats, F.col(c))
-        lo, hi = F.min(col), F.max(col)
-        if types[c] in _AS_TEXT or types[c].startswith("decimal("):
-            lo, hi = lo.cast("string"), hi.cast("string")   # exact, in the session zone
-        aggs += [lo.alias(f"__lo{i}"), hi.alias(f"__hi{i}"),
-                 F.sum(F.when(in_stats & F.col(c).isNull(), 1).otherwise(0)).alias(f"__n{i}")]
-    stat_cols = ["__rows"] + [f"__{x}{i}" for i in range(len(minmax)) for x in ("lo", "hi", "n")]
-    if blooms:
-        aggs.append(F.expr(f"bit_or(IF(__b >= 0, {bloom.word_sql('__p')}, NULL))")
-                    .alias("__bits"))
-    # words per (file, bloom, word): a hash aggregation; then the words of each bucket
-    # packed into one binary (the stats group, one row, passes through)
-    grouped = df.groupBy("__f", "__b", "__w").agg(*aggs)
-    if blooms:
-        bucket = F.when(F.col("__b") < 0, F.lit(-1)).otherwise(
-            F.expr(f"__w div {bloom.WORDS_PER_BUCKET}"))
-        grouped = grouped.groupBy("__f", "__b", bucket.alias("__g")).agg(
-            *[F.max(c).alias(c) for c in stat_cols],
-            F.collect_list(F.when(F.col("__b") >= 0, F.struct(
-                F.col("__w").alias("w"), F.col("__bits").alias("bits")))).alias("__words"))
-        grouped = grouped.select("*", F.expr(bloom.bucket_sql("__words", "__g"))
-                                 .alias("__packed")).drop("__words")
-    buckets: dict[tuple[str, int], dict[int, bytes]] = {}
-    for row in grouped.toLocalIterator():
-        key = keys.get(row["__f"])
-        if key is None:
-            continue            # cannot happen with the file filter; never mis-key
-        entry = out[key]
-        if row["__b"] < 0:
+        # the files are read once: the indexed columns are cached for the two aggregations
+        from pyspark import StorageLevel
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        for row in _stats(df, minmax, types).toLocalIterator():
+            key = keys.get(row["__f"])
+            if key is None:
+                continue            # cannot happen with the file filter; never mis-key
+            entry = out[key]
             entry.rows = int(row["__rows"])
             for i, c in enumerate(minmax):
                 entry.stats[c] = _stat(types[c], row[f"__lo{i}"], row[f"__hi{i}"],
                                        int(row[f"__n{i}"]))
-        else:
-            buckets.setdefault((key, row["__b"]), {})[int(row["__g"])] = bytes(row["__packed"])
+        buckets: dict[tuple[str, int], dict[int, bytes]] = {}
+        if blooms:
+            for row in _probes(df, blooms).toLocalIterator():
+                key = keys.get(row["__f"])
+                if key is not None:
+                    buckets.setdefault((key, row["__b"]), {})[int(row["__g"])] = \
+                        bytes(row["__packed"])
+    finally:
+        if blooms:
+            df.unpersist()
     for entry in out.values():
         if entry.rows == 0:
             entry.stats = {c: (None, None, 0) for c in minmax}
         for j, spec in enumerate(blooms):
             entry.blooms[spec.column] = bloom.assemble(spec.m, buckets.get((entry.path, j), {}))
     return out
+
+
+def _stats(df: "DataFrame", minmax: Sequence[str], types: Mapping[str, str]) -> "DataFrame":
+    """Per file: rows, and min / max / NULL count of each minmax column."""
+    from pyspark.sql import functions as F
+    aggs = [F.count(F.lit(1)).alias("__rows")]
+    for i, c in enumerate(minmax):
+        lo, hi = F.min(c), F.max(c)
+        if types[c] in _AS_TEXT or types[c].startswith("decimal("):
+            lo, hi = lo.cast("string"), hi.cast("string")   # exact, in the session zone
+        aggs += [lo.alias(f"__lo{i}"), hi.alias(f"__hi{i}"),
+                 F.count_if(F.col(c).isNull()).alias(f"__n{i}")]
+    return df.groupBy("__f").agg(*aggs)
+
+
+def _probes(df: "DataFrame", blooms: Sequence[BloomSpec]) -> "DataFrame":
+    """Per (file, bloom, 32768-bit bucket): the bucket's bits packed (bloom.bucket_sql).
+
+    One row per (row, probe), computed by plain expressions (higher-order lambdas are
+    interpreted, several times slower); `bit_or` per 64-bit word is a narrow hash
+    aggregation, then each bucket's words are packed into one binary."""
+    from pyspark.sql import functions as F
+    df = df.select("__f", *[F.expr(bloom.hash_sql(quote_table(b.column))).alias(f"__h{j}")
+                            for j, b in enumerate(blooms)])
+    total = sum(b.k for b in blooms)
+    df = df.select("*", F.explode(F.sequence(F.lit(0), F.lit(total - 1))).alias("__i"))
+    which, local, probe, start = ["CASE"], ["CASE"], ["CASE"], 0
+    for j, spec in enumerate(blooms):
+        cond = f"WHEN __i < {start + spec.k}"
+        which.append(f"{cond} THEN {j}")
+        local.append(f"{cond} THEN __i - {start}")
+        probe.append(f"WHEN __b = {j} THEN {bloom.probe_sql(f'__h{j}', '__l', spec.m)}")
+        start += spec.k
+    df = df.select("__f", *[f"__h{j}" for j in range(len(blooms))],
+                   F.expr(" ".join(which) + " END").alias("__b"),
+                   F.expr(" ".join(local) + " END").alias("__l"))
+    df = df.select("__f", "__b", F.expr(" ".join(probe) + " END").alias("__p"))
+    df = df.where("__p IS NOT NULL")                     # NULL values add no probe
+    words = df.groupBy("__f", "__b", F.expr("__p div 64").alias("__w")).agg(
+        F.expr(f"bit_or({bloom.word_sql('__p')})").alias("__bits"))
+    packed = words.groupBy("__f", "__b", F.expr(f"__w div {bloom.WORDS_PER_BUCKET}")
+                           .alias("__g")).agg(
+        F.collect_list(F.struct(F.col("__w").alias("w"), F.col("__bits").alias("bits")))
+        .alias("__words"))
+    return packed.select("__f", "__b", "__g",
+                         F.expr(bloom.bucket_sql("__words", "__g")).alias("__packed"))
 
 
 def _stat(spark_type: str, low: Any, high: Any, nulls: int) -> tuple[Any, Any, int]:

@@ -165,10 +165,15 @@ class DatamapService:
         return result
 
     def sync(self, stmt: ddl.SyncDatamaps, current_db: str) -> LocalResult:
-        return self.commands.sync(stmt, current_db)
+        result = self.commands.sync(stmt, current_db)
+        self.indexes.sync_tables(stmt.on_table.qualified(current_db).lower()
+                                 if stmt.on_table else None)
+        return result
 
     def sync_all(self) -> LocalResult:
-        return self.commands.sync_all()
+        result = self.commands.sync_all()
+        self.indexes.sync_tables(None)
+        return result
 
     # -- maintenance (maintenance.py) ----------------------------------------------------
     def refresh(self, db: str, name: str, synced: Iterable[str] = ()) -> RefreshOutcome:

@@ -264,6 +264,15 @@ class IndexService:
         for rec in self.catalog.list_datamaps(base_table=table):
             self.sync(rec.table)
 
+    def sync_tables(self, table: str | None) -> None:
+        """SYNC DATAMAPS [ON TABLE t]: files written outside the proxy are indexed too
+        (every indexed table, or `t` and its mv datamaps' tables)."""
+        if table is None:
+            for t in sorted(self.store.tables()):
+                self.sync(t)
+        else:
+            self.after_load(table)
+
     def on_segment_files(self, table: str, segment_id: str,
                          files: list[tuple[str, str]]) -> None:
         """ADD SEGMENT of an external table, before it is published: index the staged
