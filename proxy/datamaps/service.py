@@ -127,7 +127,12 @@ class DatamapService:
         return self.commands.create(stmt, current_db)
 
     def drop(self, stmt: ddl.DropDatamap, current_db: str) -> LocalResult:
-        info = self.indexes.find(stmt.name, stmt.on_table, current_db)
+        try:
+            info = self.indexes.find(stmt.name, stmt.on_table, current_db)
+        except ClientError:              # an index datamap on another table
+            if stmt.if_exists:
+                return EMPTY
+            raise
         if info is not None:
             self.indexes.drop(info)
             return EMPTY
