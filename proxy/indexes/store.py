@@ -78,7 +78,15 @@ class _LazyBloom:
 
 
 def decode(value: Any, spark_type: str) -> Any:
-    """A stored bound -> the Python value rewriter/filestats promises."""
+    """A stored bound -> the Python value rewriter/filestats promises; None (unknown) when
+    Python has no such value (a date past year 9999)."""
+    try:
+        return _decode(value, spark_type)
+    except (ValueError, ArithmeticError):
+        return None
+
+
+def _decode(value: Any, spark_type: str) -> Any:
     if value is None:
         return None
     t = spark_type.lower()
@@ -156,9 +164,10 @@ class IndexStore:
                     rows[path] = r["rows"]
                     cols = stats.setdefault(path, {})
                     for col, (low, high, nulls) in json.loads(r["stats"]).items():
-                        cols.setdefault(col, {}).update(
-                            low=decode(low, types[col]), high=decode(high, types[col]),
-                            nulls=nulls)
+                        low, high = decode(low, types[col]), decode(high, types[col])
+                        if low is None or high is None:
+                            low = high = None
+                        cols.setdefault(col, {}).update(low=low, high=high, nulls=nulls)
                 for r in c.execute("SELECT path, col, m, k, bits FROM index_blooms "
                                    "WHERE db = ? AND name = ?", (info.db, info.name)):
                     stats.setdefault(r["path"], {}).setdefault(r["col"], {})["bloom"] = \

@@ -109,3 +109,10 @@ def test_show_rows(store):
     assert [r[:3] + r[4:5] for r in rows] == [("dm1", "minmax", "db.fact", "ENABLED"),
                                               ("dm2", "bloomfilter", "db.fact", "ENABLED")]
     assert "'index_columns'='id'" in rows[1][3] and '"db.fact": "1 files"' in rows[1][5]
+
+
+def test_bounds_python_cannot_hold_are_unknown():
+    from proxy.indexes.store import decode
+    assert decode("+12024-01-02", "date") is None
+    assert decode("2021-03-04 05:06:07.1", "timestamp").microsecond == 100000
+    assert decode("1.5", "decimal(3,1)") == decimal.Decimal("1.5")
