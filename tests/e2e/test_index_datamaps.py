@@ -125,3 +125,17 @@ def test_drop_table_drops_its_index_datamaps(conn, store):
     assert store.indexes_on("idx_doc.gone")
     conn.run("DROP TABLE idx_doc.gone")
     assert store.indexes_on("idx_doc.gone") == []
+
+
+def test_a_hive_format_table_with_a_space_in_its_partition_path(conn, store):
+    """A Hive scan (no _metadata; input_file_name() decodes `%20`): entries are still
+    keyed by the encoded path list_files gives."""
+    conn.run("CREATE TABLE idx_doc.hv (a INT, s STRING) PARTITIONED BY (p STRING) "
+             "STORED AS TEXTFILE")
+    conn.run("INSERT INTO idx_doc.hv PARTITION (p='x y') VALUES (1, 'q'), (5, 'r')")
+    conn.run("CREATE DATAMAP hv_mm ON TABLE idx_doc.hv USING 'minmax' "
+             "DMPROPERTIES('INDEX_COLUMNS'='a')")
+    stats = store.file_stats("idx_doc.hv")
+    assert stats and all("%20" in path for path in stats)
+    assert sum(f.rows for f in stats.values()) == 2
+    assert min(f.columns["a"].low for f in stats.values() if f.rows) == 1
