@@ -168,6 +168,9 @@ class IndexService:
 
     def rows(self, table: str | None = None) -> list[tuple]:
         """SHOW DATAMAP rows (proxy/datamaps/show.py's columns) of the index datamaps."""
+        if table is not None:
+            rec = self._datamap(table)          # ON TABLE <mv datamap name> too
+            table = rec.table if rec is not None else table
         infos = self.store.indexes_on(table) if table else self.store.all()
         out = []
         for i in infos:

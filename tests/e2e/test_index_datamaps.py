@@ -107,6 +107,7 @@ def test_an_index_on_an_mv_datamap_follows_its_refreshes(conn, store):
     conn.run("CREATE DATAMAP by_city_bf ON TABLE idx_doc.by_city USING 'bloomfilter' "
              "DMPROPERTIES('INDEX_COLUMNS'='city', 'BLOOM_SIZE'='1000')")
     row = _show(conn, "idx_doc.by_city_table")["by_city_bf"]
+    assert _show(conn, "idx_doc.by_city")["by_city_bf"] == row
     assert row[2] == "idx_doc.by_city_table" and row[4] == "ENABLED"
     before = set(store.file_stats("idx_doc.by_city_table"))
     assert before
