@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 EXTERNAL_SOURCE_KEY = "datamap.external.source"
+_CHAR_TYPE_KEY = "__CHAR_VARCHAR_TYPE_STRING"
 MAX_STRING_STAT = 256        # longer min/max strings are not kept (unknown: never prunes)
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _AS_TEXT = ("date", "timestamp", "timestamp_ntz")
@@ -106,8 +107,15 @@ def scanned_table(spark: "SparkSession", table: str) -> str:
 
 
 def column_types(spark: "SparkSession", table: str) -> dict[str, str]:
-    """Lower-cased column -> Spark type string of `table` (as the user sees it)."""
-    return {f.name.lower(): f.dataType.simpleString() for f in spark.table(table).schema.fields}
+    """Lower-cased column -> Spark type string of `table` (as the user sees it). A CHAR(n)
+    column reads as a padded string, which Spark compares with padding: it is reported
+    as `char(n)`, a type neither index takes (an unpadded literal would be misjudged)."""
+    out = {}
+    for f in spark.table(table).schema.fields:
+        declared = str(f.metadata.get(_CHAR_TYPE_KEY, "")).lower()
+        out[f.name.lower()] = declared if declared.startswith("char") else \
+            f.dataType.simpleString()
+    return out
 
 
 def _staged_frame(spark: "SparkSession", source: str, paths: Sequence[str]) -> "DataFrame":

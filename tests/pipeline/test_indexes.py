@@ -145,6 +145,15 @@ def test_staged_files_of_an_external_view_are_keyed_by_final_path(pipeline_spark
     assert entries[final].stats["a"] == (0, 49, 0)
 
 
+def test_char_columns_are_reported_as_char(pipeline_spark, pipe_db):
+    from pipeline.indexes import column_types
+    table = f"{pipe_db}.chars_{uuid.uuid4().hex[:6]}"
+    pipeline_spark.sql(f"CREATE TABLE {table} (c CHAR(4), v VARCHAR(4)) USING parquet")
+    types = column_types(pipeline_spark, table)
+    assert types == {"c": "char(4)", "v": "string"}
+    assert not minmax_supports(types["c"]) and not bloom.supports(types["c"])
+
+
 @pytest.mark.parametrize("t, ok", [("int", True), ("decimal(38,2)", True), ("binary", False),
                                    ("array<int>", False), ("timestamp", True)])
 def test_minmax_types(t, ok):
