@@ -38,6 +38,7 @@ from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
+from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.router import Router
@@ -73,6 +74,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                           closer=engine_mod.close_pipeline_session, background=background)
     service = DatamapService(catalog, spark)
     service.auto_compaction = dm.auto_compaction
+    service.indexes.max_bloom_bytes = settings.indexes.max_bloom_bytes
 
     if engine is not None:
         await start_embedded(await asyncio.to_thread(spark.get), service, background)
@@ -85,7 +87,9 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
             spark.warm()
 
     # external-format tables (docs/external.md): links reconciled with the catalog first
-    external = ExternalTables(catalog, spark.get, state_dir, service, SegmentHooks())
+    indexes = service.indexes     # index datamaps (docs/indexes.md) follow the segments
+    external = ExternalTables(catalog, spark.get, state_dir, service, SegmentHooks(
+        indexes.on_segment_files, indexes.on_files_gone, indexes.on_compacted))
     await asyncio.to_thread(external.recover)
 
     router = Router()
@@ -96,11 +100,17 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         background.thread("serving-warm", serving.warm)
     auditor = Auditor(service, dm.audit_sample_rate, serving)
     auditor.start(background)
+    # index datamaps skip files of the SQL about to be sent (docs/index-pruning.md)
+    shapes = ServiceShapes(service.schema_cache, spark.get)
+    pruner = Pruner(StoreForQueries(indexes.store,
+                                    lambda t: catalog.datamap_by_table(t) is not None), shapes)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                  audit=auditor, max_staleness_s=dm.max_staleness_s)
+                                  audit=auditor, max_staleness_s=dm.max_staleness_s,
+                                  pruner=pruner)
     router.handlers += [ExternalHandler(external, dm.rewrite_max_sql_bytes),
                         DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                          audit=auditor, max_staleness_s=dm.max_staleness_s),
+                                          audit=auditor, max_staleness_s=dm.max_staleness_s,
+                                          pruner=pruner),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if dm.sync_interval_s > 0:
@@ -122,6 +132,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         router.close()
         await asyncio.to_thread(select.close)     # the large-statement rewrite process
         serving.close()
+        shapes.close()
         service.close()
         if engine is None:       # the engine's own session is the engine's to stop
             await asyncio.to_thread(spark.close)

@@ -123,6 +123,12 @@ class ServingSettings:
 
 
 @dataclass(frozen=True)
+class IndexesSettings:
+    """Index datamaps (`USING 'minmax' | 'bloomfilter'`, docs/indexes.md)."""
+    max_bloom_bytes: int = 16 << 20      # one bloom filter (one file, one column) at most
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -130,11 +136,12 @@ class Settings:
     state: StateSettings = field(default_factory=StateSettings)
     datamaps: DatamapsSettings = field(default_factory=DatamapsSettings)
     serving: ServingSettings = field(default_factory=ServingSettings)
+    indexes: IndexesSettings = field(default_factory=IndexesSettings)
 
 
 SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
             "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings,
-            "serving": ServingSettings}
+            "serving": ServingSettings, "indexes": IndexesSettings}
 # Below this, replies that Spark splits over several small SASL frames could pass the
 # limit unchecked (upstream.py trusts a frame of 64 KiB or more to end its message).
 _MIN_REPLY_BYTES = 1 << 20

@@ -80,6 +80,30 @@ MIGRATIONS: list[str] = [
         merged_into INTEGER,
         PRIMARY KEY (tbl, id))
     """,
+    # index datamaps (proxy/indexes/store.py): definitions, one entry per indexed file
+    # (identity at build time, row count, per-column minmax JSON) and its bloom filters
+    """
+    CREATE TABLE IF NOT EXISTS index_datamaps (
+        db TEXT NOT NULL, name TEXT NOT NULL, tbl TEXT NOT NULL,
+        provider TEXT NOT NULL CHECK (provider IN ('minmax', 'bloomfilter')),
+        columns TEXT NOT NULL,
+        properties TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('ENABLED', 'DISABLED')),
+        status_reason TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL, built_at REAL,
+        PRIMARY KEY (db, name));
+    CREATE INDEX IF NOT EXISTS index_datamaps_by_table ON index_datamaps (tbl);
+    CREATE TABLE IF NOT EXISTS index_files (
+        db TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL, segment TEXT,
+        size INTEGER, mtime_ns INTEGER, rows INTEGER NOT NULL, stats TEXT NOT NULL,
+        PRIMARY KEY (db, name, path),
+        FOREIGN KEY (db, name) REFERENCES index_datamaps (db, name) ON DELETE CASCADE);
+    CREATE TABLE IF NOT EXISTS index_blooms (
+        db TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL, col TEXT NOT NULL,
+        m INTEGER NOT NULL, k INTEGER NOT NULL, bits BLOB NOT NULL,
+        PRIMARY KEY (db, name, path, col),
+        FOREIGN KEY (db, name, path) REFERENCES index_files (db, name, path) ON DELETE CASCADE)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

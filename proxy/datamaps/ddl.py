@@ -6,9 +6,10 @@ the first words, proxy/classify.py, decides that first). Only the frame is parse
 from the tokens of proxy/sqlscan.py: names, ON TABLE, USING, WITH DEFERRED ...,
 properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, AUDIT DATAMAP, EXPLAIN
 (`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after
-EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The one
-exception is the legacy providers: `USING 'preaggregate'` and `USING 'timeseries'` are
-turned into an equivalent mv SELECT here, which needs a look at the query.
+EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The
+exceptions: the legacy providers, `USING 'preaggregate'` and `USING 'timeseries'`, are
+turned into an equivalent mv SELECT here, which needs a look at the query; the index
+providers, `USING 'minmax' | 'bloomfilter'` (no query), are parsed by proxy/indexes/ddl.py.
 
 Errors are `DdlError` (= sqlscan.StatementError; SQLSTATE 42000 for syntax, 0A000 for
 unsupported) whose message names the offending token, its position and the datamap when
@@ -22,11 +23,12 @@ from typing import Literal
 
 from pipeline import properties
 from proxy.classify import Kind, classify
+from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
 from proxy.sqlscan import Cursor, StatementError
 
 __all__ = [
-    "parse", "DdlError", "Name", "CreateDatamap", "DropDatamap", "ShowDatamaps",
-    "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
+    "parse", "DdlError", "Name", "CreateDatamap", "CreateIndexDatamap", "DropDatamap",
+    "ShowDatamaps", "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
     "SyncDatamaps", "AuditDatamap", "DdlStatement", "GRANULARITIES",
 ]
 
@@ -118,8 +120,8 @@ class Explain:
     query: str
 
 
-DdlStatement = (CreateDatamap | DropDatamap | ShowDatamaps | RebuildDatamap | CompactDatamap
-                | ShowSegments | Explain | SyncDatamaps | AuditDatamap)
+DdlStatement = (CreateDatamap | CreateIndexDatamap | DropDatamap | ShowDatamaps | RebuildDatamap
+                | CompactDatamap | ShowSegments | Explain | SyncDatamaps | AuditDatamap)
 
 _RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
                        "tblproperties", "where", "compact", "for", "deferred", "select"})
@@ -239,7 +241,7 @@ def _query(cur: Cursor, after: str) -> str:
     return query
 
 
-def _create(cur: Cursor) -> CreateDatamap:
+def _create(cur: Cursor) -> CreateDatamap | CreateIndexDatamap:
     if cur.accept("materialized"):
         cur.expect("view")
         if_not_exists = _if_not_exists(cur)
@@ -263,10 +265,10 @@ def _create(cur: Cursor) -> CreateDatamap:
     # The MV guide's quick example leaves USING out: an mv datamap then.
     prov_tok = cur.peek() if cur.accept("using") else None
     provider = cur.string("the datamap provider").strip().lower() if prov_tok else "mv"
-    if provider not in PROVIDERS:
+    if provider not in PROVIDERS + INDEX_PROVIDERS:
         raise DdlError(f"Datamap provider '{prov_tok.value}' is not supported for datamap {name}"
-                       f" (supported: {', '.join(PROVIDERS)})", "0A000", prov_tok.pos,
-                       prov_tok.text)
+                       f" (supported: {', '.join(PROVIDERS + INDEX_PROVIDERS)})", "0A000",
+                       prov_tok.pos, prov_tok.text)
     lazy = False
     if cur.accept("with"):
         cur.expect("deferred", "DEFERRED after WITH")
@@ -275,6 +277,8 @@ def _create(cur: Cursor) -> CreateDatamap:
     props = ()
     if cur.accept("dmproperties"):
         props = _properties(cur)
+    if provider in INDEX_PROVIDERS:      # per-file indexes: proxy/indexes
+        return index_statement(cur, name, on_table, if_not_exists, provider, lazy, props)
     cur.expect("as", "AS before the SELECT statement")
     query = _query(cur, "AS")
     select_sql = query

@@ -97,6 +97,7 @@ class DatamapDdlHandler:
             return Local(self._explain_runner(ctx, stmt), note="datamap:explain")
         method = {
             ddl.CreateDatamap: self.service.create, ddl.DropDatamap: self.service.drop,
+            ddl.CreateIndexDatamap: self.service.create,
             ddl.ShowDatamaps: self.service.show, ddl.RebuildDatamap: self.service.rebuild,
             ddl.CompactDatamap: self.service.compact,
             ddl.ShowSegments: self.service.show_segments,

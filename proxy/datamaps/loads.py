@@ -73,7 +73,8 @@ class DatamapLoadHandler:
         return None
 
     def _based(self, table: str) -> bool:
-        return bool(self.service.catalog.list_datamaps(base_table=table))
+        return bool(self.service.catalog.list_datamaps(base_table=table)
+                    or self.service.indexes.has(table))
 
     def _written(self, stmt: Statement, statement: str) -> Decision | None:
         based = []
@@ -88,6 +89,7 @@ class DatamapLoadHandler:
     def _maybe(self, statement: str) -> Decision | None:
         """Targets unknown: re-sync every base table the text names (classify_parse)."""
         tables = {t for rec in self.service.catalog.list_datamaps() for t in rec.base_tables}
+        tables |= self.service.indexes.store.tables()
         based = mentioned(statement, tables)
         if based:
             log.info("a statement of %d characters may write %s (too long or not parsed to "

@@ -32,6 +32,9 @@ from proxy.datamaps.finer import finer_source
 from proxy.datamaps.sync import BackgroundSyncs, propagate
 from proxy.datamaps.schemas import SchemaCache, Schemas
 from proxy.datamaps.zone_policy import TimeZonePolicy
+from proxy.errors import ClientError
+from proxy.indexes.commands import IndexService
+from proxy.indexes.ddl import CreateIndexDatamap
 from proxy.router import LocalResult
 from rewriter.api import Candidate
 
@@ -68,6 +71,7 @@ class DatamapService:
         self.maintenance.build_source = lambda rec, live: finer_source(
             catalog, self.rewrite_index.candidates, self.schema_cache.schemas, rec, live)
         self._syncs = BackgroundSyncs(self.maintenance)
+        self.indexes = IndexService(catalog, spark, locks)   # minmax / bloomfilter datamaps
 
     def _table_layout(self, table: str) -> dict:
         from pipeline import table_layout
@@ -111,29 +115,70 @@ class DatamapService:
         self.zones.problem = why
 
     # -- DDL (commands.py) ---------------------------------------------------------------
-    def create(self, stmt: ddl.CreateDatamap, current_db: str) -> LocalResult:
+    # Index datamaps (proxy/indexes) share the DROP / SHOW / REBUILD statements and the
+    # name space with mv datamaps, so each of those asks the index side first.
+    def create(self, stmt: ddl.CreateDatamap | CreateIndexDatamap,
+               current_db: str) -> LocalResult:
+        if isinstance(stmt, CreateIndexDatamap):
+            return self.indexes.create(stmt, current_db)
+        taken = self.indexes.store.get(stmt.name.db or current_db, stmt.name.name)
+        if taken is not None:
+            raise ClientError(f"Datamap {taken.qualified} already exists", "42710")
         return self.commands.create(stmt, current_db)
 
     def drop(self, stmt: ddl.DropDatamap, current_db: str) -> LocalResult:
-        return self.commands.drop(stmt, current_db)
+        try:
+            info = self.indexes.find(stmt.name, stmt.on_table, current_db)
+        except ClientError:              # an index datamap on another table
+            if stmt.if_exists:
+                return EMPTY
+            raise
+        if info is not None:
+            self.indexes.drop(info)
+            return EMPTY
+        try:
+            rec = self.commands.require(stmt.name, stmt.on_table, current_db)
+        except ClientError:
+            rec = None
+        result = self.commands.drop(stmt, current_db)
+        if rec is not None:          # its table is gone: so are the indexes on it
+            self.indexes.drop_on(rec.table)
+        return result
 
     def show(self, stmt: ddl.ShowDatamaps, current_db: str) -> LocalResult:
-        return self.commands.show(stmt, current_db)
+        shown = self.commands.show(stmt, current_db)
+        if stmt.syntax == "mv":      # SHOW MATERIALIZED VIEWS: mv datamaps only
+            return shown
+        table = stmt.on_table.qualified(current_db).lower() if stmt.on_table else None
+        return LocalResult(shown.columns, list(shown.rows) + self.indexes.rows(table))
 
     def show_segments(self, stmt: ddl.ShowSegments, current_db: str) -> LocalResult:
         return self.commands.show_segments(stmt, current_db)
 
     def rebuild(self, stmt: ddl.RebuildDatamap, current_db: str) -> LocalResult:
-        return self.commands.rebuild(stmt, current_db)
+        info = self.indexes.find(stmt.name, stmt.on_table, current_db)
+        if info is not None:
+            self.indexes.rebuild(info)
+            return EMPTY
+        result = self.commands.rebuild(stmt, current_db)
+        self.indexes.sync(self.commands.require(stmt.name, stmt.on_table, current_db).table)
+        return result
 
     def compact(self, stmt: ddl.CompactDatamap, current_db: str) -> LocalResult:
-        return self.commands.compact(stmt, current_db)
+        result = self.commands.compact(stmt, current_db)
+        self.indexes.sync(self.commands.require(stmt.name, None, current_db).table)
+        return result
 
     def sync(self, stmt: ddl.SyncDatamaps, current_db: str) -> LocalResult:
-        return self.commands.sync(stmt, current_db)
+        result = self.commands.sync(stmt, current_db)
+        self.indexes.sync_tables(stmt.on_table.qualified(current_db).lower()
+                                 if stmt.on_table else None)
+        return result
 
     def sync_all(self) -> LocalResult:
-        return self.commands.sync_all()
+        result = self.commands.sync_all()
+        self.indexes.sync_tables(None)
+        return result
 
     # -- maintenance (maintenance.py) ----------------------------------------------------
     def refresh(self, db: str, name: str, synced: Iterable[str] = ()) -> RefreshOutcome:
@@ -149,9 +194,14 @@ class DatamapService:
 
     def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
         self.maintenance.after_load(table, source, overwrite)
+        self.indexes.after_load(table)      # after the mv refreshes: indexes on them too
 
     def after_drop_table(self, table: str) -> list[str]:
-        return self.maintenance.after_drop_table(table)
+        gone = self.maintenance.after_drop_table(table)
+        gone += self.indexes.drop_on(table)
+        for name in list(gone):
+            gone += self.indexes.drop_on(f"{name}_table")
+        return gone
 
     def recover(self) -> dict[str, list[str]]:
         return self.maintenance.recover()

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Protocol
 from urllib.parse import unquote
 
 from proxy.datamaps.records import display_name
+from rewriter.api import STORAGE_SUFFIX
 from rewriter.filestats import FileStats
 from rewriter.normalize import NormalizeError, parse
 from rewriter.prune import IndexedTable, IndexSpec, prune_sql, referenced_tables
@@ -230,3 +231,47 @@ def read_kind(spark, table: str) -> tuple[str | None, bool]:
         return None, False
     return None, not hive_scan(spark, table, meta)
 
+
+
+class StoreForQueries:
+    """proxy/indexes/store.IndexStore as the Pruner asks it. Index datamaps `ON TABLE <mv
+    datamap>` are kept under the datamap's table `db.<name>_table` (a view, without file
+    names), but describe the files of its storage table `db.<name>_table_segments`, which
+    is what a query answered from the datamap reads: asked about the storage table, this
+    answers for the datamap's table. `is_datamap_storage(table)` tells a real storage table
+    from a user table whose name only ends the same way."""
+
+    def __init__(self, store, is_datamap_storage: Callable[[str], bool]):
+        self.store = store
+        self._is_storage = is_datamap_storage
+        self._storages: set[str] = set()
+        self._tables: tuple[int, frozenset[str]] | None = None
+
+    def _name(self, table: str) -> str:
+        if not table.endswith(STORAGE_SUFFIX):
+            return table
+        if table not in self._storages:
+            if not self._is_storage(table):
+                return table
+            self._storages.add(table)     # a datamap's storage name stays one
+        return table[: -len(STORAGE_SUFFIX)]
+
+    def indexes_on(self, table: str) -> list[Any]:
+        return self.store.indexes_on(self._name(table))
+
+    def file_stats(self, table: str) -> dict[str, FileStats]:
+        return self.store.file_stats(self._name(table))
+
+    def file_identity(self, table: str) -> dict[str, tuple[int, int]]:
+        return self.store.file_identity(self._name(table))
+
+    def indexed_tables(self) -> frozenset[str]:
+        """Indexed tables and their storage names, re-read when the store's version moves
+        (every statement asks: one SQLite read a second at most)."""
+        version = self.store.version()
+        known = self._tables
+        if known is None or known[0] != version:
+            names = {t.lower() for t in self.store.tables()}
+            known = (version, frozenset(names | {t + STORAGE_SUFFIX for t in names}))
+            self._tables = known
+        return known[1]

@@ -1,0 +1,118 @@
+"""IndexStore on a real catalog file (no Spark): definitions, entries, the merged
+per-file statistics the query side reads, and when its cache is dropped."""
+import datetime
+import decimal
+
+import pytest
+
+from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.records import CatalogError
+from proxy.indexes.commands import IndexService
+from proxy.indexes.store import Entry, IndexStore
+from rewriter import bloom
+
+TYPES = [("id", "bigint"), ("d", "date"), ("m", "decimal(10,2)"), ("s", "string")]
+
+
+@pytest.fixture
+def store(tmp_path):
+    c = Catalog.in_state_dir(tmp_path)
+    yield IndexStore(c, version_max_age=0.0)
+    c.close()
+
+
+def _bloom(values, m=256, k=3):
+    bits = bytearray(m // 8)
+    for v in values:
+        for p in bloom.probes(bloom.spark_hash(v, "bigint"), m, k):
+            bits[p >> 3] |= 1 << (p & 7)
+    return m, k, bloom.pack(bytes(bits), True)
+
+
+def _setup(store):
+    mm = store.create("db", "dm1", "DB.Fact", "minmax", TYPES, {}, enabled=True)
+    bf = store.create("db", "dm2", "db.fact", "bloomfilter", TYPES[:1],
+                      {"index_columns": "id"}, enabled=True)
+    store.put(mm, [Entry("file:/a", 10, 111, 3, {"id": (1, 9, 0), "d": ("2024-01-02",
+                                                   "2024-03-04", 1), "m": ("1.50", "2.25", 0),
+                                                   "s": (None, None, 3)}),
+                   Entry("file:/b", 20, 222, 0, {})], segment="0")
+    store.put(bf, [Entry("file:/a", 10, 111, 3, {}, {"id": _bloom([1, 5, 9])})], segment="0")
+    return mm, bf
+
+
+def test_file_stats_merge_minmax_and_bloom_with_decoded_values(store):
+    _setup(store)
+    infos = store.indexes_on("db.fact")
+    assert [(i.name, i.kind, i.columns, i.enabled) for i in infos] == [
+        ("dm1", "minmax", ("id", "d", "m", "s"), True), ("dm2", "bloomfilter", ("id",), True)]
+    stats = store.file_stats("db.fact")
+    a = stats["file:/a"].columns
+    assert stats["file:/a"].rows == 3 and stats["file:/b"].rows == 0
+    assert (a["id"].low, a["id"].high, a["id"].nulls) == (1, 9, 0)
+    assert a["d"].low == datetime.date(2024, 1, 2) and a["m"].high == decimal.Decimal("2.25")
+    assert a["s"].low is None and a["s"].nulls == 3
+    assert a["id"].bloom.might_contain(5) and not all(a["id"].bloom.might_contain(v)
+                                                      for v in range(100, 140))
+    assert store.file_identity("db.fact") == {"file:/a": (10, 111), "file:/b": (20, 222)}
+
+
+def test_disabled_indexes_and_disagreeing_identities_are_left_out(store):
+    mm, bf = _setup(store)
+    store.put(bf, [Entry("file:/b", 21, 333, 0, {}, {"id": _bloom([])})])   # b was rewritten
+    assert "file:/b" not in store.file_stats("db.fact")
+    assert "file:/b" not in store.file_identity("db.fact")
+    store.set_status("db", "dm1", False, "REBUILD failed: boom")
+    stats = store.file_stats("db.fact")
+    assert stats["file:/a"].columns["id"].low is None     # only the bloom is left
+    assert store.file_stats("db.fact")["file:/a"].columns["id"].bloom is not None
+    assert store.get("db", "dm1").status_reason == "REBUILD failed: boom"
+
+
+def test_forget_remap_and_drop(store):
+    mm, bf = _setup(store)
+    store.forget("db.fact", ["file:/b"])
+    assert store.files(mm) == {"file:/a"}
+    assert store.remap_segments("db.fact", ["0"], "5") == 2
+    assert store.segments(mm) == {"file:/a": "5"}
+    store.drop("db", "dm2")
+    assert [i.name for i in store.indexes_on("db.fact")] == ["dm1"]
+    assert store.file_stats("db.fact")["file:/a"].columns["id"].bloom is None
+
+
+def test_names_are_shared_with_mv_datamaps(store):
+    _setup(store)
+    with pytest.raises(CatalogError) as info:
+        store.create("db", "dm1", "db.other", "minmax", TYPES, {})
+    assert info.value.sqlstate == "42710"
+    store.catalog.create_datamap("db", "mv1", provider="mv", select_sql="SELECT 1",
+                                 base_tables=["db.fact"])
+    with pytest.raises(CatalogError):
+        store.create("db", "mv1", "db.fact", "minmax", TYPES, {})
+    assert [r.name for r in store.catalog.list_datamaps()] == ["mv1"]   # no mv candidate
+
+
+def test_cache_follows_other_processes(tmp_path):
+    a = IndexStore(Catalog.in_state_dir(tmp_path), version_max_age=0.0)
+    b = IndexStore(Catalog.in_state_dir(tmp_path), version_max_age=0.0)
+    assert b.file_stats("db.fact") == {}
+    _setup(a)
+    assert set(b.file_stats("db.fact")) == {"file:/a", "file:/b"}
+    first = b.file_stats("db.fact")["file:/a"]
+    assert b.file_stats("db.fact")["file:/a"] is first        # cached while unchanged
+
+
+def test_show_rows(store):
+    _setup(store)
+    service = IndexService(store.catalog, spark=None, locks=None)
+    rows = service.rows("db.fact")
+    assert [r[:3] + r[4:5] for r in rows] == [("dm1", "minmax", "db.fact", "ENABLED"),
+                                              ("dm2", "bloomfilter", "db.fact", "ENABLED")]
+    assert "'index_columns'='id'" in rows[1][3] and '"db.fact": "1 files"' in rows[1][5]
+
+
+def test_bounds_python_cannot_hold_are_unknown():
+    from proxy.indexes.store import decode
+    assert decode("+12024-01-02", "date") is None
+    assert decode("2021-03-04 05:06:07.1", "timestamp").microsecond == 100000
+    assert decode("1.5", "decimal(3,1)") == decimal.Decimal("1.5")
