@@ -1,7 +1,7 @@
 """Generated detail records for issue 15's external-format tables: wide CSV files (100+
 columns, some gzip- or bzip2-compressed), deterministic for a seed, written in parallel.
 
-Layout: `<out>/batch_<b>/part-<i>.csv[.gz|.bz2]`, the files split into `batches` contiguous
+Layout: `<out>/csv/batch_<b>/part-<i>.csv[.gz|.bz2]`, the files split into `batches` contiguous
 directories (one ADD SEGMENT each), no header line (the table names the columns with
 'csv.header'), and `<out>/manifest.json` describing it all. Columns, in file order:
 
@@ -48,6 +48,7 @@ STATUSES = ["ok", "ok", "ok", "late", "cancelled", ""]      # "" is NULL in Spar
 POOL = 2048
 GROUPS = 3
 START = dt.date(2024, 1, 1)
+DATA = "csv"        # the files' root under `out`: a table over it must not see manifest.json
 WORDS = ["alpha", "bravo", "delta", "echo", "gamma", "kilo", "lima", "omega", "sigma", "tango"]
 
 
@@ -140,7 +141,7 @@ def write_file(args: tuple[Spec, str, int]) -> dict:
     """Write file i under out; its manifest entry (and the middle row as a needle)."""
     spec, out, i = args
     pools = _POOLS.get(spec) or _POOLS.setdefault(spec, _pools(spec))
-    path = Path(out) / file_name(spec, i)
+    path = Path(out) / DATA / file_name(spec, i)
     path.parent.mkdir(parents=True, exist_ok=True)
     raw, chunk, needle = 0, [], None
     with ExitStack() as stack:
@@ -195,7 +196,7 @@ def generate(out: Path, *, files: int, rows_per_file: int, columns: int = 110,
     picks = sorted({0, files // 3, 2 * files // 3, files - 1})
     manifest = {
         "spec": asdict(spec), "columns": schema(columns), "hot": [n for n, _ in HOT],
-        "batches": [f"batch_{b}" for b in range(batches)],
+        "root": str(out.resolve() / DATA), "batches": [f"batch_{b}" for b in range(batches)],
         "files": [{k: v for k, v in e.items() if k != "needle"} for e in entries],
         "needles": [dict(entries[i]["needle"], file=entries[i]["path"]) for i in picks],
         "rows": files * rows_per_file,
@@ -204,11 +205,13 @@ def generate(out: Path, *, files: int, rows_per_file: int, columns: int = 110,
         "seconds": round(seconds, 2),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    return manifest
+    return load_manifest(out)
 
 
 def load_manifest(out: Path) -> dict:
-    return json.loads((out / "manifest.json").read_text())
+    m = json.loads((out / "manifest.json").read_text())
+    m["root"] = str(out.resolve() / DATA)        # the directory may have moved since
+    return m
 
 
 def fields_ddl(manifest: dict) -> str:
