@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -204,6 +205,25 @@ def external(cur, m: dict, base: dict, reps: int) -> None:
         f"{k} {v:.1f}x" for k, v in ratios.items() if v))
 
 
+@contextmanager
+def embedded_proxy(workdir: Path):
+    """`python -m proxy serve` with its own Spark; stopped (SIGTERM, then SIGKILL) on exit."""
+    srv = ServeProc(workdir, workdir / "state", timeout=300,
+                    env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "2g"})
+    try:
+        yield srv
+    finally:
+        try:
+            print(f"SIGTERM -> exit {srv.stop(120)}")
+        finally:
+            srv.kill()
+
+
+def connect(port: int):
+    from pyhive import hive
+    return hive.connect(host="127.0.0.1", port=port, username="bench")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gb", type=float, default=2.0)
@@ -223,34 +243,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the issue's figures need --batches >= 3 and --columns >= 100")
     t_run = time.monotonic()
     data, m = data_for(a)
-    tmp = tempfile.TemporaryDirectory(prefix="bench-external-")
     try:
-        srv = ServeProc(Path(tmp.name), Path(tmp.name) / "state", timeout=300,
-                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "2g"})
-    except AssertionError as e:
-        print(e, file=sys.stderr)
-        return 1
-    from pyhive import hive
-
-    try:
-        print(f"proxy ready in {srv.ready_seconds:.1f} s (Spark local[2])")
-        direct = hive.connect(host="127.0.0.1", port=srv.engine_port, username="bench")
-        base = baseline(direct.cursor(), m, a.reps)
-        direct.close()
-        proxied = hive.connect(host="127.0.0.1", port=srv.port, username="bench")
-        external(proxied.cursor(), m, base, a.reps)
-        proxied.close()
-        print(f"\n{m['csv_bytes'] / 1e9:.2f} GB, {len(m['files'])} files, {a.reps} reps; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; whole run "
-              f"{time.monotonic() - t_run:.0f} s")
+        with tempfile.TemporaryDirectory(prefix="bench-external-") as tmp, \
+                embedded_proxy(Path(tmp)) as srv:
+            print(f"proxy ready in {srv.ready_seconds:.1f} s (Spark local[2])")
+            with closing(connect(srv.engine_port)) as direct:
+                base = baseline(direct.cursor(), m, a.reps)
+            with closing(connect(srv.port)) as proxied:
+                external(proxied.cursor(), m, base, a.reps)
+            print(f"\n{m['csv_bytes'] / 1e9:.2f} GB, {len(m['files'])} files, {a.reps} reps; "
+                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; "
+                  f"whole run {time.monotonic() - t_run:.0f} s")
     finally:
-        try:
-            print(f"SIGTERM -> exit {srv.stop(120)}")
-        finally:
-            srv.kill()
-            tmp.cleanup()
-            if not a.keep:
-                shutil.rmtree(data, ignore_errors=True)
+        if not a.keep:
+            shutil.rmtree(data, ignore_errors=True)
     return 0
 
 
