@@ -7,12 +7,15 @@ every 4th file gzip):
             from its one file (`_metadata.file_path = ...`, the read pruning sends), the
             hot aggregate over a Parquet copy of the hot columns (what the MV holds)
   external  through the proxy: CREATE TABLE ... TBLPROPERTIES('format'='csv'), minmax and
-            bloomfilter datamaps, a projection MV of the ten hot columns and an aggregate
-            MV, one ADD SEGMENT per batch (seconds per GB: links + index + MV build), then
+            bloomfilter datamaps, a projection MV of the ten hot columns (with a bloomfilter
+            of its own, ON TABLE fact_hot) and an aggregate MV, one ADD SEGMENT per batch
+            (seconds per GB: links + index + MV build), then
               needle    `WHERE key = ...` and `WHERE id = ...` (cold column selected, so
                         the CSV is read): pruned vs `SET datamap.prune.enabled=false`
               hot       aggregates over hot columns: from the MVs vs
                         `SET datamap.rewrite.enabled=false` (the CSV)
+              needle_hot  `WHERE key = ...` on hot columns: the MV pruned by its bloom
+                        filter vs not (what an index adds to Parquet's own statistics)
             every answer compared with the baseline table's.
 
 Each figure is the median of --reps runs (no warm-up run: the median absorbs the first).
@@ -54,10 +57,12 @@ HOT_QUERIES = {   # answered by the projection MV, and by the aggregate MV (a ro
 
 
 def needle_queries(m: dict) -> dict[str, str]:
-    """Needles select a cold column too: no MV holds it, so the CSV files are read."""
+    """needle_key and needle_id select a cold column too: no MV holds it, so the CSV files
+    are read; needle_hot is answered by the projection MV, pruned by its own bloom filter."""
     n = m["needles"][len(m["needles"]) // 2]
     return {"needle_key": f"SELECT id, key, amount, c050 FROM {{t}} WHERE key = '{n['key']}'",
-            "needle_id": f"SELECT id, key, amount, c050 FROM {{t}} WHERE id = {n['id']}"}
+            "needle_id": f"SELECT id, key, amount, c050 FROM {{t}} WHERE id = {n['id']}",
+            "needle_hot": f"SELECT id, key, amount FROM {{t}} WHERE key = '{n['key']}'"}
 
 
 def data_for(a) -> tuple[Path, dict]:
@@ -120,10 +125,11 @@ def baseline(cur, m: dict, reps: int) -> dict[str, tuple[float, list]]:
     copy_s = time.monotonic() - t0
     print(f"baseline Parquet copy of the hot columns (an MV build by hand): {copy_s:.1f} s "
           f"= {copy_s / gb:.1f} s per GB of CSV")
-    for name, sql in HOT_QUERIES.items():
+    for name, sql in {**HOT_QUERIES, "needle_hot": needle_queries(m)["needle_hot"]}.items():
         ms, rows = median_ms(cur, sql.format(t=f"{DB}.hot_copy"), reps)
         print(f"baseline {name} on the Parquet copy: {ms:.0f} ms -> "
-              f"{out[name][0] / ms:.1f}x of the CSV (a projection MV read by Spark)")
+              f"{out[name][0] / ms:.1f}x of the CSV (a projection MV read by Spark, "
+              "pruned by Parquet's own statistics only)")
         if diff := same_rows(out[name][1], rows, False):
             print(f"MISMATCH {name} Parquet copy vs CSV: {diff}")
     return out
@@ -143,7 +149,9 @@ def create_external(cur, m: dict) -> None:
             "'BLOOM_FPP'='0.001')",
             "CREATE DATAMAP fact_hot USING 'mv' DMPROPERTIES('SORT_COLUMNS'='region,product', "
             f"'TABLE_BLOCKSIZE'='128MB') AS SELECT {HOT_PROJECTION} FROM {t}",
-            f"CREATE DATAMAP fact_daily USING 'mv' AS {DAILY.format(t=t)}"):
+            f"CREATE DATAMAP fact_daily USING 'mv' AS {DAILY.format(t=t)}",
+            f"CREATE DATAMAP hot_bloom ON TABLE {DB}.fact_hot USING 'bloomfilter' "
+            "DMPROPERTIES('INDEX_COLUMNS'='key')"):
         try:
             run(cur, sql)
         except ClientError as e:
@@ -207,7 +215,7 @@ def external(cur, m: dict, base: dict, reps: int) -> None:
     for name, sql in HOT_QUERIES.items():
         ratios[name] = compare(cur, name, sql.format(t=t), "datamap.rewrite.enabled",
                                base[name], reps, "Hit mv DataMap")
-    print("\nratios measured in this run (target >= 20x): " + ", ".join(
+    print("\nratios measured in this run (target >= 20x but for needle_hot): " + ", ".join(
         f"{k} {v:.1f}x" for k, v in ratios.items() if v))
 
 
