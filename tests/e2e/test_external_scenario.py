@@ -69,6 +69,7 @@ def env(shared_serve, tmp_path_factory):
         c.dm.run(f"CREATE TABLE {DB}.plain_csv ({extdata.fields_ddl(m)}) USING csv OPTIONS "
                  f"(header 'false', recursiveFileLookup 'true') LOCATION '{m['root']}'")
         yield {"c": c, "m": m, "root": root, "port": shared_serve.port, "broken": None,
+               "state": shared_serve.state,
                "hashes": hashes(Path(m["root"])), "batches": "012", "segments": []}
     finally:
         c.close()
@@ -126,8 +127,16 @@ def hit(env, sql: str, datamap: str) -> list:
 
 
 def needle(env, file_index: int) -> dict:
-    return next(n for n in env["m"]["needles"] if n["file"].startswith(
-        env["m"]["files"][file_index]["path"]))
+    path = env["m"]["files"][file_index]["path"]
+    return next(n for n in env["m"]["needles"] if n["file"] == path)
+
+
+def links(env) -> dict[str, str]:
+    """The table's files in the proxy's state (shared design: one symbolic link per data
+    file under <state>/external/<db>/): link -> the file it points to."""
+    top = env["state"] / "external" / DB
+    return {str(p): str(p.resolve()) for p in top.rglob("*")
+            if p.is_symlink() or p.is_file()} if top.exists() else {}
 
 
 def test_generated_data_is_what_the_scenario_relies_on(tmp_path):
@@ -203,6 +212,9 @@ def test_three_add_segments_plain_gzip_bzip2(env):
             env["segments"].append(str(segs[0][0]))
             hit(env, QUERIES["totals"], "fact_mv")
         assert hit(env, QUERIES["totals"], "fact_mv")[0][0] == m["rows"]
+        originals = {str(Path(m["root"], f["path"]).resolve()) for f in m["files"]}
+        assert sorted(links(env).values()) == sorted(originals), links(env)   # nothing copied
+        assert all(Path(p).is_symlink() for p in links(env))
         for write in (f"INSERT INTO {T} SELECT * FROM {DB}.plain_csv",
                       f"LOAD DATA LOCAL INPATH '{m['root']}/batch_0' INTO TABLE {T}"):
             assert "fact" in c.dm.error(write).message
@@ -265,6 +277,8 @@ def test_drop_table_keeps_the_files(env):
         c = env["c"]
         c.dm.run(f"DROP TABLE {T}")
         assert not {"fact_dm1", "fact_dm2", "fact_mv", "mv_dm1"} & set(c.datamaps())
-        assert "fact" not in {r[1] for r in c.dm.run(f"SHOW TABLES IN {DB}").rows}
+        # its hidden source table and the MV's table went with it, and so did its links
+        assert {r[1] for r in c.dm.run(f"SHOW TABLES IN {DB}").rows} == {"plain_csv"}
+        assert links(env) == {}
         assert hashes(Path(env["m"]["root"])) == env["hashes"]
         c.dm.run(f"DROP TABLE {DB}.plain_csv")
