@@ -245,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--columns", type=int, default=110)
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "bench-external"),
-                    help="where the CSV is generated (removed at the end unless --keep)")
+    ap.add_argument("--data-dir", help="where the CSV is generated (removed at the end unless "
+                                       "--keep; default: a temp dir named by the sizes)")
     ap.add_argument("--keep", action="store_true",
                     help="reuse data already in --data-dir, and leave it there")
     ap.add_argument("--quick", action="store_true", help="0.1 GB in 40 files, a smoke run")
@@ -255,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         a.gb, a.files = 0.1, 40
     if a.batches < 3 or (a.columns < 100 and not a.quick):
         ap.error("the issue's figures need --batches >= 3 and --columns >= 100")
+    # named by the sizes, so that a run of other sizes does not replace data kept for reuse
+    a.data_dir = a.data_dir or str(Path(tempfile.gettempdir()) / (
+        f"bench-external-{a.gb:g}gb-{a.files}f-{a.columns}c-{a.batches}b"))
     t_run = time.monotonic()
     data, m = data_for(a)
     try:
