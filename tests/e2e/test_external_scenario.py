@@ -98,7 +98,7 @@ def beeline(env, statements: list[str]):
 def plain(env) -> str:
     """The plain CSV table narrowed to the files of the batches the external table holds."""
     return (f"(SELECT * FROM {DB}.plain_csv WHERE _metadata.file_path "
-            f"RLIKE '/batch_[{env['batches']}]/') AS fact")
+            f"RLIKE '/batch_[{env['batches']}]/') AS plain")
 
 
 def same(env, sql: str) -> list:
