@@ -103,7 +103,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     # index datamaps skip files of the SQL about to be sent (docs/index-pruning.md)
     shapes = ServiceShapes(service.schema_cache, spark.get)
     pruner = Pruner(StoreForQueries(indexes.store,
-                                    lambda t: catalog.datamap_by_table(t) is not None), shapes)
+                                    lambda t: catalog.datamap_by_table(t) is not None,
+                                    shapes.warm), shapes)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s,
                                   pruner=pruner)

@@ -5,7 +5,7 @@
     ALTER TABLE [db.]t ADD SEGMENT LOCATION 'p1,p2'   (or OPTIONS ('path'='p1,p2'))
     DELETE FROM TABLE [db.]t WHERE SEGMENT.ID IN (0, 2)
     DELETE FROM TABLE [db.]t WHERE SEGMENT.STARTTIME BEFORE 'yyyy-MM-dd HH:mm:ss'
-    ALTER TABLE [db.]t COMPACT 'MINOR' | 'MAJOR'
+    ALTER TABLE [db.]t COMPACT 'MINOR' | 'MAJOR' | 'CUSTOM' WHERE SEGMENT.ID IN (0, 2)
     SET carbon.input.segments.<db>.<t> = 1,3 | *
 
 A CREATE TABLE whose TBLPROPERTIES have no 'format' is not ours (parse_create -> None):
@@ -62,7 +62,8 @@ class DeleteSegments:
 @dataclass(frozen=True)
 class Compact:
     table: str
-    kind: str                               # minor | major
+    kind: str                               # minor | major | custom
+    ids: tuple[int, ...] = ()               # CUSTOM: WHERE SEGMENT.ID IN (...)
 
 
 def _qualify(parts: list[str], current_db: str) -> str:
@@ -249,17 +250,16 @@ def parse_alter(statement: str, current_db: str = "default") -> AddSegment | Com
         if found is None:
             return None
         cur, table = found
-        if cur.accept("compact"):
-            kind = cur.string("MINOR or MAJOR").strip().lower()
-            if kind not in ("minor", "major"):
-                raise StatementError(f"Table {table}: compaction '{kind}' is not supported on "
-                                     "an external-format table (MINOR or MAJOR)", "0A000")
-            cur.end()
-            return Compact(table, kind)
-        if not cur.accept("add") or not cur.accept("segment"):
+        if cur.at("compact"):
+            compact = True
+        elif not cur.accept("add") or not cur.accept("segment"):
             return None
+        else:
+            compact = False
     except StatementError:
         return None
+    if compact:        # its syntax errors are the client's (the caller knows t is ours)
+        return _compact(cur, table)
     cur.subject = f"ADD SEGMENT of {table}"
     if cur.accept("location"):
         raw = cur.string("the segment's paths")
@@ -279,6 +279,37 @@ def parse_alter(statement: str, current_db: str = "default") -> AddSegment | Com
     return AddSegment(table, paths)
 
 
+def _compact(cur: Cursor, table: str) -> Compact | None:
+    """COMPACT 'MINOR' | 'MAJOR' | 'CUSTOM' WHERE SEGMENT.ID IN (...); None (not ours:
+    forwarded, then refused as any other COMPACT) for another kind."""
+    cur.next()
+    kind = cur.string("MINOR, MAJOR or CUSTOM").strip().lower()
+    if kind not in ("minor", "major", "custom"):
+        return None
+    ids: tuple[int, ...] = ()
+    if kind == "custom":
+        cur.subject = f"COMPACT 'CUSTOM' of {table}"
+        cur.expect("where", "WHERE SEGMENT.ID IN (...) after 'CUSTOM'")
+        cur.expect("segment")
+        cur.expect_op(".", "after SEGMENT")
+        cur.expect("id")
+        ids = _id_list(cur)
+    cur.end()
+    return Compact(table, kind, ids)
+
+
+def _id_list(cur: Cursor) -> tuple[int, ...]:
+    """IN (0, 2, ...): the ids, each once, in order."""
+    cur.expect("in")
+    cur.expect_op("(", "to open the segment ids")
+    ids = []
+    while True:
+        ids.append(_segment_id(cur, cur.next()))
+        if cur.accept_op(")"):
+            return tuple(dict.fromkeys(ids))
+        cur.expect_op(",", "or ')' in the segment ids")
+
+
 def parse_delete_segments(statement: str, current_db: str = "default") -> DeleteSegments | None:
     """DELETE FROM TABLE t WHERE SEGMENT.ID IN (...) | SEGMENT.STARTTIME BEFORE '...'."""
     cur = Cursor(statement)
@@ -292,16 +323,9 @@ def parse_delete_segments(statement: str, current_db: str = "default") -> Delete
     cur.expect("where"), cur.expect("segment")
     cur.expect_op(".", "after SEGMENT")
     if cur.accept("id"):
-        cur.expect("in")
-        cur.expect_op("(", "to open the segment ids")
-        ids = []
-        while True:
-            ids.append(_segment_id(cur, cur.next()))
-            if cur.accept_op(")"):
-                break
-            cur.expect_op(",", "or ')' in the segment ids")
+        ids = _id_list(cur)
         cur.end()
-        return DeleteSegments(table, tuple(dict.fromkeys(ids)))
+        return DeleteSegments(table, ids)
     cur.expect("starttime", "ID or STARTTIME")
     cur.expect("before")
     raw = cur.string("the time (yyyy-MM-dd HH:mm:ss)")

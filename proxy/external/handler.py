@@ -146,7 +146,12 @@ class ExternalHandler:
         return Local(run, note=f"external:{fn.__name__}")
 
     def _alter(self, statement: str, stmt, db: str) -> Decision | None:
-        add = grammar.parse_alter(statement, db)
+        try:
+            add = grammar.parse_alter(statement, db)
+        except StatementError as e:     # COMPACT 'CUSTOM' ...: ours only on our tables
+            if stmt.tables and self.tables.get(stmt.tables[0]):
+                return Reject(e.message, e.sqlstate)
+            return None
         if isinstance(add, grammar.AddSegment):
             if not self.tables.get(add.table):
                 return Reject(f"ADD SEGMENT applies to external-format tables; {add.table} "

@@ -201,14 +201,25 @@ class ExternalTables:
     def compact(self, stmt: grammar.Compact) -> int | None:
         """Live segments -> one, re-mapping the same links (no file is touched, so neither
         datamaps nor per-file indexes need to read anything). MAJOR takes every live
-        segment; MINOR those ADD SEGMENT made (not earlier compactions' results)."""
+        segment; MINOR those ADD SEGMENT made (not earlier compactions' results); CUSTOM
+        the live segments named (each must be live: else 42000, nothing changes)."""
         table = stmt.table
         with self.lock(table):
             self.require(table)
             every = self.store.segments(table)
             merged = {s.merged_into for s in every if s.merged_into is not None}
-            live = sorted((s for s in every if s.status == LIVE and (
-                stmt.kind == "major" or s.id not in merged)), key=lambda s: s.id)
+            if stmt.kind == "custom":
+                by_id = {s.id: s for s in every if s.status == LIVE}
+                missing = [i for i in stmt.ids if i not in by_id]
+                if missing:
+                    raise ClientError(
+                        f"COMPACT 'CUSTOM' of {table}: no live segment "
+                        f"{', '.join(map(str, missing))} (SHOW SEGMENTS FOR TABLE {table})",
+                        "42000")
+                live = sorted((by_id[i] for i in stmt.ids), key=lambda s: s.id)
+            else:
+                live = sorted((s for s in every if s.status == LIVE and (
+                    stmt.kind == "major" or s.id not in merged)), key=lambda s: s.id)
             if len(live) < 2:
                 return None
             new_id = self.store.next_id(table)

@@ -23,7 +23,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 from urllib.parse import unquote
 
 from proxy.datamaps.records import display_name
@@ -187,6 +187,13 @@ class ServiceShapes:
             table.split(".", 1)[1])
         return None if columns is None else TableShape(columns, kind[0], kind[1])
 
+    def warm(self, tables) -> None:
+        """Load these tables' shapes in the background now (indexed tables, as soon as they
+        are): else the first query on a table is sent unpruned while its shape loads."""
+        for table in tables:
+            if table not in self._kinds:
+                self._request(table)
+
     def invalidate(self, table: str | None = None) -> None:
         with self._guard:
             if table is None:
@@ -241,9 +248,11 @@ class StoreForQueries:
     answers for the datamap's table. `is_datamap_storage(table)` tells a real storage table
     from a user table whose name only ends the same way."""
 
-    def __init__(self, store, is_datamap_storage: Callable[[str], bool]):
+    def __init__(self, store, is_datamap_storage: Callable[[str], bool],
+                 warm: Callable[[Iterable[str]], None] | None = None):
         self.store = store
         self._is_storage = is_datamap_storage
+        self._warm = warm             # told of the tables queries may be pruned on
         self._storages: set[str] = set()
         self._tables: tuple[int, frozenset[str]] | None = None
 
@@ -272,6 +281,10 @@ class StoreForQueries:
         known = self._tables
         if known is None or known[0] != version:
             names = {t.lower() for t in self.store.tables()}
-            known = (version, frozenset(names | {t + STORAGE_SUFFIX for t in names}))
+            storages = {t + STORAGE_SUFFIX for t in names
+                        if self._name(t + STORAGE_SUFFIX) != t + STORAGE_SUFFIX}
+            known = (version, frozenset(names | storages))
             self._tables = known
+            if self._warm is not None:
+                self._warm(sorted(known[1]))
         return known[1]

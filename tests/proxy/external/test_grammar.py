@@ -91,6 +91,12 @@ def test_add_segment_location_and_options():
     assert "empty path" in e.value.message
     assert grammar.parse_alter("ALTER TABLE t COMPACT 'major'") == grammar.Compact("default.t",
                                                                                  "major")
+    assert grammar.parse_alter("ALTER TABLE t COMPACT 'CUSTOM' WHERE SEGMENT.ID IN (3, 1, 3)") \
+        == grammar.Compact("default.t", "custom", (3, 1))
+    assert grammar.parse_alter("ALTER TABLE t COMPACT 'SEGMENT_INDEX'") is None   # not ours
+    with pytest.raises(StatementError) as e:
+        grammar.parse_alter("ALTER TABLE t COMPACT 'custom'")
+    assert "WHERE SEGMENT.ID IN" in e.value.message and e.value.sqlstate == "42000"
 
 
 def test_delete_segments_by_id_and_by_time():

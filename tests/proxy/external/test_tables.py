@@ -154,6 +154,13 @@ def test_compact_remaps_the_same_links(ext, files):
     assert ext.store.segments("default.t")[0].rows == 7
     assert ext.compact(grammar.Compact("default.t", "minor")) is None   # 5 is a result
     assert ext.compact(grammar.Compact("default.t", "major")) == 7
+    (files.parent / "last.csv").write_text("4,z,5\n")
+    _add(ext, files.parent / "last.csv")                  # 8
+    with pytest.raises(ClientError) as e:
+        ext.compact(grammar.Compact("default.t", "custom", (8, 5)))   # 5 was merged into 7
+    assert e.value.sqlstate == "42000" and "no live segment 5" in str(e.value)
+    assert ext.compact(grammar.Compact("default.t", "custom", (7, 8))) == 9
+    assert [s.id for s in ext.store.segments("default.t", live_only=True)] == [9]
 
 
 def test_recover_follows_the_catalog(ext, files):
