@@ -106,7 +106,7 @@ def _pruner(spark, tables) -> Pruner:
                for t in ("ev", "pq")] + [Info("prune_db", "ev_bloom", "prune_db.ev",
                                               "bloomfilter", ("k",))]
 
-    class Store(FakeStore):        # TEST ONLY, as FakeStore: B1's store replaces it
+    class Store(FakeStore):        # statistics as data: what Spark says each file holds
         def file_stats(self, table):
             return tables.get(table, {})
 

@@ -2,8 +2,9 @@
 proxy/datamaps/handler.py), without Spark: a real catalog, schemas given as data, real
 files on disk for the stat() check.
 
-FakeStore stands in for part B1's proxy/indexes/store.py (IndexStore), which is not on
-this branch: TEST ONLY. The integrator switches these tests to the real store."""
+FakeStore hands the Pruner statistics as data (the pruning decisions are the subject
+here); the real IndexStore behind the Pruner is exercised end to end, built by Spark, in
+tests/e2e/test_external_scenario.py and tests/e2e/test_index_datamaps.py."""
 from __future__ import annotations
 
 import os
@@ -213,3 +214,47 @@ def test_a_statement_too_large_to_parse_on_the_decision_path_is_sent_unpruned(fi
     monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
     padded = NEEDLE + " OR kind IN (" + ", ".join(["'x'"] * 20000) + ")"
     assert len(padded) >= pruning.MAX_SQL_BYTES and p.prune(padded, "db1") is None
+
+
+class _Store:
+    """The index store's query interface, as data: indexes kept under `db.x_table`."""
+
+    def __init__(self, tables):
+        self.tables_ = tables
+        self.asked: list[str] = []
+        self.v = 1
+
+    def version(self):
+        return self.v
+
+    def tables(self):
+        return set(self.tables_)
+
+    def indexes_on(self, table):
+        self.asked.append(table)
+        return ["idx"] if table in self.tables_ else []
+
+    def file_stats(self, table):
+        return {"f": table} if table in self.tables_ else {}
+
+    def file_identity(self, table):
+        return {"f": (1, 1)} if table in self.tables_ else {}
+
+
+def test_an_mv_datamaps_storage_table_is_asked_as_its_indexed_table():
+    from proxy.indexes.pruning import StoreForQueries
+    store = _Store({"db.mv_table", "db.plain_table"})
+    storages = {"db.mv_table_segments"}         # plain_table_segments: a user's own table
+    warmed = []
+    view = StoreForQueries(store, lambda t: t in storages, warmed.extend)
+    assert view.indexes_on("db.mv_table_segments") == ["idx"]
+    assert view.file_stats("db.mv_table_segments") == {"f": "db.mv_table"}
+    assert view.file_identity("db.mv_table_segments") == {"f": (1, 1)}
+    assert view.indexes_on("db.plain_table_segments") == []     # never plain_table's stats
+    assert view.indexed_tables() == {"db.mv_table", "db.plain_table", "db.mv_table_segments"}
+    assert sorted(warmed) == ["db.mv_table", "db.mv_table_segments", "db.plain_table"]
+    store.tables_.add("db.other")
+    assert "db.other" not in view.indexed_tables()       # same version: the cached set
+    store.v = 2
+    assert "db.other" in view.indexed_tables()
+
