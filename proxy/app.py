@@ -100,7 +100,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         background.thread("serving-warm", serving.warm)
     auditor = Auditor(service, dm.audit_sample_rate, serving)
     auditor.start(background)
-    # index datamaps skip files of the SQL about to be sent (docs/index-pruning.md)
+    # index datamaps skip files of the SQL about to be sent (docs/indexes.md)
     shapes = ServiceShapes(service.schema_cache, spark.get)
     pruner = Pruner(StoreForQueries(indexes.store,
                                     lambda t: catalog.datamap_by_table(t) is not None,

@@ -24,7 +24,7 @@ tables re-sync their datamaps after Spark ran them.
 
 With a `pruner` (proxy/indexes/pruning.py), the SQL the SELECT handler is about to send
 (rewritten or not) skips the files index datamaps rule out, and EXPLAIN shows that SQL
-and one `Pruned by index datamap` line per index (docs/index-pruning.md).
+and one `Pruned by index datamap` line per index (docs/indexes.md).
 
 Register them in this order: DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler.
 """
