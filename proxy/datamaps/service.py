@@ -194,7 +194,7 @@ class DatamapService:
 
     def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
         self.maintenance.after_load(table, source, overwrite)
-        self.indexes.after_load(table)      # after the mv refreshes: indexes on them too
+        self.indexes.after_load(table, overwrite)   # after the mv refreshes: theirs too
 
     def after_drop_table(self, table: str) -> list[str]:
         gone = self.maintenance.after_drop_table(table)
