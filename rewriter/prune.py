@@ -59,12 +59,14 @@ class IndexedTable:
     `SELECT *` returns them, with Spark types (lower-cased names); `read_from`: the table the
     derived table reads (an external table's source table, projected to `columns`; else the
     table itself); `files`: statistics per normalised file path, only of files whose
-    statistics still hold (the caller dropped the rest)."""
+    statistics still hold (the caller dropped the rest); `shadowed`: the session has a
+    temporary view of the table's bare name, which an unqualified reference reads."""
     name: str                       # "db.t", lower-cased
     columns: Mapping[str, str]
     files: Mapping[str, FileStats]
     indexes: Sequence[IndexSpec] = ()
     read_from: str | None = None
+    shadowed: bool = False
 
 
 @dataclass
@@ -165,7 +167,7 @@ def _references(scope, table: IndexedTable, current_db: str):
             excluded.add(i)
     mine = [(i, s) for i, s in enumerate(sources) if isinstance(s, exp.Table)
             and scope.sources.get(s.alias_or_name) is s       # not a CTE of that name
-            and _full_name(s, current_db) == table.name]
+            and _reads_table(s, table, current_db)]
     if not mine or any(s.args.get("pivots") for s in sources):
         return []
     aliases = [s.alias_or_name.lower() for s in sources]
@@ -253,7 +255,7 @@ def _pushed(scope, table: IndexedTable, current_db: str) -> list[exp.Expression]
 
 def _columns_of_source(scope, source, table: IndexedTable, current_db: str) -> list[str]:
     if isinstance(source, exp.Table):
-        return list(table.columns) if _full_name(source, current_db) == table.name else []
+        return list(table.columns) if _reads_table(source, table, current_db) else []
     inner = scope.sources.get(source.alias_or_name)
     expression = getattr(inner, "expression", None)
     return [n.lower() for n in expression.named_selects] \
@@ -278,6 +280,12 @@ def _full_name(node: exp.Table, current_db: str) -> str | None:
     if catalog and catalog != "spark_catalog":
         return None
     return f"{(node.db or current_db).lower()}.{node.name.lower()}"
+
+
+def _reads_table(node: exp.Table, table: IndexedTable, current_db: str) -> bool:
+    if table.shadowed and not node.db:
+        return False                    # Spark reads the temporary view of that name
+    return _full_name(node, current_db) == table.name
 
 
 def _resolver(alias: str, columns: Mapping[str, str], unqualified_ok: bool):

@@ -213,3 +213,24 @@ def test_a_statement_too_large_to_parse_on_the_decision_path_is_sent_unpruned(fi
     monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
     padded = NEEDLE + " OR kind IN (" + ", ".join(["'x'"] * 20000) + ")"
     assert len(padded) >= pruning.MAX_SQL_BYTES and p.prune(padded, "db1") is None
+
+
+@pytest.mark.parametrize("create", [
+    "CREATE TEMPORARY VIEW events AS SELECT 25L AS id, 'x' AS kind",
+    "create or replace temp view `Events` as select 25L as id, 'x' as kind",
+    "CACHE LAZY TABLE events AS SELECT 25L AS id, 'x' AS kind"])
+def test_a_temporary_view_shadowing_the_table_is_not_pruned(service, files, create):
+    """Spark reads the session's temporary view `events` for an unqualified `events`; the
+    pruned SQL would read db1.events instead. A qualified name still reads the table."""
+    from proxy.indexes.pruning import watch_temp_views
+    from proxy.router import Router
+    router = Router([watch_temp_views, DatamapSelectHandler(service, pruner=pruner(files))])
+    d = router.decide(ctx(), create)
+    assert dict(d.settings) == {"datamap.session.temp_views": "events"}
+    after = ctx(**dict(d.settings))
+    assert not isinstance(router.decide(after, NEEDLE), Rewrite)
+    assert isinstance(router.decide(after, "SELECT kind FROM db1.events WHERE id = 25"),
+                      Rewrite)
+    other = router.decide(after, "CREATE GLOBAL TEMPORARY VIEW v AS SELECT 1")
+    assert "datamap.session.temp_views" not in dict(other.settings)
+    assert router.decide(after, "CACHE TABLE events").settings == ()
