@@ -34,6 +34,9 @@ _BLOCKED_WORDS = {"insert": "INSERT", "load": "LOAD DATA", "truncate": "TRUNCATE
                   "update": "UPDATE", "delete": "DELETE", "merge": "MERGE", "msck": "MSCK REPAIR",
                   "create": "CREATE TABLE", "replace": "REPLACE TABLE"}
 SEGMENT_COLUMNS = (("SegmentSequenceId", "string"),)
+# statements that change a table's files or definition: refused on a hidden source table
+# (an INSERT OVERWRITE would unlink the segments' links behind the catalog's back)
+_CHANGING = (Kind.WRITE, Kind.FILES, Kind.CREATE_TABLE, Kind.DROP_TABLE, Kind.ALTER_TABLE)
 
 
 def _first_word(statement: str) -> str:
@@ -82,6 +85,14 @@ class ExternalHandler:
         if stmt.kind is Kind.SET and stmt.key and stmt.key.lower().startswith(
                 grammar.SEGMENTS_KEY):
             return self._select_segments(ctx, stmt.key, stmt.value)
+        if stmt.kind in _CHANGING and _first_word(statement) != "refresh":
+            for table in stmt.tables:
+                owner = self.tables.store.owner_of_source(table)
+                if owner is not None:
+                    return Reject(f"{table} is the hidden source table of external-format "
+                                  f"table {owner}: change it through {owner} (ALTER TABLE "
+                                  "... ADD SEGMENT, DROP TABLE ...; docs/external.md)",
+                                  "0A000")
         if stmt.kind is Kind.CREATE_TABLE:
             create = grammar.parse_create(statement, db)
             if create is not None:

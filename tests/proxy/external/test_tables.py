@@ -283,3 +283,19 @@ def test_datamaps_follow_segments_and_schema_changes(ext, files):
     assert ("after_load", "default.t", True) in calls
     ext.drop("default.t")
     assert calls[-1] == ("dropped", "default.t")
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO {s} VALUES (1, 'a', 2)", "INSERT OVERWRITE TABLE {s} SELECT 1, 'a', 2",
+    "DROP TABLE {s}", "DROP TABLE IF EXISTS {s}", "ALTER TABLE {s} SET LOCATION '/tmp/x'",
+    "ALTER TABLE {s} RENAME TO default.elsewhere", "TRUNCATE TABLE {s}",
+    "CREATE OR REPLACE TABLE {s} AS SELECT 1", "LOAD DATA INPATH '/x' INTO TABLE {s}"])
+def test_the_hidden_source_table_is_changed_only_through_its_view(ext, sql):
+    """The source table is listed by SHOW TABLES; an INSERT OVERWRITE of it would unlink
+    every segment's links behind the catalog's back, a DROP would leave the view broken."""
+    source = ext.get("default.t").source
+    d = ExternalHandler(ext)(_ctx(), sql.format(s=source))
+    assert isinstance(d, Reject) and d.sqlstate == "0A000", d
+    assert source in d.message and "default.t" in d.message
+    for allowed in (f"SELECT * FROM {source}", f"REFRESH TABLE {source}", f"DESC {source}"):
+        assert ExternalHandler(ext)(_ctx(), allowed) is None
