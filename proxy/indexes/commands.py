@@ -296,6 +296,19 @@ class IndexService:
                                       f"rebuilding after a change of {table} failed: "
                                       f"{describe(e)[0]}")
 
+    def zone_changed(self, before: str, zone: str) -> list[str]:
+        """TIMESTAMP bounds are wall-clock times of the zone they were built in (and such
+        columns have no bloom): under another zone they mean other instants, so those
+        indexes are DISABLED until REBUILD. Returns them."""
+        out = []
+        for info in self.store.all():
+            if info.enabled and any(t == "timestamp" for _, t in info.column_types):
+                self.store.set_status(info.db, info.name, False, (
+                    f"the session time zone changed from {before} to {zone} after it was "
+                    "built: REBUILD DATAMAP rebuilds it"))
+                out.append(info.qualified)
+        return out
+
     # -- hooks ---------------------------------------------------------------------------
     def has(self, table: str) -> bool:
         return bool(self.store.indexes_on(table))

@@ -116,3 +116,23 @@ def test_bounds_python_cannot_hold_are_unknown():
     assert decode("+12024-01-02", "date") is None
     assert decode("2021-03-04 05:06:07.1", "timestamp").microsecond == 100000
     assert decode("1.5", "decimal(3,1)") == decimal.Decimal("1.5")
+
+
+def test_a_time_zone_change_disables_indexes_on_timestamp_columns(tmp_path):
+    """TIMESTAMP bounds are wall-clock times of the zone they were built in: under another
+    zone a literal means another instant, so the index waits for REBUILD."""
+    from tests.proxy.datamaps.support import decision_service
+    for svc in decision_service(tmp_path / "state", {}):
+        store = svc.indexes.store
+        svc.catalog.set_setting("time_zone", "UTC")
+        store.create("db", "ts_mm", "db.fact", "minmax", [("ts", "timestamp"), ("id", "int")],
+                     {}, enabled=True)
+        store.create("db", "id_mm", "db.fact", "minmax", [("id", "int")], {}, enabled=True)
+        store.create("db", "ntz_mm", "db.fact", "minmax", [("t", "timestamp_ntz")], {},
+                     enabled=True)
+        svc.adopt_time_zone("UTC", rebuild=False)
+        assert all(i.enabled for i in store.all())
+        svc.adopt_time_zone("Asia/Tokyo", rebuild=False)
+        state = {i.name: (i.enabled, i.status_reason) for i in store.all()}
+        assert state["id_mm"] == (True, "") and state["ntz_mm"] == (True, "")
+        assert not state["ts_mm"][0] and "UTC to Asia/Tokyo" in state["ts_mm"][1]
