@@ -8,8 +8,9 @@ over a plain projection of it (`_pushed`). A file whose statistics prove that no
 row makes those conjuncts TRUE (rewriter/prune_values.py) holds no row the reference can
 use, so reading the reference as
 
-    (SELECT <table's columns> FROM <table or its source> WHERE _metadata.file_path
-     NOT IN (<pruned files>)) AS <alias>
+    (SELECT * FROM <table> WHERE _metadata.file_path NOT IN (<pruned files>)) AS <alias>
+
+(an external table: `SELECT <its fields> FROM <its source table>`)
 
 returns the same rows. NOT IN, not IN: a file added after the indexes were built has no
 statistics and is read.
@@ -338,7 +339,11 @@ def _derived(node: exp.Table, table: IndexedTable, skipped: frozenset[str]) -> e
         ident = source.args.get(part)
         if ident is not None:
             ident.set("quoted", True)
-    inner = exp.select(*[exp.column(c, quoted=True) for c in table.columns]).from_(source).where(
+    # `*` of the table itself: its columns as it spells them (`columns` are lower-cased,
+    # and `SELECT *` of the reference must keep answering `Id`, not `id`)
+    projection = [exp.column(c, quoted=True) for c in table.columns] if table.read_from \
+        else [exp.Star()]
+    inner = exp.select(*projection).from_(source).where(
         exp.Not(this=exp.In(this=exp.column("file_path", table="_metadata"),
                             expressions=[exp.Literal.string(p) for p in sorted(skipped)])))
     alias = node.args.get("alias")

@@ -84,7 +84,7 @@ def test_a_query_on_an_indexed_table_is_sent_pruned(service, files):
     assert isinstance(d, Rewrite) and d.note == "pruned:ev_mm=1/4"
     assert d.log == ("Pruned by index datamap ev_mm: 1 of 4 files",)
     skipped = sorted(p for p in files[0] if "part-2" not in p)
-    assert d.sql == ("SELECT kind FROM (SELECT `id`, `kind` FROM `db1`.`events` WHERE NOT "
+    assert d.sql == ("SELECT kind FROM (SELECT * FROM `db1`.`events` WHERE NOT "
                      "_metadata.file_path IN (" + ", ".join(f"'{p}'" for p in skipped)
                      + ")) AS `events` WHERE id = 25")
 
