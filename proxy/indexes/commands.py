@@ -342,8 +342,9 @@ class IndexService:
         staged = {normalize_path(final): normalize_path(s) for s, final in files}
         with self._locks(f"index:{table}"):
             built = self._entries(infos, staged, staged)
-            for info in infos:
-                self.store.put(info, built[info.qualified], segment=str(segment_id))
+            for info in infos:      # a crash after an earlier attempt left entries
+                self.store.put(info, built[info.qualified], segment=str(segment_id),
+                               replace_segment=True)     # under this id: not theirs
         entries = list(built[infos[0].qualified])
         if any(e.rows is None for e in entries):
             return None

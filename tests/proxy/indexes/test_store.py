@@ -136,3 +136,24 @@ def test_a_time_zone_change_disables_indexes_on_timestamp_columns(tmp_path):
         state = {i.name: (i.enabled, i.status_reason) for i in store.all()}
         assert state["id_mm"] == (True, "") and state["ntz_mm"] == (True, "")
         assert not state["ts_mm"][0] and "UTC to Asia/Tokyo" in state["ts_mm"][1]
+
+
+def test_a_segment_id_used_again_after_a_crash_drops_the_entries_left_under_it(store,
+                                                                              monkeypatch):
+    """ADD SEGMENT indexes its files before the catalog records the segment; after a
+    crash between the two, the next ADD SEGMENT takes the same id and link paths
+    (seg_<id>/f00000_<name>) that may name other files: no entry of the lost attempt
+    may survive under them."""
+    from proxy.datamaps.locks import KeyedLocks
+    service = IndexService(store.catalog, spark=None, locks=KeyedLocks())
+    bf = store.create("db", "mm", "db.ext", "minmax", [("id", "bigint")], {}, enabled=True)
+    lost = [Entry(f"file:/s/seg_4/f0000{i}_x.csv", 10, 111, 3, {"id": (1, 9, 0)})
+            for i in range(2)]
+    store.put(bf, lost, segment="4")                  # indexed, then the proxy died
+    new = Entry("file:/s/seg_4/f00000_x.csv", 20, 222, 5, {"id": (50, 60, 0)})
+    monkeypatch.setattr(service, "_entries", lambda infos, files, staged=None: {
+        i.qualified: [new] for i in infos})
+    assert service.on_segment_files("db.ext", 4, [("file:/s/.staging_4/f00000_x.csv",
+                                                   "file:/s/seg_4/f00000_x.csv")]) == 5
+    stats = store.file_stats("db.ext")
+    assert set(stats) == {new.path} and stats[new.path].columns["id"].low == 50
