@@ -39,16 +39,18 @@ def files_subquery(scope: Scope, alias: str) -> exp.Subquery:
 
 
 def restrict(expression: exp.Expression, tables: Mapping[str, Scope],
-             current_db: str = "default") -> exp.Expression:
+             current_db: str = "default", shadowed: frozenset[str] = frozenset()
+             ) -> exp.Expression:
     """A copy of `expression` in which every reference to a table of `tables` ("db.t",
     lower case) reads only its files. Precondition: `fields` are the table's columns as
     the source table spells them. Correct because the subquery has the table's columns
     under the table's alias (or name), so every column reference resolves as before. A
-    name a WITH clause defines is not the table, and is left alone."""
+    name a WITH clause defines is not the table, and is left alone; nor is an unqualified
+    name in `shadowed` (the session's temporary views, which Spark resolves first)."""
     tree = expression.copy()
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in list(tree.find_all(exp.Table)):
-        if not node.args.get("db") and node.name.lower() in ctes:
+        if not node.args.get("db") and node.name.lower() in ctes | shadowed:
             continue
         if not isinstance(node.this, exp.Identifier):
             continue           # a table function or a path

@@ -25,6 +25,7 @@ from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar
 from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
+from proxy.indexes.pruning import temp_views
 from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.sqlscan import Cursor, StatementError
 
@@ -261,7 +262,7 @@ class ExternalHandler:
             return None
         if len(trees) != 1 or trees[0] is None:
             return None
-        restricted = restrict(trees[0], scopes, ctx.current_db)
+        restricted = restrict(trees[0], scopes, ctx.current_db, temp_views(ctx.conf))
         if restricted == trees[0]:
             return None
         return restricted.sql(dialect="spark"), scopes

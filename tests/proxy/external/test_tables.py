@@ -299,3 +299,14 @@ def test_the_hidden_source_table_is_changed_only_through_its_view(ext, sql):
     assert source in d.message and "default.t" in d.message
     for allowed in (f"SELECT * FROM {source}", f"REFRESH TABLE {source}", f"DESC {source}"):
         assert ExternalHandler(ext)(_ctx(), allowed) is None
+
+
+def test_a_temporary_view_of_the_same_name_is_not_restricted(ext, files):
+    """Under a segment selection on default.t, an unqualified `t` that names the
+    session's temporary view reads the view (Spark's resolution), not t's segments."""
+    _add(ext, files / "a.csv")
+    conf = {"carbon.input.segments.default.t": "0", "datamap.session.temp_views": "t"}
+    h = ExternalHandler(ext)
+    assert h(_ctx(**conf), "SELECT count(*) FROM t") is None
+    q = h(_ctx(**conf), "SELECT count(*) FROM default.t JOIN t AS v ON v.id = t.id")
+    assert isinstance(q, Rewrite) and "JOIN t AS v" in q.sql
