@@ -50,7 +50,7 @@ from proxy.router import (
 )
 from proxy.serving import Served
 from proxy.session import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
-from proxy.indexes.pruning import temp_views
+from proxy.indexes.pruning import names_temp_view, temp_views
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -267,6 +267,8 @@ class DatamapSelectHandler:
             return self._too_long(statement)
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
+        if names_temp_view(statement, temp_views(ctx.conf)):
+            return None     # Spark reads the session's temporary view, not a base table
         try:
             result = self._rewrite(statement, ctx.current_db, approximate_on(ctx.conf))
         except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -304,6 +305,13 @@ TEMP_VIEWS_KEY = "datamap.session.temp_views"
 
 def temp_views(conf) -> frozenset[str]:
     return frozenset(v for v in conf.get(TEMP_VIEWS_KEY, "").split(",") if v)
+
+
+def names_temp_view(statement: str, views: frozenset[str]) -> bool:
+    """Does the text name one of `views` unqualified (not as `db.x`)? A look at the text:
+    a false positive only forgoes a datamap answer."""
+    return bool(views) and any(re.search(rf"(?<![\w.`])`?{re.escape(v)}`?(?![\w`.])",
+                                         statement, re.IGNORECASE) for v in views)
 
 
 def watch_temp_views(ctx: StatementContext, statement: str) -> Remember | None:
