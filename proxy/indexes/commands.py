@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("proxy.indexes")
 DEFAULT_MAX_BLOOM_BYTES = 16 << 20
+REBUILDING = "rebuilding: "      # the status reason of suspended indexes (sync takes them)
 
 
 class IndexService:
@@ -256,12 +257,13 @@ class IndexService:
         failure disables the indexes it concerns (with the reason), never raises.
         `rebuild` (or a column's type changed): the values of files that kept their
         names, sizes and dates may differ, so every entry is built again."""
-        infos = [i for i in self.store.indexes_on(table) if i.enabled]
+        infos = [i for i in self.store.indexes_on(table)
+                 if i.enabled or i.status_reason.startswith(REBUILDING)]
         if not infos:
             return
         with self._locks(f"index:{table}"):
             try:
-                if rebuild or any(self._retyped(i) for i in infos):
+                if rebuild or any(not i.enabled or self._retyped(i) for i in infos):
                     self._rebuild_all(table, infos)
                     return
                 current = set(self.current_files(table))
@@ -284,10 +286,18 @@ class IndexService:
                     self.store.set_status(info.db, info.name, False,
                                           f"indexing files of {table} failed: {describe(e)[0]}")
 
-    def _rebuild_all(self, table: str, infos: Sequence[IndexInfo]) -> None:
-        for info in infos:        # no query prunes by the old values meanwhile
+    def suspend(self, table: str) -> list[str]:
+        """The values under `table`'s files are about to change (an external table's CHANGE
+        type or csv. properties): its enabled indexes are used by no query until the next
+        sync rebuilds them (`after_load(table, overwrite=True)`). Returns them."""
+        infos = [i for i in self.store.indexes_on(table) if i.enabled]
+        for info in infos:
             self.store.set_status(info.db, info.name, False,
-                                  f"rebuilding: the columns or file format of {table} changed")
+                                  f"{REBUILDING}the columns or file format of {table} changed")
+        return [i.qualified for i in infos]
+
+    def _rebuild_all(self, table: str, infos: Sequence[IndexInfo]) -> None:
+        self.suspend(table)       # no query prunes by the old values meanwhile
         for info in infos:
             try:
                 self._build_all(info)

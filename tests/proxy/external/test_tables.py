@@ -265,13 +265,17 @@ def test_datamaps_follow_segments_and_schema_changes(ext, files):
             ("after_load", table, overwrite)),
         invalidate_schemas=lambda table: calls.append(("schemas", table)),
         after_drop_table=lambda table: calls.append(("dropped", table)),
-        catalog=SimpleNamespace(list_datamaps=lambda base_table: []))
+        catalog=SimpleNamespace(list_datamaps=lambda base_table: []),
+        indexes=SimpleNamespace(suspend=lambda table: ext.calls.append(("suspend", table))))
     _add(ext, files)
     assert calls == [("hold", ["default.t"]), ("changed", "default.t"),
                      ("after_load", "default.t", False), ("release", "tok")]
     calls.clear()
+    ext.calls.clear()
     ext.change_type("default.t", "id", "id", "bigint")
     assert dict(ext.get("default.t").fields)["id"] == "bigint"
+    # no query may be pruned by the old values once Spark reads the new ones
+    assert [c[0] for c in ext.calls][:2] == ["suspend", "recreate_source"]
     assert ("after_load", "default.t", True) in calls and ("schemas", "default.t") in calls
     with pytest.raises(ClientError) as e:
         ext.change_type("default.t", "id", "id2", "bigint")

@@ -1,5 +1,6 @@
 """IndexStore on a real catalog file (no Spark): definitions, entries, the merged
 per-file statistics the query side reads, and when its cache is dropped."""
+import contextlib
 import datetime
 import decimal
 
@@ -157,3 +158,20 @@ def test_a_segment_id_used_again_after_a_crash_drops_the_entries_left_under_it(s
                                                    "file:/s/seg_4/f00000_x.csv")]) == 5
     stats = store.file_stats("db.ext")
     assert set(stats) == {new.path} and stats[new.path].columns["id"].low == 50
+
+
+def test_suspended_indexes_are_not_used_and_the_next_rebuild_takes_them(store, monkeypatch):
+    """An external table's CHANGE type suspends its indexes before Spark reads the new
+    types (the mv refresh that runs before the index rebuild can take minutes)."""
+    service = IndexService(store.catalog, spark=None, locks=None)
+    _setup(store)
+    assert service.suspend("db.fact") == ["db.dm1", "db.dm2"]
+    assert store.file_stats("db.fact") == {}
+    assert all(not i.enabled and "rebuilding" in i.status_reason
+               for i in store.indexes_on("db.fact"))
+    built = []
+    monkeypatch.setattr(service, "_locks", lambda key: contextlib.nullcontext())
+    monkeypatch.setattr(service, "_build_all", lambda info: built.append(info.name) or
+                        store.set_status(info.db, info.name, True))
+    service.sync("db.fact", rebuild=True)
+    assert built == ["dm1", "dm2"] and all(i.enabled for i in store.indexes_on("db.fact"))
