@@ -14,6 +14,11 @@ from typing import Mapping, Sequence
 from sqlglot import exp
 
 Scope = tuple[str, Sequence[str], Sequence[str]]     # (source table, fields, files)
+_PLAIN = {"this", "db", "catalog", "alias"}
+
+
+class Unsupported(ValueError):
+    """A reference the subquery cannot stand in for (a sample, column aliases)."""
 
 
 def _table_key(node: exp.Table, current_db: str) -> str:
@@ -54,8 +59,16 @@ def restrict(expression: exp.Expression, tables: Mapping[str, Scope],
             continue
         if not isinstance(node.this, exp.Identifier):
             continue           # a table function or a path
-        scope = tables.get(_table_key(node, current_db))
+        key = _table_key(node, current_db)
+        scope = tables.get(key)
         if scope is None:
             continue
+        extra = sorted(k for k, v in node.args.items() if v and k not in _PLAIN)
+        alias = node.args.get("alias")
+        if extra or (alias is not None and alias.columns):
+            what = ("TABLESAMPLE" if "sample" in extra else extra[0].upper() if extra
+                    else "column aliases")
+            raise Unsupported(f"{key} is read under a segment selection: {what} on it is "
+                              "not supported")
         node.replace(files_subquery(scope, node.alias or node.name))
     return tree

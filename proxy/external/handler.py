@@ -28,6 +28,7 @@ from proxy.external.tables import ExternalTables, client_error
 from proxy.indexes.pruning import temp_views
 from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.sqlscan import Cursor, StatementError
+from rewriter.scope import Unsupported
 
 log = logging.getLogger("proxy.external")
 
@@ -268,7 +269,10 @@ class ExternalHandler:
         return restricted.sql(dialect="spark"), scopes
 
     def _query(self, ctx: StatementContext, statement: str) -> Decision | None:
-        found = self._restricted(ctx, statement)
+        try:
+            found = self._restricted(ctx, statement)
+        except Unsupported as e:
+            return Reject(str(e), "0A000")
         if found is None:
             return None
         sql, scopes = found
@@ -281,7 +285,10 @@ class ExternalHandler:
         """EXPLAIN under a segment selection: what is really sent (no datamap answers)."""
         from proxy.datamaps.handler import explain_header
         from rewriter.api import RewriteResult
-        found = self._restricted(ctx, stmt.query)
+        try:
+            found = self._restricted(ctx, stmt.query)
+        except Unsupported as e:
+            return Reject(str(e), "0A000")
         if found is None:
             return None
         sql, scopes = found

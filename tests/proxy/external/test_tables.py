@@ -314,3 +314,13 @@ def test_a_temporary_view_of_the_same_name_is_not_restricted(ext, files):
     assert h(_ctx(**conf), "SELECT count(*) FROM t") is None
     q = h(_ctx(**conf), "SELECT count(*) FROM default.t JOIN t AS v ON v.id = t.id")
     assert isinstance(q, Rewrite) and "JOIN t AS v" in q.sql
+
+
+@pytest.mark.parametrize("sql", ["SELECT count(*) FROM t TABLESAMPLE (10 PERCENT)",
+                                 "SELECT x.a FROM t AS x(a, b)"])
+def test_what_a_selection_cannot_keep_is_refused(ext, files, sql):
+    """The segment subquery would drop a sample (every selected row returned) or the
+    column aliases: refused with the reason, not answered otherwise."""
+    _add(ext, files / "a.csv")
+    d = ExternalHandler(ext)(_ctx(**{"carbon.input.segments.default.t": "0"}), sql)
+    assert isinstance(d, Reject) and d.sqlstate == "0A000" and "default.t" in d.message, d
