@@ -38,7 +38,7 @@ from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
-from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries
+from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.router import Router
@@ -108,7 +108,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s,
                                   pruner=pruner)
-    router.handlers += [ExternalHandler(external, dm.rewrite_max_sql_bytes),
+    router.handlers += [watch_temp_views, ExternalHandler(external, dm.rewrite_max_sql_bytes),
                         DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                           audit=auditor, max_staleness_s=dm.max_staleness_s,
                                           pruner=pruner),

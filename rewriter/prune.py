@@ -8,8 +8,9 @@ over a plain projection of it (`_pushed`). A file whose statistics prove that no
 row makes those conjuncts TRUE (rewriter/prune_values.py) holds no row the reference can
 use, so reading the reference as
 
-    (SELECT <table's columns> FROM <table or its source> WHERE _metadata.file_path
-     NOT IN (<pruned files>)) AS <alias>
+    (SELECT * FROM <table> WHERE _metadata.file_path NOT IN (<pruned files>)) AS <alias>
+
+(an external table: `SELECT <its fields> FROM <its source table>`)
 
 returns the same rows. NOT IN, not IN: a file added after the indexes were built has no
 statistics and is read.
@@ -59,12 +60,14 @@ class IndexedTable:
     `SELECT *` returns them, with Spark types (lower-cased names); `read_from`: the table the
     derived table reads (an external table's source table, projected to `columns`; else the
     table itself); `files`: statistics per normalised file path, only of files whose
-    statistics still hold (the caller dropped the rest)."""
+    statistics still hold (the caller dropped the rest); `shadowed`: the session has a
+    temporary view of the table's bare name, which an unqualified reference reads."""
     name: str                       # "db.t", lower-cased
     columns: Mapping[str, str]
     files: Mapping[str, FileStats]
     indexes: Sequence[IndexSpec] = ()
     read_from: str | None = None
+    shadowed: bool = False
 
 
 @dataclass
@@ -165,7 +168,7 @@ def _references(scope, table: IndexedTable, current_db: str):
             excluded.add(i)
     mine = [(i, s) for i, s in enumerate(sources) if isinstance(s, exp.Table)
             and scope.sources.get(s.alias_or_name) is s       # not a CTE of that name
-            and _full_name(s, current_db) == table.name]
+            and _reads_table(s, table, current_db)]
     if not mine or any(s.args.get("pivots") for s in sources):
         return []
     aliases = [s.alias_or_name.lower() for s in sources]
@@ -253,7 +256,7 @@ def _pushed(scope, table: IndexedTable, current_db: str) -> list[exp.Expression]
 
 def _columns_of_source(scope, source, table: IndexedTable, current_db: str) -> list[str]:
     if isinstance(source, exp.Table):
-        return list(table.columns) if _full_name(source, current_db) == table.name else []
+        return list(table.columns) if _reads_table(source, table, current_db) else []
     inner = scope.sources.get(source.alias_or_name)
     expression = getattr(inner, "expression", None)
     return [n.lower() for n in expression.named_selects] \
@@ -278,6 +281,12 @@ def _full_name(node: exp.Table, current_db: str) -> str | None:
     if catalog and catalog != "spark_catalog":
         return None
     return f"{(node.db or current_db).lower()}.{node.name.lower()}"
+
+
+def _reads_table(node: exp.Table, table: IndexedTable, current_db: str) -> bool:
+    if table.shadowed and not node.db:
+        return False                    # Spark reads the temporary view of that name
+    return _full_name(node, current_db) == table.name
 
 
 def _resolver(alias: str, columns: Mapping[str, str], unqualified_ok: bool):
@@ -330,7 +339,11 @@ def _derived(node: exp.Table, table: IndexedTable, skipped: frozenset[str]) -> e
         ident = source.args.get(part)
         if ident is not None:
             ident.set("quoted", True)
-    inner = exp.select(*[exp.column(c, quoted=True) for c in table.columns]).from_(source).where(
+    # `*` of the table itself: its columns as it spells them (`columns` are lower-cased,
+    # and `SELECT *` of the reference must keep answering `Id`, not `id`)
+    projection = [exp.column(c, quoted=True) for c in table.columns] if table.read_from \
+        else [exp.Star()]
+    inner = exp.select(*projection).from_(source).where(
         exp.Not(this=exp.In(this=exp.column("file_path", table="_metadata"),
                             expressions=[exp.Literal.string(p) for p in sorted(skipped)])))
     alias = node.args.get("alias")

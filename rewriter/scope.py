@@ -14,6 +14,11 @@ from typing import Mapping, Sequence
 from sqlglot import exp
 
 Scope = tuple[str, Sequence[str], Sequence[str]]     # (source table, fields, files)
+_PLAIN = {"this", "db", "catalog", "alias"}
+
+
+class Unsupported(ValueError):
+    """A reference the subquery cannot stand in for (a sample, column aliases)."""
 
 
 def _table_key(node: exp.Table, current_db: str) -> str:
@@ -39,21 +44,31 @@ def files_subquery(scope: Scope, alias: str) -> exp.Subquery:
 
 
 def restrict(expression: exp.Expression, tables: Mapping[str, Scope],
-             current_db: str = "default") -> exp.Expression:
+             current_db: str = "default", shadowed: frozenset[str] = frozenset()
+             ) -> exp.Expression:
     """A copy of `expression` in which every reference to a table of `tables` ("db.t",
     lower case) reads only its files. Precondition: `fields` are the table's columns as
     the source table spells them. Correct because the subquery has the table's columns
     under the table's alias (or name), so every column reference resolves as before. A
-    name a WITH clause defines is not the table, and is left alone."""
+    name a WITH clause defines is not the table, and is left alone; nor is an unqualified
+    name in `shadowed` (the session's temporary views, which Spark resolves first)."""
     tree = expression.copy()
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for node in list(tree.find_all(exp.Table)):
-        if not node.args.get("db") and node.name.lower() in ctes:
+        if not node.args.get("db") and node.name.lower() in ctes | shadowed:
             continue
         if not isinstance(node.this, exp.Identifier):
             continue           # a table function or a path
-        scope = tables.get(_table_key(node, current_db))
+        key = _table_key(node, current_db)
+        scope = tables.get(key)
         if scope is None:
             continue
+        extra = sorted(k for k, v in node.args.items() if v and k not in _PLAIN)
+        alias = node.args.get("alias")
+        if extra or (alias is not None and alias.columns):
+            what = ("TABLESAMPLE" if "sample" in extra else extra[0].upper() if extra
+                    else "column aliases")
+            raise Unsupported(f"{key} is read under a segment selection: {what} on it is "
+                              "not supported")
         node.replace(files_subquery(scope, node.alias or node.name))
     return tree

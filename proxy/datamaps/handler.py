@@ -50,6 +50,7 @@ from proxy.router import (
 )
 from proxy.serving import Served
 from proxy.session import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
+from proxy.indexes.pruning import names_temp_view, temp_views
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -161,7 +162,8 @@ class DatamapDdlHandler:
                 where = await asyncio.to_thread(served_lines, serving, result, conf)
             pruned = None
             if pruner is not None and where[0].startswith("Served by: spark"):
-                pruned = await asyncio.to_thread(pruner.prune, result.sql, current_db)
+                pruned = await asyncio.to_thread(pruner.prune, result.sql, current_db,
+                                                 temp_views(conf))
                 if pruned is not None:
                     result = dataclasses.replace(result, sql=pruned.sql)
             mode = f"{stmt.mode.upper()} " if stmt.mode else ""
@@ -265,6 +267,8 @@ class DatamapSelectHandler:
             return self._too_long(statement)
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
+        if names_temp_view(statement, temp_views(ctx.conf)):
+            return None     # Spark reads the session's temporary view, not a base table
         try:
             result = self._rewrite(statement, ctx.current_db, approximate_on(ctx.conf))
         except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
@@ -312,7 +316,7 @@ class DatamapSelectHandler:
             sql = statement
         else:
             return decision
-        out = self.pruner.prune(sql, ctx.current_db)
+        out = self.pruner.prune(sql, ctx.current_db, temp_views(ctx.conf))
         if out is None:
             return decision
         if isinstance(decision, Rewrite):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 
 from proxy.classify import Kind, Statement, classify
 from proxy.classify_parse import mentioned
@@ -33,6 +34,7 @@ from proxy.router import Decision, PassThrough, Reject, StatementContext
 log = logging.getLogger("proxy.datamaps")
 
 _RESYNCED = (Kind.WRITE, Kind.FILES, Kind.CREATE_TABLE)
+_IF_NOT_EXISTS = re.compile(r"^\s*create\b[^(]*?\bif\s+not\s+exists\b", re.IGNORECASE)
 
 
 async def run_job(statement: str, fn, *args, **kwargs):
@@ -84,7 +86,11 @@ class DatamapLoadHandler:
                               "directly; use REBUILD DATAMAP", "0A000")
             if self._based(table):
                 based.append(table)
-        return self._resync(statement, based, stmt.overwrite)
+        # CREATE TABLE (no IF NOT EXISTS) of a base table's name: it was dropped outside
+        # the proxy and made again, maybe over the same files read another way (columns
+        # in another order), which a listing diff cannot see
+        created = stmt.kind is Kind.CREATE_TABLE and _IF_NOT_EXISTS.search(statement) is None
+        return self._resync(statement, based, stmt.overwrite or created)
 
     def _maybe(self, statement: str) -> Decision | None:
         """Targets unknown: re-sync every base table the text names (classify_parse)."""

@@ -194,7 +194,7 @@ class DatamapService:
 
     def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
         self.maintenance.after_load(table, source, overwrite)
-        self.indexes.after_load(table)      # after the mv refreshes: indexes on them too
+        self.indexes.after_load(table, overwrite)   # after the mv refreshes: theirs too
 
     def after_drop_table(self, table: str) -> list[str]:
         gone = self.maintenance.after_drop_table(table)
@@ -209,7 +209,12 @@ class DatamapService:
     # -- time zone (zone_policy.py) ------------------------------------------------------
     def adopt_time_zone(self, zone: str, align: Callable[[str], object] | None = None,
                         rebuild: bool = True, lock: bool = True) -> list[str]:
-        return self.zones.adopt(zone, align, rebuild, lock)
+        from proxy.timezone import same_zone
+        before = self.catalog.setting("time_zone")
+        gone = self.zones.adopt(zone, align, rebuild, lock)
+        if before is not None and not same_zone(before, zone):
+            gone += self.indexes.zone_changed(before, zone)
+        return gone
 
     def rebuild_invalidated(self, names: Iterable[str]) -> None:
         self.zones.rebuild_invalidated(names)

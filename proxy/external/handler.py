@@ -25,8 +25,10 @@ from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar
 from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
+from proxy.indexes.pruning import temp_views
 from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.sqlscan import Cursor, StatementError
+from rewriter.scope import Unsupported
 
 log = logging.getLogger("proxy.external")
 
@@ -34,6 +36,9 @@ _BLOCKED_WORDS = {"insert": "INSERT", "load": "LOAD DATA", "truncate": "TRUNCATE
                   "update": "UPDATE", "delete": "DELETE", "merge": "MERGE", "msck": "MSCK REPAIR",
                   "create": "CREATE TABLE", "replace": "REPLACE TABLE"}
 SEGMENT_COLUMNS = (("SegmentSequenceId", "string"),)
+# statements that change a table's files or definition: refused on a hidden source table
+# (an INSERT OVERWRITE would unlink the segments' links behind the catalog's back)
+_CHANGING = (Kind.WRITE, Kind.FILES, Kind.CREATE_TABLE, Kind.DROP_TABLE, Kind.ALTER_TABLE)
 
 
 def _first_word(statement: str) -> str:
@@ -82,6 +87,14 @@ class ExternalHandler:
         if stmt.kind is Kind.SET and stmt.key and stmt.key.lower().startswith(
                 grammar.SEGMENTS_KEY):
             return self._select_segments(ctx, stmt.key, stmt.value)
+        if stmt.kind in _CHANGING and _first_word(statement) != "refresh":
+            for table in stmt.tables:
+                owner = self.tables.store.owner_of_source(table)
+                if owner is not None:
+                    return Reject(f"{table} is the hidden source table of external-format "
+                                  f"table {owner}: change it through {owner} (ALTER TABLE "
+                                  "... ADD SEGMENT, DROP TABLE ...; docs/external.md)",
+                                  "0A000")
         if stmt.kind is Kind.CREATE_TABLE:
             create = grammar.parse_create(statement, db)
             if create is not None:
@@ -250,13 +263,16 @@ class ExternalHandler:
             return None
         if len(trees) != 1 or trees[0] is None:
             return None
-        restricted = restrict(trees[0], scopes, ctx.current_db)
+        restricted = restrict(trees[0], scopes, ctx.current_db, temp_views(ctx.conf))
         if restricted == trees[0]:
             return None
         return restricted.sql(dialect="spark"), scopes
 
     def _query(self, ctx: StatementContext, statement: str) -> Decision | None:
-        found = self._restricted(ctx, statement)
+        try:
+            found = self._restricted(ctx, statement)
+        except Unsupported as e:
+            return Reject(str(e), "0A000")
         if found is None:
             return None
         sql, scopes = found
@@ -269,7 +285,10 @@ class ExternalHandler:
         """EXPLAIN under a segment selection: what is really sent (no datamap answers)."""
         from proxy.datamaps.handler import explain_header
         from rewriter.api import RewriteResult
-        found = self._restricted(ctx, stmt.query)
+        try:
+            found = self._restricted(ctx, stmt.query)
+        except Unsupported as e:
+            return Reject(str(e), "0A000")
         if found is None:
             return None
         sql, scopes = found

@@ -73,6 +73,13 @@ class ExternalStore:
             row = c.execute("SELECT * FROM external_tables WHERE tbl = ?", (table,)).fetchone()
         return None if row is None else _table(row)
 
+    def owner_of_source(self, source: str) -> str | None:
+        """The external table whose hidden source table `source` is, or None."""
+        with self._tx(write=False) as c:
+            row = c.execute("SELECT tbl FROM external_tables WHERE source = ?",
+                            (source,)).fetchone()
+        return None if row is None else row[0]
+
     def names(self) -> list[str]:
         with self._tx(write=False) as c:
             return [r[0] for r in c.execute("SELECT tbl FROM external_tables ORDER BY tbl")]

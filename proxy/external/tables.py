@@ -316,6 +316,8 @@ class ExternalTables:
         self._schema_changed(table, rebuild=True)
 
     def _recreate(self, t: ExternalTable) -> None:
+        if self.datamaps is not None:   # index entries hold values read the old way
+            self.datamaps.indexes.suspend(t.table)
         spark_side.recreate_source(self.spark(), t.table, t.source, t.layout(), t.fields,
                                    grammar.csv_options(t.properties), t.location)
         self.store.update(t)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("proxy.indexes")
 DEFAULT_MAX_BLOOM_BYTES = 16 << 20
+REBUILDING = "rebuilding: "      # the status reason of suspended indexes (sync takes them)
 
 
 class IndexService:
@@ -220,22 +221,51 @@ class IndexService:
                     for f in built.values()]
         return out
 
+    def _types_now(self, info: IndexInfo) -> tuple[tuple[str, str], ...]:
+        """The indexed columns' types as the table declares them now: the build reads and
+        hashes them so (an external table's CHANGE type changes them under the same
+        files); 0A000 when one is gone or of a type the index does not take."""
+        from pipeline.indexes import column_types, minmax_supports
+        types = column_types(self._spark(), info.table)
+        supports = bloom.supports if info.kind == "bloomfilter" else minmax_supports
+        for c in info.columns:
+            if c not in types or not supports(types[c]):
+                raise ClientError(f"column {c} of {info.table} is now "
+                                  f"{'gone' if c not in types else 'of type ' + types[c]}, "
+                                  f"which '{info.kind}' does not index", "0A000")
+        return tuple((c, types[c]) for c in info.columns)
+
+    def _retyped(self, info: IndexInfo) -> bool:
+        try:
+            return self._types_now(info) != info.column_types
+        except ClientError:
+            return True             # _rebuild_all disables it, naming the column
+
     def _build_all(self, info: IndexInfo) -> None:
         files = self.current_files(info.table)
         started = time.monotonic()
+        types = self._types_now(info)
         entries = self._entries([info], files)[info.qualified]
-        self.store.put(info, entries, replace_all=True, enable=True)
+        # the types in the same transaction as the entries: never old bounds or blooms
+        # decoded as the new type, nor new ones as the old
+        self.store.put(info, entries, replace_all=True, enable=True, column_types=types)
         log.info("index datamap %s built over %d files in %.1fs", info.qualified, len(files),
                  time.monotonic() - started)
 
-    def sync(self, table: str) -> None:
+    def sync(self, table: str, rebuild: bool = False) -> None:
         """Index the files of `table` no enabled index covers; forget the gone ones. A
-        failure disables the indexes it concerns (with the reason), never raises."""
-        infos = [i for i in self.store.indexes_on(table) if i.enabled]
+        failure disables the indexes it concerns (with the reason), never raises.
+        `rebuild` (or a column's type changed): the values of files that kept their
+        names, sizes and dates may differ, so every entry is built again."""
+        infos = [i for i in self.store.indexes_on(table)
+                 if i.enabled or i.status_reason.startswith(REBUILDING)]
         if not infos:
             return
         with self._locks(f"index:{table}"):
             try:
+                if rebuild or any(not i.enabled or self._retyped(i) for i in infos):
+                    self._rebuild_all(table, infos)
+                    return
                 current = set(self.current_files(table))
                 gone = set().union(*(self.store.files(i) for i in infos)) - current
                 if gone:
@@ -256,14 +286,47 @@ class IndexService:
                     self.store.set_status(info.db, info.name, False,
                                           f"indexing files of {table} failed: {describe(e)[0]}")
 
+    def suspend(self, table: str) -> list[str]:
+        """The values under `table`'s files are about to change (an external table's CHANGE
+        type or csv. properties): its enabled indexes are used by no query until the next
+        sync rebuilds them (`after_load(table, overwrite=True)`). Returns them."""
+        infos = [i for i in self.store.indexes_on(table) if i.enabled]
+        for info in infos:
+            self.store.set_status(info.db, info.name, False,
+                                  f"{REBUILDING}the columns or file format of {table} changed")
+        return [i.qualified for i in infos]
+
+    def _rebuild_all(self, table: str, infos: Sequence[IndexInfo]) -> None:
+        self.suspend(table)       # no query prunes by the old values meanwhile
+        for info in infos:
+            try:
+                self._build_all(info)
+            except Exception as e:  # noqa: BLE001 - this index waits for a REBUILD
+                self.store.set_status(info.db, info.name, False,
+                                      f"rebuilding after a change of {table} failed: "
+                                      f"{describe(e)[0]}")
+
+    def zone_changed(self, before: str, zone: str) -> list[str]:
+        """TIMESTAMP bounds are wall-clock times of the zone they were built in (and such
+        columns have no bloom): under another zone they mean other instants, so those
+        indexes are DISABLED until REBUILD. Returns them."""
+        out = []
+        for info in self.store.all():
+            if info.enabled and any(t == "timestamp" for _, t in info.column_types):
+                self.store.set_status(info.db, info.name, False, (
+                    f"the session time zone changed from {before} to {zone} after it was "
+                    "built: REBUILD DATAMAP rebuilds it"))
+                out.append(info.qualified)
+        return out
+
     # -- hooks ---------------------------------------------------------------------------
     def has(self, table: str) -> bool:
         return bool(self.store.indexes_on(table))
 
-    def after_load(self, table: str) -> None:
+    def after_load(self, table: str, overwrite: bool = False) -> None:
         """A load through the proxy changed `table` (its mv datamaps are refreshed
-        first): the indexes on it and on its datamaps follow."""
-        self.sync(table)
+        first): the indexes on it and on its datamaps follow. `overwrite`: rebuilt."""
+        self.sync(table, rebuild=overwrite)
         for rec in self.catalog.list_datamaps(base_table=table):
             self.sync(rec.table)
 
@@ -289,8 +352,9 @@ class IndexService:
         staged = {normalize_path(final): normalize_path(s) for s, final in files}
         with self._locks(f"index:{table}"):
             built = self._entries(infos, staged, staged)
-            for info in infos:
-                self.store.put(info, built[info.qualified], segment=str(segment_id))
+            for info in infos:      # a crash after an earlier attempt left entries
+                self.store.put(info, built[info.qualified], segment=str(segment_id),
+                               replace_segment=True)     # under this id: not theirs
         entries = list(built[infos[0].qualified])
         if any(e.rows is None for e in entries):
             return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 from urllib.parse import unquote
 
 from proxy.datamaps.records import display_name
+from proxy.router import Remember, StatementContext
+from proxy.sqlscan import Cursor, StatementError
 from rewriter.api import STORAGE_SUFFIX
 from rewriter.filestats import FileStats
 from rewriter.normalize import NormalizeError, parse
@@ -88,8 +91,10 @@ class Pruner:
         self._stat = stat
         self.max_sql_bytes = max_sql_bytes
 
-    def prune(self, sql: str, current_db: str) -> Outcome | None:
-        """The pruned statement, or None (nothing to skip, or anything went wrong: logged)."""
+    def prune(self, sql: str, current_db: str,
+              temp_views: frozenset[str] = frozenset()) -> Outcome | None:
+        """The pruned statement, or None (nothing to skip, or anything went wrong: logged).
+        `temp_views`: the session's (`temp_views(ctx.conf)`), which unqualified names read."""
         if len(sql) >= self.max_sql_bytes or not self._may_name_an_indexed_table(sql):
             return None
         try:
@@ -98,7 +103,7 @@ class Pruner:
             return None          # Spark reports the syntax error itself
         try:
             identity: dict[str, Mapping[str, tuple[int, int]]] = {}
-            tables = [t for t in (self._indexed(name, identity) for name in
+            tables = [t for t in (self._indexed(name, identity, temp_views) for name in
                                   referenced_tables(tree, current_db)) if t is not None]
             if not tables:
                 return None
@@ -132,7 +137,8 @@ class Pruner:
         text = sql.lower()
         return any(t.rsplit(".", 1)[-1] in text for t in tables)
 
-    def _indexed(self, table: str, identity: dict) -> IndexedTable | None:
+    def _indexed(self, table: str, identity: dict,
+                 temp_views: frozenset[str] = frozenset()) -> IndexedTable | None:
         specs = tuple(IndexSpec(i.name.lower(), i.kind.lower(),
                                 tuple(c.lower() for c in i.columns))
                       for i in self.store.indexes_on(table) if i.enabled)
@@ -145,7 +151,8 @@ class Pruner:
         if not stats:
             return None
         identity[table] = self.store.file_identity(table)
-        return IndexedTable(table, shape.columns, stats, specs, shape.read_from)
+        return IndexedTable(table, shape.columns, stats, specs, shape.read_from,
+                            shadowed=table.rsplit(".", 1)[-1] in temp_views)
 
     def _unchanged(self, identity: Mapping[str, tuple[int, int]], path: str) -> bool:
         """May this file be skipped: local, and as big and as old as when it was indexed?"""
@@ -288,3 +295,53 @@ class StoreForQueries:
             if self._warm is not None:
                 self._warm(sorted(known[1]))
         return known[1]
+
+
+# The session's temporary views (a comma-separated list in its conf): Spark resolves an
+# unqualified name to the temporary view first, so a table of that bare name is never
+# pruned there (the pruned SQL would read the table instead of the view).
+TEMP_VIEWS_KEY = "datamap.session.temp_views"
+
+
+def temp_views(conf) -> frozenset[str]:
+    return frozenset(v for v in conf.get(TEMP_VIEWS_KEY, "").split(",") if v)
+
+
+def names_temp_view(statement: str, views: frozenset[str]) -> bool:
+    """Does the text name one of `views` unqualified (not as `db.x`)? A look at the text:
+    a false positive only forgoes a datamap answer."""
+    return bool(views) and any(re.search(rf"(?<![\w.`])`?{re.escape(v)}`?(?![\w`.])",
+                                         statement, re.IGNORECASE) for v in views)
+
+
+def watch_temp_views(ctx: StatementContext, statement: str) -> Remember | None:
+    """A Router handler that never decides: remembers the name of a temporary view the
+    statement creates (CREATE [OR REPLACE] TEMP[ORARY] VIEW, CACHE TABLE x AS ...). A view
+    that failed to be created or was dropped only costs that name its pruning."""
+    name = _temp_view_name(statement)
+    known = temp_views(ctx.conf)
+    if name is None or name in known:
+        return None
+    return Remember(((TEMP_VIEWS_KEY, ",".join(sorted(known | {name}))),))
+
+
+def _temp_view_name(statement: str) -> str | None:
+    try:
+        cur = Cursor(statement)
+        if cur.accept("cache"):
+            cur.accept("lazy")
+            if not cur.accept("table"):
+                return None
+            name = cur.ident("a name")
+            return None if cur.peek().kind == "end" or cur.accept_op(";") else name
+        if not cur.accept("create"):
+            return None
+        if cur.accept("or") and not cur.accept("replace"):
+            return None
+        if not cur.accept("temporary", "temp") or not cur.accept("view", "table"):
+            return None                  # GLOBAL TEMPORARY: read as global_temp.<name>
+        if cur.accept("if") and not (cur.accept("not") and cur.accept("exists")):
+            return None
+        return cur.ident("a name")
+    except StatementError:
+        return None

@@ -241,13 +241,23 @@ class IndexStore:
 
     # -- entries -------------------------------------------------------------------------
     def put(self, info: IndexInfo, entries: Iterable[Entry], segment: str | None = None,
-            replace_all: bool = False, enable: bool = False) -> None:
+            replace_all: bool = False, enable: bool = False,
+            column_types: Iterable[tuple[str, str]] | None = None,
+            replace_segment: bool = False) -> None:
         """Store entries (a file's old entry replaced) in one transaction; `replace_all`:
-        the index holds exactly these afterwards (REBUILD); `enable`: and it is ENABLED."""
+        the index holds exactly these afterwards (REBUILD); `replace_segment`: these are
+        all of `segment`'s; `enable`: and it is ENABLED;
+        `column_types`: the types they were built as (after a CHANGE type)."""
         with self.catalog._tx() as c:
+            if column_types is not None:
+                c.execute("UPDATE index_datamaps SET columns = ? WHERE db = ? AND name = ?",
+                          (json.dumps([list(p) for p in column_types]), info.db, info.name))
             if replace_all:
                 c.execute("DELETE FROM index_files WHERE db = ? AND name = ?",
                           (info.db, info.name))
+            elif replace_segment:
+                c.execute("DELETE FROM index_files WHERE db = ? AND name = ? AND segment = ?",
+                          (info.db, info.name, segment))
             for e in entries:
                 c.execute("INSERT OR REPLACE INTO index_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                           (info.db, info.name, e.path, segment, e.size, e.mtime_ns, e.rows,

@@ -237,3 +237,47 @@ def test_segment_hooks_of_an_external_table(pipeline_spark, pipe_db, service):
     assert set(service.store.segments(info).values()) == {"3"}
     service.on_files_gone(view, [finals[0]])
     assert set(service.store.file_stats(view)) == {finals[1]}
+
+
+def test_a_type_change_rebuilds_entries_under_the_new_type(pipeline_spark, pipe_db, service):
+    """An external table's CHANGE type keeps the files (same paths, sizes, dates) but not
+    the values: the entries are rebuilt, and the bounds decoded and the blooms probed as
+    the type the build read (a bigint bloom probed as int would rule out every file)."""
+    spark = pipeline_spark
+    tag = uuid.uuid4().hex[:6]
+    root = spark._pipeline_tmp / f"retype_{tag}"
+    (root / "src" / "seg_0").mkdir(parents=True)
+    (root / "f.csv").write_text("a,b\n7,x\n8,y\n")
+    os.symlink(root / "f.csv", root / "src" / "seg_0" / "f.csv")
+    source, view = f"{pipe_db}.rsrc_{tag}", f"{pipe_db}.rext_{tag}"
+
+    def declare(a_type, b_type):
+        spark.sql(f"DROP TABLE IF EXISTS {source}")
+        spark.sql(f"CREATE TABLE {source} (a {a_type}, b {b_type}) USING csv OPTIONS (header "
+                  f"'true', recursiveFileLookup 'true') LOCATION '{root / 'src'}'")
+        spark.sql(f"CREATE OR REPLACE VIEW {view} TBLPROPERTIES ('datamap.external.source'="
+                  f"'{source}') AS SELECT a, b FROM {source}")
+
+    declare("INT", "STRING")
+    _create(service, f"CREATE DATAMAP bf ON TABLE {view} USING 'bloomfilter' "
+                     "DMPROPERTIES('INDEX_COLUMNS'='a', 'BLOOM_SIZE'='100')", pipe_db)
+    _create(service, f"CREATE DATAMAP mm ON TABLE {view} USING 'minmax' "
+                     "DMPROPERTIES('INDEX_COLUMNS'='b')", pipe_db)
+    declare("BIGINT", "INT")                  # 'x' and 'y' now read as NULL
+    service.after_load(view, overwrite=True)  # what ExternalTables.change_type calls
+    bf, mm = service.store.indexes_on(view)
+    assert bf.enabled and bf.column_types == (("a", "bigint"),)
+    assert mm.enabled and mm.column_types == (("b", "int"),)
+    (stats,) = service.store.file_stats(view).values()
+    assert stats.columns["a"].bloom.might_contain(7)
+    nulls = spark.sql(f"SELECT count(*) FROM {view} WHERE b IS NULL").first()[0]
+    assert stats.columns["b"].nulls == nulls == 2
+    declare("BIGINT", "STRING")               # REBUILD after a change made outside
+    service.rebuild(mm)
+    (stats,) = service.store.file_stats(view).values()
+    assert stats.columns["b"].low == "x" and service.store.indexes_on(view)[1].column_types \
+        == (("b", "string"),)
+    declare("BIGINT", "BINARY")               # a type the index does not take: disabled
+    service.after_load(view, overwrite=True)
+    bf, mm = service.store.indexes_on(view)
+    assert bf.enabled and not mm.enabled and "binary" in mm.status_reason

@@ -3,6 +3,7 @@ skips) and prune__nomatch.yaml (nothing skipped). The Spark tier
 (tests/rewriter/test_prune_spark.py) checks that pruned SQL returns Spark's rows."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import pathlib
 from decimal import Decimal
@@ -113,3 +114,16 @@ def test_nan_bounds_never_prune(low, high):
     nan = IndexedTable("db.t", {"v": "double"}, {path(0): FileStats(
         path(0), 4, {"v": ColumnStats(low, high, 0)})})
     assert prune_files(parse("SELECT * FROM t WHERE v = 5"), nan, "db") is None
+
+
+def test_a_temporary_view_of_the_same_name_is_not_the_table():
+    """Spark resolves an unqualified `t` to the session's temporary view `t`: reading the
+    table instead would answer from other rows. A qualified `db.t` is still the table."""
+    shadowed = dataclasses.replace(TABLE, shadowed=True)
+    assert prune_files(parse("SELECT * FROM t WHERE id = 13"), shadowed, "db") is None
+    assert prune_files(parse("SELECT * FROM (SELECT * FROM t) x WHERE x.id = 13"),
+                       shadowed, "db") is None
+    done = prune_files(parse("SELECT * FROM db.t JOIN t AS v ON v.id = t.id WHERE "
+                             "t.id = 13 AND v.id = 13"), shadowed, "db")
+    assert len(done.pruned) == 1 and "AS `v`" not in done.tree.sql("spark") \
+        and "JOIN t AS v" in done.tree.sql("spark")

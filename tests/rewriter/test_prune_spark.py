@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import os
 import random
 
 import pytest
@@ -99,7 +100,6 @@ def _stats(spark, table: str) -> dict[str, FileStats]:
 
 
 def _pruner(spark, tables) -> Pruner:
-    import os
     identity = {p: (os.stat(p[5:]).st_size, os.stat(p[5:]).st_mtime_ns)
                 for stats in tables.values() for p in stats}
     indexes = [Info("prune_db", f"{t}_mm", f"prune_db.{t}", "minmax", tuple(FIELDS))
@@ -198,3 +198,29 @@ def test_the_shape_of_an_external_view_and_of_a_parquet_table(spark, tables):
     assert read_kind(spark, "default.tv") == (None, False)
     spark.sql("DROP VIEW prune_db.v")
     spark.catalog.dropTempView("tv")
+
+
+def test_pruned_sql_keeps_the_column_names_as_the_table_spells_them(spark, tmp_path):
+    """Schemas reach the pruner lower-cased; a Parquet table keeps `Id` as written, and
+    `SELECT *` of the rewritten reference must still answer `Id`, not `id`."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS prune_db")
+    (spark.range(0, 20, numPartitions=2).selectExpr("id AS Id", "CAST(id AS STRING) AS Kind")
+     .write.format("parquet").saveAsTable("prune_db.mixed"))
+    try:
+        stats = {r.p: FileStats(r.p, r.n, {"id": ColumnStats(r.lo, r.hi, 0)}) for r in spark.sql(
+            "SELECT _metadata.file_path AS p, count(*) AS n, min(Id) AS lo, max(Id) AS hi "
+            "FROM prune_db.mixed GROUP BY 1").collect()}
+        shape = TableShape({"id": "bigint", "kind": "string"})
+
+        class Store(FakeStore):        # TEST ONLY, as FakeStore above
+            def file_identity(self, table):
+                return {p: (os.stat(p[5:]).st_size, os.stat(p[5:]).st_mtime_ns) for p in stats}
+        store = Store(stats, {}, [Info("prune_db", "mx", "prune_db.mixed", "minmax", ("id",))])
+        store.file_stats = lambda table: stats
+        sql = "SELECT * FROM prune_db.mixed WHERE Id = 3"
+        outcome = Pruner(store, lambda t: shape).prune(sql, "default")
+        assert outcome is not None
+        assert spark.sql(outcome.sql).columns == spark.sql(sql).columns == ["Id", "Kind"]
+        assert _sorted(spark.sql(outcome.sql).collect()) == _sorted(spark.sql(sql).collect())
+    finally:
+        spark.sql("DROP TABLE prune_db.mixed")

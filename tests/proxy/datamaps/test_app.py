@@ -15,6 +15,7 @@ from proxy.config import DatamapsSettings, Settings, StateSettings
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
+from proxy.indexes.pruning import watch_temp_views
 from proxy.pipeline_session import LazySpark, SparkNotReady
 from proxy.router import Local, PassThrough, Rewrite, StatementContext
 
@@ -92,7 +93,8 @@ async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
         kinds = [type(h) for h in router.handlers]
         assert router.handlers[0] is statements.set_rewrite_enabled
         assert router.handlers[1] is statements.watch_semantic_settings
-        assert kinds[2:] == [ExternalHandler, DatamapDdlHandler, DatamapLoadHandler,
+        assert router.handlers[2] is watch_temp_views
+        assert kinds[3:] == [ExternalHandler, DatamapDdlHandler, DatamapLoadHandler,
                              DatamapSelectHandler]
         assert (tmp_path / "state" / "catalog.db").is_file()
         assert isinstance(router.decide(_ctx(), "SELECT 1"), PassThrough)

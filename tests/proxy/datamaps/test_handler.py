@@ -422,3 +422,15 @@ def test_auto_compaction_failure_is_recorded_and_harmless(service, monkeypatch):
     assert [s.id for s in c.visible_segments("db1", "agg")] == ["0", "1", "2"]
     assert c.events("db1", "agg")[-1].kind == "auto-compaction-failed"
     assert "no space left" in c.events("db1", "agg")[-1].detail
+
+
+def test_a_temporary_view_shadowing_a_base_table_is_not_answered_from_datamaps(service):
+    """Spark reads the session's temporary view `sales` for an unqualified `sales`: an
+    answer from a datamap over db1.sales would be another table's rows."""
+    _add_built_datamap(service)
+    h = DatamapSelectHandler(service)
+    q = "SELECT country, sum(qty) FROM sales GROUP BY country"
+    shadowed = _ctx(**{"datamap.session.temp_views": "sales"})
+    assert h(shadowed, q) is None
+    assert isinstance(h(shadowed, q.replace("FROM sales", "FROM db1.sales")), Rewrite)
+    assert isinstance(h(_ctx(**{"datamap.session.temp_views": "other"}), q), Rewrite)

@@ -265,13 +265,17 @@ def test_datamaps_follow_segments_and_schema_changes(ext, files):
             ("after_load", table, overwrite)),
         invalidate_schemas=lambda table: calls.append(("schemas", table)),
         after_drop_table=lambda table: calls.append(("dropped", table)),
-        catalog=SimpleNamespace(list_datamaps=lambda base_table: []))
+        catalog=SimpleNamespace(list_datamaps=lambda base_table: []),
+        indexes=SimpleNamespace(suspend=lambda table: ext.calls.append(("suspend", table))))
     _add(ext, files)
     assert calls == [("hold", ["default.t"]), ("changed", "default.t"),
                      ("after_load", "default.t", False), ("release", "tok")]
     calls.clear()
+    ext.calls.clear()
     ext.change_type("default.t", "id", "id", "bigint")
     assert dict(ext.get("default.t").fields)["id"] == "bigint"
+    # no query may be pruned by the old values once Spark reads the new ones
+    assert [c[0] for c in ext.calls][:2] == ["suspend", "recreate_source"]
     assert ("after_load", "default.t", True) in calls and ("schemas", "default.t") in calls
     with pytest.raises(ClientError) as e:
         ext.change_type("default.t", "id", "id2", "bigint")
@@ -283,3 +287,40 @@ def test_datamaps_follow_segments_and_schema_changes(ext, files):
     assert ("after_load", "default.t", True) in calls
     ext.drop("default.t")
     assert calls[-1] == ("dropped", "default.t")
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO {s} VALUES (1, 'a', 2)", "INSERT OVERWRITE TABLE {s} SELECT 1, 'a', 2",
+    "DROP TABLE {s}", "DROP TABLE IF EXISTS {s}", "ALTER TABLE {s} SET LOCATION '/tmp/x'",
+    "ALTER TABLE {s} RENAME TO default.elsewhere", "TRUNCATE TABLE {s}",
+    "CREATE OR REPLACE TABLE {s} AS SELECT 1", "LOAD DATA INPATH '/x' INTO TABLE {s}"])
+def test_the_hidden_source_table_is_changed_only_through_its_view(ext, sql):
+    """The source table is listed by SHOW TABLES; an INSERT OVERWRITE of it would unlink
+    every segment's links behind the catalog's back, a DROP would leave the view broken."""
+    source = ext.get("default.t").source
+    d = ExternalHandler(ext)(_ctx(), sql.format(s=source))
+    assert isinstance(d, Reject) and d.sqlstate == "0A000", d
+    assert source in d.message and "default.t" in d.message
+    for allowed in (f"SELECT * FROM {source}", f"REFRESH TABLE {source}", f"DESC {source}"):
+        assert ExternalHandler(ext)(_ctx(), allowed) is None
+
+
+def test_a_temporary_view_of_the_same_name_is_not_restricted(ext, files):
+    """Under a segment selection on default.t, an unqualified `t` that names the
+    session's temporary view reads the view (Spark's resolution), not t's segments."""
+    _add(ext, files / "a.csv")
+    conf = {"carbon.input.segments.default.t": "0", "datamap.session.temp_views": "t"}
+    h = ExternalHandler(ext)
+    assert h(_ctx(**conf), "SELECT count(*) FROM t") is None
+    q = h(_ctx(**conf), "SELECT count(*) FROM default.t JOIN t AS v ON v.id = t.id")
+    assert isinstance(q, Rewrite) and "JOIN t AS v" in q.sql
+
+
+@pytest.mark.parametrize("sql", ["SELECT count(*) FROM t TABLESAMPLE (10 PERCENT)",
+                                 "SELECT x.a FROM t AS x(a, b)"])
+def test_what_a_selection_cannot_keep_is_refused(ext, files, sql):
+    """The segment subquery would drop a sample (every selected row returned) or the
+    column aliases: refused with the reason, not answered otherwise."""
+    _add(ext, files / "a.csv")
+    d = ExternalHandler(ext)(_ctx(**{"carbon.input.segments.default.t": "0"}), sql)
+    assert isinstance(d, Reject) and d.sqlstate == "0A000" and "default.t" in d.message, d

@@ -85,7 +85,7 @@ def test_a_query_on_an_indexed_table_is_sent_pruned(service, files):
     assert isinstance(d, Rewrite) and d.note == "pruned:ev_mm=1/4"
     assert d.log == ("Pruned by index datamap ev_mm: 1 of 4 files",)
     skipped = sorted(p for p in files[0] if "part-2" not in p)
-    assert d.sql == ("SELECT kind FROM (SELECT `id`, `kind` FROM `db1`.`events` WHERE NOT "
+    assert d.sql == ("SELECT kind FROM (SELECT * FROM `db1`.`events` WHERE NOT "
                      "_metadata.file_path IN (" + ", ".join(f"'{p}'" for p in skipped)
                      + ")) AS `events` WHERE id = 25")
 
@@ -258,3 +258,23 @@ def test_an_mv_datamaps_storage_table_is_asked_as_its_indexed_table():
     store.v = 2
     assert "db.other" in view.indexed_tables()
 
+
+@pytest.mark.parametrize("create", [
+    "CREATE TEMPORARY VIEW events AS SELECT 25L AS id, 'x' AS kind",
+    "create or replace temp view `Events` as select 25L as id, 'x' as kind",
+    "CACHE LAZY TABLE events AS SELECT 25L AS id, 'x' AS kind"])
+def test_a_temporary_view_shadowing_the_table_is_not_pruned(service, files, create):
+    """Spark reads the session's temporary view `events` for an unqualified `events`; the
+    pruned SQL would read db1.events instead. A qualified name still reads the table."""
+    from proxy.indexes.pruning import watch_temp_views
+    from proxy.router import Router
+    router = Router([watch_temp_views, DatamapSelectHandler(service, pruner=pruner(files))])
+    d = router.decide(ctx(), create)
+    assert dict(d.settings) == {"datamap.session.temp_views": "events"}
+    after = ctx(**dict(d.settings))
+    assert not isinstance(router.decide(after, NEEDLE), Rewrite)
+    assert isinstance(router.decide(after, "SELECT kind FROM db1.events WHERE id = 25"),
+                      Rewrite)
+    other = router.decide(after, "CREATE GLOBAL TEMPORARY VIEW v AS SELECT 1")
+    assert "datamap.session.temp_views" not in dict(other.settings)
+    assert router.decide(after, "CACHE TABLE events").settings == ()

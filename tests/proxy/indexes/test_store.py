@@ -1,5 +1,6 @@
 """IndexStore on a real catalog file (no Spark): definitions, entries, the merged
 per-file statistics the query side reads, and when its cache is dropped."""
+import contextlib
 import datetime
 import decimal
 
@@ -116,3 +117,61 @@ def test_bounds_python_cannot_hold_are_unknown():
     assert decode("+12024-01-02", "date") is None
     assert decode("2021-03-04 05:06:07.1", "timestamp").microsecond == 100000
     assert decode("1.5", "decimal(3,1)") == decimal.Decimal("1.5")
+
+
+def test_a_time_zone_change_disables_indexes_on_timestamp_columns(tmp_path):
+    """TIMESTAMP bounds are wall-clock times of the zone they were built in: under another
+    zone a literal means another instant, so the index waits for REBUILD."""
+    from tests.proxy.datamaps.support import decision_service
+    for svc in decision_service(tmp_path / "state", {}):
+        store = svc.indexes.store
+        svc.catalog.set_setting("time_zone", "UTC")
+        store.create("db", "ts_mm", "db.fact", "minmax", [("ts", "timestamp"), ("id", "int")],
+                     {}, enabled=True)
+        store.create("db", "id_mm", "db.fact", "minmax", [("id", "int")], {}, enabled=True)
+        store.create("db", "ntz_mm", "db.fact", "minmax", [("t", "timestamp_ntz")], {},
+                     enabled=True)
+        svc.adopt_time_zone("UTC", rebuild=False)
+        assert all(i.enabled for i in store.all())
+        svc.adopt_time_zone("Asia/Tokyo", rebuild=False)
+        state = {i.name: (i.enabled, i.status_reason) for i in store.all()}
+        assert state["id_mm"] == (True, "") and state["ntz_mm"] == (True, "")
+        assert not state["ts_mm"][0] and "UTC to Asia/Tokyo" in state["ts_mm"][1]
+
+
+def test_a_segment_id_used_again_after_a_crash_drops_the_entries_left_under_it(store,
+                                                                              monkeypatch):
+    """ADD SEGMENT indexes its files before the catalog records the segment; after a
+    crash between the two, the next ADD SEGMENT takes the same id and link paths
+    (seg_<id>/f00000_<name>) that may name other files: no entry of the lost attempt
+    may survive under them."""
+    from proxy.datamaps.locks import KeyedLocks
+    service = IndexService(store.catalog, spark=None, locks=KeyedLocks())
+    bf = store.create("db", "mm", "db.ext", "minmax", [("id", "bigint")], {}, enabled=True)
+    lost = [Entry(f"file:/s/seg_4/f0000{i}_x.csv", 10, 111, 3, {"id": (1, 9, 0)})
+            for i in range(2)]
+    store.put(bf, lost, segment="4")                  # indexed, then the proxy died
+    new = Entry("file:/s/seg_4/f00000_x.csv", 20, 222, 5, {"id": (50, 60, 0)})
+    monkeypatch.setattr(service, "_entries", lambda infos, files, staged=None: {
+        i.qualified: [new] for i in infos})
+    assert service.on_segment_files("db.ext", 4, [("file:/s/.staging_4/f00000_x.csv",
+                                                   "file:/s/seg_4/f00000_x.csv")]) == 5
+    stats = store.file_stats("db.ext")
+    assert set(stats) == {new.path} and stats[new.path].columns["id"].low == 50
+
+
+def test_suspended_indexes_are_not_used_and_the_next_rebuild_takes_them(store, monkeypatch):
+    """An external table's CHANGE type suspends its indexes before Spark reads the new
+    types (the mv refresh that runs before the index rebuild can take minutes)."""
+    service = IndexService(store.catalog, spark=None, locks=None)
+    _setup(store)
+    assert service.suspend("db.fact") == ["db.dm1", "db.dm2"]
+    assert store.file_stats("db.fact") == {}
+    assert all(not i.enabled and "rebuilding" in i.status_reason
+               for i in store.indexes_on("db.fact"))
+    built = []
+    monkeypatch.setattr(service, "_locks", lambda key: contextlib.nullcontext())
+    monkeypatch.setattr(service, "_build_all", lambda info: built.append(info.name) or
+                        store.set_status(info.db, info.name, True))
+    service.sync("db.fact", rebuild=True)
+    assert built == ["dm1", "dm2"] and all(i.enabled for i in store.indexes_on("db.fact"))
