@@ -200,6 +200,24 @@ def compare(cur, name: str, sql: str, switch: str, base: tuple[float, list], rep
     return off_ms / on_ms
 
 
+# How a hot query answered from an MV is measured: as a dashboard sees it (the serving
+# tier, whose result cache answers a repeat), computed each time in-process, and by Spark.
+HOT_VARIANTS = {"": {}, " (no result cache)": {"datamap.cache.enabled": "false"},
+                " (Spark reads the MV)": {"datamap.serving.enabled": "false"}}
+
+
+@contextmanager
+def session(cur, settings: dict[str, str]):
+    """The proxy's session settings for a block, set back to true after it."""
+    for key, value in settings.items():
+        run(cur, f"SET {key}={value}")
+    try:
+        yield
+    finally:
+        for key in settings:
+            run(cur, f"SET {key}=true")
+
+
 def external(cur, m: dict, base: dict, reps: int) -> None:
     try:
         create_external(cur, m)
@@ -210,11 +228,17 @@ def external(cur, m: dict, base: dict, reps: int) -> None:
     t = f"{DB}.fact"
     ratios = {}
     for name, sql in needle_queries(m).items():
-        ratios[name] = compare(cur, name, sql.format(t=t), "datamap.prune.enabled",
-                               base[name], reps, "Pruned by index datamap")
+        # needle_hot is answered from the MV: its bloom index prunes the MV's files when
+        # Spark reads them (the serving tier reads the MV in-process, without pruning)
+        with session(cur, {"datamap.serving.enabled": "false"} if name == "needle_hot" else {}):
+            ratios[name] = compare(cur, name, sql.format(t=t), "datamap.prune.enabled",
+                                   base[name], reps, "Pruned by index datamap")
     for name, sql in HOT_QUERIES.items():
-        ratios[name] = compare(cur, name, sql.format(t=t), "datamap.rewrite.enabled",
-                               base[name], reps, "Hit mv DataMap")
+        for how, settings in HOT_VARIANTS.items():
+            with session(cur, settings):
+                ratios[name + how] = compare(cur, name + how, sql.format(t=t),
+                                             "datamap.rewrite.enabled", base[name], reps,
+                                             "Hit mv DataMap")
     print("\nratios measured in this run (target >= 20x but for needle_hot): " + ", ".join(
         f"{k} {v:.1f}x" for k, v in ratios.items() if v))
 

@@ -102,9 +102,10 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     auditor.start(background)
     # index datamaps skip files of the SQL about to be sent (docs/indexes.md)
     shapes = ServiceShapes(service.schema_cache, spark.get)
-    pruner = Pruner(StoreForQueries(indexes.store,
-                                    lambda t: catalog.datamap_by_table(t) is not None,
-                                    shapes.warm), shapes)
+    indexed = StoreForQueries(indexes.store, lambda t: catalog.datamap_by_table(t) is not None,
+                              shapes.warm)
+    indexes.on_indexed = lambda table: shapes.warm(indexed.read_as(table))
+    pruner = Pruner(indexed, shapes)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s,
                                   pruner=pruner)

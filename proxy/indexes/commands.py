@@ -49,6 +49,9 @@ class IndexService:
         self._spark = spark
         self._locks = locks
         self.max_bloom_bytes = max_bloom_bytes
+        # told of a table once an index on it is built (app.py: the pruner loads its shape
+        # then, so the first query on it is pruned too)
+        self.on_indexed: Callable[[str], None] | None = None
 
     # -- what a table is ---------------------------------------------------------------
     def _datamap(self, table: str) -> DatamapRecord | None:
@@ -251,6 +254,11 @@ class IndexService:
         self.store.put(info, entries, replace_all=True, enable=True, column_types=types)
         log.info("index datamap %s built over %d files in %.1fs", info.qualified, len(files),
                  time.monotonic() - started)
+        if self.on_indexed is not None:
+            try:
+                self.on_indexed(info.table)
+            except Exception:  # noqa: BLE001 - a later query loads the shape itself
+                log.warning("preparing %s for pruning failed", info.table, exc_info=True)
 
     def sync(self, table: str, rebuild: bool = False) -> None:
         """Index the files of `table` no enabled index covers; forget the gone ones. A

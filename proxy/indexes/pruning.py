@@ -272,6 +272,12 @@ class StoreForQueries:
             self._storages.add(table)     # a datamap's storage name stays one
         return table[: -len(STORAGE_SUFFIX)]
 
+    def read_as(self, table: str) -> list[str]:
+        """The names a query reads `table`'s indexed files by: itself, and an mv
+        datamap's storage table."""
+        storage = table + STORAGE_SUFFIX
+        return [table] + ([storage] if self._name(storage) == table else [])
+
     def indexes_on(self, table: str) -> list[Any]:
         return self.store.indexes_on(self._name(table))
 

@@ -251,6 +251,8 @@ def test_an_mv_datamaps_storage_table_is_asked_as_its_indexed_table():
     assert view.file_stats("db.mv_table_segments") == {"f": "db.mv_table"}
     assert view.file_identity("db.mv_table_segments") == {"f": (1, 1)}
     assert view.indexes_on("db.plain_table_segments") == []     # never plain_table's stats
+    assert view.read_as("db.mv_table") == ["db.mv_table", "db.mv_table_segments"]
+    assert view.read_as("db.plain_table") == ["db.plain_table"]
     assert view.indexed_tables() == {"db.mv_table", "db.plain_table", "db.mv_table_segments"}
     assert sorted(warmed) == ["db.mv_table", "db.mv_table_segments", "db.plain_table"]
     store.tables_.add("db.other")
