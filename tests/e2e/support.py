@@ -3,6 +3,7 @@ module, PyHive connections with datamap rewriting on and off, row comparison."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -39,6 +40,17 @@ class Conn:
             assert e.message.strip() and not e.message.rstrip().endswith(":"), (sql, e)
             return e
         raise AssertionError(f"expected an error from: {sql}")
+
+    def explain_until(self, sql: str, text: str, timeout: float = 10.0) -> str:
+        """EXPLAIN `sql` until its plan holds `text` (an indexed table's shape for pruning
+        loads on a worker thread) or `timeout` passes; the last plan."""
+        deadline = time.monotonic() + timeout
+        while True:
+            plan = self.run(sql if sql.upper().startswith("EXPLAIN") else
+                            "EXPLAIN " + sql).rows[0][0]
+            if text in plan or time.monotonic() > deadline:
+                return plan
+            time.sleep(0.2)
 
     def close(self) -> None:
         try:

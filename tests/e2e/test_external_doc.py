@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,11 +34,22 @@ def _files(root: Path) -> Path:
     return root
 
 
-def test_the_documented_example_runs_as_written(shared_serve):
-    root = _files(shared_serve.root / "doc_cdr")
+@contextmanager
+def _example(shared_serve, name: str):
+    """The files under a directory of the test's own, a connection, and afterwards the
+    check that the files are byte for byte as written."""
+    root = _files(shared_serve.root / name)
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     c = Conn(shared_serve.port)
     try:
+        yield root, c
+    finally:
+        c.close()
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_the_documented_example_runs_as_written(shared_serve):
+    with _example(shared_serve, "doc_cdr") as (root, c):
         checked = 0
         for stmt, comment in doc_blocks(DOC)[0]:
             result = c.run(stmt.replace("/data/cdr", str(root)))
@@ -51,34 +62,19 @@ def test_the_documented_example_runs_as_written(shared_serve):
                 assert [r[9] for r in result.rows] == [2, 2]
                 checked += 1
         assert checked == 4
-    finally:
-        c.close()
-    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
 
 
 def test_the_hot_and_cold_example_runs_as_written(shared_serve):
     """The MV answers the hot query; each index datamap prunes the cold one to one file."""
-    root = _files(shared_serve.root / "doc_cdr_hot")
-    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    c = Conn(shared_serve.port)
-    try:
+    with _example(shared_serve, "doc_cdr_hot") as (root, c):
         explained = 0
         for stmt, comment in doc_blocks(DOC)[1]:
             stmt = stmt.replace("/data/cdr", str(root))
             if not stmt.startswith("EXPLAIN"):
                 c.run(stmt)
                 continue
-            deadline = time.monotonic() + 10   # an indexed table's shape loads in the background
-            while True:
-                plan = c.run(stmt).rows[0][0]
-                if comment in plan or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            plan = c.explain_until(stmt, comment)
             assert comment in plan, (stmt, plan)
             explained += 1
         assert explained == 3
         assert c.rows("SHOW TABLES LIKE 'cdr*'") == []
-    finally:
-        c.close()
-    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
-

@@ -7,7 +7,6 @@ may open it: WAL)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -86,13 +85,7 @@ def test_create_show_load_rebuild_drop(conn, store):
     # the Queries section: sales_mm (on id) skips the files that cannot hold id 3
     queries = doc_blocks(DOC)[2]
     explain, off, explain_off, on = (stmt for stmt, _ in queries)
-    deadline = time.monotonic() + 10   # the table's shape loads on a worker thread
-    while True:
-        plan = conn.run(explain).rows[0][0]
-        if f"Pruned by index datamap idx_doc.sales_mm: 1 of {n + 1} files" in plan or \
-                time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    plan = conn.explain_until(explain, f"Pruned by index datamap idx_doc.sales_mm: 1 of {n + 1} files")
     assert f"Pruned by index datamap idx_doc.sales_mm: 1 of {n + 1} files" in plan, plan
     assert conn.rows("SELECT id, city FROM idx_doc.sales WHERE id = 3") == [(3, "Lima")]
     conn.run(off)
