@@ -135,6 +135,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         await asyncio.to_thread(select.close)     # the large-statement rewrite process
         serving.close()
         shapes.close()
+        indexed.close()
         service.close()
         if engine is None:       # the engine's own session is the engine's to stop
             await asyncio.to_thread(spark.close)

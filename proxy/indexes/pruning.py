@@ -262,6 +262,9 @@ class StoreForQueries:
         self._warm = warm             # told of the tables queries may be pruned on
         self._storages: set[str] = set()
         self._tables: tuple[int, frozenset[str]] | None = None
+        self._loading: set[str] = set()
+        self._guard = threading.Lock()
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-entries")
 
     def _name(self, table: str) -> str:
         if not table.endswith(STORAGE_SUFFIX):
@@ -279,7 +282,39 @@ class StoreForQueries:
         return [table] + ([storage] if self._name(storage) == table else [])
 
     def indexes_on(self, table: str) -> list[Any]:
-        return self.store.indexes_on(self._name(table))
+        """None known while the store's entries of the table are not loaded at its current
+        version: they are loaded on a worker thread (a table's blooms can be large; the
+        decision runs on the event loop), and this statement is sent unpruned. The store
+        loads them again itself after each of its writes."""
+        name = self._name(table)
+        fresh = getattr(self.store, "fresh", None)
+        if fresh is not None and not fresh(name):
+            self._load(name)
+            return []
+        return self.store.indexes_on(name)
+
+    def _load(self, name: str) -> None:
+        with self._guard:
+            if name in self._loading:
+                return
+            self._loading.add(name)
+
+        def load() -> None:
+            try:
+                self.store.indexes_on(name)
+            except Exception as e:  # noqa: BLE001 - not pruned; the next query tries again
+                log.info("cannot load the index entries of %s (%s)", name, e)
+            finally:
+                with self._guard:
+                    self._loading.discard(name)
+        try:
+            self._loader.submit(load)
+        except RuntimeError:          # shut down: the proxy is stopping
+            with self._guard:
+                self._loading.discard(name)
+
+    def close(self) -> None:
+        self._loader.shutdown(wait=False, cancel_futures=True)
 
     def file_stats(self, table: str) -> dict[str, FileStats]:
         return self.store.file_stats(self._name(table))

@@ -22,14 +22,18 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from proxy.datamaps.records import CatalogError
 from rewriter import bloom
 from rewriter.filestats import ColumnStats, FileStats
+
+log = logging.getLogger("proxy.indexes")
 
 ENABLED, DISABLED = "ENABLED", "DISABLED"
 _VERSION_KEY = "index_version"
@@ -146,6 +150,28 @@ class IndexStore:
             self._cache[table] = loaded
             return loaded
 
+    @contextmanager
+    def _write(self):
+        """A write transaction; once committed, the tables read so far are loaded again
+        here (see reload)."""
+        with self.catalog._tx() as c:
+            yield c
+        self.reload()
+
+    def fresh(self, table: str) -> bool:
+        """Is `table`'s cache loaded at the current version (answering costs no read)?"""
+        hit = self._cache.get(table.lower())
+        return hit is not None and hit[0] == self.version()
+
+    def reload(self) -> None:
+        """Load again every table read so far (after a write, on the writer's thread: a
+        query then finds the cache current instead of loading on the event loop)."""
+        for table in list(self._cache):
+            try:
+                self._cached(table)
+            except Exception:  # noqa: BLE001 - the next reader loads it (or fails) itself
+                log.warning("reloading the index entries of %s failed", table, exc_info=True)
+
     def _load(self, table: str) -> tuple[list[IndexInfo], dict, dict]:
         with self.catalog._tx(write=False) as c:
             infos = [_info(r) for r in c.execute(
@@ -200,7 +226,7 @@ class IndexStore:
                enabled: bool = False, reason: str = "not built yet") -> IndexInfo:
         """A new index datamap (DISABLED until its first build is stored); 42710 when the
         name is taken by an index datamap or another datamap."""
-        with self.catalog._tx() as c:
+        with self._write() as c:
             taken = c.execute("SELECT 1 FROM index_datamaps WHERE db = ? AND name = ? UNION "
                               "SELECT 1 FROM datamaps WHERE db = ? AND name = ?",
                               (db, name, db, name)).fetchone()
@@ -228,12 +254,12 @@ class IndexStore:
         return {i.table for i in self.all()}
 
     def drop(self, db: str, name: str) -> None:
-        with self.catalog._tx() as c:
+        with self._write() as c:
             c.execute("DELETE FROM index_datamaps WHERE db = ? AND name = ?", (db, name))
             self._bump(c)
 
     def set_status(self, db: str, name: str, enabled: bool, reason: str = "") -> None:
-        with self.catalog._tx() as c:
+        with self._write() as c:
             c.execute("UPDATE index_datamaps SET status = ?, status_reason = ? "
                       "WHERE db = ? AND name = ?",
                       (ENABLED if enabled else DISABLED, "" if enabled else reason, db, name))
@@ -248,7 +274,7 @@ class IndexStore:
         the index holds exactly these afterwards (REBUILD); `replace_segment`: these are
         all of `segment`'s; `enable`: and it is ENABLED;
         `column_types`: the types they were built as (after a CHANGE type)."""
-        with self.catalog._tx() as c:
+        with self._write() as c:
             if column_types is not None:
                 c.execute("UPDATE index_datamaps SET columns = ? WHERE db = ? AND name = ?",
                           (json.dumps([list(p) for p in column_types]), info.db, info.name))
@@ -282,7 +308,7 @@ class IndexStore:
     def forget(self, table: str, paths: Iterable[str]) -> None:
         """Entries of `paths` in every index of `table` go (the files left the table)."""
         paths = list(paths)
-        with self.catalog._tx() as c:
+        with self._write() as c:
             for info in c.execute("SELECT db, name FROM index_datamaps WHERE tbl = ?",
                                   (table.lower(),)).fetchall():
                 c.executemany("DELETE FROM index_files WHERE db = ? AND name = ? AND path = ?",
@@ -294,7 +320,7 @@ class IndexStore:
         their entries move to the new segment. Returns the entries moved."""
         old = [str(i) for i in old_ids]
         moved = 0
-        with self.catalog._tx() as c:
+        with self._write() as c:
             for info in c.execute("SELECT db, name FROM index_datamaps WHERE tbl = ?",
                                   (table.lower(),)).fetchall():
                 moved += c.execute(

@@ -280,3 +280,32 @@ def test_a_temporary_view_shadowing_the_table_is_not_pruned(service, files, crea
     other = router.decide(after, "CREATE GLOBAL TEMPORARY VIEW v AS SELECT 1")
     assert "datamap.session.temp_views" not in dict(other.settings)
     assert router.decide(after, "CACHE TABLE events").settings == ()
+
+
+def test_entries_not_loaded_yet_are_loaded_off_the_decision_path():
+    """A store whose entries of a table are not current: nothing is pruned now, and a
+    worker thread loads them; the next statement finds them."""
+    import threading
+    from proxy.indexes.pruning import StoreForQueries
+    loaded = threading.Event()
+
+    class Slow(_Store):
+        fresh_ = False
+
+        def fresh(self, table):
+            return self.fresh_
+
+        def indexes_on(self, table):
+            got = super().indexes_on(table)
+            self.fresh_ = True
+            loaded.set()
+            return got
+
+    store = Slow({"db.t"})
+    view = StoreForQueries(store, lambda t: False)
+    try:
+        assert view.indexes_on("db.t") == []          # not loaded: unpruned this time
+        assert loaded.wait(5)
+        assert view.indexes_on("db.t") == ["idx"]
+    finally:
+        view.close()
