@@ -135,6 +135,8 @@ class DatamapLoadHandler:
         if catalog.datamap_by_table(old) is not None:
             return Reject(f"Table {old} holds a datamap's rows and cannot be renamed", "0A000")
         names = [rec.qualified for rec in catalog.list_datamaps(base_table=old)]
+        # index datamaps too: their entries name the table's files, which a rename moves
+        names += self.service.indexes.store.names_on(old)
         if names:
             return Reject(f"Table {old} cannot be renamed: datamaps {', '.join(names)} are "
                           "defined over it; DROP DATAMAP them first", "0A000")

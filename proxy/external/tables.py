@@ -258,7 +258,9 @@ class ExternalTables:
                               "0A000")
         with self.lock(old):
             t = self.require(old)
-            if self.datamaps is not None and self.datamaps.catalog.list_datamaps(base_table=old):
+            if self.datamaps is not None and (
+                    self.datamaps.catalog.list_datamaps(base_table=old)
+                    or self.datamaps.indexes.store.names_on(old)):
                 raise ClientError(f"Table {old} cannot be renamed: datamaps are defined over "
                                   "it; DROP DATAMAP them first", "0A000")
             spark = self.spark()

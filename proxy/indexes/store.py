@@ -250,6 +250,13 @@ class IndexStore:
         with self.catalog._tx(write=False) as c:
             return [_info(r) for r in c.execute("SELECT * FROM index_datamaps ORDER BY db, name")]
 
+    def names_on(self, table: str) -> list[str]:
+        """"db.name" of the index datamaps on `table` (definitions only: no entry read)."""
+        with self.catalog._tx(write=False) as c:
+            return [f"{r[0]}.{r[1]}" for r in c.execute(
+                "SELECT db, name FROM index_datamaps WHERE tbl = ? ORDER BY db, name",
+                (table.lower(),))]
+
     def tables(self) -> set[str]:
         return {i.table for i in self.all()}
 

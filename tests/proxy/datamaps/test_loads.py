@@ -104,3 +104,13 @@ async def test_other_forms_resync(handler, monkeypatch, sql, want):
 def test_create_table_over_a_datamap_table_is_refused(handler):
     rej = handler(_ctx(), "CREATE OR REPLACE TABLE agg_table AS SELECT 1")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000"
+
+
+def test_renaming_a_table_with_index_datamaps_is_refused(handler):
+    """Their entries name the table's files, which a rename moves (and the old name could
+    be taken by another table)."""
+    handler.service.indexes.store.create("db1", "src_mm", "db1.src", "minmax",
+                                         [("k", "int")], {}, enabled=True)
+    rej = handler(_ctx(), "ALTER TABLE src RENAME TO src_old")
+    assert isinstance(rej, Reject) and rej.sqlstate == "0A000"
+    assert "db1.src_mm" in rej.message and "DROP DATAMAP" in rej.message
