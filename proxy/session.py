@@ -29,6 +29,9 @@ _SEMANTIC_KEYS = frozenset({
     "spark.sql.session.timezone", "spark.sql.ansi.enabled", "spark.sql.casesensitive",
     "spark.sql.decimaloperations.allowprecisionloss", "spark.sql.timestamptype",
     "spark.sql.mapkeydeduppolicy", "spark.sql.datetime.java8api.enabled",
+    # string comparisons, grouping and min/max follow the collation (Spark 4): stored
+    # groups, index bounds and bloom filters were made under the engine's
+    "spark.sql.session.collation.default",
 })
 
 

@@ -19,6 +19,7 @@ def ctx(conf=None):
     "SET spark.sql.ansi.enabled=false",
     "SET spark.sql.legacy.timeParserPolicy=LEGACY",
     "SET spark.sql.caseSensitive=true",
+    "SET spark.sql.session.collation.default=UTF8_LCASE",
 ])
 def test_result_affecting_set_blocks_rewriting_and_still_forwards(statement):
     note = watch_semantic_settings(ctx(), statement)   # not a decision: Spark gets the SET
