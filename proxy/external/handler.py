@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from pipeline.files import quote_table
 from proxy.classify import Kind, classify
 from proxy.datamaps import ddl
 from proxy.datamaps.commands import EMPTY
@@ -154,7 +155,7 @@ class ExternalHandler:
             if refresh:            # the client's own session lists the table again now
                 t = tables.get(getattr(arg, "table", ""))
                 if t is not None:
-                    await upstream(f"REFRESH TABLE {_quote(t.source)}")
+                    await upstream(f"REFRESH TABLE {quote_table(t.source)}")
             return show(result) if show else EMPTY
         return Local(run, note=f"external:{fn.__name__}")
 
@@ -221,7 +222,7 @@ class ExternalHandler:
         tables = self.tables
 
         async def run(upstream) -> LocalResult:
-            own = await upstream(f"DESC {mode} {_quote(table)}")
+            own = await upstream(f"DESC {mode} {quote_table(table)}")
             t = tables.get(table)
             live = await run_job(statement, tables.store.segments, table, True)
             return LocalResult(DESC_COLUMNS, [tuple(r) for r in own.rows]
@@ -277,7 +278,7 @@ class ExternalHandler:
             return None
         sql, scopes = found
         # the session may list the source table from before the latest ADD SEGMENT
-        before = tuple(f"REFRESH TABLE {_quote(s[0])}" for s in scopes.values())
+        before = tuple(f"REFRESH TABLE {quote_table(s[0])}" for s in scopes.values())
         return Rewrite(sql, note="external:segments", before=before,
                        log=(_selection_line(ctx, scopes),))
 
@@ -308,6 +309,3 @@ def _selection_line(ctx: StatementContext, scopes) -> str:
                        for t in sorted(scopes))
     return f"Segment selection: {chosen} (datamaps do not answer: their rows cover every segment)"
 
-
-def _quote(table: str) -> str:
-    return ".".join(f"`{p}`" for p in table.split("."))

@@ -25,8 +25,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol
-from urllib.parse import unquote
 
+from proxy.datamaps.listing import local_path
 from proxy.datamaps.records import display_name
 from proxy.router import Remember, StatementContext
 from proxy.sqlscan import Cursor, StatementError
@@ -157,10 +157,11 @@ class Pruner:
     def _unchanged(self, identity: Mapping[str, tuple[int, int]], path: str) -> bool:
         """May this file be skipped: local, and as big and as old as when it was indexed?"""
         recorded = identity.get(path)
-        if recorded is None or not path.startswith("file:/"):
+        local = local_path(path) if path.startswith("file:") else None
+        if recorded is None or local is None:
             return False
         try:
-            st = self._stat(unquote(path[len("file:"):]))
+            st = self._stat(local)
         except OSError:
             return False
         return (st.st_size, st.st_mtime_ns) == tuple(recorded)
