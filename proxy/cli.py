@@ -34,8 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", metavar="FILE", help="TOML settings file")
     s.add_argument("--host", help="listen address [server] host (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="listen port [server] port (default 10000; 0 = any)")
-    s.add_argument("--auth", choices=["none", "nosasl"],
-                   help="client transport: none = SASL PLAIN (any user unless --users-file), nosasl = raw")
+    s.add_argument("--auth", choices=["none", "nosasl", "ldap", "kerberos"],
+                   help="client authentication: none = SASL PLAIN (any user unless --users-file), "
+                        "nosasl = raw, ldap = PLAIN checked against [server] ldap_*, kerberos = "
+                        "SASL GSSAPI / SPNEGO")
+    s.add_argument("--http-port", type=int, help="also serve Thrift over HTTP on this port "
+                                                 "([server] http_port; HiveServer2's transportMode=http)")
     s.add_argument("--users-file", metavar="FILE", help="PLAIN users file (datamap-proxy users add)")
     s.add_argument("--tls-cert", metavar="FILE", help="PEM certificate: serve TLS")
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key for --tls-cert")
@@ -113,6 +117,7 @@ def _flags(a: argparse.Namespace) -> dict:
         up_host, up_port = a.upstream
     return {
         "server": {"host": a.host, "port": a.port, "auth": a.auth, "users_file": a.users_file,
+                   "http_port": a.http_port,
                    "tls_cert": a.tls_cert, "tls_key": a.tls_key, "max_frame_bytes": a.max_frame_bytes,
                    "idle_session_timeout": a.idle_session_timeout,
                    "idle_operation_timeout": a.idle_operation_timeout,

@@ -42,6 +42,40 @@ class ServerSettings:
     max_login_failures_per_address: int = 20
     login_failure_window: float = 300.0
     long_poll_timeout: float = 5.0
+    # -- HTTP transport (HiveServer2's transportMode=http; proxy/http.py) -------------------
+    http_port: int | None = None        # a port of its own for Thrift over HTTP; None: none
+    http_path: str = "cliservice"       # the URL path clients POST to (httpPath=...)
+    http_on_binary_port: bool = True    # also answer HTTP sniffed on the binary port
+    http_cookie_max_age: float = 86400.0    # the hive.server2.auth session cookie; <= 0: none
+    # -- LDAP (auth = ldap; proxy/ldap_auth.py) ------------------------------------------
+    ldap_url: str | None = None         # ldap://host:389 or ldaps://host:636; several, space-separated
+    ldap_starttls: bool = False         # upgrade an ldap:// connection with StartTLS
+    ldap_ca_file: str | None = None     # CA bundle checking the directory's certificate
+    ldap_user_dn_pattern: str | None = None   # "uid=%s,ou=people,dc=example,dc=com" (%s = user)
+    ldap_base_dn: str | None = None     # else: search (ldap_user_attribute=user) under this
+    ldap_user_attribute: str = "uid"
+    ldap_bind_dn: str | None = None     # service account for searches (base DN, groups)
+    ldap_bind_password: str | None = None
+    ldap_group_filter: str | None = None      # comma-separated groups (cn); a user must be in one
+    ldap_group_base_dn: str | None = None
+    ldap_group_member_attribute: str = "member"
+    ldap_timeout: float = 10.0
+    # -- Kerberos (auth = kerberos; proxy/kerberos.py) ------------------------------------
+    kerberos_principal: str | None = None     # hive/_HOST@REALM: SASL GSSAPI on the binary port
+    kerberos_keytab: str | None = None
+    kerberos_spnego_principal: str | None = None   # HTTP/_HOST@REALM: SPNEGO on HTTP
+    # -- identity (proxy/identity.py) -----------------------------------------------------
+    # who may act as whom with hive.server2.proxy.user: "actor:target,target" or "actor:*"
+    impersonation: tuple[str, ...] = ()
+    audit_log: str | None = None        # a file for audit lines; None: the proxy.audit logger
+    # -- limits and admission, reloadable on SIGHUP (HiveServer2's names) ------------------
+    limit_connections_per_user: int = 0           # open sessions per user; <= 0: no cap
+    limit_connections_per_ipaddress: int = 0
+    limit_connections_per_user_ipaddress: int = 0
+    max_running_operations: int = 0     # statements running at once; <= 0: no cap
+    operation_queue_size: int = 100     # statements waiting for a running slot; more: refused
+    operation_queue_timeout: float = 60.0
+    query_timeout: float = 0.0          # seconds a statement may run; <= 0: no timeout
 
 
 @dataclass(frozen=True)
@@ -80,6 +114,18 @@ class SparkSettings:
 @dataclass(frozen=True)
 class StateSettings:
     dir: str = "./.datamap-proxy"
+    # The datamap catalog: None = SQLite at <dir>/catalog.db (one process, the default);
+    # "postgresql://user:password@host:port/db" = shared by replicas (proxy/datamaps/store_pg.py)
+    catalog: str | None = None
+
+
+@dataclass(frozen=True)
+class DiscoverySettings:
+    """ZooKeeper service discovery as HiveServer2 does it (proxy/discovery.py)."""
+    zookeeper: str | None = None        # quorum "host:port,host:port"; None: no registration
+    namespace: str = "datamap-proxy"    # clients: zooKeeperNamespace=...
+    advertise_host: str | None = None   # the host clients dial; default: server.host (or the FQDN)
+    session_timeout: float = 30.0       # ZooKeeper session: a dead replica's entry goes after this
 
 
 @dataclass(frozen=True)
@@ -137,15 +183,17 @@ class Settings:
     datamaps: DatamapsSettings = field(default_factory=DatamapsSettings)
     serving: ServingSettings = field(default_factory=ServingSettings)
     indexes: IndexesSettings = field(default_factory=IndexesSettings)
+    discovery: DiscoverySettings = field(default_factory=DiscoverySettings)
 
 
 SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
             "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings,
-            "serving": ServingSettings, "indexes": IndexesSettings}
+            "serving": ServingSettings, "indexes": IndexesSettings,
+            "discovery": DiscoverySettings}
 # Below this, replies that Spark splits over several small SASL frames could pass the
 # limit unchecked (upstream.py trusts a frame of 64 KiB or more to end its message).
 _MIN_REPLY_BYTES = 1 << 20
-_CHOICES = {("server", "auth"): ("none", "nosasl"), ("upstream", "auth"): ("plain", "nosasl")}
+_CHOICES = {("server", "auth"): ("none", "nosasl", "ldap", "kerberos"), ("upstream", "auth"): ("plain", "nosasl")}
 
 
 def _coerce(section: str, key: str, value: Any, source: str) -> Any:
@@ -160,6 +208,12 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             if not isinstance(value, Mapping):
                 raise ValueError("expected a table of key = value")
             return {str(k): str(v) for k, v in value.items()}
+        if key == "impersonation":
+            if isinstance(value, str):        # env: "a:b,c;d:*"
+                value = value.split(";")
+            if not isinstance(value, (list, tuple)):
+                raise ValueError("expected a list of \"actor:target,...\" rules")
+            return tuple(r for r in (str(v).strip() for v in value) if r)
         if key == "metastore_uris":
             if isinstance(value, str):
                 value = value.split(",")
@@ -193,7 +247,7 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
     choices = _CHOICES.get((section, key))
     if choices and value not in choices:
         raise ConfigError(f"{source}: [{section}] {key} must be one of {', '.join(choices)}, got {value!r}")
-    if key in ("port",) and not (0 <= value <= 65535):
+    if key in ("port", "http_port") and value is not None and not (0 <= value <= 65535):
         raise ConfigError(f"{source}: [{section}] {key} out of range: {value}")
     if key == "max_reply_bytes" and value < _MIN_REPLY_BYTES:
         raise ConfigError(f"{source}: [upstream] max_reply_bytes must be at least "

@@ -26,7 +26,7 @@ def test_precedence_file_env_flags(tmp_path):
 
 @pytest.mark.parametrize("env,msg", [
     ({"DATAMAP_PROXY_SERVER_PORT": "abc"}, "DATAMAP_PROXY_SERVER_PORT"),
-    ({"DATAMAP_PROXY_SERVER_AUTH": "kerberos"}, "must be one of"),
+    ({"DATAMAP_PROXY_SERVER_AUTH": "oauth"}, "must be one of"),
     ({"DATAMAP_PROXY_SERVER_NOPE": "1"}, "unknown setting [server] nope"),
     ({"DATAMAP_PROXY_SPARK_UI": "maybe"}, "[spark] ui"),
 ])
