@@ -148,6 +148,14 @@ async def _serve(settings: cfg.Settings) -> int:
     except AuthError as e:
         log.error("%s", e)
         return 2
+    kerberos = None
+    if settings.server.auth == "kerberos":
+        from proxy.kerberos import Acceptor, KerberosError
+        try:
+            kerberos = Acceptor(settings.server)
+        except KerberosError as e:
+            log.error("%s", e)
+            return 2
     engine = None
     if settings.upstream.host is None:
         try:
@@ -175,7 +183,7 @@ async def _serve(settings: cfg.Settings) -> int:
         if engine is not None:
             await asyncio.to_thread(engine.stop)
         return 1
-    server = ProxyServer(settings, router, authenticator=authenticator)
+    server = ProxyServer(settings, router, authenticator=authenticator, kerberos=kerberos)
     try:
         host, port = await server.start()
     except OSError as e:

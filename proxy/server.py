@@ -1,7 +1,7 @@
 """Asyncio accept loop: one owned task per client connection.
 
 Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL),
-negotiate SASL PLAIN (or not), then cut the byte stream into Thrift messages and hand each
+negotiate SASL PLAIN, or GSSAPI under auth=kerberos (or not), then cut the byte stream into Thrift messages and hand each
 to Service.handle, strictly one at a time. A connection that closes without a byte is a
 health probe (logged at debug). Malformed or oversized input closes that connection with a
 log line, never the server. Client disconnect closes its sessions upstream.
@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from proxy.admission import ConnectionLimits, LoginThrottle
 from proxy.auth import AllowAll, Authenticator
 from proxy.config import Settings
+from proxy.kerberos import Acceptor
 from proxy.logsafe import Sampler, safe
 from proxy.router import Router
 from proxy.service import ClientConnection, Service
@@ -49,11 +50,15 @@ def _held(n: int) -> str:
 
 class ProxyServer:
     def __init__(self, settings: Settings, router: Router, service: Service | None = None,
-                 authenticator: Authenticator | None = None):
+                 authenticator: Authenticator | None = None, kerberos: Acceptor | None = None):
         self.settings = settings
         self.router = router
         self.service = service or Service(settings, router)
         self.authenticator = authenticator or AllowAll()
+        # auth = kerberos: the keytab's service credentials (SASL GSSAPI here, SPNEGO on HTTP)
+        if kerberos is None and settings.server.auth == "kerberos":
+            kerberos = Acceptor(settings.server)
+        self.kerberos = kerberos
         self._server: asyncio.base_events.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
         self._ids = itertools.count(1)
@@ -252,26 +257,16 @@ class ProxyServer:
 
     async def _negotiate(self, conn, address: str, reader, writer,
                          buf: bytearray) -> bytearray | None:
-        """SASL PLAIN up to COMPLETE; the bytes after it (pipelined frames), or None when the
+        """SASL PLAIN (GSSAPI under auth=kerberos) up to COMPLETE; the bytes after it (pipelined frames), or None when the
         connection must close. The caller bounds it with the login deadline."""
-        limit = self.settings.server.max_negotiation_bytes
+        if self.kerberos is not None:
+            return await self._negotiate_gssapi(conn, reader, writer, buf)
         neg = sasl.PlainServer()
         while neg.state is not sasl.NegState.COMPLETE:
-            try:
-                got = sasl.decode_negotiation(buf, limit)
-            except sasl.SaslError as e:
-                log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer, e)
-                return None
+            got = await self._next_negotiation(conn, reader, buf)
             if got is None:
-                chunk = await reader.read(_READ)
-                if not chunk:
-                    log.debug("connection %s closed during SASL negotiation", conn.peer)
-                    return None
-                buf += chunk
-                continue
-            status, payload, used = got
-            del buf[:used]
-            step = neg.on_message(status, payload)
+                return None
+            step = neg.on_message(*got)
             if step.error:
                 log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer,
                             safe(step.error))
@@ -291,6 +286,48 @@ class ProxyServer:
                 conn.sasl_user, conn.sasl_password = cred.user, cred.password
             await writer.drain()
         return buf
+
+    async def _next_negotiation(self, conn, reader, buf: bytearray) -> tuple[int, bytes] | None:
+        """(status, payload) of the next negotiation message, taken off `buf`; None when the
+        connection must close."""
+        limit = self.settings.server.max_negotiation_bytes
+        while True:
+            try:
+                got = sasl.decode_negotiation(buf, limit)
+            except sasl.SaslError as e:
+                log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer, e)
+                return None
+            if got is not None:
+                del buf[:got[2]]
+                return got[0], got[1]
+            chunk = await reader.read(_READ)
+            if not chunk:
+                log.debug("connection %s closed during SASL negotiation", conn.peer)
+                return None
+            buf += chunk
+
+    async def _negotiate_gssapi(self, conn, reader, writer, buf: bytearray) -> bytearray | None:
+        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/kerberos.py has the exchange).
+        Each step decrypts with the keytab: run it off the event loop."""
+        neg = self.kerberos.sasl()
+        loop = asyncio.get_running_loop()
+        while True:
+            got = await self._next_negotiation(conn, reader, buf)
+            if got is None:
+                return None
+            async with self._auth_slots:
+                step = await loop.run_in_executor(self._auth_pool, neg.on_message, *got)
+            writer.write(step.reply)
+            await writer.drain()
+            if step.error:
+                log.warning("connection %s: Kerberos login failed: %s; closing", conn.peer,
+                            safe(step.error))
+                return None
+            if step.user is not None:
+                log.info("connection %s: Kerberos login as %s (principal %s)", conn.peer,
+                         safe(step.user), safe(neg.principal))
+                conn.sasl_user = step.user
+                return buf
 
     async def _authenticate(self, conn, address: str, user: str, password: str) -> str | None:
         """None when `user` may log in, else the reason told to the client."""

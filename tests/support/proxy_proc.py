@@ -137,9 +137,11 @@ def _wait_ready(proc: subprocess.Popen, log_path: Path, host: str, port: int,
 def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = None,
                 upstream_auth: str | None = None, state_dir: Path | None = None,
                 extra_args: list[str] | None = None,
-                timeout: float = START_TIMEOUT_S) -> ProxyProc:
+                timeout: float = START_TIMEOUT_S,
+                env: dict[str, str] | None = None) -> ProxyProc:
     """Start `python -m proxy serve` against `upstream` (host, port). auth / upstream_auth:
-    None (proxy default), "none"/"plain"/"nosasl" as the proxy's CLI takes them."""
+    None (proxy default), "none"/"plain"/"nosasl" as the proxy's CLI takes them. `env` is
+    added to the proxy's environment (e.g. DATAMAP_PROXY_* settings, a Kerberos realm's)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     host = "127.0.0.1"
@@ -153,7 +155,7 @@ def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = 
         argv += ["--upstream-auth", upstream_auth]
     argv += extra_args or []
     log_path = workdir / f"proxy-{port}.log"
-    proc = _spawn(argv, workdir, log_path)
+    proc = _spawn(argv, workdir, log_path, env)
     pp = ProxyProc(host, port, proc.pid, log_path, workdir, argv, proc)
     try:
         _wait_ready(proc, log_path, host, port, timeout, argv)
