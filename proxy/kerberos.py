@@ -82,9 +82,12 @@ def _describe(e: Exception) -> str:
     """A GSS error as one line: the major and minor messages (the minor one says e.g.
     'Ticket expired' or 'Wrong principal in request')."""
     gen = getattr(e, "gen_message", None)
-    text = gen() if callable(gen) else str(e)
-    text = re.sub(r"(Major|Minor) \(\d+\): ", "", " ".join(str(text).split()))
-    return text.replace("Unspecified GSS failure. Minor code may provide more information, ", "")
+    text = " ".join(str(gen() if callable(gen) else e).split())
+    parts = [p for p in re.split(r",? ?(?:Major|Minor) \(\d+\): ", text) if p]
+    # SPNEGO leaves minor codes unresolved ("Success"); the major one is all there is then.
+    useful = [p for p in parts if p not in ("Success", "Unknown error")
+              and not p.startswith("Unspecified GSS failure")]
+    return ", ".join(useful or parts) or text
 
 
 class Acceptor:
@@ -141,6 +144,11 @@ class Acceptor:
         round. Raises KerberosError on a bad, expired or misaddressed token."""
         if self._spnego_creds is None:
             raise KerberosError("SPNEGO needs [server] kerberos_spnego_principal (HTTP/_HOST@REALM)")
+        if token[:1] not in (b"\x60", b"\xa1"):     # GSS initial token / SPNEGO NegTokenResp
+            what = "an NTLM token (NTLM is not supported)" if token.startswith(b"NTLMSSP") \
+                else "not a Kerberos or SPNEGO token"
+            raise KerberosError(f"Kerberos (SPNEGO) authentication failed: the Negotiate "
+                                f"header carries {what}")
         g = self._gssapi
         ctx = g.SecurityContext(creds=self._spnego_creds, usage="accept")
         try:

@@ -99,3 +99,36 @@ def gw_proxy(gw_dir, gw_relay):
     p = start_proxy(gw_dir / "proxy", ("127.0.0.1", gw_relay.port))
     yield p
     p.stop()
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory):
+    """A real MIT KDC (realm DMP.TEST, tests/support/kdc.py) for the whole run, with alice
+    holding a ticket in kdc.ccache. Its environment (krb5.conf, ccache, replay cache off)
+    is put in os.environ, because python-gssapi in this process reads it from there."""
+    import os
+
+    from tests.support.kdc import available, start_kdc
+    missing = available()
+    if missing:
+        pytest.skip(missing)
+    k = start_kdc(tmp_path_factory.mktemp("kdc"))
+    saved = {key: os.environ.get(key) for key in k.env}
+    os.environ.update(k.env)
+    k.kinit("alice")
+    yield k
+    k.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def kerberos_env(kdc) -> dict[str, str]:
+    """The environment of a proxy with auth = kerberos on the realm's keytab. The principals
+    are spelled out: the tests listen on 127.0.0.1, for which _HOST would be this machine's
+    FQDN, not the localhost the realm knows."""
+    return {**kdc.env, "DATAMAP_PROXY_SERVER_KERBEROS_KEYTAB": str(kdc.keytab),
+            "DATAMAP_PROXY_SERVER_KERBEROS_PRINCIPAL": "hive/localhost@DMP.TEST",
+            "DATAMAP_PROXY_SERVER_KERBEROS_SPNEGO_PRINCIPAL": "HTTP/localhost@DMP.TEST"}
