@@ -94,12 +94,13 @@ def _parse_block(lines: list[str]) -> Result:
 
 def run_beeline(url: str, statements: list[str], *, user: str = "me", password: str = "x",
                 workdir: Path | None = None, timeout: float = 180.0,
-                silent: bool = True) -> BeelineRun:
+                silent: bool = True, env: dict[str, str] | None = None) -> BeelineRun:
     """Run `statements` (SQL without the trailing ';', or beeline commands such as
     `!tables`, `!columns t`) in ONE beeline process (one JVM start-up) with `--force` so that
     a failing statement does not stop the script. Results are split per statement with
     marker queries (`SELECT '<marker>' AS blmark`) between them. `silent=False` lets beeline
-    print what it prints interactively too, such as operation logs."""
+    print what it prints interactively too, such as operation logs. `env` is added to
+    beeline's environment (its JAVA_TOOL_OPTIONS after the ones set here)."""
     token = uuid.uuid4().hex[:12]
     script: list[str] = []
     for i, stmt in enumerate(statements):
@@ -112,10 +113,14 @@ def run_beeline(url: str, statements: list[str], *, user: str = "me", password: 
     script_path.write_text("\n".join(script) + "\n")
     cmd = [str(BEELINE), "-u", url, "-n", user, "-p", password, "--outputformat=csv2",
            f"--silent={str(silent).lower()}", "--showHeader=true", "--force=true", "-f", str(script_path)]
+    extra = dict(env or {})
     env = spark_env()
     # beeline is a short-lived client (two JVMs: spark-class's launcher, then BeeLine):
     # C1-only JIT and the serial GC cut its start-up by about a third.
-    env["JAVA_TOOL_OPTIONS"] = (env.get("JAVA_TOOL_OPTIONS", "") + " " + BEELINE_JVM_OPTS).strip()
+    jvm = " ".join(o for o in (env.get("JAVA_TOOL_OPTIONS", ""), BEELINE_JVM_OPTS,
+                               extra.pop("JAVA_TOOL_OPTIONS", "")) if o)
+    env.update(extra)
+    env["JAVA_TOOL_OPTIONS"] = jvm
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True,
                           stdin=subprocess.DEVNULL, timeout=timeout)
     stdout = proc.stdout.decode("utf-8", "replace")

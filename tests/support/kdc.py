@@ -104,15 +104,14 @@ class Kdc:
                 self._proc.kill()
                 self._proc.wait(5)
 
-    def java_opts(self, ccache: Path | None = None) -> str:
-        """JVM options for a Java client (beeline, Hive JDBC) using this realm and the ticket
-        in `ccache`: the JVM reads neither KRB5_CONFIG nor KRB5CCNAME by itself."""
-        cc = ccache or self.ccache
+    def java_opts(self) -> str:
+        """JVM options for a Java client (beeline, Hive JDBC) of this realm: the JVM does not
+        read KRB5_CONFIG, and it takes a ticket from the cache (KRB5CCNAME) only with
+        useSubjectCredsOnly=false and a JAAS entry that allows the ticket cache."""
         return (f"-Djava.security.krb5.conf={self.krb5_conf} "
                 f"-Djavax.security.auth.useSubjectCredsOnly=false "
                 f"-Djava.security.auth.login.config={self.workdir / 'jaas.conf'} "
-                f"-Dsun.security.krb5.disableReferrals=true "
-                f"-Dkrb5ccname={cc}")
+                f"-Dsun.security.krb5.disableReferrals=true")
 
 
 def _run(argv: list[str], env: dict[str, str], what: str) -> str:

@@ -1,0 +1,66 @@
+"""Real clients log in with Kerberos (SASL GSSAPI) through a proxy with auth = kerberos in
+front of the session's Spark Thrift Server: the identity Spark sees is the short name of
+the client's principal, whatever user name the client also sends. Realm: the session KDC
+(tests/proxy/conftest.py `kdc`); alice's ticket is the default cache.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.proxy.conftest import kerberos_env
+from tests.support.clients import impyla_execute, run_beeline
+from tests.support.proxy_proc import start_proxy
+
+pytest.importorskip("gssapi")
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+WHO = "SELECT current_user()"
+
+
+@pytest.fixture(scope="module")
+def krb_proxy(kdc, sts, tmp_path_factory):
+    p = start_proxy(tmp_path_factory.mktemp("krb-sts-proxy"), (sts.host, sts.port),
+                    auth="kerberos", env=kerberos_env(kdc))
+    yield p
+    assert p.stop(check=True) == 0
+
+
+def test_pyhive_kerberos(krb_proxy):
+    # PyHive's username is ignored: the ticket says who the client is
+    from pyhive import hive
+    conn = hive.connect(host="localhost", port=krb_proxy.port, auth="KERBEROS", username="mallory",
+                        kerberos_service_name="hive")
+    try:
+        cur = conn.cursor()
+        cur.execute(WHO)
+        assert cur.fetchall() == [("alice",)]
+    finally:
+        conn.close()
+
+
+def test_impyla_gssapi_with_another_users_ticket(kdc, krb_proxy, monkeypatch, tmp_path):
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{kdc.kinit('bob', tmp_path / 'bob.ccache')}")
+    from impala import dbapi
+    conn = dbapi.connect(host="localhost", port=krb_proxy.port, auth_mechanism="GSSAPI",
+                         kerberos_service_name="hive", timeout=60)
+    try:
+        assert impyla_execute(conn.cursor(), WHO).rows == [("bob",)]
+    finally:
+        conn.close()
+
+
+def test_beeline_with_principal(kdc, krb_proxy, tmp_path):
+    env = {**kdc.env, "JAVA_TOOL_OPTIONS": kdc.java_opts()}
+    url = f"jdbc:hive2://localhost:{krb_proxy.port}/default;principal=hive/localhost@DMP.TEST"
+    run = run_beeline(url, [WHO], user="", password="", workdir=tmp_path, env=env)
+    assert run.errors == [], run.stderr[-2000:]
+    assert run.results[0].rows == [("alice",)]
+    # Hive JDBC sends service/host of `principal` and drops its realm: the instance matters
+    wrong = url.replace("hive/localhost", "HTTP/localhost")
+    run = run_beeline(wrong, [WHO], user="", password="", workdir=tmp_path, env=env)
+    assert run.results == [] and len(run.errors) == 1, run.stderr[-2000:]
+    assert "Cannot decrypt ticket for HTTP/localhost@DMP.TEST using keytab key for hive/" \
+        in run.errors[0][1]
+    no_ticket = {**env, "KRB5CCNAME": f"FILE:{tmp_path}/empty.ccache"}
+    run = run_beeline(url, [WHO], user="", password="", workdir=tmp_path, env=no_ticket)
+    assert run.results == [] and len(run.errors) == 1, run.stderr[-2000:]
+    assert "GSS initiate failed" in run.errors[0][1]
