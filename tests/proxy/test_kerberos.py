@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from importlib.util import find_spec
 
 import pytest
@@ -79,6 +80,21 @@ def test_spnego_accepts_a_ticket_and_says_why_it_refuses_others(kdc):
         acceptor.spnego(b"\x60\x03garbage")
     with pytest.raises(KerberosError, match="needs \\[server\\] kerberos_spnego_principal"):
         Acceptor(_settings(kdc, kerberos_spnego_principal=None)).spnego(b"x")
+
+
+def test_an_expired_ticket_is_refused_naming_the_cause(kdc, tmp_path):
+    cache = tmp_path / "short.ccache"
+    kdc.kinit("alice", cache, lifetime="2s")
+    client = gssapi.SecurityContext(
+        usage="initiate", creds=gssapi.Credentials(usage="initiate", store={"ccache": f"FILE:{cache}"}),
+        mech=gssapi.MechType.kerberos, name=gssapi.Name("hive@localhost", gssapi.NameType.hostbased_service))
+    token = client.step()                # made while the ticket is valid, sent once it is not
+    time.sleep(2 + 2 + 0.5)              # lifetime + the realm's clock skew + margin
+    server = Acceptor(_settings(kdc)).sasl()
+    assert server.on_message(sasl.START, b"GSSAPI").error is None
+    step = server.on_message(sasl.OK, token)
+    assert step.error == "Kerberos authentication failed: Ticket expired"
+    assert step.reply == sasl.encode_negotiation(sasl.BAD, step.error.encode())
 
 
 def test_proxy_start_fails_naming_an_unreadable_keytab(kdc, tmp_path):

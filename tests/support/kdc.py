@@ -8,8 +8,10 @@
 The realm has the proxy's service principals `hive/localhost` and `HTTP/localhost` in
 `kdc.keytab`, and users alice and bob whose password is `<name>-pw`. The krb5.conf turns
 off every DNS lookup (`rdns`, `dns_canonicalize_hostname`, `dns_lookup_kdc`) so the realm
-works on a machine with no resolver for `localhost`'s reverse name, and the replay cache
-is off (`KRB5RCACHETYPE=none`), so nothing is written outside the temp directory.
+works on a machine with no resolver for `localhost`'s reverse name; the replay cache is
+off (`KRB5RCACHETYPE=none`), so nothing is written outside the temp directory; and the
+allowed clock skew is 2 s instead of 5 min (one clock on loopback), so a test can see a
+ticket expire.
 
 `kdc.env` must be in the environment of every process that uses the realm: the proxy, a
 Python client (set it in os.environ before the first GSSAPI call: MIT reads KRB5_CONFIG
@@ -82,11 +84,13 @@ class Kdc:
     def principal(self, name: str) -> str:
         return f"{name}@{self.realm}"
 
-    def kinit(self, user: str, ccache: Path | None = None, pw: str | None = None) -> Path:
-        """Get a TGT for `user` (its password unless `pw`) into `ccache` (default kdc.ccache)."""
+    def kinit(self, user: str, ccache: Path | None = None, lifetime: str | None = None) -> Path:
+        """Get a TGT for `user` into `ccache` (default kdc.ccache), valid for `lifetime`
+        (kinit's -l: "2s", "10m") or the realm's hour."""
         ccache = ccache or self.ccache
         env = {**os.environ, **self.env, "KRB5CCNAME": f"FILE:{ccache}"}
-        r = subprocess.run([_tool("kinit"), self.principal(user)], input=(pw or password(user)) + "\n",
+        argv = [_tool("kinit")] + (["-l", lifetime] if lifetime else []) + [self.principal(user)]
+        r = subprocess.run(argv, input=password(user) + "\n",
                            env=env, capture_output=True, text=True, timeout=20)
         if r.returncode != 0:
             raise KdcStartError(f"kinit {user} failed: {r.stderr.strip()}")
@@ -130,6 +134,7 @@ def _write_config(workdir: Path, port: int, realm: str) -> None:
     rdns = false
     udp_preference_limit = 1
     ticket_lifetime = 1h
+    clockskew = 2
     forwardable = true
 
 [realms]
