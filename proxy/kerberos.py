@@ -22,7 +22,6 @@ gssapi calls are blocking (keytab reads, crypto): callers run them in a worker t
 """
 from __future__ import annotations
 
-import logging
 import re
 import socket
 import struct
@@ -30,8 +29,6 @@ from dataclasses import dataclass
 
 from proxy.logsafe import safe
 from proxy.thrift.sasl import BAD, COMPLETE, ERROR, OK, START, STATUS_NAMES, encode_negotiation
-
-log = logging.getLogger("proxy.kerberos")
 
 MECHANISM = "GSSAPI"
 _LAYER_NONE = 1           # RFC 4752 security-layer bit: no integrity, no confidentiality
@@ -118,6 +115,9 @@ class Acceptor:
         self._sasl_creds = self._acquire(self.principal, [krb5])
         self._spnego_creds = (self._acquire(self.spnego_principal, None)
                               if self.spnego_principal else None)
+        # the realm users must belong to: the service's, as the library completed it
+        # (a principal written without @REALM gets the default realm)
+        self._realm = _realm_of(str(self._sasl_creds.name))
 
     def _acquire(self, principal: str, mechs):
         g = self._gssapi
@@ -133,7 +133,7 @@ class Acceptor:
 
     def sasl(self) -> GssapiServer:
         ctx = self._gssapi.SecurityContext(creds=self._sasl_creds, usage="accept")
-        return GssapiServer(ctx, _realm_of(self.principal), self._gssapi.exceptions.GSSError)
+        return GssapiServer(ctx, self._realm, self._gssapi.exceptions.GSSError)
 
     # ------------------------------------------------------------------ HTTP: SPNEGO
 
@@ -160,7 +160,7 @@ class Acceptor:
             principal = str(ctx.initiator_name)
         except g.exceptions.GSSError as e:
             raise KerberosError(f"Kerberos (SPNEGO) authentication failed: {_describe(e)}") from None
-        return short_name(principal, _realm_of(self.spnego_principal)), out
+        return short_name(principal, self._realm), out
 
 
 @dataclass
@@ -172,8 +172,8 @@ class Step:
 
 class GssapiServer:
     """Server side of SASL GSSAPI (RFC 4752) on HiveServer2's negotiation messages:
-    START "GSSAPI" (+ the first context token, in the same or the next message), context
-    tokens both ways until the context is established, then the wrapped 4-byte
+    START "GSSAPI", context tokens both ways until the context is established (the last
+    one, mutual authentication, answered by an empty message), the wrapped 4-byte
     security-layer offer and the client's wrapped choice, then COMPLETE."""
 
     def __init__(self, ctx, realm: str | None, gss_error: type[Exception]):
