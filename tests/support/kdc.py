@@ -110,12 +110,10 @@ class Kdc:
 
     def java_opts(self) -> str:
         """JVM options for a Java client (beeline, Hive JDBC) of this realm: the JVM does not
-        read KRB5_CONFIG, and it takes a ticket from the cache (KRB5CCNAME) only with
-        useSubjectCredsOnly=false and a JAAS entry that allows the ticket cache."""
+        read KRB5_CONFIG, and it takes the ticket from the cache (KRB5CCNAME) only when not
+        limited to a JAAS Subject's credentials."""
         return (f"-Djava.security.krb5.conf={self.krb5_conf} "
-                f"-Djavax.security.auth.useSubjectCredsOnly=false "
-                f"-Djava.security.auth.login.config={self.workdir / 'jaas.conf'} "
-                f"-Dsun.security.krb5.disableReferrals=true")
+                f"-Djavax.security.auth.useSubjectCredsOnly=false")
 
 
 def _run(argv: list[str], env: dict[str, str], what: str) -> str:
@@ -165,11 +163,6 @@ def _write_config(workdir: Path, port: int, realm: str) -> None:
     kdc = FILE:{workdir}/kdc.log
 """)
     (workdir / "kadm5.acl").write_text("")
-    # Java's Krb5LoginModule reads the ticket cache (the JDK does not look at KRB5CCNAME).
-    (workdir / "jaas.conf").write_text(
-        "com.sun.security.jgss.initiate {\n"
-        "  com.sun.security.auth.module.Krb5LoginModule required\n"
-        "  useTicketCache=true doNotPrompt=true;\n};\n")
 
 
 def start_kdc(workdir: Path, realm: str = REALM) -> Kdc:
