@@ -68,6 +68,13 @@ def test_beeline_with_principal(kdc, krb_proxy, tmp_path):
     assert run.results == [] and len(run.errors) == 1, run.stderr[-2000:]
     assert "Cannot decrypt ticket for HTTP/localhost@DMP.TEST using keytab key for hive/" \
         in run.errors[0][1]
+    # the proxy offers QOP auth only: the JVM's SASL refuses to go on
+    run = run_beeline(url + ";saslQop=auth-conf", [WHO], user="", password="", workdir=tmp_path,
+                      env=env)
+    assert run.results == [] and len(run.errors) == 1, run.stderr[-2000:]
+    assert "No common protection layer between client and server" in run.errors[0][1]
+    assert "Kerberos login failed: client aborted SASL GSSAPI (BAD): No common protection " \
+        "layer" in krb_proxy.log_path.read_text()
     no_ticket = {**env, "KRB5CCNAME": f"FILE:{tmp_path}/empty.ccache"}
     run = run_beeline(url, [WHO], user="", password="", workdir=tmp_path, env=no_ticket)
     assert run.results == [] and len(run.errors) == 1, run.stderr[-2000:]
