@@ -31,6 +31,7 @@ from proxy.logsafe import safe
 from proxy.thrift.sasl import BAD, COMPLETE, ERROR, OK, START, STATUS_NAMES, encode_negotiation
 
 MECHANISM = "GSSAPI"
+MAX_TOKEN_BYTES = 65536     # largest GSSAPI negotiation message, whatever max_negotiation_bytes
 _LAYER_NONE = 1           # RFC 4752 security-layer bit: no integrity, no confidentiality
 
 

@@ -1,10 +1,11 @@
 """Asyncio accept loop: one owned task per client connection.
 
 Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL),
-negotiate SASL PLAIN, or GSSAPI under auth=kerberos (or not), then cut the byte stream into Thrift messages and hand each
-to Service.handle, strictly one at a time. A connection that closes without a byte is a
-health probe (logged at debug). Malformed or oversized input closes that connection with a
-log line, never the server. Client disconnect closes its sessions upstream.
+negotiate SASL PLAIN (GSSAPI under auth=kerberos; proxy/kerberos.py) or not, then cut the
+byte stream into Thrift messages and hand each to Service.handle, strictly one at a
+time. A connection that closes without a byte is a health probe (logged at debug).
+Malformed or oversized input closes that connection with a log line, never the server.
+Client disconnect closes its sessions upstream.
 
 Before login a connection is cheap and short-lived: admission.py caps connections (in
 total and per address) and failed logins; the whole login, from the first byte to the
@@ -30,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from proxy.admission import ConnectionLimits, LoginThrottle
 from proxy.auth import AllowAll, Authenticator
 from proxy.config import Settings
-from proxy.kerberos import Acceptor
+from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
 from proxy.logsafe import Sampler, safe
 from proxy.router import Router
 from proxy.service import ClientConnection, Service
@@ -257,8 +258,9 @@ class ProxyServer:
 
     async def _negotiate(self, conn, address: str, reader, writer,
                          buf: bytearray) -> bytearray | None:
-        """SASL PLAIN (GSSAPI under auth=kerberos) up to COMPLETE; the bytes after it (pipelined frames), or None when the
-        connection must close. The caller bounds it with the login deadline."""
+        """SASL PLAIN (GSSAPI under auth=kerberos) up to COMPLETE; the bytes after it
+        (pipelined frames), or None when the connection must close. The caller bounds it
+        with the login deadline."""
         if self.kerberos is not None:
             return await self._negotiate_gssapi(conn, reader, writer, buf)
         neg = sasl.PlainServer()
@@ -287,10 +289,11 @@ class ProxyServer:
             await writer.drain()
         return buf
 
-    async def _next_negotiation(self, conn, reader, buf: bytearray) -> tuple[int, bytes] | None:
+    async def _next_negotiation(self, conn, reader, buf: bytearray,
+                                limit: int | None = None) -> tuple[int, bytes] | None:
         """(status, payload) of the next negotiation message, taken off `buf`; None when the
         connection must close."""
-        limit = self.settings.server.max_negotiation_bytes
+        limit = limit or self.settings.server.max_negotiation_bytes
         while True:
             try:
                 got = sasl.decode_negotiation(buf, limit)
@@ -311,8 +314,11 @@ class ProxyServer:
         Each step decrypts with the keytab: run it off the event loop."""
         neg = self.kerberos.sasl()
         loop = asyncio.get_running_loop()
+        # An Active Directory ticket carries the user's groups (Windows allows 48000-byte
+        # tokens): a PLAIN-sized cap would lock those users out.
+        limit = max(self.settings.server.max_negotiation_bytes, MAX_TOKEN_BYTES)
         while True:
-            got = await self._next_negotiation(conn, reader, buf)
+            got = await self._next_negotiation(conn, reader, buf, limit)
             if got is None:
                 return None
             async with self._auth_slots:

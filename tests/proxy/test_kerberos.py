@@ -196,6 +196,19 @@ def test_refusals_name_the_cause(krb_proxy):
     assert "Kerberos login failed: SASL GSSAPI: client chose protection layer 4" in log
 
 
+def test_a_big_token_is_read_and_a_broken_one_named(krb_proxy):
+    """Tokens larger than PLAIN's max_negotiation_bytes (8 KiB) get to Kerberos: an Active
+    Directory ticket with many groups is that big."""
+    with socket.create_connection(("127.0.0.1", krb_proxy.port), timeout=30) as s:
+        s.sendall(sasl.encode_negotiation(sasl.START, b"GSSAPI")
+                  + sasl.encode_negotiation(sasl.OK, b"\x60" + bytes(20_000)))
+        head = s.recv(5)
+        status, n = struct.unpack("!BI", head)
+        why = s.recv(n)
+    assert status == sasl.BAD and why.startswith(b"Kerberos authentication failed: "), why
+    assert krb_proxy.alive()
+
+
 @needs_pure_sasl_gssapi
 def test_clients_without_kerberos_get_a_clear_error(kdc, krb_proxy, monkeypatch, tmp_path):
     from pyhive import hive
