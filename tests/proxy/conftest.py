@@ -111,7 +111,7 @@ def kdc(tmp_path_factory):
     from tests.support.kdc import available, start_kdc
     missing = available()
     if missing:
-        pytest.skip(missing)
+        pytest.fail(missing)    # CI installs them (.ci/run): no test is ever skipped
     k = start_kdc(tmp_path_factory.mktemp("kdc"))
     saved = {key: os.environ.get(key) for key in k.env}
     os.environ.update(k.env)

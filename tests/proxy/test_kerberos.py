@@ -9,9 +9,10 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from importlib.util import find_spec
 
 import pytest
+
+import gssapi
 
 from proxy.config import ServerSettings
 from proxy.kerberos import Acceptor, KerberosError, expand_host, short_name
@@ -20,12 +21,8 @@ from tests.proxy.conftest import kerberos_env
 from tests.support.proxy_proc import ProxyStartError, start_proxy
 from tests.support.sts import free_port
 
-gssapi = pytest.importorskip("gssapi")
 pytestmark = pytest.mark.timeout(120)
 SPNEGO = gssapi.OID.from_int_seq("1.3.6.1.5.5.2")
-# PyHive and impyla do GSSAPI through pure-sasl, which needs the `kerberos` package
-needs_pure_sasl_gssapi = pytest.mark.skipif(find_spec("kerberos") is None,
-                                            reason="pip install kerberos (pure-sasl's GSSAPI)")
 
 
 def test_the_user_is_the_short_name_of_a_principal_of_the_service_realm():
@@ -167,7 +164,6 @@ def _login(port: int, **kw) -> tuple[int, bytes]:
         c.close()
 
 
-@needs_pure_sasl_gssapi
 def test_pyhive_logs_in_with_its_ticket_and_the_identity_is_the_short_name(krb_proxy):
     from pyhive import hive
     with pytest.raises(Exception, match="08S01|Cannot connect to Spark"):
@@ -209,7 +205,6 @@ def test_a_big_token_is_read_and_a_broken_one_named(krb_proxy):
     assert krb_proxy.alive()
 
 
-@needs_pure_sasl_gssapi
 def test_clients_without_kerberos_get_a_clear_error(kdc, krb_proxy, monkeypatch, tmp_path):
     from pyhive import hive
     from thrift.transport.TTransport import TTransportException

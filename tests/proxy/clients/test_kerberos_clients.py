@@ -8,11 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.proxy.conftest import kerberos_env
-from tests.proxy.test_kerberos import needs_pure_sasl_gssapi
 from tests.support.clients import impyla_execute, run_beeline
 from tests.support.proxy_proc import start_proxy
 
-pytest.importorskip("gssapi")
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 WHO = "SELECT current_user()"
 
@@ -25,7 +23,6 @@ def krb_proxy(kdc, sts, tmp_path_factory):
     assert p.stop(check=True) == 0
 
 
-@needs_pure_sasl_gssapi
 def test_pyhive_kerberos(krb_proxy):
     # PyHive's username is ignored: the ticket says who the client is
     from pyhive import hive
@@ -39,7 +36,6 @@ def test_pyhive_kerberos(krb_proxy):
         conn.close()
 
 
-@needs_pure_sasl_gssapi
 def test_impyla_gssapi_with_another_users_ticket(kdc, krb_proxy, monkeypatch, tmp_path):
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{kdc.kinit('bob', tmp_path / 'bob.ccache')}")
     from impala import dbapi
