@@ -47,7 +47,7 @@ def redact_url(url: str) -> str:
         return url
     host = parts.hostname or ""
     netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def open_backend(location: str, busy_timeout_ms: int = 10_000) -> "SqliteBackend | PostgresBackend":
@@ -104,16 +104,16 @@ class Row(tuple):
 
     def __new__(cls, values: Iterable[Any], index: dict[str, int]) -> "Row":
         row = super().__new__(cls, values)
-        row._index = index
+        row.columns = index           # shared by the rows of one result
         return row
 
     def __getitem__(self, key):  # type: ignore[override]
         if isinstance(key, str):
-            return tuple.__getitem__(self, self._index[key])
+            return tuple.__getitem__(self, self.columns[key])
         return tuple.__getitem__(self, key)
 
     def keys(self) -> list[str]:
-        return list(self._index)
+        return list(self.columns)
 
 
 def _row_factory(cursor):

@@ -153,6 +153,11 @@ class Maintenance:
         """refresh() for a caller that holds the datamap's lock."""
         t0 = time.monotonic()
         defn = rec.definition
+        # Holding the lock (and its lease), nobody writes this datamap: a segment still
+        # IN_PROGRESS is a dead job's (a replica killed mid-build), and its partition is
+        # garbage. A job that only lost its lease cannot publish it after this either:
+        # publish_segment requires IN_PROGRESS.
+        self._fail_interrupted(rec)
         self._garbage.drop(rec)   # segments superseded long enough ago
         try:
             rewritten = [t not in synced and self.sync_base_files(t)
@@ -320,7 +325,8 @@ class Maintenance:
         for seg in self.catalog.segments(rec.db, rec.name):
             if seg.status == "INSERT_IN_PROGRESS":
                 self.catalog.fail_segment(rec.db, rec.name, seg.id,
-                                          "interrupted by a restart", disable=False)
+                                          "interrupted (a restart, or its replica died)",
+                                          disable=False)
 
     def _reconcile_storage(self, rec: DatamapRecord) -> list[str] | None:
         """The view and the partitions follow the catalog; the dropped ids, or None when
