@@ -68,6 +68,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     catalog = await asyncio.to_thread(Catalog.in_state_dir, state_dir, settings.state.catalog)
     background = Background()
     dm = settings.datamaps
+    log.info("datamap catalog: %s", catalog.path)     # the URL without its password
     leases = leader.LeaseKeeper(catalog, settings.state.lease_ttl_s)
     leader.install(leases)
     await asyncio.to_thread(leases.want, leader.LEADER)
