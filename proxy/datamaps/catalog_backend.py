@@ -28,8 +28,10 @@ from urllib.parse import urlsplit, urlunsplit
 from proxy.datamaps.records import CatalogError
 
 PG_SCHEMES = ("postgresql://", "postgres://")
-# PostgreSQL spellings of the SQLite types the migrations use (INTEGER is 64-bit there).
+# PostgreSQL spellings of the SQLite types the migrations use (INTEGER is 64-bit there;
+# text compares and sorts byte-wise, as SQLite's BINARY collation, whatever the locale).
 _PG_TYPES = [(re.compile(r"\bINTEGER PRIMARY KEY AUTOINCREMENT\b", re.I), "BIGSERIAL PRIMARY KEY"),
+             (re.compile(r"\bTEXT\b", re.I), 'TEXT COLLATE "C"'),
              (re.compile(r"\bINTEGER\b", re.I), "BIGINT"),
              (re.compile(r"\bREAL\b", re.I), "DOUBLE PRECISION"),
              (re.compile(r"\bBLOB\b", re.I), "BYTEA")]

@@ -201,3 +201,12 @@ def test_the_password_never_appears_in_errors(postgres):
     c = Catalog(postgres.new_database())
     assert postgres.password not in c.path and c.shared
     c.close()
+
+
+def test_names_sort_byte_wise_on_both_backends(catalog_location):
+    """SHOW DATAMAP lists in the same order whatever the database's locale."""
+    c = Catalog(catalog_location)
+    for name in ("b", "B", "a_b", "ab", "_z"):
+        c.create_datamap("db1", name, provider="mv", select_sql=SQL, base_tables=["db1.sales"])
+    assert [r.name for r in c.list_datamaps("db1")] == ["B", "_z", "a_b", "ab", "b"]
+    c.close()
