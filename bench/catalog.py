@@ -10,8 +10,8 @@ each, then per backend the median of --reps calls of
   lease_renew      one leader-lease renewal
 
 Prints milliseconds per call and the PostgreSQL / SQLite ratio. PostgreSQL is started by
-tests/support/postgres.py on a loopback port (fsync off, as the tests run it: the numbers
-are the protocol and transaction cost, not the disk's), or given with --url.
+tests/support/postgres.py on a loopback port with fsync on (both backends then make a
+commit durable, SQLite's WAL with its default synchronous=FULL), or given with --url.
 
     python bench/catalog.py [--datamaps 50] [--reps 200] [--url postgresql://...]
 """
@@ -83,7 +83,7 @@ def main() -> None:
     pg = None
     if args.url is None:
         from tests.support.postgres import PostgresServer
-        pg = PostgresServer.start()
+        pg = PostgresServer.start(durable=True)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             sqlite = measure(str(Path(tmp) / "catalog.db"), args.datamaps, args.reps)

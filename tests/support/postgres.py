@@ -41,12 +41,13 @@ class PostgresServer:
         self._as_postgres = os.geteuid() == 0
 
     @classmethod
-    def start(cls) -> "PostgresServer":
+    def start(cls, durable: bool = False) -> "PostgresServer":
+        """durable: fsync on, as production runs it (benchmarks); tests run without."""
         bindir = bin_dir()
         if bindir is None:
             raise RuntimeError("PostgreSQL is not installed (Debian package postgresql)")
         pg = cls(Path(tempfile.mkdtemp(prefix="pg-")), bindir)
-        pg._start()
+        pg._start(durable)
         return pg
 
     def _run(self, *argv: str) -> None:
@@ -55,7 +56,7 @@ class PostgresServer:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
-    def _start(self) -> None:
+    def _start(self, durable: bool) -> None:
         if self._as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
         pwfile = self.root / "pw"
@@ -67,8 +68,10 @@ class PostgresServer:
                   "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8",
                   "--no-sync")
         pwfile.unlink()
-        opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                "-c max_connections=200")
+        if not durable:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         try:
             self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data),
                       "-l", str(self.log), "-o", opts)
