@@ -5,10 +5,10 @@ session) and without datamaps no pipeline session starts."""
 from __future__ import annotations
 
 import signal
-import time
 
 from proxy import leader
 from proxy.datamaps.catalog import Catalog
+from tests.support.lease_worker import wait_until
 from tests.support.proxy_proc import start_proxy
 from tests.support.sts import _signal_group, free_port
 
@@ -18,16 +18,6 @@ TTL_S = 2.0
 def _holder(catalog: Catalog) -> str | None:
     held = catalog.lease_holder(leader.LEADER)
     return None if held is None else held[0]
-
-
-def _wait_for(what: str, cond, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _pid_of(holder: str) -> int:
@@ -43,12 +33,12 @@ def test_two_replicas_share_one_leader(tmp_path, postgres):
                 for name in ("a", "b")]
     catalog = Catalog(url)
     try:
-        first = _wait_for("a leader", lambda: _holder(catalog))
+        first = wait_until("a leader", lambda: _holder(catalog))
         by_pid = {r.pid: r for r in replicas}
         assert _pid_of(first) in by_pid
         survivor = next(r for r in replicas if r.pid != _pid_of(first))
         _signal_group(_pid_of(first), signal.SIGKILL)        # no release: the lease expires
-        _wait_for("the survivor to lead",
+        wait_until("the survivor to lead",
                   lambda: (_holder(catalog) or ":0:").split(":")[-2] == str(survivor.pid))
         assert survivor.stop() == 0
         assert _holder(catalog) is None                      # a clean stop hands it over

@@ -7,7 +7,7 @@
                                                                   # under its lock, never finish
 
 It prints its holder id first, then "building <segment id>" in build mode, and stays until
-killed (leader, build) or done (lock).
+killed (leader, build) or done (lock). `wait_until` is the replica tests' polling helper.
 """
 from __future__ import annotations
 
@@ -17,6 +17,17 @@ import time
 from proxy import leader
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.locks import KeyedLocks
+
+
+def wait_until(what: str, cond, timeout: float = 30.0):
+    """cond()'s first true value, asked every 0.1 s; AssertionError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def main(location: str, ttl: str, mode: str, *rest: str) -> None:

@@ -16,6 +16,7 @@ from proxy import leader
 from proxy.datamaps.catalog import Catalog, CatalogError
 from proxy.datamaps.locks import KeyedLocks
 from tests.proxy.datamaps.support import add_datamap, no_spark, schemas_of
+from tests.support.lease_worker import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = {"db1": {"sales": {"country": "string", "price": "decimal(10,2)"}}}
@@ -26,16 +27,6 @@ def _worker(location: str, ttl: float, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tests.support.lease_worker", location,
                              str(ttl), *args], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def _wait(what: str, cond, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _kill(*procs: subprocess.Popen) -> None:
@@ -82,11 +73,12 @@ def test_the_leader_moves_to_the_survivor_when_it_is_killed(catalog_location):
     try:
         holders = [p.stdout.readline().strip() for p in procs]
         watcher = Catalog(catalog_location)
-        first = _wait("a leader", lambda: (watcher.lease_holder(leader.LEADER) or (None,))[0])
+        first = wait_until("a leader",
+                           lambda: (watcher.lease_holder(leader.LEADER) or (None,))[0])
         assert first in holders
         _kill(procs[holders.index(first)])
         other = holders[1 - holders.index(first)]
-        _wait("the survivor to lead",
+        wait_until("the survivor to lead",
               lambda: (watcher.lease_holder(leader.LEADER) or (None,))[0] == other)
         watcher.close()
     finally:
@@ -127,7 +119,7 @@ def test_a_builder_killed_mid_build_leaves_nothing_half_published(service, catal
                                                                 "SUCCESS"]
         builder.send_signal(signal.SIGKILL)
         builder.wait(30)
-        _wait("the dead builder's lease to expire", lambda: service.recover() != {})
+        wait_until("the dead builder's lease to expire", lambda: service.recover() != {})
     finally:
         _kill(builder)
     assert [(s.id, s.status, s.visible) for s in c.segments("db1", "agg")] == [
