@@ -153,11 +153,13 @@ class Maintenance:
         """refresh() for a caller that holds the datamap's lock."""
         t0 = time.monotonic()
         defn = rec.definition
-        # Holding the lock (and its lease), nobody writes this datamap: a segment still
-        # IN_PROGRESS is a dead job's (a replica killed mid-build), and its partition is
-        # garbage. A job that only lost its lease cannot publish it after this either:
-        # publish_segment requires IN_PROGRESS.
-        self._fail_interrupted(rec)
+        # Holding the lock and its catalog lease, nobody writes this datamap: a segment
+        # still IN_PROGRESS is a dead job's (a replica killed mid-build), and its partition
+        # is garbage. A job that only lost its lease cannot publish it after this either:
+        # publish_segment requires IN_PROGRESS. Without leases another process may be
+        # writing it.
+        if self._locks.leases is not None:
+            self._fail_interrupted(rec)
         self._garbage.drop(rec)   # segments superseded long enough ago
         try:
             rewritten = [t not in synced and self.sync_base_files(t)

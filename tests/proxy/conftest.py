@@ -9,25 +9,14 @@ import threading
 
 import pytest
 
-from tests.support import postgres as pg_support
 from tests.support.proxy_proc import start_proxy
 from tests.support.sts import start_sts
 
 
-@pytest.fixture(scope="session")
-def postgres():
-    """One real PostgreSQL for the session (a fresh database per use: new_database())."""
-    if pg_support.bin_dir() is None:
-        pytest.skip("PostgreSQL is not installed (Debian package postgresql; .ci/run "
-                    "installs it)")
-    server = pg_support.PostgresServer.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def catalog_location(request, tmp_path):
-    """Where a test's catalog lives: a SQLite file, then a fresh PostgreSQL database."""
+    """Where a test's catalog lives: a SQLite file, then a fresh PostgreSQL database (the
+    session's `postgres`, tests/conftest.py)."""
     if request.param == "sqlite":
         return str(tmp_path / "catalog.db")
     return request.getfixturevalue("postgres").new_database()
