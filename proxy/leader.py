@@ -50,14 +50,19 @@ class LeaseKeeper:
         self._stopped = False
         self._thread: threading.Thread | None = None
 
-    def _try(self, name: str) -> bool:
+    def _try(self, name: str, renew: bool = False) -> bool:
         started = time.monotonic()
         try:
-            ok = self.catalog.acquire_lease(name, self.holder, self.ttl)
+            if renew:      # never take back a lease given back while this round ran
+                ok = self.catalog.renew_lease(name, self.holder, self.ttl)
+            else:
+                ok = self.catalog.acquire_lease(name, self.holder, self.ttl)
         except CatalogError as exc:
             log.warning("lease %s: the catalog did not answer (%s)", name, exc)
             ok = False
         with self._cv:
+            if renew and name not in self._trusted:
+                return False
             if ok and not self._stopped:
                 was = name in self._trusted
                 # trust it a margin short of its expiry: clocks and the renewal may lag
@@ -116,9 +121,9 @@ class LeaseKeeper:
                 self._cv.wait_for(lambda: self._stopped, self.ttl / 3)
                 if self._stopped:
                     return
-                names = set(self._trusted) | self._wanted
-            for name in sorted(names):
-                self._try(name)
+                held, wanted = set(self._trusted), set(self._wanted)
+            for name in sorted(held | wanted):
+                self._try(name, renew=name not in wanted)
 
     def stop(self) -> None:
         """Stop renewing and release every lease held (a successor need not wait for

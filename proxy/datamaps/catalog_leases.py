@@ -30,6 +30,13 @@ class LeaseStore:
                             "DO NOTHING", (name, holder, now + ttl, now))
             return cur.rowcount > 0
 
+    def renew_lease(self, name: str, holder: str, ttl: float) -> bool:
+        """Extend `holder`'s lease on `name` by `ttl` from now; False when it is not
+        `holder`'s any more (released, or taken over after it expired)."""
+        with self._tx(bump=False) as c:
+            return c.execute("UPDATE leases SET expires = ? WHERE name = ? AND holder = ?",
+                             (time.time() + ttl, name, holder)).rowcount > 0
+
     def release_lease(self, name: str, holder: str) -> None:
         """Give `name` up now (only if `holder` still holds it)."""
         with self._tx(bump=False) as c:

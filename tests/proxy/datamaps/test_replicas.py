@@ -202,3 +202,14 @@ def test_names_sort_byte_wise_on_both_backends(catalog_location):
         c.create_datamap("db1", name, provider="mv", select_sql=SQL, base_tables=["db1.sales"])
     assert [r.name for r in c.list_datamaps("db1")] == ["B", "_z", "a_b", "ab", "b"]
     c.close()
+
+
+def test_a_renewal_round_never_takes_back_a_lease_given_back(catalog_location):
+    c = Catalog(catalog_location)
+    keeper = leader.LeaseKeeper(c, ttl=30)
+    assert keeper.take("job:db1.agg") and keeper.holds("job:db1.agg")
+    keeper.give_back("job:db1.agg")
+    assert not keeper._try("job:db1.agg", renew=True)     # a round that listed it before
+    assert c.lease_holder("job:db1.agg") is None and not keeper.holds("job:db1.agg")
+    keeper.stop()
+    c.close()
