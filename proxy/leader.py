@@ -32,7 +32,8 @@ log = logging.getLogger("proxy.leader")
 
 LEADER = "leader"
 DEFAULT_TTL_S = 15.0
-POLL_S = 0.2                     # how often a blocked take() asks again
+POLL_S = 0.2                     # a blocked take() asks again after this, doubling up to
+POLL_MAX_S = 2.0                 # this: a long build elsewhere costs few catalog writes
 
 
 def holder_id() -> str:
@@ -91,11 +92,13 @@ class LeaseKeeper:
     def take(self, name: str, timeout: float | None = None) -> bool:
         """Block until `name` is held (or `timeout` passes: False)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        pause = POLL_S
         while not self._try(name):
             if self._stopped or (deadline is not None and time.monotonic() >= deadline):
                 return False
             with self._cv:
-                self._cv.wait(POLL_S)
+                self._cv.wait(pause)
+            pause = min(pause * 2, POLL_MAX_S)
         return True
 
     def give_back(self, name: str) -> None:
