@@ -6,7 +6,8 @@
 
 Order of handlers: the gateway's own (`SET datamap.rewrite.enabled`, proxy/statements.py),
 then datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
-(proxy/datamaps/handler.py). The datamap catalog is SQLite at `<state dir>/catalog.db`.
+(proxy/datamaps/handler.py). The datamap catalog is SQLite at `<state dir>/catalog.db`, or
+the PostgreSQL database `[state] catalog` names, shared by replicas (docs/replicas.md).
 
 This module only wires parts together:
   - the pipeline SparkSession (proxy/pipeline_session.py): the engine's own session in
@@ -16,6 +17,8 @@ This module only wires parts together:
   - the background work (proxy/background.py): `[datamaps] sync_interval_s` > 0 runs SYNC
     DATAMAPS (proxy/datamaps/sync.py) that often; remote mode checks the upstream's zone
     every ZONE_CHECK_S (proxy/pipeline_zone.py). The closer stops and joins all of it.
+  - the catalog leases (proxy/leader.py): the periodic sync runs only on the leader, and
+    each datamap's jobs hold a lease so replicas never run them twice at once.
 `[datamaps] auto_compaction` is the default of the per-datamap DMPROPERTIES('auto_compaction').
 `[datamaps] audit_sample_rate` is the share of datamap answers the Auditor re-checks
 (proxy/datamaps/audit.py; its worker is a background thread).
@@ -27,7 +30,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from proxy import statements
+from proxy import leader, statements
 from proxy.background import Background
 from proxy.config import Settings
 from proxy.datamaps.audit import Auditor
@@ -62,9 +65,13 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     `engine` is the started EmbeddedEngine, or None in remote mode."""
     state_dir = Path(settings.state.dir).expanduser().resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    catalog = Catalog.in_state_dir(state_dir)
+    catalog = await asyncio.to_thread(Catalog.in_state_dir, state_dir, settings.state.catalog)
     background = Background()
     dm = settings.datamaps
+    log.info("datamap catalog: %s", catalog.path)     # the URL without its password
+    leases = leader.LeaseKeeper(catalog, settings.state.lease_ttl_s)
+    leader.install(leases)
+    await asyncio.to_thread(leases.want, leader.LEADER)
 
     if engine is not None:
         spark = LazySpark(lambda: engine.spark, background=background)
@@ -73,6 +80,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         spark = LazySpark(lambda: engine_mod.open_pipeline_session(state_dir, settings.spark),
                           closer=engine_mod.close_pipeline_session, background=background)
     service = DatamapService(catalog, spark)
+    service.locks.leases = leases
     service.auto_compaction = dm.auto_compaction
     service.indexes.max_bloom_bytes = settings.indexes.max_bloom_bytes
 
@@ -117,7 +125,11 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
 
     if dm.sync_interval_s > 0:
         log.info("datamap sync every %gs", dm.sync_interval_s)
-        background.periodic("datamap-sync", dm.sync_interval_s, service.sync_all,
+
+        def sync_if_leader() -> None:
+            if leader.is_leader():      # one replica syncs; the others see its commits
+                service.sync_all()
+        background.periodic("datamap-sync", dm.sync_interval_s, sync_if_leader,
                             "periodic datamap sync", SYNC_STOP_GRACE_S)
     if engine is None:
         upstream = settings.upstream
@@ -139,5 +151,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         service.close()
         if engine is None:       # the engine's own session is the engine's to stop
             await asyncio.to_thread(spark.close)
+        leader.install(None)
+        await asyncio.to_thread(leases.stop)
         catalog.close()
     return router, closer

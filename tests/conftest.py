@@ -3,11 +3,28 @@
 --targets   which endpoints the integration suite runs against: "direct" (Spark Thrift
             Server itself), "proxy" (the proxy in front of it), or both (the default).
             Narrowing it is for development only; CI runs both.
+
+`postgres`: one real PostgreSQL for the whole session (tests/support/postgres.py), started
+at first use; each test takes a fresh database with new_database().
 """
 from __future__ import annotations
+
+import pytest
+
+from tests.support import postgres as pg_support
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--targets", default="direct,proxy",
         help="comma-separated integration targets: direct, proxy (default: both)")
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    if pg_support.bin_dir() is None:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql; .ci/run "
+                    "installs it)")
+    server = pg_support.PostgresServer.start()
+    yield server
+    server.stop()

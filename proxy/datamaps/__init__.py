@@ -3,9 +3,12 @@
     ddl.py      parse(statement) -> CreateDatamap | DropDatamap | ... | None (not ours);
                 DdlError(message, sqlstate, position, token) for bad DDL
     legacy.py   USING 'preaggregate' / 'timeseries' -> the equivalent mv SELECT
-    catalog.py  Catalog(path): SQLite store of definitions, status, base-table segments,
-                datamap segments (visible flag = atomic publish), events, version counter
+    catalog.py  Catalog(path): SQLite (or shared PostgreSQL) store of definitions, status,
+                base-table segments, datamap segments (visible flag = atomic publish),
+                events, version counter
       catalog_segments.py  SegmentStore: the segment half of Catalog
+      catalog_leases.py    LeaseStore: leader and datamap-job leases (proxy/leader.py)
+      catalog_backend.py   SQLite / PostgreSQL connections under one `?` SQL
       catalog_schema.py    MIGRATIONS, migrate()
       records.py           DatamapRecord, segments, Event, DatamapStatus (values, no I/O)
     show.py     SHOW DATAMAP / SHOW SEGMENTS result sets (contract.md columns)
@@ -18,6 +21,7 @@
       zone_policy.py   TimeZonePolicy: the zone datamaps were computed under
       rewrite_index.py RewriteIndexProvider: candidates and the rewriter's DatamapIndex
       locks.py         KeyedLocks: one lock per datamap / base table, shared by the parts
+                       (and by replicas, through a catalog lease per key)
     sync.py     SYNC DATAMAPS: files written to base tables outside the proxy
     audit.py    Auditor: sampled and on-demand (AUDIT DATAMAP) audits of datamap answers;
                 audit_ring.py (recent queries per datamap), audit_compare.py (pure)

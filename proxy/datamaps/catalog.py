@@ -1,4 +1,5 @@
-"""The datamap catalog: one transactional store (SQLite under the state directory).
+"""The datamap catalog: one transactional store (SQLite under the state directory, or a
+PostgreSQL database shared by replicas: `[state] catalog`, docs/replicas.md).
 
 It holds datamap definitions and status, base-table segments (the files one load added),
 datamap segments (one partition of `<name>_table` each, with CarbonData's extraInfo
@@ -9,24 +10,27 @@ Publishing a refresh is one transaction (catalog_segments.py).
 
 Methods are synchronous and short; asyncio callers run them in a thread. One connection is
 shared under a lock; WAL mode and a busy timeout let other processes (replicas, tools) use
-the same file. The schema is versioned with PRAGMA user_version and a list of migrations.
+the same file. The schema is versioned and migrated by a list of migrations.
 
     catalog.py           Catalog: connection, transactions, version, settings, datamaps,
                          history
     catalog_segments.py  SegmentStore (mixed into Catalog): base and datamap segments
     catalog_schema.py    MIGRATIONS and migrate()
+    catalog_backend.py   SQLite or PostgreSQL under one `?`-style SQL
+    catalog_leases.py    LeaseStore (mixed into Catalog): leader and datamap-job leases
     records.py           the values: DatamapRecord, segments, Event, DatamapStatus
 """
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
+from proxy.datamaps.catalog_backend import open_backend
+from proxy.datamaps.catalog_leases import LeaseStore
 from proxy.datamaps.catalog_schema import SCHEMA_VERSION, migrate  # noqa: F401
 from proxy.datamaps.catalog_segments import SegmentStore
 from proxy.datamaps.records import (  # noqa: F401 - the catalog's values, importable from here
@@ -37,30 +41,28 @@ from proxy.datamaps.records import (  # noqa: F401 - the catalog's values, impor
 from rewriter.api import STORAGE_SUFFIX, DatamapDefinition
 
 
-class Catalog(SegmentStore):
-    """Open (and migrate) the catalog at `path` ("<state dir>/catalog.db" by convention)."""
+class Catalog(SegmentStore, LeaseStore):
+    """Open (and migrate) the catalog at `path`: a SQLite file ("<state dir>/catalog.db" by
+    convention) or a "postgresql://user:password@host:port/db" URL. `path` afterwards names
+    it without the password."""
 
     def __init__(self, path: str | os.PathLike[str], busy_timeout_ms: int = 10_000):
-        self.path = os.fspath(path)
-        if self.path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self._backend = open_backend(os.fspath(path), busy_timeout_ms)
+        self.path = self._backend.name
+        self.shared = self._backend.kind == "postgresql"
         self._lock = threading.RLock()
         self._seen: tuple[int, float] | None = None   # (version, when read): recent_version
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                     timeout=busy_timeout_ms / 1000)
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA foreign_keys = ON")
         self._migrate()
 
     @classmethod
-    def in_state_dir(cls, state_dir: str | os.PathLike[str]) -> "Catalog":
-        return cls(os.path.join(os.fspath(state_dir), "catalog.db"))
+    def in_state_dir(cls, state_dir: str | os.PathLike[str],
+                     location: str | None = None) -> "Catalog":
+        """`[state] catalog` when set (`location`), else `<state_dir>/catalog.db`."""
+        return cls(location or os.path.join(os.fspath(state_dir), "catalog.db"))
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._backend.close()
 
     def __enter__(self) -> "Catalog":
         return self
@@ -71,26 +73,27 @@ class Catalog(SegmentStore):
     # -- plumbing ------------------------------------------------------------------------
     def _migrate(self) -> None:
         with self._lock:
-            migrate(self._conn, self.path)
+            migrate(self._backend)
 
     @contextmanager
-    def _tx(self, write: bool = True) -> Iterator[sqlite3.Connection]:
-        """One transaction; a write bumps the catalog version inside it."""
+    def _tx(self, write: bool = True, bump: bool = True) -> Iterator[Any]:
+        """One transaction; a write bumps the catalog version inside it (unless `bump` is
+        false: lease bookkeeping changes nothing a reader caches)."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            c = self._backend.begin(write)
             try:
-                yield self._conn
-                if write:
-                    self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-                                       "WHERE key = 'catalog_version'")
-                self._conn.execute("COMMIT")
-                if write:
+                yield c
+                if write and bump:
+                    c.execute("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+                              "WHERE key = 'catalog_version'")
+                self._backend.commit()
+                if write and bump:
                     self._seen = None      # our own change: recent_version reads it at once
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._backend.rollback()
                 raise
 
-    def _next_id(self, c: sqlite3.Connection, scope: str) -> int:
+    def _next_id(self, c: Any, scope: str) -> int:
         row = c.execute("SELECT next_id FROM counters WHERE scope = ?", (scope,)).fetchone()
         nid = row[0] if row else 0
         c.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET "
@@ -98,7 +101,7 @@ class Catalog(SegmentStore):
         return nid
 
     @staticmethod
-    def _event(c: sqlite3.Connection, db: str, name: str, kind: str, rows: int | None = None,
+    def _event(c: Any, db: str, name: str, kind: str, rows: int | None = None,
                seconds: float | None = None, detail: str = "") -> None:
         c.execute("INSERT INTO events (db, name, at, kind, rows, seconds, detail) "
                   "VALUES (?, ?, ?, ?, ?, ?, ?)", (db, name, time.time(), kind, rows, seconds,
@@ -136,8 +139,8 @@ class Catalog(SegmentStore):
         return self.version()
 
     def schema_version(self) -> int:
-        with self._lock:
-            return self._conn.execute("PRAGMA user_version").fetchone()[0]
+        with self._tx(write=False) as c:
+            return self._backend.user_version(c)
 
     # -- datamaps ------------------------------------------------------------------------
     def create_datamap(self, db: str, name: str, *, provider: str, select_sql: str,
@@ -264,7 +267,7 @@ class Catalog(SegmentStore):
             return record_from_row(row), segs
 
     @staticmethod
-    def _check_found(cur: sqlite3.Cursor, db: str, name: str) -> None:
+    def _check_found(cur: Any, db: str, name: str) -> None:
         if cur.rowcount == 0:
             raise CatalogError(f"Datamap {db}.{name} does not exist", "42S02")
 

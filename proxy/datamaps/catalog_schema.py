@@ -1,11 +1,12 @@
-"""The catalog's SQLite schema: a list of migrations, applied in order at open.
+"""The catalog's schema: a list of migrations, applied in order at open.
 
-The schema version is PRAGMA user_version; MIGRATIONS[i] takes it from i to i + 1, in the
-same transaction as the version bump, so a failed migration leaves the file as it was.
+The schema version is PRAGMA user_version (SQLite) or the catalog_schema row (PostgreSQL);
+MIGRATIONS[i] takes it from i to i + 1, in the same transaction as the version bump, so a
+failed migration leaves the catalog as it was. The text is SQLite's; the PostgreSQL backend
+translates its types (catalog_backend.py), and replicas starting together migrate one at a
+time.
 """
 from __future__ import annotations
-
-import sqlite3
 
 from proxy.datamaps.records import CatalogError
 
@@ -104,25 +105,32 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (db, name, path, col),
         FOREIGN KEY (db, name, path) REFERENCES index_files (db, name, path) ON DELETE CASCADE)
     """,
+    # leases (catalog_leases.py): the leader's and each datamap job's, shared by replicas;
+    # `expires` is the holder's wall clock (epoch seconds) plus the lease's time to live
+    """
+    CREATE TABLE IF NOT EXISTS leases (
+        name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL,
+        acquired REAL NOT NULL)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: sqlite3.Connection, path: str) -> None:
-    """Bring the catalog at `path` (open on `conn`, autocommit) to SCHEMA_VERSION."""
-    conn.execute("BEGIN IMMEDIATE")
+def migrate(backend) -> None:
+    """Bring the catalog behind `backend` (catalog_backend.py) to SCHEMA_VERSION."""
+    conn = backend.begin_migration()
     try:
-        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        current = backend.user_version(conn)
         if current > SCHEMA_VERSION:
             raise CatalogError(
-                f"Catalog {path} has schema version {current}, newer than this "
+                f"Catalog {backend.name} has schema version {current}, newer than this "
                 f"program supports ({SCHEMA_VERSION})", "HY000")
         for version in range(current, SCHEMA_VERSION):
             for stmt in MIGRATIONS[version].split(";"):
                 if stmt.strip():
-                    conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {version + 1}")
-        conn.execute("COMMIT")
+                    conn.execute(backend.ddl(stmt))
+            backend.set_user_version(conn, version + 1)
+        backend.commit()
     except BaseException:
-        conn.execute("ROLLBACK")
+        backend.rollback()
         raise

@@ -153,6 +153,13 @@ class Maintenance:
         """refresh() for a caller that holds the datamap's lock."""
         t0 = time.monotonic()
         defn = rec.definition
+        # Holding the lock and its catalog lease, nobody writes this datamap: a segment
+        # still IN_PROGRESS is a dead job's (a replica killed mid-build), and its partition
+        # is garbage. A job that only lost its lease cannot publish it after this either:
+        # publish_segment requires IN_PROGRESS. Without leases another process may be
+        # writing it.
+        if self._locks.leases is not None:
+            self._fail_interrupted(rec)
         self._garbage.drop(rec)   # segments superseded long enough ago
         try:
             rewritten = [t not in synced and self.sync_base_files(t)
@@ -297,30 +304,47 @@ class Maintenance:
         is made to show the visible segments again (a crash or failure between a publish
         and the view's replace left it one publish behind), and partitions the catalog does
         not show are dropped (but none the view still names, if it could not be replaced).
-        A datamap table from before that view becomes the storage table first. Returns
-        the dropped ids per datamap."""
+        A datamap table from before that view becomes the storage table first. A datamap
+        whose job another live replica runs now (its lease, locks.py) is left alone: its
+        IN_PROGRESS segment is that job's. Returns the dropped ids per datamap."""
         dropped: dict[str, list[str]] = {}
         for rec in self.catalog.list_datamaps():
-            for seg in self.catalog.segments(rec.db, rec.name):
-                if seg.status == "INSERT_IN_PROGRESS":
-                    self.catalog.fail_segment(rec.db, rec.name, seg.id,
-                                              "interrupted by a restart", disable=False)
-            keep = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
-            try:
-                self._garbage.live.adopt(rec)
-            except Exception:  # noqa: BLE001 - its rewritten queries fail: keep it out
-                log.warning("datamap %s: cannot move %s to %s", rec.qualified,
-                            rec.definition.table, rec.definition.storage, exc_info=True)
-                self.disable(rec, f"its table {rec.definition.table} could not become the "
-                                  f"storage table {rec.definition.storage}")
-                continue
-            named = self._garbage.live.named(rec)
-            if named != frozenset(keep) and not self._garbage.live.show(rec):
-                keep += sorted(named or ())
-            gone = cleanup_orphans(self._spark(), rec.definition, keep)
-            self.catalog.mark_dropped(rec.db, rec.name, gone)
-            dropped[rec.qualified] = gone
+            with self._locks.try_hold(rec.qualified) as held:
+                if not held:
+                    log.info("datamap %s: a job holds it (here or in another replica); "
+                             "not recovering it", rec.qualified)
+                    continue
+                self._fail_interrupted(rec)
+                gone = self._reconcile_storage(rec)
+                if gone is not None:
+                    dropped[rec.qualified] = gone
         if self.guard:     # where the base tables' files are, before the first query
             self.guard.load_layouts(t for rec in self.catalog.list_datamaps()
                                     for t in rec.base_tables)
         return dropped
+
+    def _fail_interrupted(self, rec: DatamapRecord) -> None:
+        for seg in self.catalog.segments(rec.db, rec.name):
+            if seg.status == "INSERT_IN_PROGRESS":
+                self.catalog.fail_segment(rec.db, rec.name, seg.id,
+                                          "interrupted (a restart, or its replica died)",
+                                          disable=False)
+
+    def _reconcile_storage(self, rec: DatamapRecord) -> list[str] | None:
+        """The view and the partitions follow the catalog; the dropped ids, or None when
+        the datamap had to be disabled."""
+        keep = [s.id for s in self.catalog.visible_segments(rec.db, rec.name)]
+        try:
+            self._garbage.live.adopt(rec)
+        except Exception:  # noqa: BLE001 - its rewritten queries fail: keep it out
+            log.warning("datamap %s: cannot move %s to %s", rec.qualified,
+                        rec.definition.table, rec.definition.storage, exc_info=True)
+            self.disable(rec, f"its table {rec.definition.table} could not become the "
+                              f"storage table {rec.definition.storage}")
+            return None
+        named = self._garbage.live.named(rec)
+        if named != frozenset(keep) and not self._garbage.live.show(rec):
+            keep += sorted(named or ())
+        gone = cleanup_orphans(self._spark(), rec.definition, keep)
+        self.catalog.mark_dropped(rec.db, rec.name, gone)
+        return gone

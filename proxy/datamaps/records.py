@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Mapping
+from typing import Any, Mapping
 
 from rewriter.api import DatamapDefinition, StoredColumn
 
@@ -118,7 +117,7 @@ def definition_from_json(text: str) -> DatamapDefinition:
     return DatamapDefinition(**data)
 
 
-def record_from_row(row: sqlite3.Row) -> DatamapRecord:
+def record_from_row(row: Any) -> DatamapRecord:
     return DatamapRecord(
         db=row["db"], name=row["name"], provider=row["provider"],
         select_sql=row["select_sql"], original_sql=row["original_sql"],
@@ -129,14 +128,14 @@ def record_from_row(row: sqlite3.Row) -> DatamapRecord:
         created_at=row["created_at"])
 
 
-def base_from_row(row: sqlite3.Row) -> BaseSegment:
+def base_from_row(row: Any) -> BaseSegment:
     return BaseSegment(table=row["tbl"], id=str(row["id"]),
                        files=tuple(json.loads(row["files"])), rows=row["rows"],
                        load_start=row["load_start"], load_seconds=row["load_seconds"],
                        source=row["source"], status=row["status"])
 
 
-def segment_from_row(row: sqlite3.Row) -> DatamapSegment:
+def segment_from_row(row: Any) -> DatamapSegment:
     return DatamapSegment(
         db=row["db"], name=row["name"], id=str(row["id"]),
         files=tuple(json.loads(row["files"])), rows=row["rows"],

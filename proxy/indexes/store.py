@@ -126,7 +126,7 @@ class IndexStore:
     # -- versions and cache --------------------------------------------------------------
     def _bump(self, c) -> None:
         c.execute("INSERT INTO meta VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET "
-                  "value = CAST(value AS INTEGER) + 1", (_VERSION_KEY,))
+                  "value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)", (_VERSION_KEY,))
         self._seen = None
 
     def version(self) -> int:
@@ -292,7 +292,10 @@ class IndexStore:
                 c.execute("DELETE FROM index_files WHERE db = ? AND name = ? AND segment = ?",
                           (info.db, info.name, segment))
             for e in entries:
-                c.execute("INSERT OR REPLACE INTO index_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                c.execute("INSERT INTO index_files VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                          "(db, name, path) DO UPDATE SET segment = excluded.segment, size = "
+                          "excluded.size, mtime_ns = excluded.mtime_ns, rows = excluded.rows, "
+                          "stats = excluded.stats",
                           (info.db, info.name, e.path, segment, e.size, e.mtime_ns, e.rows,
                            json.dumps({k: list(v) for k, v in e.stats.items()})))
                 c.execute("DELETE FROM index_blooms WHERE db = ? AND name = ? AND path = ?",

@@ -13,6 +13,15 @@ from tests.support.proxy_proc import start_proxy
 from tests.support.sts import start_sts
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog_location(request, tmp_path):
+    """Where a test's catalog lives: a SQLite file, then a fresh PostgreSQL database (the
+    session's `postgres`, tests/conftest.py)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "catalog.db")
+    return request.getfixturevalue("postgres").new_database()
+
+
 @pytest.fixture(scope="package")
 def gw_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("gateway")

@@ -22,8 +22,8 @@ DEFN = DatamapDefinition(
 
 
 @pytest.fixture
-def catalog(tmp_path):
-    c = Catalog.in_state_dir(tmp_path)
+def catalog(catalog_location):
+    c = Catalog(catalog_location)
     yield c
     c.close()
 
@@ -176,11 +176,11 @@ def test_show_rows(catalog):
     assert show_segments(catalog, "db1.unknown") is None
 
 
-def test_concurrent_threads(tmp_path):
+def test_concurrent_threads(catalog_location):
     """Two threads (each like an asyncio worker thread) and a second connection to the
     same file: no lost updates, ids unique, version bumped once per change."""
-    a = Catalog.in_state_dir(tmp_path)
-    b = Catalog.in_state_dir(tmp_path)   # another process/replica on the same file
+    a = Catalog(catalog_location)
+    b = Catalog(catalog_location)   # another process/replica on the same file
     _create(a)
     v0 = a.version()
     ids: list[str] = []
@@ -209,15 +209,15 @@ def test_concurrent_threads(tmp_path):
     a.close(), b.close()
 
 
-def test_restart_keeps_everything(tmp_path):
-    c = Catalog.in_state_dir(tmp_path)
+def test_restart_keeps_everything(catalog_location):
+    c = Catalog(catalog_location)
     _create(c)
     c.add_base_segment("db1.sales", ["f1"])
     sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
     c.publish_segment("db1", "agg", sid, rows=7, kind="built")
     version = c.version()
     c.close()
-    c = Catalog.in_state_dir(tmp_path)
+    c = Catalog(catalog_location)
     assert c.version() == version
     rec = c.get_datamap("db1", "agg")
     assert rec.status == cat.DatamapStatus.ENABLED and rec.definition == DEFN
@@ -294,9 +294,9 @@ def test_overwritten_base_segments_make_a_datamap_stale(catalog):
     assert not catalog.is_in_sync("db1", "agg")   # nothing pending, but stale
 
 
-def test_recent_version_sees_own_changes_at_once_and_others_within_max_age(tmp_path):
-    a = Catalog.in_state_dir(tmp_path)
-    b = Catalog.in_state_dir(tmp_path)
+def test_recent_version_sees_own_changes_at_once_and_others_within_max_age(catalog_location):
+    a = Catalog(catalog_location)
+    b = Catalog(catalog_location)
     v0 = a.recent_version()
     _create(a)                                   # our own write: visible at once
     v1 = a.recent_version()

@@ -16,8 +16,8 @@ TYPES = [("id", "bigint"), ("d", "date"), ("m", "decimal(10,2)"), ("s", "string"
 
 
 @pytest.fixture
-def store(tmp_path):
-    c = Catalog.in_state_dir(tmp_path)
+def store(catalog_location):
+    c = Catalog(catalog_location)
     yield IndexStore(c, version_max_age=0.0)
     c.close()
 
@@ -93,9 +93,9 @@ def test_names_are_shared_with_mv_datamaps(store):
     assert [r.name for r in store.catalog.list_datamaps()] == ["mv1"]   # no mv candidate
 
 
-def test_cache_follows_other_processes(tmp_path):
-    a = IndexStore(Catalog.in_state_dir(tmp_path), version_max_age=0.0)
-    b = IndexStore(Catalog.in_state_dir(tmp_path), version_max_age=0.0)
+def test_cache_follows_other_processes(catalog_location):
+    a = IndexStore(Catalog(catalog_location), version_max_age=0.0)
+    b = IndexStore(Catalog(catalog_location), version_max_age=0.0)
     assert b.file_stats("db.fact") == {}
     _setup(a)
     assert set(b.file_stats("db.fact")) == {"file:/a", "file:/b"}
