@@ -253,3 +253,25 @@ def servers(zookeeper: str, namespace: str, timeout: float = 10.0) -> list[Serve
         client.close()
     random.shuffle(out)
     return out
+
+
+def connect(zookeeper: str, namespace: str, open_connection):
+    """`open_connection(host, port)` on the registered replicas in random order until one
+    accepts, as Hive JDBC does: an entry of a replica that just died stays listed until its
+    ZooKeeper session times out, and refuses the connection meanwhile. Raises the last
+    error, or LookupError when nothing is registered. For example, PyHive:
+
+        conn = connect("zk:2181", "datamap-proxy",
+                       lambda host, port: hive.connect(host=host, port=port, username="me"))
+    """
+    last: Exception | None = None
+    for server in servers(zookeeper, namespace):
+        try:
+            return open_connection(server.host, server.port)
+        except Exception as e:  # noqa: BLE001 - the client library's own "cannot connect"
+            log.debug("%s:%d refused (%s); trying another", server.host, server.port, e)
+            last = e
+    if last is not None:
+        raise last
+    raise LookupError(f"no datamap-proxy registered under /{namespace.strip('/')} in "
+                      f"ZooKeeper {zookeeper}")

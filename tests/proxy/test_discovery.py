@@ -14,40 +14,17 @@ import pytest
 from kazoo.client import KazooClient
 
 from proxy import config as cfg
-from proxy.discovery import (advertised_host, parse_entry, proxy_version, servers,
-                             znode_data)
-from tests.support.proxy_proc import start_proxy
-from tests.support.zookeeper import start_zookeeper
+from proxy.discovery import advertised_host, parse_entry, proxy_version, znode_data
+from tests.support.zookeeper import registered, registered_proxy, start_zookeeper, wait_for
 
 DEAD_UPSTREAM = ("127.0.0.1", 1)
 HIVE_JDBC_PAIR = re.compile(r"([^=;]*)=([^;]*)[;]?")    # ZooKeeperHiveClientHelper's kvPattern
 
 
 def start_registered(workdir: Path, zk_hosts: str, namespace: str, *,
-                     session_timeout: float = 2.0, extra: str = ""):
-    conf = workdir / "proxy.toml"
-    workdir.mkdir(parents=True, exist_ok=True)
-    conf.write_text(f'[discovery]\nzookeeper = "{zk_hosts}"\nnamespace = "{namespace}"\n'
-                    f"session_timeout = {session_timeout}\n{extra}")
-    return start_proxy(workdir, DEAD_UPSTREAM, extra_args=["--config", str(conf)])
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
-
-
-def entries(zk_hosts: str, namespace: str) -> list:
-    try:
-        return servers(zk_hosts, namespace, timeout=5)
-    except Exception:  # noqa: BLE001 - the namespace does not exist yet
-        return []
+                     session_timeout: float = 2.0):
+    return registered_proxy(workdir, DEAD_UPSTREAM, zk_hosts, namespace,
+                            session_timeout=session_timeout)
 
 
 # ---------------------------------------------------------------- pure: what is published
@@ -110,7 +87,7 @@ def test_registers_as_hiveserver2_and_leaves_before_exiting(zookeeper, tmp_path)
     ns = f"reg-{uuid.uuid4().hex[:8]}"
     proxy = start_registered(tmp_path / "p", zookeeper.hosts, ns)
     try:
-        [entry] = wait_for(lambda: entries(zookeeper.hosts, ns), what="the registration")
+        [entry] = wait_for(lambda: registered(zookeeper.hosts, ns), what="the registration")
         assert re.fullmatch(rf"serverUri=127\.0\.0\.1:{proxy.port};"
                             rf"version={re.escape(proxy_version())};sequence=\d{{10}}",
                             entry.znode)
@@ -151,16 +128,16 @@ def test_registers_again_after_zookeeper_loses_its_state(tmp_path):
     ns = "restarts"
     proxy = start_registered(tmp_path / "p", zk.hosts, ns, session_timeout=1.0)
     try:
-        [first] = wait_for(lambda: entries(zk.hosts, ns), what="the registration")
+        [first] = wait_for(lambda: registered(zk.hosts, ns), what="the registration")
         # a crash and restart with its data: still registered, once
         zk.restart()
         time.sleep(1.5)
-        assert [e.znode for e in wait_for(lambda: entries(zk.hosts, ns))] == [first.znode]
+        assert [e.znode for e in wait_for(lambda: registered(zk.hosts, ns))] == [first.znode]
 
         # a ZooKeeper that lost every session and node (its data wiped)
         zk.restart(wipe=True)
         _advance_zxid(zk.hosts)     # ZooKeeper refuses clients that have seen a later zxid
-        [again] = wait_for(lambda: entries(zk.hosts, ns), timeout=30,
+        [again] = wait_for(lambda: registered(zk.hosts, ns), timeout=30,
                            what="the registration after ZooKeeper lost its state")
         assert again.port == proxy.port
         text = proxy.log_path.read_text()
@@ -191,7 +168,7 @@ def test_serves_while_zookeeper_is_down_and_registers_when_it_comes(tmp_path):
         wait_for(lambda: "unreachable; serving unregistered" in proxy.log_path.read_text(),
                  what="the warning")
         zk.start()
-        [entry] = wait_for(lambda: entries(zk.hosts, "late"), timeout=30,
+        [entry] = wait_for(lambda: registered(zk.hosts, "late"), timeout=30,
                            what="the late registration")
         assert entry.port == proxy.port
     finally:

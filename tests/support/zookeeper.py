@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.proxy_proc import ProxyProc, start_proxy
 from tests.support.sts import _port_accepts, free_port, log_tail
 
 JARS = Path("/usr/share/java")
@@ -62,7 +63,7 @@ class ZooKeeper:
         cfg = self.workdir / "zoo.cfg"
         cfg.write_text(f"tickTime={TICK_MS}\ndataDir={self.data_dir}\nclientPort={self.port}\n"
                        f"clientPortAddress={self.host}\nadmin.enableServer=false\n"
-                       "maxClientCnxns=0\n4lw.commands.whitelist=ruok,stat,cons,dump\n")
+                       "maxClientCnxns=0\nmaxSessionTimeout=60000\n4lw.commands.whitelist=ruok,stat,cons,dump\n")
         binding = next((p for p in (JARS / "slf4j-simple.jar", JARS / "slf4j-nop.jar")
                         if p.exists()), None)
         cp = ":".join(str(p) for p in (ZOOKEEPER_JAR, binding) if p)
@@ -115,3 +116,37 @@ def start_zookeeper(workdir: Path) -> ZooKeeper:
     zk = ZooKeeper("127.0.0.1", free_port(), workdir)
     zk.start()
     return zk
+
+
+def registered_proxy(workdir: Path, upstream: tuple[str, int], zk_hosts: str, namespace: str,
+                     *, session_timeout: float = 2.0, extra_args: list[str] | None = None
+                     ) -> ProxyProc:
+    """The proxy (tests/support/proxy_proc.py) registering in `zk_hosts` under `namespace`
+    with a short ZooKeeper session, so that a killed replica's entry goes soon."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    conf = workdir / "discovery.toml"
+    conf.write_text(f'[discovery]\nzookeeper = "{zk_hosts}"\nnamespace = "{namespace}"\n'
+                    f"session_timeout = {session_timeout}\n")
+    return start_proxy(workdir, upstream, extra_args=["--config", str(conf), *(extra_args or [])])
+
+
+def registered(zk_hosts: str, namespace: str) -> list:
+    """The entries under `namespace` (proxy.discovery.servers), [] before the first one."""
+    from proxy.discovery import servers
+    try:
+        return servers(zk_hosts, namespace, timeout=5)
+    except Exception:  # noqa: BLE001 - no namespace node yet
+        return []
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    """Poll `predicate` until it returns something true; that value, or AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
