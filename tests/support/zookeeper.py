@@ -63,7 +63,7 @@ class ZooKeeper:
         cfg = self.workdir / "zoo.cfg"
         cfg.write_text(f"tickTime={TICK_MS}\ndataDir={self.data_dir}\nclientPort={self.port}\n"
                        f"clientPortAddress={self.host}\nadmin.enableServer=false\n"
-                       "maxClientCnxns=0\nmaxSessionTimeout=60000\n4lw.commands.whitelist=ruok,stat,cons,dump\n")
+                       "maxClientCnxns=0\nmaxSessionTimeout=60000\n4lw.commands.whitelist=stat,cons,dump\n")
         binding = next((p for p in (JARS / "slf4j-simple.jar", JARS / "slf4j-nop.jar")
                         if p.exists()), None)
         cp = ":".join(str(p) for p in (ZOOKEEPER_JAR, binding) if p)
@@ -74,21 +74,26 @@ class ZooKeeper:
                                           stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._ruok():
+        while not self._serving():
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise ZooKeeperStartError(f"ZooKeeper did not answer on {self.hosts}:\n"
                                           f"{log_tail(self.log_path)}")
             time.sleep(0.1)
 
-    def _ruok(self) -> bool:
+    def _serving(self) -> bool:
+        """`stat` names the mode only once the server serves requests (`ruok` answers
+        earlier, while the database is still loading)."""
         import socket
         if not _port_accepts(self.host, self.port):
             return False
         try:
             with socket.create_connection((self.host, self.port), timeout=1) as s:
-                s.sendall(b"ruok")
-                return s.recv(4) == b"imok"
+                s.sendall(b"stat")
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
+                return b"Mode: " in reply
         except OSError:
             return False
 
