@@ -121,8 +121,11 @@ class Registration:
             else:
                 log.warning("ZooKeeper %s: session expired; the registration is gone until "
                             "the next session", self.settings.zookeeper)
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._wake.set)
+        if self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:    # the loop closed under a late callback: nothing to wake
+                pass
 
     # -- the event loop --------------------------------------------------------------------
     def start(self) -> None:
@@ -194,8 +197,12 @@ class Registration:
     def _delete(self) -> None:
         from kazoo.exceptions import NoNodeError
         with self._lock:
-            if self.path is None or not self.client.connected:
-                log.info("deregistered (no ZooKeeper entry held)")
+            if self.path is None:
+                log.info("deregistered (no ZooKeeper entry was held)")
+                return
+            if not self.client.connected:
+                log.warning("ZooKeeper unreachable: %s goes when its session times out "
+                            "(%.0fs)", self.path, self.settings.session_timeout)
                 return
             try:
                 self.client.retry(self.client.delete, self.path)

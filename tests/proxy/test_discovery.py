@@ -181,8 +181,13 @@ def test_serves_while_zookeeper_is_down_and_registers_when_it_comes(tmp_path):
         [entry] = wait_for(lambda: registered(zk.hosts, "late"), timeout=30,
                            what="the late registration")
         assert entry.port == proxy.port
+        zk.stop()       # and gone again: SIGTERM cannot deregister, and must not hang
+        t0 = time.monotonic()
+        assert proxy.stop(timeout=30) == 0
+        assert time.monotonic() - t0 < 20
+        assert "goes when its session times out" in proxy.log_path.read_text()
     finally:
-        assert proxy.stop() == 0
+        proxy.stop()
         zk.stop()
 
 
