@@ -359,7 +359,7 @@ def main() -> int:
 def bench_replicas(args, workdir: Path, sts, proxy) -> None:
     """(f): two replicas registered in ZooKeeper, found the way clients find them
     (proxy.discovery.connect: one ZooKeeper lookup per connection, as Hive JDBC does)."""
-    from proxy.discovery import connect
+    from proxy.discovery import connect, servers
     from tests.support.zookeeper import registered, registered_proxy, start_zookeeper, wait_for
 
     zk = start_zookeeper(workdir / "zk")
@@ -389,6 +389,13 @@ def bench_replicas(args, workdir: Path, sts, proxy) -> None:
         for name, v in connect_ms.items():
             print(f"    connect + OpenSession, {name:9s}: p50 {statistics.median(v):7.2f} ms"
                   f"  p90 {pct(v, 90):7.2f} ms")
+        lookup_ms = []
+        for _ in range(args.connects):
+            t0 = time.perf_counter()
+            servers(zk.hosts, "bench")
+            lookup_ms.append((time.perf_counter() - t0) * 1000)
+        print(f"    the ZooKeeper lookup alone (connect, list, read, close): p50 "
+              f"{statistics.median(lookup_ms):.2f} ms  p90 {pct(lookup_ms, 90):.2f} ms")
         one, found = Raw(proxy.host, proxy.port), connect(zk.hosts, "bench", Raw)
         lat = bench_latency(one, found, args.rounds)
         print(f"    tiny query p50: one proxy {statistics.median(lat['direct']):.2f} ms, via "
