@@ -150,3 +150,19 @@ def test_killed_replica_new_connections_go_to_the_other(replicas, zookeeper, ite
     # only what ran on the victim when it died may fail
     failed = [(p, o) for t0, p, o in log if o != "ok"]
     assert all(p == victim.port for p, _ in failed), failed
+
+
+def test_hive_jdbc_takes_the_published_authentication(sts, zookeeper, itest_dir):
+    """A NOSASL replica publishes hive.server2.authentication=NOSASL; beeline's URL does not
+    say auth=noSasl, Hive JDBC reads it from the znode (a SASL client would hang up on a
+    raw-Thrift server)."""
+    ns = f"nosasl-{uuid.uuid4().hex[:6]}"
+    proxy = registered_proxy(itest_dir / "replica-nosasl", (sts.host, sts.port),
+                             zookeeper.hosts, ns, extra_args=["--auth", "nosasl"])
+    try:
+        [entry] = wait_for(lambda: registered(zookeeper.hosts, ns), what="the registration")
+        assert entry.conf["hive.server2.authentication"] == "NOSASL"
+        rc, out = beeline_connects(zk_url(zookeeper.hosts, ns), 1, itest_dir)
+        assert rc == 0 and "\n100\n" in out, out[-3000:]
+    finally:
+        assert proxy.stop() == 0
