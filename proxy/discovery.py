@@ -94,9 +94,8 @@ class Registration:
         from kazoo.retry import KazooRetry
 
         self.settings = discovery
-        host = advertised_host(discovery, server)
-        self.prefix = znode_prefix(discovery.namespace, host, port)
-        self.data = znode_data(server, host, port, http_port).encode()
+        self._server, self._port, self._http_port = server, port, http_port
+        self.prefix = self.data = None      # set in the worker thread: the FQDN may ask DNS
         self.path: str | None = None        # the znode this process created last
         # Retry the first connection forever: the proxy serves without ZooKeeper meanwhile
         self.client = KazooClient(
@@ -173,6 +172,10 @@ class Registration:
                 stat = self.client.exists(self.path)
                 if stat is not None and stat.ephemeralOwner == self.client.client_id[0]:
                     return
+            if self.prefix is None:
+                host = advertised_host(self.settings, self._server)
+                self.prefix = znode_prefix(self.settings.namespace, host, self._port)
+                self.data = znode_data(self._server, host, self._port, self._http_port).encode()
             namespace = "/" + self.settings.namespace.strip("/")
             self.client.ensure_path(namespace)
             self.path = self.client.create(self.prefix, self.data, ephemeral=True,
