@@ -149,7 +149,9 @@ class Registration:
             if self._stopping:
                 return
             if not self.client.connected:
-                if not warned:
+                # a lost connection keeps the session (and the entry) for a while: the
+                # listener said so; this is about never having registered yet
+                if not warned and self.path is None:
                     log.warning("ZooKeeper %s unreachable; serving unregistered and retrying",
                                 self.settings.zookeeper)
                     warned = True
@@ -188,7 +190,7 @@ class Registration:
         self._stopping = True
         self._wake.set()
         if self._task is not None:
-            await self._task
+            await asyncio.gather(self._task, return_exceptions=True)
         try:
             await asyncio.wait_for(asyncio.to_thread(self._delete), DELETE_TIMEOUT_S)
         except asyncio.TimeoutError:
