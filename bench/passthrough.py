@@ -15,8 +15,13 @@ Server, with the same client, directly and through the proxy:
       [datamaps] rewrite_max_sql_bytes (not parsed) and with it raised to 8 MiB on a second
       proxy (parsed and translated in a worker thread) (target: p99 <= 50 ms)
 
+  (f) with --replicas: two proxies registered in a real ZooKeeper (tests/support/zookeeper.py)
+      next to one plain proxy: how connections found through ZooKeeper spread over the two,
+      the connect time (ZooKeeper lookup + OpenSession) vs connecting to one proxy, and the
+      tiny query's p50 on a session found through ZooKeeper vs on the one proxy
+
 Usage:  python bench/passthrough.py [--rounds N] [--sessions 200] [--queries 20]
-                                    [--big-statements 1000] [--big-rounds 5]
+                                    [--big-statements 1000] [--big-rounds 5] [--replicas]
 The client is PyHive's generated TCLIService over thrift_sasl (SASL PLAIN), used raw, so
 that client-side row conversion does not hide the proxy's cost. Direct and proxy runs are
 interleaved in blocks so that load drift on a shared machine hits both sides equally.
@@ -67,6 +72,7 @@ class Raw:
         from pyhive import hive
         from TCLIService import ttypes
         self.t = ttypes
+        self.port = port
         self.conn = hive.connect(host=host, port=port, username="bench", auth="NONE")
         self.client = self.conn.client
         self.session = self.conn.sessionHandle
@@ -259,6 +265,9 @@ def main() -> int:
     ap.add_argument("--big-rounds", type=int, default=5,
                     help="2 MB statements for (e), per proxy; 0 skips (e)")
     ap.add_argument("--only-big", action="store_true", help="run only (d) and (e)")
+    ap.add_argument("--replicas", action="store_true",
+                    help="run only (f): two replicas behind ZooKeeper vs one proxy")
+    ap.add_argument("--connects", type=int, default=60, help="connections per side in (f)")
     args = ap.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-passthrough-"))
@@ -275,6 +284,11 @@ def main() -> int:
         print(f"STS {sts.host}:{sts.port} pid {sts.pid}; proxy {proxy.host}:{proxy.port} "
               f"pid {proxy.pid}", flush=True)
         cpu0 = proxy.cpu_seconds()
+        if args.replicas:
+            bench_replicas(args, workdir, sts, proxy)
+            print(f"\nproxy exit code after SIGTERM: {proxy.stop(timeout=60)}")
+            proxy = None
+            return 0
         if args.only_big:
             bench_big(args, workdir, sts, proxy)
             print(f"\nproxy exit code after SIGTERM: {proxy.stop(timeout=60)}")
@@ -340,6 +354,59 @@ def main() -> int:
         if proxy is not None:
             proxy.stop()
         sts.stop()
+
+
+def bench_replicas(args, workdir: Path, sts, proxy) -> None:
+    """(f): two replicas registered in ZooKeeper, found the way clients find them
+    (proxy.discovery.connect: one ZooKeeper lookup per connection, as Hive JDBC does)."""
+    from proxy.discovery import connect, servers
+    from tests.support.zookeeper import registered, registered_proxy, start_zookeeper, wait_for
+
+    zk = start_zookeeper(workdir / "zk")
+    reps = []
+    try:
+        reps = [registered_proxy(workdir / f"replica-{i}", (sts.host, sts.port), zk.hosts,
+                                 "bench") for i in range(2)]
+        wait_for(lambda: len(registered(zk.hosts, "bench")) == 2, what="two registrations")
+        connect_ms = {"one proxy": [], "discovery": []}
+        spread: dict[int, int] = {r.port: 0 for r in reps}
+        for i in range(args.connects):
+            order = [("one proxy", lambda: Raw(proxy.host, proxy.port)),
+                     ("discovery", lambda: connect(zk.hosts, "bench", Raw))]
+            if i % 2:
+                order.reverse()
+            for name, open_ in order:
+                t0 = time.perf_counter()
+                raw = open_()
+                connect_ms[name].append((time.perf_counter() - t0) * 1000)
+                if name == "discovery":
+                    spread[raw.port] += 1
+                raw.close()
+        print(f"\n(f) two replicas behind ZooKeeper vs one proxy; load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"    {args.connects} connections through ZooKeeper, per replica: "
+              f"{', '.join(str(n) for n in spread.values())}")
+        for name, v in connect_ms.items():
+            print(f"    connect + OpenSession, {name:9s}: p50 {statistics.median(v):7.2f} ms"
+                  f"  p90 {pct(v, 90):7.2f} ms")
+        lookup_ms = []
+        for _ in range(args.connects):
+            t0 = time.perf_counter()
+            servers(zk.hosts, "bench")
+            lookup_ms.append((time.perf_counter() - t0) * 1000)
+        print(f"    the ZooKeeper lookup alone (connect, list, read, close): p50 "
+              f"{statistics.median(lookup_ms):.2f} ms  p90 {pct(lookup_ms, 90):.2f} ms")
+        one, found = Raw(proxy.host, proxy.port), connect(zk.hosts, "bench", Raw)
+        lat = bench_latency(one, found, args.rounds)
+        print(f"    tiny query p50: one proxy {statistics.median(lat['direct']):.2f} ms, via "
+              f"discovery {statistics.median(lat['proxy']):.2f} ms (median paired difference "
+              f"{statistics.median(lat['pairs']):+.2f} ms)", flush=True)
+        one.close()
+        found.close()
+    finally:
+        for r in reps:
+            r.stop()
+        zk.stop()
 
 
 def bench_big(args, workdir: Path, sts, proxy) -> None:

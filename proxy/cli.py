@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="[datamaps] sync_interval_s: run SYNC DATAMAPS this often (default 0 = off)")
     s.add_argument("--auto-compaction", choices=["true", "false"],
                    help="[datamaps] auto_compaction: default of DMPROPERTIES 'auto_compaction'")
+    s.add_argument("--zookeeper", metavar="HOST:PORT,...",
+                   help="[discovery] zookeeper: register here as HiveServer2 does "
+                        "(serviceDiscoveryMode=zooKeeper)")
+    s.add_argument("--zookeeper-namespace", metavar="NS",
+                   help="[discovery] namespace (default datamap-proxy)")
     s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
 
     u = sub.add_parser("users", help="manage the PLAIN users file")
@@ -135,6 +140,7 @@ def _flags(a: argparse.Namespace) -> dict:
         "spark": {"master": a.spark_master},
         "state": {"dir": a.state_dir},
         "datamaps": {"sync_interval_s": a.sync_interval, "auto_compaction": a.auto_compaction},
+        "discovery": {"zookeeper": a.zookeeper, "namespace": a.zookeeper_namespace},
     }
 
 
@@ -201,7 +207,11 @@ async def _serve(settings: cfg.Settings) -> int:
              settings.upstream.port, settings.upstream.auth)
     share_the_interpreter()
     log.info("ready")
+    registration = _register(settings, port)
     await stop.wait()
+    if registration is not None:
+        log.info("shutting down: leaving ZooKeeper first, so no new client is sent here")
+        await registration.deregister()
     log.info("shutting down: draining for up to %.0fs", settings.server.shutdown_grace)
     await server.shutdown()
     await close_router()
@@ -209,6 +219,17 @@ async def _serve(settings: cfg.Settings) -> int:
         await asyncio.to_thread(engine.stop)
     log.info("stopped")
     return 0
+
+
+def _register(settings: cfg.Settings, port: int):
+    """The ZooKeeper registration ([discovery] zookeeper), started once ready; None without."""
+    if not settings.discovery.zookeeper:
+        return None
+    from proxy.discovery import Registration
+    registration = Registration(settings.discovery, settings.server, port,
+                                http_port=settings.server.http_port)
+    registration.start()
+    return registration
 
 
 def _users_add(a: argparse.Namespace) -> int:

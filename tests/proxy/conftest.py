@@ -27,6 +27,18 @@ def gw_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("gateway")
 
 
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper for the run (tests/support/zookeeper.py); tests use their own
+    namespace. Skipped, with the reason, where the Debian package is not installed."""
+    from tests.support import zookeeper as zk
+    if not zk.available():
+        pytest.skip(f"ZooKeeper not installed ({zk.ZOOKEEPER_JAR}; apt-get install zookeeper)")
+    server = zk.start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="package")
 def gw_sts(gw_dir):
     sts = start_sts(gw_dir / "sts")
