@@ -16,12 +16,9 @@ from kazoo.client import KazooClient
 from proxy import config as cfg
 from proxy.discovery import (advertised_host, parse_entry, proxy_version, znode_data,
                              znode_prefix)
-from tests.support.zookeeper import (ZOOKEEPER_JAR, available, registered, registered_proxy,
-                                     start_zookeeper, wait_for)
+from tests.support.zookeeper import registered, registered_proxy, start_zookeeper, wait_for
 
 DEAD_UPSTREAM = ("127.0.0.1", 1)
-needs_zookeeper = pytest.mark.skipif(
-    not available(), reason=f"ZooKeeper not installed ({ZOOKEEPER_JAR}; apt-get install zookeeper)")
 HIVE_JDBC_PAIR = re.compile(r"([^=;]*)=([^;]*)[;]?")    # ZooKeeperHiveClientHelper's kvPattern
 
 
@@ -127,7 +124,6 @@ def test_registers_as_hiveserver2_and_leaves_before_exiting(zookeeper, tmp_path)
         proxy.stop()
 
 
-@needs_zookeeper
 def test_registers_again_after_zookeeper_loses_its_state(tmp_path):
     zk = start_zookeeper(tmp_path / "zk")
     ns = "restarts"
@@ -174,7 +170,6 @@ def _advance_zxid(hosts: str, n: int = 200) -> None:
         client.close()
 
 
-@needs_zookeeper
 def test_serves_while_zookeeper_is_down_and_registers_when_it_comes(tmp_path):
     zk = start_zookeeper(tmp_path / "zk")
     zk.stop()
