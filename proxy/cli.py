@@ -139,12 +139,11 @@ def _flags(a: argparse.Namespace) -> dict:
 
 
 async def _serve(settings: cfg.Settings) -> int:
-    from proxy.auth import AllowAll, UsersFile
+    from proxy.auth import AuthError, build_authenticator
     from proxy.server import ProxyServer
 
-    from proxy.auth import AuthError
     try:
-        authenticator = UsersFile(settings.server.users_file) if settings.server.users_file else AllowAll()
+        authenticator = await asyncio.to_thread(build_authenticator, settings)
     except AuthError as e:
         log.error("%s", e)
         return 2
