@@ -142,9 +142,11 @@ async def _serve(settings: cfg.Settings) -> int:
     from proxy.auth import AuthError, build_authenticator
     from proxy.server import ProxyServer
 
+    from proxy.audit_log import AuditLog, AuditLogError
     try:
+        AuditLog(settings.server.audit_log).close()    # an unwritable file stops us here
         authenticator = await asyncio.to_thread(build_authenticator, settings)
-    except AuthError as e:
+    except (AuthError, AuditLogError) as e:
         log.error("%s", e)
         return 2
     engine = None
@@ -343,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         return _sync(a)
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from proxy.logsafe import RedactingFilter
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     try:
         settings = cfg.load(a.config, flags=_flags(a))
     except cfg.ConfigError as e:

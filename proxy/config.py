@@ -213,7 +213,10 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
                 value = value.split(";")
             if not isinstance(value, (list, tuple)):
                 raise ValueError("expected a list of \"actor:target,...\" rules")
-            return tuple(r for r in (str(v).strip() for v in value) if r)
+            rules = tuple(r for r in (str(v).strip() for v in value) if r)
+            from proxy.identity import parse_rules     # fails at start-up, naming the rule
+            parse_rules(rules)
+            return rules
         if key == "metastore_uris":
             if isinstance(value, str):
                 value = value.split(",")
