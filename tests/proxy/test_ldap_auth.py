@@ -4,11 +4,15 @@ nothing before OpenSession touches the upstream)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import re
 import socket
+from pathlib import Path
 
 import pytest
 
+from proxy import config
 from proxy.auth import AuthError, AuthUnavailable, build_authenticator
 from proxy.config import ServerSettings
 from proxy.thrift import sasl
@@ -160,3 +164,24 @@ def test_proxy_logs_in_through_ldap_and_a_down_directory_locks_nobody_out(direct
     assert sd.READER_PW not in log and "bob-pw" not in log
     with socket.socket() as s:      # the port is closed: the proxy is gone
         assert s.connect_ex((p.host, p.port)) != 0
+
+
+def _doc_blocks(kind: str) -> list[str]:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    return re.findall(rf"```{kind}\n(.*?)```", text, re.S)
+
+
+def test_the_examples_of_docs_security_md(directory, tmp_path):
+    ldap_example, rules_example = _doc_blocks("toml")
+    conf = tmp_path / "example.toml"
+    conf.write_text(ldap_example.replace("ldap://127.0.0.1:3890", directory.url))
+    a = build_authenticator(config.load(conf, env={}))
+    assert a.check("alice", "alice-pw") is None                        # in analysts: in
+    assert a.check("carol", "carol-pw") == GENERIC.format("carol")     # admins only: out
+    conf.write_text(rules_example)
+    rules = config.load(conf, env={}).server.impersonation
+    env = re.search(r'DATAMAP_PROXY_SERVER_IMPERSONATION="([^"]+)"', rules_example).group(1)
+    assert config.load(env={"DATAMAP_PROXY_SERVER_IMPERSONATION": env}).server.impersonation \
+        == rules == ("superset:*", "hue:alice,bob")
+    line = json.loads(_doc_blocks("json")[0])
+    assert line["event"] == "statement" and line["real_user"] == "alice"
