@@ -6,6 +6,7 @@ Fields (absent when they do not apply):
   user         whom the session runs as; real_user: the authenticated user when it
                impersonates `user` (hive.server2.proxy.user, proxy/identity.py)
   client       the client's address (host:port)
+  configuration  session_open: the OpenSession configuration, secret values masked
   session      the proxy's session id; operation: the statement's operation id
   decision     forwarded | rewritten (datamaps: the datamaps used) | served in-process |
                local | refused
@@ -28,7 +29,7 @@ import os
 import threading
 from datetime import datetime, timezone
 
-from proxy.logsafe import redact
+from proxy.logsafe import redact, redact_conf
 
 log = logging.getLogger("proxy.audit")
 STATEMENT_CHARS = 4000
@@ -92,8 +93,9 @@ class AuditLog:
 
     def session(self, event: str, session, duration_s: float | None = None,
                 reason: str | None = None) -> None:
+        conf = redact_conf(session.configuration) if event == "session_open" else None
         self.write(event, user=session.user, real_user=session.real_user, client=session.peer,
-                   session=session.id, reason=reason,
+                   session=session.id, reason=reason, configuration=conf or None,
                    duration_ms=None if duration_s is None else round(duration_s * 1000, 1),
                    outcome="ok")
 

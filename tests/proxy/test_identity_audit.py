@@ -108,6 +108,12 @@ def test_configuration_keys_and_long_inputs():
     assert redact(long).endswith(f"password={MASK}")
 
 
+def test_a_settings_dump_holds_no_password():
+    s = config.load(env={"DATAMAP_PROXY_SERVER_LDAP_BIND_PASSWORD": SECRET,
+                         "DATAMAP_PROXY_UPSTREAM_PASSWORD": SECRET})
+    assert s.server.ldap_bind_password == SECRET and SECRET not in repr(s)
+
+
 def test_log_lines_errors_and_doctor_output_are_redacted(caplog):
     logger = logging.getLogger("proxy.test.redaction")
     handler_filter = RedactingFilter()
@@ -136,7 +142,8 @@ def _session(**kw) -> Session:
 def test_audit_lines_are_json_in_a_private_file(tmp_path):
     path = tmp_path / "audit.jsonl"
     audit = AuditLog(str(path))
-    s = _session(real_user="superset")
+    s = _session(real_user="superset", configuration={"set:hiveconf:fs.s3a.secret.key": SECRET,
+                                                      "use:database": "sales"})
     audit.session("session_open", s, 0.0123)
     audit.statement(s, "ab12", "rewrite:mv:sales.agg_by_day served=local", "FINISHED", None,
                     0.004, f"SET x.password={SECRET}; SELECT 1")
@@ -151,6 +158,8 @@ def test_audit_lines_are_json_in_a_private_file(tmp_path):
     first, served, failed, refused, eve = lines
     assert first["user"] == "bob" and first["real_user"] == "superset"
     assert first["client"] == "10.0.0.7:5123" and first["duration_ms"] == 12.3
+    assert first["configuration"] == {"set:hiveconf:fs.s3a.secret.key": MASK,
+                                      "use:database": "sales"}
     assert served["decision"] == "served in-process"
     assert served["datamaps"] == ["sales.agg_by_day"] and served["outcome"] == "ok"
     assert SECRET not in served["statement"] and "sqlstate" not in served
@@ -158,6 +167,7 @@ def test_audit_lines_are_json_in_a_private_file(tmp_path):
                                                                           "42P01")
     assert refused["decision"] == "refused" and refused["statement"].endswith("(+1000 chars)")
     assert eve["sqlstate"] == "28000"
+    assert SECRET not in path.read_text()
 
 
 @pytest.mark.parametrize("label, expected", [
