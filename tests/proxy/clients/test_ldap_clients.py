@@ -108,3 +108,18 @@ def test_service_user_towards_spark_passes_the_end_user(directory, sts, tmp_path
     finally:
         assert p.stop(check=True) == 0
     assert SECRET not in p.log_path.read_text()
+
+
+def test_impyla_identity_is_the_ldap_user_not_the_opensession_username(ldap_proxy):
+    """impyla logs in as alice but sends OpenSession(username=<login name of this process>):
+    the session is alice's all the same (hs2-protocol-notes, identity confusion)."""
+    from impala.dbapi import connect
+    conn = connect(host=ldap_proxy.host, port=ldap_proxy.port, auth_mechanism="LDAP",
+                   user="alice", password="alice-pw", timeout=60)
+    try:
+        cur = conn.cursor(user="mallory")
+        cur.execute("SELECT current_user()")
+        assert cur.fetchall() == [("alice",)]
+        cur.close()
+    finally:
+        conn.close()
