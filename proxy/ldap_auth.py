@@ -165,6 +165,10 @@ class LdapAuthenticator:
         except _Refused as e:
             log.info("LDAP login refused for %s: %s", safe(user, 64), safe(e, 300))
             return generic
+        except lx.LDAPException as e:   # ldap3 refusing the input itself (a DN it cannot send)
+            log.info("LDAP login refused for %s: %s: %s", safe(user, 64), type(e).__name__,
+                     safe(e, 300))
+            return generic
         return None
 
     def _check_at(self, url: str, user: str, password: str) -> None:

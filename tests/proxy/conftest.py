@@ -99,3 +99,15 @@ def gw_proxy(gw_dir, gw_relay):
     p = start_proxy(gw_dir / "proxy", ("127.0.0.1", gw_relay.port))
     yield p
     p.stop()
+
+
+@pytest.fixture(scope="session")
+def directory(tmp_path_factory):
+    """A real OpenLDAP slapd (tests/support/slapd.py) shared by the LDAP tests; skipped
+    where Debian's slapd or openssl is missing."""
+    from tests.support import slapd
+    if not slapd.available():
+        pytest.skip("needs slapd (Debian slapd) and openssl")
+    s = slapd.start_slapd(tmp_path_factory.mktemp("slapd"))
+    yield s
+    s.stop()

@@ -21,17 +21,9 @@ from tests.support import slapd as sd
 from tests.support.proxy_proc import start_proxy
 from tests.support.sts import free_port
 
-pytestmark = [pytest.mark.timeout(120),
-              pytest.mark.skipif(not sd.available(), reason="needs slapd (Debian slapd) and openssl")]
+pytestmark = [pytest.mark.timeout(120)]
 
 GENERIC = "LDAP authentication failed for user {}"
-
-
-@pytest.fixture(scope="module")
-def directory(tmp_path_factory):
-    s = sd.start_slapd(tmp_path_factory.mktemp("slapd"))
-    yield s
-    s.stop()
 
 
 def settings(d: sd.Slapd, **kw) -> ServerSettings:

@@ -12,17 +12,9 @@ from tests.support import slapd as sd
 from tests.support.clients import _pyhive_error, jdbc_url, run_beeline
 from tests.support.proxy_proc import start_proxy
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300),
-              pytest.mark.skipif(not sd.available(), reason="needs slapd (Debian slapd) and openssl")]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 SECRET = "hunter2"
-
-
-@pytest.fixture(scope="module")
-def directory(tmp_path_factory):
-    s = sd.start_slapd(tmp_path_factory.mktemp("slapd-clients"))
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")
