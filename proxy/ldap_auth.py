@@ -45,6 +45,10 @@ _DOWN = (lx.LDAPSocketOpenError, lx.LDAPCommunicationError, lx.LDAPResponseTimeo
          lx.LDAPSessionTerminatedByServerError, lx.LDAPStartTLSError, ssl.SSLError)
 
 
+class ServiceBindRefused(AuthUnavailable):
+    """ldap_bind_dn / ldap_bind_password are wrong: no user can log in until fixed."""
+
+
 class _Refused(Exception):
     """A reason for the log; the client only sees the generic message."""
 
@@ -112,17 +116,18 @@ class LdapAuthenticator:
                               get_info=ldap3.NONE, connect_timeout=self.timeout)
         conn = ldap3.Connection(server, user=dn, password=password, read_only=True,
                                 receive_timeout=self._receive_timeout, raise_exceptions=False)
-        conn.open()
-        if self.starttls and not conn.start_tls():
-            conn.unbind()
-            raise lx.LDAPStartTLSError(f"StartTLS refused: {conn.result.get('description')}")
-        if not conn.bind():
-            result = conn.result or {}
-            conn.unbind()
-            if result.get("description") in ("unavailable", "busy", "unwillingToPerform"):
-                raise lx.LDAPCommunicationError(result.get("description"))
-            raise _Refused(f"bind as {dn or 'anonymous'} refused: "
-                           f"{result.get('description') or 'no reason'}")
+        try:
+            conn.open()
+            if self.starttls and not conn.start_tls():
+                raise lx.LDAPStartTLSError(f"StartTLS refused: {conn.result.get('description')}")
+            if not conn.bind():
+                why = (conn.result or {}).get("description") or "no reason"
+                if why in ("unavailable", "busy"):
+                    raise lx.LDAPCommunicationError(f"bind: {why}")
+                raise _Refused(f"bind as {dn or 'anonymous'} refused: {why}")
+        except BaseException:
+            conn.unbind()       # never leave a socket behind a failed attempt
+            raise
         return conn
 
     def _service(self, url: str) -> ldap3.Connection:
@@ -130,16 +135,16 @@ class LdapAuthenticator:
             return self._connect(url, self.bind_dn, self._bind_password)
         except _Refused as e:
             # the operator's mistake, not the user's: say so (without the password)
-            raise AuthUnavailable(f"LDAP service bind failed at {url}: {e}") from None
+            raise ServiceBindRefused(f"LDAP service bind failed at {url}: {e}") from None
 
     def probe(self) -> None:
         """Start-up check: a wrong service account fails; an unreachable directory only
         warns (it may come up after the proxy)."""
         try:
             self._on_first_url(lambda url: self._service(url).unbind())
+        except ServiceBindRefused as e:
+            raise AuthError(str(e)) from None
         except AuthUnavailable as e:
-            if "service bind failed" in str(e):
-                raise AuthError(str(e)) from None
             log.warning("%s; logins fail until it answers", e)
 
     def _on_first_url(self, fn):
