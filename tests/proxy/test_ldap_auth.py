@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from proxy import config
-from proxy.auth import AuthError, AuthUnavailable, build_authenticator
+from proxy.auth import (AllowAll, AuthError, AuthUnavailable, DenyAll, UsersFile, add_user,
+                        build_authenticator)
 from proxy.config import ServerSettings
 from proxy.thrift import sasl
 from tests.proxy.test_hardening_transport import _login
 from tests.support import slapd as sd
-from tests.support.proxy_proc import start_proxy
+from tests.support.proxy_proc import ProxyStartError, start_proxy
 from tests.support.sts import free_port
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -177,3 +178,21 @@ def test_the_examples_of_docs_security_md(directory, tmp_path):
         == rules == ("superset:*", "hue:alice,bob")
     line = json.loads(_doc_blocks("json")[0])
     assert line["event"] == "statement" and line["real_user"] == "alice"
+
+
+def test_serve_stops_at_start_on_a_bad_ldap_setting(tmp_path):
+    conf = tmp_path / "bad.toml"
+    conf.write_text('[server]\nauth = "ldap"\nldap_url = "ldap://127.0.0.1:1"\n')
+    with pytest.raises(ProxyStartError, match="exited with code 2(.|\n)*ldap_user_dn_pattern "
+                                              "or ldap_base_dn"):
+        start_proxy(tmp_path / "proxy", ("127.0.0.1", free_port()),
+                    extra_args=["--config", str(conf)], timeout=30)
+
+
+def test_the_plain_checker_follows_the_auth_setting(tmp_path):
+    assert isinstance(build_authenticator(ServerSettings()), AllowAll)
+    kerberos = build_authenticator(ServerSettings(auth="kerberos"))
+    assert isinstance(kerberos, DenyAll) and "Kerberos" in kerberos.check("a", "b")
+    users = tmp_path / "users"
+    add_user(users, "alice", "wonder")
+    assert isinstance(build_authenticator(ServerSettings(users_file=str(users))), UsersFile)
