@@ -81,6 +81,7 @@ def _patterns(text: str | None) -> list[str]:
 class LdapAuthenticator:
     def __init__(self, s: ServerSettings):
         self.urls = parse_urls(s.ldap_url)
+        self._answered = self.urls[0]
         self.patterns = _patterns(s.ldap_user_dn_pattern)
         self.base_dn = s.ldap_base_dn
         if not self.patterns and not self.base_dn:
@@ -148,13 +149,20 @@ class LdapAuthenticator:
             log.warning("%s; logins fail until it answers", e)
 
     def _on_first_url(self, fn):
-        """fn(url) on each URL in order until one answers; AuthUnavailable if none does."""
+        """fn(url) on each URL until one answers; AuthUnavailable if none does. The URL
+        that answered last goes first, then the others in order: a primary that is down
+        (or silently dropping packets) costs its timeout once, not on every login."""
         errors = []
-        for url in self.urls:
+        first = self._answered
+        for url in [first] + [u for u in self.urls if u != first]:
             try:
-                return fn(url)
+                result = fn(url)
             except _DOWN as e:
                 errors.append(f"{url}: {safe(e, 200) or type(e).__name__}")
+                continue
+            self._answered = url
+            return result
+        self._answered = self.urls[0]     # all down: back to the configured order
         raise AuthUnavailable("LDAP directory unavailable (" + "; ".join(errors) + ")")
 
     # ------------------------------------------------------------------ the check

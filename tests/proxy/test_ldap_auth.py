@@ -99,6 +99,8 @@ def test_urls_are_tried_in_order_and_a_dead_directory_is_unavailable(directory):
     dead = f"ldap://127.0.0.1:{free_port()}"
     a = build_authenticator(settings(directory, ldap_url=f"{dead} {directory.url}"))
     assert a.check("alice", "alice-pw") is None
+    assert a._answered == directory.url       # the next login asks it first
+    assert a.check("bob", "wrong") == GENERIC.format("bob")
     alone = build_authenticator(settings(directory, ldap_url=dead))
     with pytest.raises(AuthUnavailable, match=f"LDAP directory unavailable \\({dead}"):
         alone.check("alice", "alice-pw")
