@@ -59,6 +59,12 @@ def test_beeline_logs_in_through_ldap(ldap_proxy, tmp_path):
                       user="alice", password="wrong", workdir=tmp_path)
     assert bad.results == [] and len(bad.errors) == 1       # beeline --force exits 0
     assert "Peer indicated failure: LDAP authentication failed for user alice" in bad.errors[0][1]
+    # Hive JDBC puts ;hive.server2.proxy.user=... in the OpenSession configuration
+    as_bob = run_beeline(jdbc_url(ldap_proxy.host, ldap_proxy.port,
+                                  params="hive.server2.proxy.user=bob"),
+                         ["SELECT current_user() AS u"], user="alice", password="alice-pw",
+                         workdir=tmp_path)
+    assert as_bob.errors == [] and as_bob.results[0].rows == [("bob",)], as_bob.stderr[-2000:]
     statements = [e for e in _audit(ldap_proxy)
                   if e["event"] == "statement" and e["user"] == "alice"]
     assert {e["decision"] for e in statements} >= {"forwarded"}
