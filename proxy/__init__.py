@@ -11,7 +11,8 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
   client bytes
      │  server.py      asyncio accept loop; one named task per connection. First byte
      │                 decides the transport: 0x01 SASL START -> SASL PLAIN (thrift/sasl.py,
-     │                 credentials checked by auth.py), 0x80/0x00 raw Thrift -> NOSASL. TLS
+     │                 credentials checked by auth.py: users file or ldap_auth.py), 0x80/0x00
+     │                 raw Thrift -> NOSASL. TLS
      │                 when a cert is configured. Frames/messages are bounded by
      │                 max_frame_bytes; bad input closes that one connection, never the server.
      │                 Before login a connection costs little: admission.py caps connections
@@ -20,7 +21,8 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
      │                 covers connect to logged in, SASL messages are capped at
      │                 max_negotiation_bytes on their declared length, reads pause at a small
      │                 buffer. No session for idle_connection_timeout: closed. Client text in
-     │                 logs goes through logsafe.safe (one event, one line).
+     │                 logs goes through logsafe.safe (one event, one line); secrets are
+     │                 masked in every log line (logsafe.redact).
      ▼
   thrift/codec.py      bytes <-> (method, type, seqid, args/result) with the C-accelerated
      │                 binary protocol; skip-parser for NOSASL message boundaries;
@@ -29,7 +31,9 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
   service.py           one handler per TCLIService call (session calls, metadata
      │                 pass-through, operation calls and proxy-run statements are mixins in
      │                 calls/; service.py keeps dispatch, registries and ExecuteStatement's
-     │                 decision). Every handle a client sees is
+     │                 decision). OpenSession's user is the authenticated one; identity.py
+     │                 allows hive.server2.proxy.user by rule; audit_log.py writes a line per
+     │                 session and statement. Every handle a client sees is
      │                 minted here (handles.py: 16-byte guid + secret) and maps to a Session
      │                 (session.py) or an Operation (operations.py: explicit state machine).
      │                 Replies without handles (FetchResults, GetOperationStatus, ...) are

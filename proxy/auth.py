@@ -26,6 +26,11 @@ class AuthError(Exception):
     pass
 
 
+class AuthUnavailable(AuthError):
+    """The password could not be checked (e.g. the directory is down): the login is refused
+    with this message, and it is not counted as a failed login."""
+
+
 class Authenticator(Protocol):
     def check(self, user: str, password: str) -> str | None: ...
 
@@ -35,6 +40,35 @@ class AllowAll:
 
     def check(self, user: str, password: str) -> str | None:
         return None
+
+
+class DenyAll:
+    """PLAIN when the server authenticates otherwise (auth=kerberos without a users file)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def check(self, user: str, password: str) -> str | None:
+        return self.reason
+
+
+def build_authenticator(settings) -> Authenticator:
+    """The PLAIN checker `[server]` asks for (Settings or ServerSettings); AuthError on a
+    bad configuration, so that the server does not start."""
+    s = getattr(settings, "server", settings)
+    if s.auth == "ldap":
+        if s.users_file:
+            raise AuthError("[server] users_file and auth = ldap exclude each other: "
+                            "passwords are checked by one of them")
+        from proxy.ldap_auth import LdapAuthenticator     # ldap3 only when asked for
+        checker = LdapAuthenticator(s)
+        checker.probe()
+        return checker
+    if s.users_file:
+        return UsersFile(s.users_file)
+    if s.auth == "kerberos":
+        return DenyAll("this server authenticates with Kerberos: PLAIN logins are refused")
+    return AllowAll()
 
 
 def hash_password(password: str, salt: bytes | None = None,

@@ -145,13 +145,14 @@ def _flags(a: argparse.Namespace) -> dict:
 
 
 async def _serve(settings: cfg.Settings) -> int:
-    from proxy.auth import AllowAll, UsersFile
+    from proxy.auth import AuthError, build_authenticator
     from proxy.server import ProxyServer
 
-    from proxy.auth import AuthError
+    from proxy.audit_log import AuditLog, AuditLogError
     try:
-        authenticator = UsersFile(settings.server.users_file) if settings.server.users_file else AllowAll()
-    except AuthError as e:
+        AuditLog(settings.server.audit_log).close()    # an unwritable file stops us here
+        authenticator = await asyncio.to_thread(build_authenticator, settings)
+    except (AuthError, AuditLogError) as e:
         log.error("%s", e)
         return 2
     kerberos = None
@@ -373,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         return _sync(a)
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from proxy.logsafe import RedactingFilter
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     try:
         settings = cfg.load(a.config, flags=_flags(a))
     except cfg.ConfigError as e:

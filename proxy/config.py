@@ -55,7 +55,7 @@ class ServerSettings:
     ldap_base_dn: str | None = None     # else: search (ldap_user_attribute=user) under this
     ldap_user_attribute: str = "uid"
     ldap_bind_dn: str | None = None     # service account for searches (base DN, groups)
-    ldap_bind_password: str | None = None
+    ldap_bind_password: str | None = field(default=None, repr=False)   # never in a settings dump
     ldap_group_filter: str | None = None      # comma-separated groups (cn); a user must be in one
     ldap_group_base_dn: str | None = None
     ldap_group_member_attribute: str = "member"
@@ -84,7 +84,7 @@ class UpstreamSettings:
     port: int = 10000
     auth: str = "plain"                 # plain | nosasl
     user: str | None = None             # None: connect as the client's user
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     connect_timeout: float = 30.0
     call_timeout: float = 3600.0        # one Thrift call (a blocking ExecuteStatement can be long)
     max_protocol: int = 10              # TProtocolVersion V11 (index 10)
@@ -218,7 +218,10 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
                 value = value.split(";")
             if not isinstance(value, (list, tuple)):
                 raise ValueError("expected a list of \"actor:target,...\" rules")
-            return tuple(r for r in (str(v).strip() for v in value) if r)
+            rules = tuple(r for r in (str(v).strip() for v in value) if r)
+            from proxy.identity import parse_rules     # fails at start-up, naming the rule
+            parse_rules(rules)
+            return rules
         if key == "metastore_uris":
             if isinstance(value, str):
                 value = value.split(",")

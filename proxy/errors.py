@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from proxy.logsafe import redact
 from proxy.thrift.gen.TCLIService.ttypes import TStatus, TStatusCode
 
 log = logging.getLogger("proxy.errors")
@@ -56,18 +57,20 @@ class InternalError(ProxyError):
 
 
 def to_status(exc: BaseException) -> TStatus:
-    """Any exception -> the TStatus the client sees. Never raises."""
+    """Any exception -> the TStatus the client sees. Never raises. The proxy's own messages
+    have their secrets masked (a statement or a URL quoted in them); upstream's pass as
+    they came."""
     if isinstance(exc, UpstreamError) and exc.status is not None:
         return exc.status
     if isinstance(exc, ClientError):
         return TStatus(statusCode=TStatusCode.ERROR_STATUS, sqlState=exc.sqlstate,
-                       errorCode=exc.error_code, errorMessage=str(exc) or type(exc).__name__)
+                       errorCode=exc.error_code, errorMessage=redact(exc) or type(exc).__name__)
     if isinstance(exc, UpstreamError):
         return TStatus(statusCode=TStatusCode.ERROR_STATUS, sqlState=exc.sqlstate,
-                       errorCode=0, errorMessage=str(exc) or type(exc).__name__)
+                       errorCode=0, errorMessage=redact(exc) or type(exc).__name__)
     if isinstance(exc, InternalError):
         message = f"Internal proxy error: {exc}"
     else:
         message = f"Internal proxy error: {type(exc).__name__}: {exc}"
     return TStatus(statusCode=TStatusCode.ERROR_STATUS, sqlState="HY000", errorCode=0,
-                   errorMessage=message)
+                   errorMessage=redact(message))

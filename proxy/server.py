@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from proxy.admission import ConnectionLimits, LoginThrottle
-from proxy.auth import AllowAll, Authenticator
+from proxy.auth import AllowAll, Authenticator, AuthUnavailable
 from proxy.config import Settings
 from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
 from proxy.logsafe import Sampler, safe
@@ -349,7 +349,15 @@ class ProxyServer:
                             safe(lock.message()), _held(held))
             return lock.message()
         loop = asyncio.get_running_loop()
-        reason = await loop.run_in_executor(self._auth_pool, self.authenticator.check, user, password)
+        try:
+            reason = await loop.run_in_executor(self._auth_pool, self.authenticator.check, user,
+                                                password)
+        except AuthUnavailable as e:     # not the user's fault: no lockout, a 08S01 message
+            held = self._sampler.take(("auth-unavailable", str(e)))
+            if held is not None:
+                log.error("connection %s: cannot check the password of %s: %s%s", conn.peer,
+                          safe(user), safe(e, 500), _held(held))
+            return f"08S01: authentication service unavailable: {e}"
         if reason is None:
             self.throttle.succeeded(user)
             return None

@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable
 from thrift.Thrift import TApplicationException
 
 from proxy import statements
+from proxy.audit_log import AuditLog
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
 from proxy.calls.sessions import SessionCalls
@@ -39,7 +40,8 @@ from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements
 from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
-from proxy.logsafe import safe
+from proxy.identity import ImpersonationPolicy
+from proxy.logsafe import redact, safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.serving.tier import log_line
@@ -84,6 +86,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
+        self.impersonation = ImpersonationPolicy(settings.server.impersonation)   # SIGHUP: update()
+        self.audit = AuditLog(settings.server.audit_log)
         self._handlers: dict[str, Callable[..., Awaitable[Any]]] = {}
         for name in codec.METHODS:
             h = getattr(self, f"_h_{name}", None)
@@ -187,7 +191,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             log.exception("router failed on statement; forwarding unchanged")
             decision = PassThrough()
         if isinstance(decision, Reject):
-            self._log_statement(session, None, "reject", "ERROR", 0.0, statement)
+            self._log_statement(session, None, "reject", "ERROR", 0.0, statement,
+                                sqlstate=decision.sqlstate)
             raise ClientError(decision.message, decision.sqlstate)
         session.conf.update(decision.settings)
         if isinstance(decision, Local):
@@ -221,7 +226,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         t0 = time.monotonic()
         resp = await up.conn.call("ExecuteStatement", fwd, seqid)
         if not succeeded(resp.status) or resp.operationHandle is None:
-            self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement)
+            self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement,
+                                sqlstate=resp.status.sqlState if resp.status else None)
             return resp
         self._track_session_state(session, req.statement)
         op = Operation(OpKind.UPSTREAM, T.TOperationType.EXECUTE_STATEMENT,
@@ -256,12 +262,15 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
                             op.statement)
 
     def _log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
-                       duration: float, statement: str) -> None:
+                       duration: float, statement: str, sqlstate: str | None = None) -> None:
+        op_id = hex_id(op.client_handle.operationId) if op is not None else None
         if stmt_log.isEnabledFor(logging.INFO):
             stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%s",
-                          session.id, safe(session.user, 100),
-                          hex_id(op.client_handle.operationId) if op is not None else "-",
-                          decision, state, duration, safe(statement or "", 200))
+                          session.id, safe(session.user, 100), op_id or "-",
+                          decision, state, duration, safe(redact((statement or "")[:2000]), 200))
+        if op is not None and op.error is not None:
+            sqlstate = op.error.sqlState or sqlstate
+        self.audit.statement(session, op_id, decision, state, sqlstate, duration, statement)
 
     # ------------------------------------------------------------------ housekeeping
 

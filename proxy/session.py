@@ -107,7 +107,7 @@ def track_statement(session: Any, statement: str) -> None:
 
 @dataclass(eq=False)
 class Session:
-    user: str
+    user: str                             # whom statements run as (proxy/identity.py)
     protocol: int                         # negotiated TProtocolVersion (int)
     client_protocol: int
     configuration: dict[str, str] = field(default_factory=dict)   # as sent at OpenSession
@@ -121,6 +121,7 @@ class Session:
     created: float = field(default_factory=time.monotonic)
     last_access: float = field(default_factory=time.monotonic)
     peer: str = "-"
+    real_user: str | None = None          # the authenticated user, when it impersonates `user`
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

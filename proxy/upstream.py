@@ -276,15 +276,19 @@ class UpstreamSession:
         self.protocol: int | None = None
 
     async def open(self, user: str, password: str, client_protocol: int,
-                   configuration: dict[str, str] | None) -> T.TOpenSessionResp:
-        """Connect and OpenSession; returns upstream's response (status checked by caller)."""
-        await self.conn.connect(user, password)
+                   configuration: dict[str, str] | None,
+                   real_user: str | None = None) -> T.TOpenSessionResp:
+        """Connect and OpenSession; returns upstream's response (status checked by caller).
+        `real_user` (with `password`) impersonates `user` (proxy/identity.py allowed it)."""
+        await self.conn.connect(real_user or user, password)
         proto = min(client_protocol, self.settings.max_protocol)
-        if self.settings.user and self.settings.user != user:
+        if real_user is not None:
+            configuration = {**(configuration or {}), "hive.server2.proxy.user": user}
+        elif self.settings.user and self.settings.user != user:
             # A service account connects; the end user is impersonated (HS2 doAs).
             configuration = dict(configuration or {})
             configuration.setdefault("hive.server2.proxy.user", user)
-        req = T.TOpenSessionReq(client_protocol=proto, username=self.settings.user or user,
+        req = T.TOpenSessionReq(client_protocol=proto, username=self.settings.user or real_user or user,
                                 password=(self.settings.password if self.settings.user else password) or None,
                                 configuration=configuration)
         try:

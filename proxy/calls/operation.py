@@ -50,6 +50,8 @@ class OperationCalls:
             return
         if resp.operationState is not None and resp.operationState in OpState._value2member_map_:
             op.state = OpState(resp.operationState)   # mirrored, not driven: no transition check
+            if op.state is OpState.ERROR and resp.sqlState:     # for the audit line
+                op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=resp.sqlState)
 
     async def _h_GetResultSetMetadata(self, conn, name, req: T.TGetResultSetMetadataReq, seqid):
         op = self._op(req.operationHandle)

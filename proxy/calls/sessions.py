@@ -10,8 +10,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from proxy.errors import UpstreamError, succeeded
+from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
+from proxy.identity import Identity, ImpersonationRefused
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState
 from proxy.session import MAX_STALENESS_KEY, Session, session_settings
@@ -32,23 +33,34 @@ class SessionCalls:
 
     async def _h_OpenSession(self, conn: ClientConnection, name: str, req: T.TOpenSessionReq, seqid: int):
         if conn.sasl_user is not None:     # HS2 trusts the transport, not req.username
-            user, password = conn.sasl_user, conn.sasl_password
+            login, password = conn.sasl_user, conn.sasl_password
         else:
-            user, password = (req.username or "anonymous"), (req.password or "")
+            login, password = (req.username or "anonymous"), (req.password or "")
         client_protocol = req.client_protocol if req.client_protocol is not None else 0
-        session_settings(req.configuration)     # a bad proxy setting fails before Spark is asked
+        try:
+            ident = self.impersonation.resolve(login, req.configuration)
+        except ImpersonationRefused as e:
+            log.warning("session refused user=%s peer=%s: %s", safe(login, 64), conn.peer, e)
+            self.audit.refused(login, conn.peer, e.sqlstate, str(e))
+            raise
+        user = ident.user
+        session_settings(ident.configuration)   # a bad proxy setting fails before Spark is asked
         t0 = time.monotonic()
         try:
             await self.slots.acquire(user)
         except TooManySessions as e:
             log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
                         conn.peer, time.monotonic() - t0, e)
+            self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
             raise
         upstream = session = None
         try:
             upstream = self._factory()
-            session, resp = await self._open_upstream(conn, user, password, client_protocol,
-                                                      req, upstream)
+            session, resp = await self._open_upstream(conn, ident, password, client_protocol,
+                                                      upstream)
+        except ProxyError as e:
+            self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
+            raise
         finally:
             if session is None:
                 self.slots.release(user)
@@ -57,15 +69,18 @@ class SessionCalls:
         log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
                  session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
                  (time.monotonic() - t0) * 1000)
+        self.audit.session("session_open", session, time.monotonic() - t0)
         return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
                                   sessionHandle=T.TSessionHandle(sessionId=session.handle),
                                   configuration=resp.configuration)
 
-    async def _open_upstream(self, conn: ClientConnection, user: str, password: str,
-                             client_protocol: int, req: T.TOpenSessionReq,
+    async def _open_upstream(self, conn: ClientConnection, ident: Identity, password: str,
+                             client_protocol: int,
                              upstream: UpstreamSession) -> tuple[Session, T.TOpenSessionResp]:
+        user = ident.user
         try:
-            resp = await upstream.open(user, password, client_protocol, req.configuration)
+            resp = await upstream.open(user, password, client_protocol, ident.configuration,
+                                       real_user=ident.real_user)
         except UpstreamError as e:
             self._log_open_failed(user, conn, upstream, str(e))
             raise
@@ -75,8 +90,8 @@ class SessionCalls:
             raise UpstreamError("OpenSession failed", resp.status)
         session = Session(user=user, protocol=resp.serverProtocolVersion,
                           client_protocol=client_protocol,
-                          configuration=dict(req.configuration or {}), upstream=upstream,
-                          peer=conn.peer)
+                          configuration=ident.configuration, upstream=upstream,
+                          peer=conn.peer, real_user=ident.real_user)
         # what `SET datamap.max_staleness` shows until the session sets its own
         session.conf.setdefault(MAX_STALENESS_KEY, self.settings.datamaps.max_staleness)
         session.handle = self.sessions.add(session)
@@ -131,6 +146,7 @@ class SessionCalls:
             self.slots.release(session.user)
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
                  safe(session.user, 64), reason, time.monotonic() - session.created)
+        self.audit.session("session_close", session, time.monotonic() - session.created, reason)
 
     async def connection_closed(self, conn: ClientConnection) -> None:
         for session in list(conn.sessions):

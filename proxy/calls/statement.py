@@ -110,7 +110,8 @@ class ProxyRunStatements:
                                      queryTimeout=req.queryTimeout)
         resp = await up.conn.call("ExecuteStatement", fwd)
         if not succeeded(resp.status) or resp.operationHandle is None:
-            self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
+            self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
+                                sqlstate=resp.status.sqlState if resp.status else None)
             _call(ended)
             return resp
         self._track_session_state(session, req.statement)

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
+from proxy.logsafe import redact as _redact
 from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, WARN, Check, Target, check_embedded_metastore,
                                  check_java, check_listen, check_python, check_spark,
                                  check_state_dir, parse_java_version)
@@ -37,6 +38,11 @@ __all__ = ["FAIL", "MIN_JAVA", "PASS", "WARN", "Check", "Target", "METASTORE_KEY
 
 
 # --------------------------------------------------------------------------- driver
+
+def _redacting(out: Callable[[str], None]) -> Callable[[str], None]:
+    """Checks quote URLs and error texts: their secrets never reach the report."""
+    return lambda line: out(_redact(line))
+
 
 def resolve_target(argv: list[str]) -> Target:
     from proxy import config as cfg
@@ -94,6 +100,7 @@ def run_checks(t: Target) -> list[Check]:
 
 def report(checks: Iterable[Check], out: Callable[[str], None] = print) -> int:
     checks = list(checks)
+    out = _redacting(out)
     width = max(len(c.name) for c in checks)
     for c in checks:
         out(f"[{c.status}] {c.name.ljust(width)}  {c.detail}")
@@ -115,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         target = resolve_target(sys.argv[1:] if argv is None else argv)
     except ConfigError as exc:
-        print(f"doctor: {exc}", file=sys.stderr)
+        print(_redact(f"doctor: {exc}"), file=sys.stderr)
         return 2
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return exc.code if isinstance(exc.code, int) else 2

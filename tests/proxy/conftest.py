@@ -153,3 +153,15 @@ def kerberos_env(kdc) -> dict[str, str]:
     return {**kdc.env, "DATAMAP_PROXY_SERVER_KERBEROS_KEYTAB": str(kdc.keytab),
             "DATAMAP_PROXY_SERVER_KERBEROS_PRINCIPAL": "hive/localhost@DMP.TEST",
             "DATAMAP_PROXY_SERVER_KERBEROS_SPNEGO_PRINCIPAL": "HTTP/localhost@DMP.TEST"}
+
+
+@pytest.fixture(scope="session")
+def directory(tmp_path_factory):
+    """A real OpenLDAP slapd (tests/support/slapd.py) shared by the LDAP tests; fails
+    where Debian's slapd or openssl is missing (.ci/run installs them)."""
+    from tests.support import slapd
+    if not slapd.available():
+        pytest.fail("needs slapd (Debian slapd) and openssl")
+    s = slapd.start_slapd(tmp_path_factory.mktemp("slapd"))
+    yield s
+    s.stop()
