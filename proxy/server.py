@@ -119,13 +119,13 @@ class ProxyServer:
                 pass
 
     async def _reap_loop(self) -> None:
-        s = self.settings.server
-        timeouts = [t for t in (s.idle_session_timeout, s.idle_operation_timeout) if t and t > 0]
-        if not timeouts:
-            return
-        interval = max(0.5, min(60.0, min(timeouts) / 4))
         while True:
-            await asyncio.sleep(interval)
+            # read each round: SIGHUP may change the timeouts (proxy/reload.py)
+            s = self.settings.server
+            timeouts = [t for t in (s.idle_session_timeout, s.idle_operation_timeout) if t and t > 0]
+            await asyncio.sleep(max(0.5, min(60.0, min(timeouts) / 4)) if timeouts else 60.0)
+            if not timeouts:
+                continue
             try:
                 await self.service.reap_idle()
             except Exception:  # noqa: BLE001 - keep reaping

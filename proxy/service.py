@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable
 from thrift.Thrift import TApplicationException
 
 from proxy import statements
+from proxy.calls.gated import GatedStatements
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
 from proxy.calls.sessions import SessionCalls
@@ -39,6 +40,7 @@ from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements
 from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
+from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
@@ -66,7 +68,7 @@ class ClientConnection:
 UpstreamFactory = Callable[[], UpstreamSession]
 
 
-class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
+class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, GatedStatements):
     """Dispatch, the handle registries, ExecuteStatement's decision and housekeeping; the
     other calls are in proxy/calls/."""
 
@@ -81,6 +83,12 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         up = settings.upstream
         self.slots = SessionSlots(up.max_sessions, up.max_sessions_per_user,
                                   up.session_queue_size, up.session_queue_timeout)
+        s = settings.server          # limits after login (proxy/limits.py, docs/limits.md)
+        self.session_limits = SessionLimits(s.limit_connections_per_user,
+                                            s.limit_connections_per_ipaddress,
+                                            s.limit_connections_per_user_ipaddress)
+        self.run_gate = RunGate(s.max_running_operations, s.operation_queue_size,
+                                s.operation_queue_timeout)
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
@@ -206,10 +214,13 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             f":{decision.note}" if decision.note else "")
         for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
             await session.upstream.run_sql(first)
+        log_lines = decision.log if isinstance(decision, Rewrite) else ()
+        if self._gated():     # a running-operation cap or a server query timeout
+            return await self._execute_gated(session, req, sql, label, decision.after,
+                                             getattr(decision, "ended", None), log_lines)
         if decision.after is not None:
             return await self._execute_hooked(session, req, sql, label, decision.after,
                                               getattr(decision, "ended", None))
-        log_lines = decision.log if isinstance(decision, Rewrite) else ()
         return await self._execute_upstream(session, req, sql, label, seqid, log_lines)
 
     async def _execute_upstream(self, session: Session, req: T.TExecuteStatementReq, sql: str,

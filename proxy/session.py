@@ -121,6 +121,7 @@ class Session:
     created: float = field(default_factory=time.monotonic)
     last_access: float = field(default_factory=time.monotonic)
     peer: str = "-"
+    admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/limits.py
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

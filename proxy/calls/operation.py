@@ -53,7 +53,7 @@ class OperationCalls:
 
     async def _h_GetResultSetMetadata(self, conn, name, req: T.TGetResultSetMetadataReq, seqid):
         op = self._op(req.operationHandle)
-        if op.kind is not OpKind.LOCAL:
+        if op.kind is not OpKind.LOCAL and op.upstream_handle is not None:
             return await self._forward_op_call(op, name, req, seqid)
         self._require_finished(op)
         return T.TGetResultSetMetadataResp(status=OK, schema=op.result.schema())
@@ -74,7 +74,7 @@ class OperationCalls:
         if op.kind is OpKind.UPSTREAM:
             return await self._forward_op_call(op, name, req, seqid)
         if req.fetchType == 1:        # operation log: must always succeed
-            if op.kind is OpKind.HOOKED:
+            if op.kind is OpKind.HOOKED and op.upstream_handle is not None:
                 return await self._forward_op_call(op, name, req, seqid)
             return T.TFetchResultsResp(status=OK, hasMoreRows=False, results=empty_log_rowset(columnar))
         if op.kind is OpKind.HOOKED:
@@ -91,7 +91,7 @@ class OperationCalls:
         op = self._op(req.operationHandle)
         if op.task is not None and not op.task.done():
             op.task.cancel()
-        if op.kind is OpKind.LOCAL:
+        if op.upstream_handle is None:    # local, or still waiting for a running slot
             return T.TCancelOperationResp(status=OK)
         return await self._forward_op_call(op, name, req, seqid)
 
@@ -116,7 +116,7 @@ class OperationCalls:
 
     async def _h_GetQueryId(self, conn, name, req: T.TGetQueryIdReq, seqid):
         op = self._op(req.operationHandle)
-        if op.kind is OpKind.LOCAL:
+        if op.upstream_handle is None:
             return T.TGetQueryIdResp(queryId=hex_id(op.client_handle.operationId))
         return await self._forward_op_call(op, name, req, seqid)
 

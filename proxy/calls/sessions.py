@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from proxy.errors import UpstreamError, succeeded
 from proxy.handles import hex_id
+from proxy.limits import SessionLimitReached, client_address
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState
 from proxy.session import MAX_STALENESS_KEY, Session, session_settings
@@ -38,9 +39,15 @@ class SessionCalls:
         client_protocol = req.client_protocol if req.client_protocol is not None else 0
         session_settings(req.configuration)     # a bad proxy setting fails before Spark is asked
         t0 = time.monotonic()
+        address = client_address(conn.peer)
         try:
-            await self.slots.acquire(user)
-        except TooManySessions as e:
+            self.session_limits.admit(user, address)
+            try:
+                await self.slots.acquire(user)
+            except BaseException:
+                self.session_limits.release(user, address)
+                raise
+        except (TooManySessions, SessionLimitReached) as e:
             log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
                         conn.peer, time.monotonic() - t0, e)
             raise
@@ -49,9 +56,11 @@ class SessionCalls:
             upstream = self._factory()
             session, resp = await self._open_upstream(conn, user, password, client_protocol,
                                                       req, upstream)
+            session.admitted_as = (user, address)
         finally:
             if session is None:
                 self.slots.release(user)
+                self.session_limits.release(user, address)
                 if upstream is not None:
                     upstream.conn.close()
         log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
@@ -129,6 +138,8 @@ class SessionCalls:
             await session.upstream.close()
         finally:
             self.slots.release(session.user)
+            if session.admitted_as is not None:
+                self.session_limits.release(*session.admitted_as)
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
                  safe(session.user, 64), reason, time.monotonic() - session.created)
 

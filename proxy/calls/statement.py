@@ -11,6 +11,7 @@ import time
 
 from proxy.errors import ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import hex_id
+from proxy.limits import effective_timeout
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource
@@ -50,7 +51,7 @@ class ProxyRunStatements:
         label = f"local:{decision.note}" if decision.note else "local"
         op = self._new_proxy_op(session, OpKind.LOCAL, req.statement, label)
         handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
-        timeout = req.queryTimeout if req.queryTimeout and req.queryTimeout > 0 else None
+        timeout = effective_timeout(self.settings.server.query_timeout, req.queryTimeout)
         op.task = asyncio.create_task(self._run_local(session, op, decision, timeout),
                                       name=f"local-op-{hex_id(handle.operationId)[:12]}")
         if not req.runAsync:
@@ -85,8 +86,7 @@ class ProxyRunStatements:
             if op.state.running:
                 op.to(OpState.CANCELED)
         except TimeoutError:
-            op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HYT00",
-                                 errorMessage=f"Query timed out after {timeout} seconds")
+            op.error = timed_out(timeout)
             op.to(OpState.TIMEDOUT)
         except Exception as e:  # noqa: BLE001 - reported through the operation's status
             _fail(op, e, "local statement failed")
@@ -153,6 +153,12 @@ class ProxyRunStatements:
         finally:
             _call(ended)
             op.done.set()
+
+
+def timed_out(seconds: float) -> T.TStatus:
+    """HiveServer2's text for a statement stopped at its query timeout."""
+    return T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HYT00",
+                     errorMessage=f"Query timed out after {seconds:g} seconds")
 
 
 def _call(ended) -> None:
