@@ -215,8 +215,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
             await session.upstream.run_sql(first)
         log_lines = decision.log if isinstance(decision, Rewrite) else ()
-        if self._gated():     # a running-operation cap or a server query timeout
-            return await self._execute_gated(session, req, sql, label, decision.after,
+        if self._gated(session, req):     # [server] max_running_operations, timeouts
+            return await self._execute_gated(session, req, sql, label, seqid, decision.after,
                                              getattr(decision, "ended", None), log_lines)
         if decision.after is not None:
             return await self._execute_hooked(session, req, sql, label, decision.after,
@@ -228,7 +228,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         up = session.upstream
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
-                                     queryTimeout=req.queryTimeout)
+                                     queryTimeout=self._upstream_timeout(req))
         t0 = time.monotonic()
         resp = await up.conn.call("ExecuteStatement", fwd, seqid)
         if not succeeded(resp.status) or resp.operationHandle is None:
@@ -258,6 +258,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             self._recently_closed.pop(next(iter(self._recently_closed)))
         if op.task is not None and not op.task.done():
             op.task.cancel()
+        self._release_run_slot(op)
         final = op.state.name
         if op.kind is OpKind.UPSTREAM:
             op.state = OpState.CLOSED

@@ -1,22 +1,25 @@
-"""Statements run under the running-operation cap or the server's query timeout, for
-Service's ExecuteStatement (proxy/service.py, docs/limits.md).
+"""Statements under the running-statement cap, for Service's ExecuteStatement
+(proxy/service.py, docs/limits.md).
 
-With `[server] max_running_operations` or `query_timeout` set, a statement bound for Spark
-is driven by the proxy (an OpKind.HOOKED operation) instead of being relayed: the proxy must
-know when it ends to free its slot, and must be able to stop it at its deadline whatever the
-client does. Without either setting nothing here runs and statements are relayed as before.
+With `[server] max_running_operations` set, a statement bound for Spark takes a slot of
+the RunGate (proxy/limits.py) before it is sent, and gives it back when it ends:
 
-  slot free  -> ExecuteStatement is forwarded at once (its errors are the call's, as when
-                relayed), then a named task polls Spark until the statement ends;
-  no slot    -> the operation is PENDING in the RunGate's line (async: the handle is
-                returned at once and the client polls; sync: the call waits); once a slot
-                frees up the task forwards it. A full line fails the call (53000); a wait
-                that runs out fails the operation (53000).
-  deadline   -> the smaller of query_timeout and the client's queryTimeout, counted from
-                the forward: the proxy cancels the statement upstream and the operation is
-                TIMEDOUT, "Query timed out after N seconds" (HYT00). The session stays.
+  async, slot free  relayed as any statement (an UPSTREAM operation); the slot goes back
+                    when the proxy sees it end: the client's status poll shows a final
+                    state, or it is cancelled, closed, reaped, or its connection is lost;
+  async, no slot    an operation PENDING in the gate's line is returned at once and the
+                    client polls it; once a slot frees up a named task sends it, and from
+                    then on it is relayed like the one above;
+  sync, or hooked   driven by the proxy: a named task sends it (after waiting in line if
+                    need be), polls Spark until it ends and then frees the slot. The
+                    client's call (sync) or its polls (hooked) wait for that task.
 
-Upstream calls of the task are shielded: cancelling the task (CancelOperation,
+A full line fails ExecuteStatement (53000); a wait that runs out fails the operation (53000).
+The statement's timeout (the smaller of `query_timeout` and the client's queryTimeout) is
+sent to Spark, which stops it at the deadline (TIMEDOUT); a statement the proxy drives is
+also stopped by the proxy should Spark overrun it.
+
+Upstream calls of the tasks are shielded: cancelling a task (CancelOperation,
 CloseOperation) must not cut a Thrift call in half, which would break the session's
 connection for the calls after it.
 """
@@ -28,6 +31,7 @@ import math
 import time
 
 from proxy.calls.statement import OK, _RUNNING_STATES, _call, _fail, timed_out
+from proxy.classify import Kind, classify
 from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
 from proxy.limits import effective_timeout
@@ -37,6 +41,9 @@ from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import check
 
 log = logging.getLogger("proxy.service")
+# USE and SET only change the session, and clients send them while connecting (PyHive's
+# USE, beeline's SETs): holding them back would make connecting fail under load.
+_SESSION_STATE = (Kind.USE, Kind.SET, Kind.SET_REWRITE)
 _ENDED = {T.TOperationState.CANCELED_STATE: OpState.CANCELED,
           T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
           T.TOperationState.CLOSED_STATE: OpState.CLOSED}
@@ -45,11 +52,24 @@ _ENDED = {T.TOperationState.CANCELED_STATE: OpState.CANCELED,
 class GatedStatements:
     """Part of Service (its RunGate, settings, registries and statement log)."""
 
-    def _gated(self) -> bool:
-        return self.run_gate.enabled or self.settings.server.query_timeout > 0
+    def _gated(self, session: Session, req: T.TExecuteStatementReq) -> bool:
+        # sync with a timeout: Spark would report success and then fail the fetch with no
+        # SQLSTATE; driven by the proxy, the call itself fails with the timeout error
+        return ((self.run_gate.enabled or (not req.runAsync and self._upstream_timeout(req)))
+                and classify(req.statement or "", session.current_db).kind not in _SESSION_STATE)
+
+    def _upstream_timeout(self, req: T.TExecuteStatementReq) -> int:
+        """The queryTimeout sent to Spark (whole seconds; 0 = none)."""
+        t = effective_timeout(self.settings.server.query_timeout, req.queryTimeout)
+        return math.ceil(t) if t else 0
+
+    def _release_run_slot(self, op: Operation) -> None:
+        if op.holds_run_slot:
+            op.holds_run_slot = False
+            self.run_gate.release()
 
     async def _execute_gated(self, session: Session, req: T.TExecuteStatementReq, sql: str,
-                             label: str, after=None, ended=None,
+                             label: str, seqid: int, after=None, ended=None,
                              log_lines: tuple[str, ...] = ()) -> T.TExecuteStatementResp:
         try:
             waiter = self.run_gate.enter()         # a full line: this call fails now
@@ -57,74 +77,61 @@ class GatedStatements:
             self._log_statement(session, None, label, "REFUSED", 0.0, req.statement)
             _call(ended)
             raise
-        op = self._new_proxy_op(session, OpKind.HOOKED, req.statement, label)
-        op.log_lines = log_lines
-        timeout = effective_timeout(self.settings.server.query_timeout, req.queryTimeout)
-        if waiter is None:
+        if waiter is None and req.runAsync and after is None:
             try:
-                resp = await self._forward_gated(session, op, req, sql, timeout)
+                resp = await self._execute_upstream(session, req, sql, label, seqid, log_lines)
             except BaseException:
                 self.run_gate.release()
-                _call(ended)
                 raise
-            if not succeeded(resp.status):
+            handle = resp.operationHandle if succeeded(resp.status) else None
+            op = self.operations.find(handle.operationId) if handle is not None else None
+            if op is None:
                 self.run_gate.release()
-                self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
-                _call(ended)
-                return resp
-            uh = op.upstream_handle
-            handle = self._register_op(session, op, uh, uh.operationType, uh.hasResultSet)
-            self._track_session_state(session, req.statement)
-        else:
-            handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
+            else:
+                self._hold_while_running(op)
+            return resp
+        op = self._new_proxy_op(session, OpKind.HOOKED, req.statement, label)
+        op.log_lines = log_lines
+        op.holds_run_slot = waiter is None
+        handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
+        if waiter is not None:
             op.to(OpState.PENDING)
+        driven = after is not None or not req.runAsync
         op.task = asyncio.create_task(
-            self._run_gated(session, op, req, sql, waiter, timeout, after, ended),
+            self._run_gated(session, op, req, sql, waiter, driven, after, ended),
             name=f"gated-op-{hex_id(handle.operationId)[:12]}")
         if not req.runAsync:
             await self._finish_sync(op)
         return T.TExecuteStatementResp(status=OK, operationHandle=handle)
 
-    async def _forward_gated(self, session: Session, op: Operation, req: T.TExecuteStatementReq,
-                             sql: str, timeout: float | None) -> T.TExecuteStatementResp:
-        # Spark enforces the deadline too (its own TIMEDOUT) and to the second; the proxy's
-        # check below is the backstop.
-        fwd = T.TExecuteStatementReq(sessionHandle=session.upstream.handle, statement=sql,
-                                     confOverlay=req.confOverlay, runAsync=True,
-                                     queryTimeout=math.ceil(timeout) if timeout else 0)
-        resp = await asyncio.shield(session.upstream.conn.call("ExecuteStatement", fwd))
-        if succeeded(resp.status) and resp.operationHandle is not None:
-            op.upstream_handle = resp.operationHandle
-        elif succeeded(resp.status):
-            resp.status = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HY000",
-                                    errorMessage="Spark returned no operation handle")
-        return resp
-
     async def _run_gated(self, session: Session, op: Operation, req: T.TExecuteStatementReq,
-                         sql: str, waiter, timeout: float | None, after, ended) -> None:
-        holding = waiter is None
+                         sql: str, waiter, driven: bool, after, ended) -> None:
         forwarding = None
         try:
             if waiter is not None:
                 await self.run_gate.wait(waiter)
-                holding = True
-                forwarding = asyncio.create_task(
-                    self._forward_gated(session, op, req, sql, timeout),
-                    name=f"{asyncio.current_task().get_name()}-forward")
-                resp = await asyncio.shield(forwarding)
-                if not succeeded(resp.status):
-                    op.error = resp.status
-                    op.to(OpState.ERROR)
-                    return
-                self._track_session_state(session, req.statement)
+                op.holds_run_slot = True
+            forwarding = asyncio.create_task(
+                self._forward_gated(session, op, req, sql),
+                name=f"{asyncio.current_task().get_name()}-forward")
+            resp = await asyncio.shield(forwarding)
+            if not succeeded(resp.status):
+                op.error = resp.status
+                op.to(OpState.ERROR)
+                return
+            self._track_session_state(session, req.statement)
+            if not driven:     # from now on relayed; the slot is given back as for those
+                op.kind = OpKind.UPSTREAM
+                op.state = OpState.RUNNING
+                self._hold_while_running(op)
+                return
             op.to(OpState.RUNNING)
+            timeout = effective_timeout(self.settings.server.query_timeout, req.queryTimeout)
             st = await self._poll_until_done(session, op, timeout)
-            if st is None:                       # the proxy's deadline passed
+            if st is None:                       # Spark overran the deadline
                 await self._stop_upstream(session, op)
                 op.error = timed_out(timeout)
                 op.to(OpState.TIMEDOUT)
-                log.info("statement timed out after %gs, cancelled upstream: op=%s", timeout,
-                         hex_id(op.client_handle.operationId))
             elif st.operationState == T.TOperationState.FINISHED_STATE:
                 if after is not None:
                     await after(session.upstream.run_sql)
@@ -132,9 +139,9 @@ class GatedStatements:
             else:
                 state = _ENDED.get(st.operationState, OpState.ERROR)
                 op.error = (timed_out(timeout) if state is OpState.TIMEDOUT and timeout
-                            and not st.errorMessage else
-                            T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
-                                      errorCode=st.errorCode, errorMessage=st.errorMessage))
+                            else T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS,
+                                           sqlState=st.sqlState, errorCode=st.errorCode,
+                                           errorMessage=st.errorMessage))
                 op.to(state)
         except asyncio.CancelledError:
             if forwarding is not None and not forwarding.done():
@@ -148,15 +155,56 @@ class GatedStatements:
         except Exception as e:  # noqa: BLE001 - reported through the operation's status
             _fail(op, e, "statement failed")
         finally:
-            if holding:
-                self.run_gate.release()
+            if op.kind is not OpKind.UPSTREAM:
+                self._release_run_slot(op)
             _call(ended)
             op.done.set()
 
+    def _hold_while_running(self, op: Operation) -> None:
+        op.holds_run_slot = True
+        op.task = asyncio.create_task(self._watch_slot(op),
+                                      name=f"run-slot-{hex_id(op.client_handle.operationId)[:12]}")
+
+    async def _watch_slot(self, op: Operation) -> None:
+        """Free the slot of a relayed statement that ended while its client was not looking
+        (a client that polls frees it itself, through the mirrored state). Only a statement
+        its client has not touched for a while is asked about: a status call holds the
+        session's upstream connection for up to Spark's long poll."""
+        quiet = max(2.0, self.long_poll + 1.0)
+        conn = op.session.upstream.conn
+        try:
+            while op.holds_run_slot:
+                await asyncio.sleep(quiet)
+                if time.monotonic() - op.last_access < quiet or not op.holds_run_slot:
+                    continue
+                st = await asyncio.shield(conn.call("GetOperationStatus", T.TGetOperationStatusReq(
+                    operationHandle=op.upstream_handle)))
+                if succeeded(st.status) and st.operationState in _RUNNING_STATES:
+                    continue
+                if succeeded(st.status) and st.operationState in OpState._value2member_map_:
+                    op.state = OpState(st.operationState)    # mirrored, as for the client
+                break
+        except UpstreamError:
+            pass                  # the connection is gone: so is the statement
+        self._release_run_slot(op)
+
+    async def _forward_gated(self, session: Session, op: Operation,
+                             req: T.TExecuteStatementReq, sql: str) -> T.TExecuteStatementResp:
+        fwd = T.TExecuteStatementReq(sessionHandle=session.upstream.handle, statement=sql,
+                                     confOverlay=req.confOverlay, runAsync=True,
+                                     queryTimeout=self._upstream_timeout(req))
+        resp = await session.upstream.conn.call("ExecuteStatement", fwd)
+        if succeeded(resp.status) and resp.operationHandle is not None:
+            op.upstream_handle = resp.operationHandle
+        elif succeeded(resp.status):
+            resp.status = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HY000",
+                                    errorMessage="Spark returned no operation handle")
+        return resp
+
     async def _poll_until_done(self, session: Session, op: Operation,
                                timeout: float | None) -> T.TGetOperationStatusResp | None:
-        """Upstream's final status, or None once `timeout` passed (a status call in flight
-        is awaited first: Spark long-polls, so that is a few seconds at most)."""
+        """Upstream's final status, or None once Spark overran `timeout` (Spark long-polls,
+        so this notices it within a few seconds)."""
         deadline = None if timeout is None else time.monotonic() + timeout + 1.0
         conn = session.upstream.conn
         while True:

@@ -28,6 +28,8 @@ class OperationCalls:
         if op.kind is OpKind.UPSTREAM:
             reply = await self._forward_op_call(op, name, req, seqid)
             self._mirror_state(op, reply)
+            if op.state.terminal:
+                self._release_run_slot(op)
             return reply
         if op.state.running:
             try:
@@ -93,7 +95,10 @@ class OperationCalls:
             op.task.cancel()
         if op.upstream_handle is None:    # local, or still waiting for a running slot
             return T.TCancelOperationResp(status=OK)
-        return await self._forward_op_call(op, name, req, seqid)
+        try:
+            return await self._forward_op_call(op, name, req, seqid)
+        finally:
+            self._release_run_slot(op)      # cancelled: no longer counts as running
 
     async def _h_CloseOperation(self, conn, name, req: T.TCloseOperationReq, seqid):
         ident = req.operationHandle.operationId if req.operationHandle else None

@@ -119,6 +119,7 @@ class SessionCalls:
                 # mirrored state: a dead statement must not keep the session from idling
                 # out or hold up shutdown's drain
                 op.state = OpState.ERROR
+                self._release_run_slot(op)
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)

@@ -107,7 +107,7 @@ class ProxyRunStatements:
         up = session.upstream
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
-                                     queryTimeout=req.queryTimeout)
+                                     queryTimeout=self._upstream_timeout(req))
         resp = await up.conn.call("ExecuteStatement", fwd)
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
