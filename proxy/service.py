@@ -15,7 +15,8 @@ Operation kinds (proxy.operations.OpKind):
 Here: dispatch, the handle registries, ExecuteStatement's decision, housekeeping. The
 other calls are mixins in proxy/calls/: sessions.py (Open/CloseSession), metadata.py
 (GetTables & co., GetInfo, SetClientInfo), operation.py (status, fetch, cancel, close),
-statement.py (LOCAL and HOOKED statements the proxy runs itself).
+statement.py (LOCAL and HOOKED statements the proxy runs itself), gated.py (statements
+under [server] max_running_operations, and sync ones with a timeout).
 
 Errors: every handler raises; `handle` turns the exception into the call's reply (a TStatus
 via errors.to_status, or a TApplicationException for calls without a status field).

@@ -30,7 +30,7 @@ import logging
 import math
 import time
 
-from proxy.calls.statement import OK, _RUNNING_STATES, _call, _fail, timed_out
+from proxy.calls.statement import ENDED_STATES, OK, _RUNNING_STATES, _call, _fail, timed_out
 from proxy.classify import Kind, classify
 from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
@@ -44,9 +44,6 @@ log = logging.getLogger("proxy.service")
 # USE and SET only change the session, and clients send them while connecting (PyHive's
 # USE, beeline's SETs): holding them back would make connecting fail under load.
 _SESSION_STATE = (Kind.USE, Kind.SET, Kind.SET_REWRITE)
-_ENDED = {T.TOperationState.CANCELED_STATE: OpState.CANCELED,
-          T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
-          T.TOperationState.CLOSED_STATE: OpState.CLOSED}
 
 
 class GatedStatements:
@@ -137,7 +134,7 @@ class GatedStatements:
                     await after(session.upstream.run_sql)
                 op.to(OpState.FINISHED)
             else:
-                state = _ENDED.get(st.operationState, OpState.ERROR)
+                state = ENDED_STATES.get(st.operationState, OpState.ERROR)
                 op.error = (timed_out(timeout) if state is OpState.TIMEDOUT and timeout
                             else T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS,
                                            sqlState=st.sqlState, errorCode=st.errorCode,
@@ -200,24 +197,6 @@ class GatedStatements:
             resp.status = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HY000",
                                     errorMessage="Spark returned no operation handle")
         return resp
-
-    async def _poll_until_done(self, session: Session, op: Operation,
-                               timeout: float | None) -> T.TGetOperationStatusResp | None:
-        """Upstream's final status, or None once Spark overran `timeout` (Spark long-polls,
-        so this notices it within a few seconds)."""
-        deadline = None if timeout is None else time.monotonic() + timeout + 1.0
-        conn = session.upstream.conn
-        while True:
-            t0 = time.monotonic()
-            if deadline is not None and t0 >= deadline:
-                return None
-            st = await asyncio.shield(conn.call(
-                "GetOperationStatus", T.TGetOperationStatusReq(operationHandle=op.upstream_handle)))
-            check(st.status, "GetOperationStatus")
-            if st.operationState not in _RUNNING_STATES:
-                return st
-            if time.monotonic() - t0 < 0.5:       # upstream did not long-poll
-                await asyncio.sleep(0.1)
 
     @staticmethod
     async def _stop_upstream(session: Session, op: Operation, close: bool = False) -> None:

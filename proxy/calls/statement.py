@@ -24,6 +24,9 @@ log = logging.getLogger("proxy.service")
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 _RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
                    T.TOperationState.PENDING_STATE)
+ENDED_STATES = {T.TOperationState.CANCELED_STATE: OpState.CANCELED,
+                T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
+                T.TOperationState.CLOSED_STATE: OpState.CLOSED}
 # Kept on an operation for its log line, which shows less than this.
 STATEMENT_KEPT = 1000
 
@@ -125,26 +128,15 @@ class ProxyRunStatements:
 
     async def _run_hooked(self, session: Session, op: Operation, after, ended=None) -> None:
         op.to(OpState.RUNNING)
-        conn = session.upstream.conn
         try:
-            while True:
-                t0 = time.monotonic()
-                st = await conn.call("GetOperationStatus",
-                                     T.TGetOperationStatusReq(operationHandle=op.upstream_handle))
-                check(st.status, "GetOperationStatus")
-                if st.operationState not in _RUNNING_STATES:
-                    break
-                if time.monotonic() - t0 < 0.5:   # upstream did not long-poll
-                    await asyncio.sleep(0.1)
+            st = await self._poll_until_done(session, op)
             if st.operationState == T.TOperationState.FINISHED_STATE:
                 await after(session.upstream.run_sql)
                 op.to(OpState.FINISHED)
                 return
             op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
                                  errorCode=st.errorCode, errorMessage=st.errorMessage)
-            op.to({T.TOperationState.CANCELED_STATE: OpState.CANCELED,
-                   T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
-                   T.TOperationState.CLOSED_STATE: OpState.CLOSED}.get(st.operationState, OpState.ERROR))
+            op.to(ENDED_STATES.get(st.operationState, OpState.ERROR))
         except asyncio.CancelledError:
             if op.state.running:
                 op.to(OpState.CANCELED)
@@ -153,6 +145,26 @@ class ProxyRunStatements:
         finally:
             _call(ended)
             op.done.set()
+
+
+    async def _poll_until_done(self, session: Session, op: Operation,
+                               timeout: float | None = None) -> T.TGetOperationStatusResp | None:
+        """Upstream's final status of `op`, or None once Spark overran `timeout` (it
+        long-polls, so that is noticed within a few seconds). The calls are shielded:
+        cancelling the caller must not cut one in half and break the connection."""
+        deadline = None if timeout is None else time.monotonic() + timeout + 1.0
+        conn = session.upstream.conn
+        while True:
+            t0 = time.monotonic()
+            if deadline is not None and t0 >= deadline:
+                return None
+            st = await asyncio.shield(conn.call(
+                "GetOperationStatus", T.TGetOperationStatusReq(operationHandle=op.upstream_handle)))
+            check(st.status, "GetOperationStatus")
+            if st.operationState not in _RUNNING_STATES:
+                return st
+            if time.monotonic() - t0 < 0.5:       # upstream did not long-poll
+                await asyncio.sleep(0.1)
 
 
 def timed_out(seconds: float) -> T.TStatus:
