@@ -193,6 +193,7 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     from proxy.reload import Reloader, apply_to_server
     reloader = Reloader(settings, *(reload_from or (None, None)), loaded=as_loaded)
     reloader.register(apply_to_server(server))
+    server.reloader = reloader        # other components register their own reload callbacks
     loop.add_signal_handler(signal.SIGHUP, reloader.reload)
     log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port, settings.server.auth,
              ", TLS" if settings.server.tls_cert else "", settings.upstream.host,

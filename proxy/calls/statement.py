@@ -146,7 +146,6 @@ class ProxyRunStatements:
             _call(ended)
             op.done.set()
 
-
     async def _poll_until_done(self, session: Session, op: Operation,
                                timeout: float | None = None) -> T.TGetOperationStatusResp | None:
         """Upstream's final status of `op`, or None once Spark overran `timeout` (it
