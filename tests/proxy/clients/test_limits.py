@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.support.clients import (ClientError, RawHS2, jdbc_url, pyhive_connect,
-                                   pyhive_execute, run_beeline, _pyhive_error)
+from tests.support.clients import (ClientError, RawHS2, _pyhive_error, impyla_connect, jdbc_url,
+                                   pyhive_connect, pyhive_execute, run_beeline)
 from tests.support.proxy_proc import start_proxy
 
 # Short long-polls: a status call on a queued statement answers while it is still queued.
@@ -75,6 +75,8 @@ def test_session_limits_per_user_and_address_with_hive_text(limited, itest_dir):
         run = run_beeline(jdbc_url(limited.host, limited.port), ["SELECT 1"], user="alice",
                           workdir=itest_dir / "limits")
         assert "Connection limit per user reached (user: alice limit: 1)" in run.stderr
+        with pytest.raises(Exception, match=r"Connection limit per user reached \(user: alice"):
+            impyla_connect(limited.host, limited.port, user="alice").cursor()
         bob = pyhive_connect(limited.host, limited.port, username="bob")
         err = _refused("carol", limited)
         assert err.message == ("Connection limit per ipaddress reached (ipaddress: 127.0.0.1 "
