@@ -51,43 +51,45 @@ def client_address(peer: str) -> str:
 class SessionLimits:
     def __init__(self, per_user: int = 0, per_address: int = 0, per_user_address: int = 0):
         self.update(per_user, per_address, per_user_address)
-        self._open: Counter[tuple[str, str]] = Counter()   # keys with open sessions only
+        # open sessions per key; only keys with open sessions are kept
+        self._users: Counter[str] = Counter()
+        self._addresses: Counter[str] = Counter()
+        self._pairs: Counter[tuple[str, str]] = Counter()
 
     def update(self, per_user: int, per_address: int, per_user_address: int) -> None:
         self.per_user, self.per_address, self.per_user_address = (
             per_user, per_address, per_user_address)
 
-    def _count(self, user: str | None, address: str | None) -> int:
-        return sum(n for (u, a), n in self._open.items()
-                   if (user is None or u == user) and (address is None or a == address))
-
     def admit(self, user: str, address: str) -> None:
         """Count one more session of `user` from `address`, or raise SessionLimitReached.
         HiveServer2's order of checks: user, address, user and address."""
         u = safe(user, 64)
-        if self.per_user > 0 and self._count(user, None) >= self.per_user:
+        if self.per_user > 0 and self._users[user] >= self.per_user:
             raise SessionLimitReached(
                 f"Connection limit per user reached (user: {u} limit: {self.per_user}); "
                 f"[server] limit_connections_per_user")
-        if self.per_address > 0 and self._count(None, address) >= self.per_address:
+        if self.per_address > 0 and self._addresses[address] >= self.per_address:
             raise SessionLimitReached(
                 f"Connection limit per ipaddress reached (ipaddress: {address} limit: "
                 f"{self.per_address}); [server] limit_connections_per_ipaddress")
-        if self.per_user_address > 0 and self._open[(user, address)] >= self.per_user_address:
+        if self.per_user_address > 0 and self._pairs[(user, address)] >= self.per_user_address:
             raise SessionLimitReached(
                 f"Connection limit per user:ipaddress reached (user:ipaddress: {u}:{address} "
                 f"limit: {self.per_user_address}); [server] limit_connections_per_user_ipaddress")
-        self._open[(user, address)] += 1
+        for counter, key in ((self._users, user), (self._addresses, address),
+                             (self._pairs, (user, address))):
+            counter[key] += 1
 
     def release(self, user: str, address: str) -> None:
-        key = (user, address)
-        if self._open[key] <= 1:
-            del self._open[key]
-        else:
-            self._open[key] -= 1
+        for counter, key in ((self._users, user), (self._addresses, address),
+                             (self._pairs, (user, address))):
+            if counter[key] <= 1:
+                del counter[key]
+            else:
+                counter[key] -= 1
 
     def open_sessions(self) -> int:
-        return sum(self._open.values())
+        return sum(self._pairs.values())
 
 
 class RunGate:

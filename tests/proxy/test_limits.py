@@ -46,7 +46,7 @@ def test_session_limits_release_leaves_nothing_and_zero_means_no_cap():
         lim.admit("u", f"a{i % 7}")
     for i in range(1000):
         lim.release("u", f"a{i % 7}")
-    assert lim.open_sessions() == 0 and not lim._open
+    assert lim.open_sessions() == 0 and not (lim._users or lim._addresses or lim._pairs)
 
 
 def test_lowering_a_session_limit_keeps_open_sessions_and_refuses_new_ones():
