@@ -139,4 +139,5 @@ def apply_to_server(server: Any) -> Callback:
             policy = getattr(owner, "impersonation", None)
             if policy is not None and hasattr(policy, "update"):
                 policy.update(s.impersonation)
+        server.reconfigured()
     return apply

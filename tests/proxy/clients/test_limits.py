@@ -6,6 +6,7 @@ One proxy of this module's own (its settings file is rewritten and the proxy sen
 before each test: every test also exercises the reload). No Spark of its own."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -182,3 +183,22 @@ def test_sighup_lowers_a_limit_under_an_open_session_that_keeps_working(limited)
         first.close()
         second.close()
     assert limited.proc.alive()
+
+
+def test_the_idle_reaper_gives_a_session_its_place_back(limited):
+    # idle_session_timeout changed by SIGHUP: the reaper takes up the new pace at once
+    limited.reconfigure("limit_connections_per_user = 1\nidle_session_timeout = 1")
+    idle = pyhive_connect(limited.host, limited.port, username="erin")
+    try:
+        deadline = time.monotonic() + 30
+        while True:          # refused while the idle session holds erin's one place
+            try:
+                pyhive_connect(limited.host, limited.port, username="erin").close()
+                break
+            except Exception:  # noqa: BLE001 - the refusal; retried until the reaper ran
+                assert time.monotonic() < deadline, "the idle session was not reaped"
+                time.sleep(0.2)
+        assert "reason=idle timeout" in limited.log()
+    finally:
+        with contextlib.suppress(Exception):     # reaped: its handle is gone
+            idle.close()
