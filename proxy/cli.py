@@ -144,7 +144,9 @@ def _flags(a: argparse.Namespace) -> dict:
     }
 
 
-async def _serve(settings: cfg.Settings) -> int:
+async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> int:
+    """reload_from: (config file, flags) that SIGHUP reads again (proxy/reload.py)."""
+    as_loaded = settings
     from proxy.auth import AuthError, build_authenticator
     from proxy.server import ProxyServer
 
@@ -203,6 +205,11 @@ async def _serve(settings: cfg.Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    from proxy.reload import Reloader, apply_to_server
+    reloader = Reloader(settings, *(reload_from or (None, None)), loaded=as_loaded)
+    reloader.register(apply_to_server(server))
+    server.reloader = reloader        # other components register their own reload callbacks
+    loop.add_signal_handler(signal.SIGHUP, reloader.reload)
     log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port, settings.server.auth,
              ", TLS" if settings.server.tls_cert else "", settings.upstream.host,
              settings.upstream.port, settings.upstream.auth)
@@ -383,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         return 2
     try:
-        return asyncio.run(_serve(settings))
+        return asyncio.run(_serve(settings, (a.config, _flags(a))))
     except KeyboardInterrupt:
         return 0
 

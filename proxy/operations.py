@@ -84,6 +84,7 @@ class Operation:
     completed_ms: int | None = None
     log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
     log_sent: bool = False
+    holds_run_slot: bool = False          # counted by the RunGate (proxy/limits.py) until it ends
 
     def to(self, dst: OpState) -> None:
         if dst == self.state:

@@ -70,6 +70,8 @@ class ProxyServer:
         self.throttle = LoginThrottle(s.max_login_failures, s.max_login_failures_per_address,
                                       s.login_failure_window)
         self._sampler = Sampler(interval=10.0)
+        self.reloader = None      # proxy.reload.Reloader once serving (cli.py): register() on it
+        self._reconfigured = asyncio.Event()
         # scrypt takes 16 MB per check: a pool of its own bounds that memory under a guessing
         # flood and leaves the default executor to everyone else. The semaphore keeps the
         # queue in front of it (waiters leave at their login deadline) and makes a burst of
@@ -124,14 +126,22 @@ class ProxyServer:
             except asyncio.TimeoutError:
                 pass
 
+    def reconfigured(self) -> None:
+        """New settings are in place (SIGHUP, proxy/reload.py): the reaper's pace follows."""
+        self._reconfigured.set()
+
     async def _reap_loop(self) -> None:
-        s = self.settings.server
-        timeouts = [t for t in (s.idle_session_timeout, s.idle_operation_timeout) if t and t > 0]
-        if not timeouts:
-            return
-        interval = max(0.5, min(60.0, min(timeouts) / 4))
         while True:
-            await asyncio.sleep(interval)
+            s = self.settings.server
+            timeouts = [t for t in (s.idle_session_timeout, s.idle_operation_timeout) if t and t > 0]
+            try:
+                async with asyncio.timeout(max(0.5, min(60.0, min(timeouts) / 4))
+                                           if timeouts else None):
+                    await self._reconfigured.wait()
+                self._reconfigured.clear()
+                continue                       # new timeouts: a new pace
+            except TimeoutError:
+                pass
             try:
                 await self.service.reap_idle()
             except Exception:  # noqa: BLE001 - keep reaping

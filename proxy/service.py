@@ -15,7 +15,8 @@ Operation kinds (proxy.operations.OpKind):
 Here: dispatch, the handle registries, ExecuteStatement's decision, housekeeping. The
 other calls are mixins in proxy/calls/: sessions.py (Open/CloseSession), metadata.py
 (GetTables & co., GetInfo, SetClientInfo), operation.py (status, fetch, cancel, close),
-statement.py (LOCAL and HOOKED statements the proxy runs itself).
+statement.py (LOCAL and HOOKED statements the proxy runs itself), gated.py (statements
+under [server] max_running_operations, and sync ones with a timeout).
 
 Errors: every handler raises; `handle` turns the exception into the call's reply (a TStatus
 via errors.to_status, or a TApplicationException for calls without a status field).
@@ -33,6 +34,7 @@ from thrift.Thrift import TApplicationException
 
 from proxy import statements
 from proxy.audit_log import AuditLog
+from proxy.calls.gated import GatedStatements
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
 from proxy.calls.sessions import SessionCalls
@@ -41,6 +43,7 @@ from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.identity import ImpersonationPolicy
+from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
@@ -68,7 +71,7 @@ class ClientConnection:
 UpstreamFactory = Callable[[], UpstreamSession]
 
 
-class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
+class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, GatedStatements):
     """Dispatch, the handle registries, ExecuteStatement's decision and housekeeping; the
     other calls are in proxy/calls/."""
 
@@ -83,6 +86,12 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         up = settings.upstream
         self.slots = SessionSlots(up.max_sessions, up.max_sessions_per_user,
                                   up.session_queue_size, up.session_queue_timeout)
+        s = settings.server          # limits after login (proxy/limits.py, docs/limits.md)
+        self.session_limits = SessionLimits(s.limit_connections_per_user,
+                                            s.limit_connections_per_ipaddress,
+                                            s.limit_connections_per_user_ipaddress)
+        self.run_gate = RunGate(s.max_running_operations, s.operation_queue_size,
+                                s.operation_queue_timeout)
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
@@ -211,10 +220,13 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             f":{decision.note}" if decision.note else "")
         for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
             await session.upstream.run_sql(first)
+        log_lines = decision.log if isinstance(decision, Rewrite) else ()
+        if self._gated(session, req):     # [server] max_running_operations, timeouts
+            return await self._execute_gated(session, req, sql, label, seqid, decision.after,
+                                             getattr(decision, "ended", None), log_lines)
         if decision.after is not None:
             return await self._execute_hooked(session, req, sql, label, decision.after,
                                               getattr(decision, "ended", None))
-        log_lines = decision.log if isinstance(decision, Rewrite) else ()
         return await self._execute_upstream(session, req, sql, label, seqid, log_lines)
 
     async def _execute_upstream(self, session: Session, req: T.TExecuteStatementReq, sql: str,
@@ -222,7 +234,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         up = session.upstream
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
-                                     queryTimeout=req.queryTimeout)
+                                     queryTimeout=self._upstream_timeout(req))
         t0 = time.monotonic()
         resp = await up.conn.call("ExecuteStatement", fwd, seqid)
         if not succeeded(resp.status) or resp.operationHandle is None:
@@ -253,6 +265,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
             self._recently_closed.pop(next(iter(self._recently_closed)))
         if op.task is not None and not op.task.done():
             op.task.cancel()
+        self._release_run_slot(op)
         final = op.state.name
         if op.kind is OpKind.UPSTREAM:
             op.state = OpState.CLOSED

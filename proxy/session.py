@@ -122,6 +122,7 @@ class Session:
     last_access: float = field(default_factory=time.monotonic)
     peer: str = "-"
     real_user: str | None = None          # the authenticated user, when it impersonates `user`
+    admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/limits.py
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

@@ -32,6 +32,12 @@ class SessionSlots:
         self.by_user: Counter[str] = Counter()    # only users holding a slot: bounded
         self._waiting: list[tuple[str, asyncio.Future]] = []
 
+    def update(self, total: int, per_user: int, queue_size: int, queue_timeout: float) -> None:
+        """New caps (SIGHUP): sessions already open stay; a higher cap lets waiters in."""
+        self.total, self.per_user = total, per_user
+        self.queue_size, self.queue_timeout = max(0, queue_size), queue_timeout
+        self._grant()
+
     @property
     def waiting(self) -> int:
         return len(self._waiting)

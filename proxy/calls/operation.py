@@ -28,6 +28,8 @@ class OperationCalls:
         if op.kind is OpKind.UPSTREAM:
             reply = await self._forward_op_call(op, name, req, seqid)
             self._mirror_state(op, reply)
+            if op.state.terminal:
+                self._release_run_slot(op)
             return reply
         if op.state.running:
             try:
@@ -55,7 +57,7 @@ class OperationCalls:
 
     async def _h_GetResultSetMetadata(self, conn, name, req: T.TGetResultSetMetadataReq, seqid):
         op = self._op(req.operationHandle)
-        if op.kind is not OpKind.LOCAL:
+        if op.kind is not OpKind.LOCAL and op.upstream_handle is not None:
             return await self._forward_op_call(op, name, req, seqid)
         self._require_finished(op)
         return T.TGetResultSetMetadataResp(status=OK, schema=op.result.schema())
@@ -76,7 +78,7 @@ class OperationCalls:
         if op.kind is OpKind.UPSTREAM:
             return await self._forward_op_call(op, name, req, seqid)
         if req.fetchType == 1:        # operation log: must always succeed
-            if op.kind is OpKind.HOOKED:
+            if op.kind is OpKind.HOOKED and op.upstream_handle is not None:
                 return await self._forward_op_call(op, name, req, seqid)
             return T.TFetchResultsResp(status=OK, hasMoreRows=False, results=empty_log_rowset(columnar))
         if op.kind is OpKind.HOOKED:
@@ -93,9 +95,12 @@ class OperationCalls:
         op = self._op(req.operationHandle)
         if op.task is not None and not op.task.done():
             op.task.cancel()
-        if op.kind is OpKind.LOCAL:
+        if op.upstream_handle is None:    # local, or still waiting for a running slot
             return T.TCancelOperationResp(status=OK)
-        return await self._forward_op_call(op, name, req, seqid)
+        try:
+            return await self._forward_op_call(op, name, req, seqid)
+        finally:
+            self._release_run_slot(op)      # cancelled: no longer counts as running
 
     async def _h_CloseOperation(self, conn, name, req: T.TCloseOperationReq, seqid):
         ident = req.operationHandle.operationId if req.operationHandle else None
@@ -118,7 +123,7 @@ class OperationCalls:
 
     async def _h_GetQueryId(self, conn, name, req: T.TGetQueryIdReq, seqid):
         op = self._op(req.operationHandle)
-        if op.kind is OpKind.LOCAL:
+        if op.upstream_handle is None:
             return T.TGetQueryIdResp(queryId=hex_id(op.client_handle.operationId))
         return await self._forward_op_call(op, name, req, seqid)
 

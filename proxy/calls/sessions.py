@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
 from proxy.identity import Identity, ImpersonationRefused
+from proxy.limits import SessionLimitReached, client_address
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState
 from proxy.session import MAX_STALENESS_KEY, Session, session_settings
@@ -46,9 +47,15 @@ class SessionCalls:
         user = ident.user
         session_settings(ident.configuration)   # a bad proxy setting fails before Spark is asked
         t0 = time.monotonic()
+        address = client_address(conn.peer)
         try:
-            await self.slots.acquire(user)
-        except TooManySessions as e:
+            self.session_limits.admit(user, address)
+            try:
+                await self.slots.acquire(user)
+            except BaseException:
+                self.session_limits.release(user, address)
+                raise
+        except (TooManySessions, SessionLimitReached) as e:
             log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
                         conn.peer, time.monotonic() - t0, e)
             self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
@@ -58,12 +65,14 @@ class SessionCalls:
             upstream = self._factory()
             session, resp = await self._open_upstream(conn, ident, password, client_protocol,
                                                       upstream)
+            session.admitted_as = (user, address)
         except ProxyError as e:
             self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
             raise
         finally:
             if session is None:
                 self.slots.release(user)
+                self.session_limits.release(user, address)
                 if upstream is not None:
                     upstream.conn.close()
         log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
@@ -125,6 +134,7 @@ class SessionCalls:
                 # mirrored state: a dead statement must not keep the session from idling
                 # out or hold up shutdown's drain
                 op.state = OpState.ERROR
+                self._release_run_slot(op)
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)
@@ -144,6 +154,8 @@ class SessionCalls:
             await session.upstream.close()
         finally:
             self.slots.release(session.user)
+            if session.admitted_as is not None:
+                self.session_limits.release(*session.admitted_as)
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
                  safe(session.user, 64), reason, time.monotonic() - session.created)
         self.audit.session("session_close", session, time.monotonic() - session.created, reason)

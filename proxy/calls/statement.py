@@ -11,6 +11,7 @@ import time
 
 from proxy.errors import ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import hex_id
+from proxy.limits import effective_timeout
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import LocalRowSource
@@ -23,6 +24,9 @@ log = logging.getLogger("proxy.service")
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 _RUNNING_STATES = (T.TOperationState.INITIALIZED_STATE, T.TOperationState.RUNNING_STATE,
                    T.TOperationState.PENDING_STATE)
+ENDED_STATES = {T.TOperationState.CANCELED_STATE: OpState.CANCELED,
+                T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
+                T.TOperationState.CLOSED_STATE: OpState.CLOSED}
 # Kept on an operation for its log line, which shows less than this.
 STATEMENT_KEPT = 1000
 
@@ -50,7 +54,7 @@ class ProxyRunStatements:
         label = f"local:{decision.note}" if decision.note else "local"
         op = self._new_proxy_op(session, OpKind.LOCAL, req.statement, label)
         handle = self._register_op(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
-        timeout = req.queryTimeout if req.queryTimeout and req.queryTimeout > 0 else None
+        timeout = effective_timeout(self.settings.server.query_timeout, req.queryTimeout)
         op.task = asyncio.create_task(self._run_local(session, op, decision, timeout),
                                       name=f"local-op-{hex_id(handle.operationId)[:12]}")
         if not req.runAsync:
@@ -85,8 +89,7 @@ class ProxyRunStatements:
             if op.state.running:
                 op.to(OpState.CANCELED)
         except TimeoutError:
-            op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HYT00",
-                                 errorMessage=f"Query timed out after {timeout} seconds")
+            op.error = timed_out(timeout)
             op.to(OpState.TIMEDOUT)
         except Exception as e:  # noqa: BLE001 - reported through the operation's status
             _fail(op, e, "local statement failed")
@@ -107,7 +110,7 @@ class ProxyRunStatements:
         up = session.upstream
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
-                                     queryTimeout=req.queryTimeout)
+                                     queryTimeout=self._upstream_timeout(req))
         resp = await up.conn.call("ExecuteStatement", fwd)
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
@@ -126,26 +129,15 @@ class ProxyRunStatements:
 
     async def _run_hooked(self, session: Session, op: Operation, after, ended=None) -> None:
         op.to(OpState.RUNNING)
-        conn = session.upstream.conn
         try:
-            while True:
-                t0 = time.monotonic()
-                st = await conn.call("GetOperationStatus",
-                                     T.TGetOperationStatusReq(operationHandle=op.upstream_handle))
-                check(st.status, "GetOperationStatus")
-                if st.operationState not in _RUNNING_STATES:
-                    break
-                if time.monotonic() - t0 < 0.5:   # upstream did not long-poll
-                    await asyncio.sleep(0.1)
+            st = await self._poll_until_done(session, op)
             if st.operationState == T.TOperationState.FINISHED_STATE:
                 await after(session.upstream.run_sql)
                 op.to(OpState.FINISHED)
                 return
             op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
                                  errorCode=st.errorCode, errorMessage=st.errorMessage)
-            op.to({T.TOperationState.CANCELED_STATE: OpState.CANCELED,
-                   T.TOperationState.TIMEDOUT_STATE: OpState.TIMEDOUT,
-                   T.TOperationState.CLOSED_STATE: OpState.CLOSED}.get(st.operationState, OpState.ERROR))
+            op.to(ENDED_STATES.get(st.operationState, OpState.ERROR))
         except asyncio.CancelledError:
             if op.state.running:
                 op.to(OpState.CANCELED)
@@ -154,6 +146,31 @@ class ProxyRunStatements:
         finally:
             _call(ended)
             op.done.set()
+
+    async def _poll_until_done(self, session: Session, op: Operation,
+                               timeout: float | None = None) -> T.TGetOperationStatusResp | None:
+        """Upstream's final status of `op`, or None once Spark overran `timeout` (it
+        long-polls, so that is noticed within a few seconds). The calls are shielded:
+        cancelling the caller must not cut one in half and break the connection."""
+        deadline = None if timeout is None else time.monotonic() + timeout + 1.0
+        conn = session.upstream.conn
+        while True:
+            t0 = time.monotonic()
+            if deadline is not None and t0 >= deadline:
+                return None
+            st = await asyncio.shield(conn.call(
+                "GetOperationStatus", T.TGetOperationStatusReq(operationHandle=op.upstream_handle)))
+            check(st.status, "GetOperationStatus")
+            if st.operationState not in _RUNNING_STATES:
+                return st
+            if time.monotonic() - t0 < 0.5:       # upstream did not long-poll
+                await asyncio.sleep(0.1)
+
+
+def timed_out(seconds: float) -> T.TStatus:
+    """HiveServer2's text for a statement stopped at its query timeout."""
+    return T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState="HYT00",
+                     errorMessage=f"Query timed out after {seconds:g} seconds")
 
 
 def _call(ended) -> None:
