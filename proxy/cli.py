@@ -176,6 +176,8 @@ async def _serve(settings: cfg.Settings) -> int:
             await asyncio.to_thread(engine.stop)
         return 1
     server = ProxyServer(settings, router, authenticator=authenticator)
+    from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
+    server.service.health.path = Path(settings.state.dir).expanduser().resolve() / HEALTH_FILE
     try:
         host, port = await server.start()
     except OSError as e:

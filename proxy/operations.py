@@ -84,6 +84,7 @@ class Operation:
     completed_ms: int | None = None
     log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
     log_sent: bool = False
+    lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
 
     def to(self, dst: OpState) -> None:
         if dst == self.state:

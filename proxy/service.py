@@ -41,6 +41,7 @@ from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_s
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
+from proxy.recovery import UpstreamHealth, lost_while_running, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.serving.tier import log_line
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
@@ -81,6 +82,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         up = settings.upstream
         self.slots = SessionSlots(up.max_sessions, up.max_sessions_per_user,
                                   up.session_queue_size, up.session_queue_timeout)
+        # the serve command points it at the state directory for doctor (proxy/recovery.py)
+        self.health = UpstreamHealth(f"{up.host}:{up.port}")
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
@@ -204,8 +207,9 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
             f":{decision.note}" if decision.note else "")
+        up = await upstream_for(self, session)     # a new one if Spark restarted
         for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
-            await session.upstream.run_sql(first)
+            await up.run_sql(first)
         if decision.after is not None:
             return await self._execute_hooked(session, req, sql, label, decision.after,
                                               getattr(decision, "ended", None))
@@ -219,7 +223,12 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
                                      queryTimeout=req.queryTimeout)
         t0 = time.monotonic()
-        resp = await up.conn.call("ExecuteStatement", fwd, seqid)
+        try:
+            resp = await up.conn.call("ExecuteStatement", fwd, seqid)
+        except UpstreamError as e:
+            if up.conn.broken:
+                raise lost_while_running(req.statement or "", up.conn.broken) from e
+            raise
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement)
             return resp
@@ -285,7 +294,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
         if o_to and o_to > 0:
             for op in list(self.operations.values()):
                 if now - op.last_access > o_to and (op.kind is OpKind.UPSTREAM or op.state.terminal):
-                    if op.upstream_handle is not None:
+                    if op.upstream_handle is not None and op.lost is None:
                         try:
                             await op.session.upstream.conn.call(
                                 "CloseOperation", T.TCloseOperationReq(operationHandle=op.upstream_handle),

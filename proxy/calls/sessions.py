@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from proxy.errors import UpstreamError, succeeded
 from proxy.handles import hex_id
 from proxy.logsafe import safe
-from proxy.operations import OpKind, OpState
+from proxy.recovery import Reopen, lose_operations
 from proxy.session import MAX_STALENESS_KEY, Session, session_settings
 from proxy.slots import TooManySessions
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -47,6 +47,7 @@ class SessionCalls:
         upstream = session = None
         try:
             upstream = self._factory()
+            upstream.conn.health = self.health
             session, resp = await self._open_upstream(conn, user, password, client_protocol,
                                                       req, upstream)
         finally:
@@ -82,6 +83,7 @@ class SessionCalls:
         session.handle = self.sessions.add(session)
         conn.sessions.add(session)
         session.connection = conn
+        session.reopen = Reopen(password)
         upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
         return session, resp
 
@@ -93,7 +95,8 @@ class SessionCalls:
 
     def _upstream_lost(self, session: Session, reason: str) -> None:
         """The upstream connection of `session` broke: every statement it was running is
-        gone with it. Say which (the client may only see a generic 08S01 later)."""
+        gone with it. Say which; the session stays, and its next call that needs Spark
+        opens a new upstream session (proxy/recovery.py)."""
         call = session.upstream.conn.current
         if call is not None and call[0] == "ExecuteStatement":
             stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "
@@ -106,10 +109,7 @@ class SessionCalls:
                              "decision=%s state=%s sql=%s: %s", session.id, safe(session.user, 64),
                              hex_id(op.client_handle.operationId), op.decision, op.state.name,
                              safe(op.statement or ""), safe(reason))
-            if op.kind is OpKind.UPSTREAM:
-                # mirrored state: a dead statement must not keep the session from idling
-                # out or hold up shutdown's drain
-                op.state = OpState.ERROR
+        lose_operations(session, reason)
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)

@@ -13,6 +13,7 @@ from proxy.errors import ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import hex_id
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
+from proxy.recovery import upstream_for
 from proxy.results import LocalRowSource
 from proxy.router import Local
 from proxy.session import Session
@@ -35,6 +36,13 @@ class ProxyRunStatements:
                        decision=label)
         op.done = asyncio.Event()
         return op
+
+    def _spark_sql(self, session: Session):
+        """run_sql on the session's Spark session for a proxy-run statement: opened anew
+        first if Spark restarted (proxy/recovery.py)."""
+        async def run_sql(sql: str):
+            return await (await upstream_for(self, session)).run_sql(sql)
+        return run_sql
 
     async def _finish_sync(self, op: Operation) -> None:
         """runAsync=false: block until the operation is terminal; failures become the
@@ -78,7 +86,7 @@ class ProxyRunStatements:
         op.to(OpState.RUNNING)
         try:
             async with asyncio.timeout(timeout):
-                result = await decision.runner(session.upstream.run_sql)
+                result = await decision.runner(self._spark_sql(session))
             op.result = LocalRowSource(result.columns, result.rows, session.protocol)
             op.to(OpState.FINISHED)
         except asyncio.CancelledError:
@@ -137,7 +145,7 @@ class ProxyRunStatements:
                 if time.monotonic() - t0 < 0.5:   # upstream did not long-poll
                     await asyncio.sleep(0.1)
             if st.operationState == T.TOperationState.FINISHED_STATE:
-                await after(session.upstream.run_sql)
+                await after(self._spark_sql(session))
                 op.to(OpState.FINISHED)
                 return
             op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
@@ -168,6 +176,6 @@ def _fail(op: Operation, exc: Exception, what: str) -> None:
     own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
     if not isinstance(exc, ProxyError):
         log.exception("%s: %s", what, safe(op.statement, 200))
-    op.error = to_status(exc)
+    op.error = op.lost or to_status(exc)     # lost: the upstream failure, named
     if op.state.running:
         op.to(OpState.ERROR)
