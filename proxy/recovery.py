@@ -55,6 +55,7 @@ class UpstreamHealth:
         self.consecutive_failures = 0
         self.reconnects = 0
         self.down_since: float | None = None
+        self.back_since: float | None = None
         self._persisted = 0.0
 
     def success(self) -> None:
@@ -62,15 +63,21 @@ class UpstreamHealth:
         self.last_success = now
         self.consecutive_failures = 0
         if self.state != "up":
-            if self.state == "down" and self.down_since is not None:
-                log.warning("upstream back after %.0fs: %s answers again", now - self.down_since,
-                            self.addr)
+            if self.state == "down":
+                log.warning("upstream back after %.0fs: %s answers again",
+                            now - (self.down_since or now), self.addr)
+                self.back_since = now
             self.state, self.down_since = "up", None
             self._persist(now)
         elif now - self._persisted >= _PERSIST_EVERY_S:
             self._persist(now)
 
-    def failure(self, reason: str) -> None:
+    def failure(self, reason: str, connected_at: float | None = None) -> None:
+        """`connected_at`: when the failed connection was made. One made before the upstream
+        came back is a casualty of the outage already reported (an idle session finding out
+        late), not news about the upstream now."""
+        if connected_at is not None and self.back_since is not None and connected_at < self.back_since:
+            return
         now = self._clock()
         self.last_failure, self.last_failure_reason = now, reason
         self.consecutive_failures += 1
@@ -199,16 +206,20 @@ async def _reopen(service: Any, session: Session) -> UpstreamSession:
 
 
 async def _replay(session: Session, new: UpstreamSession) -> int:
-    statements = list(session.spark_sets.values())
+    # (what to name in messages, the statement): a SET's value may be a secret
+    statements = [(f"SET {key}", sql) for key, sql in session.spark_sets.items()]
     opened_in = (session.configuration.get("use:database") or "default").strip("`").lower()
     if session.current_db and session.current_db != opened_in:
-        statements.append("USE `" + session.current_db.replace("`", "``") + "`")
-    for sql in statements:
+        use = "USE `" + session.current_db.replace("`", "``") + "`"
+        statements.append((use, use))
+    for label, sql in statements:
         try:
             await new.run_sql(sql)
         except UpstreamError as e:
+            log.warning("session %s user=%s cannot be restored upstream: replaying %s failed: %s",
+                        session.id, safe(session.user, 64), safe(label, 200), safe(str(e), 300))
             raise UpstreamError(
                 f"upstream Spark Thrift Server restarted and the session's state cannot be "
-                f"restored: replaying `{safe(sql, 200)}` failed: {e}. Reconnect to start a "
+                f"restored: replaying `{safe(label, 200)}` failed: {e}. Reconnect to start a "
                 f"fresh session") from None
     return len(statements)

@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import logging
 import struct
+import time
 from typing import Any, Callable, Coroutine, Iterable
 
 from thrift.Thrift import TApplicationException
@@ -75,6 +76,7 @@ class UpstreamConnection:
         self.on_break: Callable[[str], None] | None = None
         # proxy.recovery.UpstreamHealth shared by the serve path's connections, or None
         self.health: Any = None
+        self.connected_at: float | None = None     # time.time() of the TCP connect
 
     async def connect(self, user: str, password: str) -> None:
         s = self.settings
@@ -85,6 +87,7 @@ class UpstreamConnection:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (e.strerror or str(e))
             raise self._connect_failed(
                 f"Cannot connect to {self.peer} at {self.addr}: {reason}") from None
+        self.connected_at = time.time()
         if not self._sasl:
             return
         client = sasl.PlainClient(s.user or user, s.password if s.user else password)
@@ -133,7 +136,9 @@ class UpstreamConnection:
         if self._writer is None or self._reader is None:
             return True       # not connected yet: connect() reports its own failure
         if self._reader.at_eof() or self._writer.is_closing():
-            self._break(f"{self.peer} closed the connection")
+            # found out late and before any request: the "upstream lost" line of the health
+            # state told the news, this one is detail
+            self._break(f"{self.peer} closed the connection", logging.INFO)
             return False
         return True
 
@@ -177,12 +182,12 @@ class UpstreamConnection:
             f"{self.max_bytes} bytes ([upstream] max_reply_bytes); it was dropped. Fetch fewer "
             f"rows at a time or raise the limit; the session is still usable.", sqlstate="HY000")
 
-    def _break(self, reason: str) -> None:
+    def _break(self, reason: str, level: int = logging.WARNING) -> None:
         self.broken = reason
-        log.warning("upstream %s connection broken: %s", self.addr, reason)
+        log.log(level, "upstream %s connection broken: %s", self.addr, reason)
         self.close()
         if self.health is not None:
-            self.health.failure(f"{self.peer} at {self.addr}: {reason}")
+            self.health.failure(f"{self.peer} at {self.addr}: {reason}", self.connected_at)
         if self.on_break is not None:
             try:
                 self.on_break(reason)

@@ -35,7 +35,8 @@ from proxy.doctor.remote import (METASTORE_KEY, check_metastores, check_time_zon
 __all__ = ["FAIL", "MIN_JAVA", "PASS", "WARN", "Check", "Target", "METASTORE_KEY",
            "check_embedded_metastore", "check_java", "check_listen", "check_metastores",
            "check_python", "check_spark", "check_state_dir", "check_time_zone",
-           "check_upstream", "check_upstream_health", "main", "parse_java_version", "probe_metastore", "probe_upstream",
+           "check_upstream", "check_upstream_health", "main", "parse_java_version",
+           "probe_metastore", "probe_upstream",
            "report", "resolve_target", "run_checks"]
 
 
