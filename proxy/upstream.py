@@ -128,23 +128,20 @@ class UpstreamConnection:
         return UpstreamError(message)
 
     def probe(self) -> bool:
-        """Is the connection still usable? An idle connection whose server went away (a
-        restarted Spark Thrift Server) is found out here, before a request is written to it,
-        so the caller can open a new session instead of losing one more call."""
+        """Usable? An idle connection whose server went away (Spark restarted) is found out
+        before a request is written to it: a new session can take over, no call is lost."""
         if self.broken:
             return False
         if self._writer is None or self._reader is None:
             return True       # not connected yet: connect() reports its own failure
-        if self._reader.at_eof() or self._writer.is_closing():
-            # found out late and before any request: the "upstream lost" line of the health
-            # state told the news, this one is detail
+        if self._reader.at_eof() or self._writer.is_closing():    # news told by the health line
             self._break(f"{self.peer} closed the connection", logging.INFO)
             return False
         return True
 
     async def call_raw(self, data: bytes, timeout: float | None = None,
                        request: tuple[str, Any] | None = None) -> bytes:
-        if self.broken or not self.probe():
+        if not self.probe():
             raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {self.broken}")
         timeout = self.settings.call_timeout if timeout is None else timeout
         async with self._lock:
