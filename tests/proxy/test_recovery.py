@@ -20,7 +20,8 @@ import time
 import pytest
 
 from proxy.doctor import check_upstream_health
-from tests.support.clients import ClientError, RawHS2, pyhive_connect, pyhive_execute
+from tests.support.clients import (ClientError, RawHS2, jdbc_url, pyhive_connect,
+                                   pyhive_execute, run_beeline)
 from tests.support.proxy_proc import REPO_ROOT, start_proxy
 from tests.support.sts import free_port, start_sts
 
@@ -52,11 +53,26 @@ def story(tmp_path_factory):
     sts = start_sts(root / "sts", fast_start=True)
     proxy = None
     opened: list = []
+    go = root / "beeline-go"
     try:
         _direct(sts, ["CREATE DATABASE recdb", "CREATE VIEW recdb.v AS SELECT 42 AS x",
                       "CREATE DATABASE gonedb"])
         proxy = start_proxy(root / "proxy", (sts.host, sts.port))
         out: dict = {"proxy": proxy, "state_dir": root / "proxy" / "state"}
+
+        # beeline (Hive JDBC) sets its state, then waits, idle, in a shell command of its
+        # own until Spark has restarted
+        ready, wait_sh = root / "beeline-waits", root / "wait.sh"
+        wait_sh.write_text(f"touch {ready}\nfor i in $(seq 1500); do [ -f {go} ] && exit 0; "
+                           f"sleep 0.2; done\n")
+        beeline_out: dict = {}
+        beeline = threading.Thread(name="recovery-beeline", daemon=True, target=lambda: (
+            beeline_out.setdefault("run", run_beeline(
+                jdbc_url(proxy.host, proxy.port), [
+                    "USE recdb", "SET spark.sql.shuffle.partitions=6", f"!sh sh {wait_sh}",
+                    "SET spark.sql.shuffle.partitions", "SELECT x, current_database() FROM v"],
+                user="grace", workdir=root / "beeline", timeout=400))))
+        beeline.start()
 
         pyhive = pyhive_connect(proxy.host, proxy.port, username="alice")
         opened.append(pyhive)
@@ -70,6 +86,11 @@ def story(tmp_path_factory):
             raw.execute(sql)
         doomed = RawHS2(proxy.host, proxy.port, username="carol", database="gonedb", timeout=60)
         opened.append(doomed)
+        # before the slow statements below take both of local[2]'s task slots
+        deadline = time.monotonic() + 300
+        while not ready.exists():
+            assert beeline.is_alive() and time.monotonic() < deadline, beeline_out
+            time.sleep(0.2)
 
         # an asynchronous statement (JDBC-style polling) and a synchronous one (PyHive)
         poller = RawHS2(proxy.host, proxy.port, username="dave", timeout=60)
@@ -133,6 +154,9 @@ def story(tmp_path_factory):
         out["sync_after"] = pyhive_execute(sync_cur, "SELECT 3 AS three").rows
         out["doomed"] = _error(lambda: doomed.execute("SELECT 1"))
         out["sessions_on_sts"] = sts.open_sessions() - stale_oplogs
+        go.touch()
+        beeline.join(300)
+        out["beeline"] = beeline_out["run"]
 
         doctor = subprocess.run(
             [sys.executable, "-m", "proxy", "doctor", "--state-dir", str(out["state_dir"]),
@@ -147,13 +171,14 @@ def story(tmp_path_factory):
         out["log"] = proxy.log_path.read_text(errors="replace")
         yield out
     finally:
+        go.touch()
+        if proxy is not None:     # first: a client blocked on a statement then lets go
+            proxy.stop()
         for c in opened:
             try:
                 c.close()
-            except Exception:  # noqa: BLE001 - the proxy may be gone already
+            except Exception:  # noqa: BLE001 - the proxy is gone already
                 pass
-        if proxy is not None:
-            proxy.stop()
         sts.stop()
 
 
@@ -167,6 +192,10 @@ def test_idle_sessions_reopen_with_their_database_and_settings(story):
     assert story["raw_db"] == [(42, "recdb")]
     assert story["raw_set"] == [("spark.sql.shuffle.partitions", "7")]    # the last SET wins
     assert story["raw_zone"] == [("spark.sql.session.timeZone", "Asia/Tokyo")]
+    run = story["beeline"]
+    assert run.errors == [] and run.returncode == 0, run.stderr[-2000:]
+    assert run.results[3].rows == [("spark.sql.shuffle.partitions", "6")]
+    assert run.results[4].rows == [("42", "recdb")]
     assert "session reopened upstream" in story["log"]
     assert "replayed=2 db=recdb" in story["log"]         # PyHive's: one SET, then USE
 
@@ -193,7 +222,8 @@ def test_calls_while_spark_is_down_fail_fast_naming_the_cause(story):
 
 def test_new_sessions_work_once_spark_is_back(story):
     assert story["fresh"] == [(1,)]
-    # the new session and the four reopened ones; the one whose replay failed was closed
+    # the new session and the four reopened so far (beeline's is still idle); the one
+    # whose replay failed was closed
     assert story["sessions_on_sts"] == 5
 
 
