@@ -151,11 +151,18 @@ def lose_operations(session: Session, reason: str) -> None:
             op.error = op.lost
 
 
-def lost_while_running(sql: str, reason: str) -> UpstreamError:
-    """For a call that was waiting on Spark when the connection broke (runAsync=false)."""
-    return UpstreamError(f"upstream Spark Thrift Server connection lost while running: "
-                         f"{safe(sql, 200)} ({reason}); the statement did not complete, "
-                         f"the session is still usable")
+async def execute_statement(up: UpstreamSession, req: T.TExecuteStatementReq, statement: str,
+                            seqid: int = 0) -> T.TExecuteStatementResp:
+    """ExecuteStatement on `up`; if the connection breaks meanwhile (a synchronous statement
+    waits in this call), the error names the statement and the upstream failure."""
+    try:
+        return await up.conn.call("ExecuteStatement", req, seqid)
+    except UpstreamError:
+        if not up.conn.broken:
+            raise
+        raise UpstreamError(f"upstream Spark Thrift Server connection lost while running: "
+                            f"{safe(statement, 200)} ({up.conn.broken}); the statement did not "
+                            f"complete, the session is still usable") from None
 
 
 async def upstream_for(service: Any, session: Session) -> UpstreamSession:

@@ -41,7 +41,7 @@ from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_s
 from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import UpstreamHealth, lost_while_running, upstream_for
+from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.serving.tier import log_line
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
@@ -223,12 +223,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements):
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
                                      queryTimeout=req.queryTimeout)
         t0 = time.monotonic()
-        try:
-            resp = await up.conn.call("ExecuteStatement", fwd, seqid)
-        except UpstreamError as e:
-            if up.conn.broken:
-                raise lost_while_running(req.statement or "", up.conn.broken) from e
-            raise
+        resp = await execute_statement(up, fwd, req.statement or "", seqid)
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement)
             return resp

@@ -13,7 +13,7 @@ from proxy.errors import ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import hex_id
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import upstream_for
+from proxy.recovery import execute_statement, upstream_for
 from proxy.results import LocalRowSource
 from proxy.router import Local
 from proxy.session import Session
@@ -116,7 +116,7 @@ class ProxyRunStatements:
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
                                      queryTimeout=req.queryTimeout)
-        resp = await up.conn.call("ExecuteStatement", fwd)
+        resp = await execute_statement(up, fwd, req.statement or "")
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement)
             _call(ended)
