@@ -3,11 +3,11 @@ kills (SIGKILL, like a crash) and starts again on the same port and metastore: o
 and one restart for every scenario, played once by the `story` fixture in the order a
 restart imposes, then checked test by test.
 
-Clients: idle PyHive and raw-Thrift (beeline-like) sessions with USE and SET state, one
-raw-Thrift session with an asynchronous statement running at the kill (JDBC-style
-polling), one PyHive session waiting on a synchronous statement at the kill, one session
-whose database is dropped while Spark is away, and sessions opened while Spark is down and
-once it is back.
+Clients: idle PyHive, beeline (Hive JDBC, waiting in a `!sh` of its own) and raw-Thrift
+sessions with USE and SET state; a raw-Thrift session with an asynchronous statement
+running at the kill (JDBC-style polling) and a PyHive session waiting on a synchronous
+one; a session whose database is dropped while Spark is away; sessions opened while Spark
+is down and once it is back.
 """
 from __future__ import annotations
 
