@@ -57,8 +57,9 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
                        session, opened as the client's user with its OpenSession
                        configuration; protocol = min(client, Spark, configured max); one
                        lock per connection; every await has a timeout; a broken connection
-                       fails that session's calls with SQLSTATE 08S01, nobody else's (and
-                       logs the statements it cut). Replies are bounded by [upstream]
+                       fails the statements it cut with SQLSTATE 08S01 (and logs them),
+                       nobody else's; recovery.py then opens the session anew at its next
+                       call, replaying USE and SET, and keeps the upstream's health. Replies are bounded by [upstream]
                        max_reply_bytes, not the client-side limit: a bigger one fails that
                        call only and is read past, so the session goes on. slots.py caps
                        upstream sessions (in all, per user) with a bounded queue (53300).

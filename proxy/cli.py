@@ -193,6 +193,8 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
             await asyncio.to_thread(engine.stop)
         return 1
     server = ProxyServer(settings, router, authenticator=authenticator, kerberos=kerberos)
+    from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
+    server.service.health.path = Path(settings.state.dir).expanduser().resolve() / HEALTH_FILE
     try:
         host, port = await server.start()
     except OSError as e:

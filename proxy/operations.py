@@ -85,6 +85,7 @@ class Operation:
     log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
     log_sent: bool = False
     holds_run_slot: bool = False          # counted by the RunGate (proxy/limits.py) until it ends
+    lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
 
     def to(self, dst: OpState) -> None:
         if dst == self.state:

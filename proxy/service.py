@@ -46,6 +46,7 @@ from proxy.identity import ImpersonationPolicy
 from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
 from proxy.operations import OpKind, OpState, Operation
+from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.serving.tier import log_line
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
@@ -92,6 +93,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                                             s.limit_connections_per_user_ipaddress)
         self.run_gate = RunGate(s.max_running_operations, s.operation_queue_size,
                                 s.operation_queue_timeout)
+        # the serve command points it at the state directory for doctor (proxy/recovery.py)
+        self.health = UpstreamHealth(f"{up.host}:{up.port}")
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
@@ -218,8 +221,9 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
             f":{decision.note}" if decision.note else "")
+        up = await upstream_for(self, session)     # a new one if Spark restarted
         for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
-            await session.upstream.run_sql(first)
+            await up.run_sql(first)
         log_lines = decision.log if isinstance(decision, Rewrite) else ()
         if self._gated(session, req):     # [server] max_running_operations, timeouts
             return await self._execute_gated(session, req, sql, label, seqid, decision.after,
@@ -236,7 +240,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
                                      queryTimeout=self._upstream_timeout(req))
         t0 = time.monotonic()
-        resp = await up.conn.call("ExecuteStatement", fwd, seqid)
+        resp = await execute_statement(up, fwd, req.statement or "", seqid)
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)
@@ -307,7 +311,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         if o_to and o_to > 0:
             for op in list(self.operations.values()):
                 if now - op.last_access > o_to and (op.kind is OpKind.UPSTREAM or op.state.terminal):
-                    if op.upstream_handle is not None:
+                    if op.upstream_handle is not None and op.lost is None:
                         try:
                             await op.session.upstream.conn.call(
                                 "CloseOperation", T.TCloseOperationReq(operationHandle=op.upstream_handle),

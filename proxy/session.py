@@ -101,8 +101,24 @@ def track_statement(session: Any, statement: str) -> None:
     stmt = classify(statement)
     if stmt.kind is Kind.USE:
         session.current_db = stmt.database
-    elif stmt.kind is Kind.SET and stmt.key is not None and stmt.value is not None:
-        session.conf[stmt.key] = stmt.value
+    elif stmt.kind is Kind.SET and stmt.key is not None:
+        if stmt.value is not None:
+            session.conf[stmt.key] = stmt.value
+        elif statement.split(None, 2)[1].lower() != "time":    # SET key only shows it
+            return
+        # kept as written, last one per key last, for a new upstream session to replay
+        # (proxy/recovery.py): Spark accepted it, so it will again
+        sets = session.spark_sets
+        sets.pop(stmt.key.lower(), None)
+        sets[stmt.key.lower()] = statement.strip().rstrip(";")
+    elif stmt.kind is Kind.OTHER:
+        words = statement.split(None, 1)
+        if words and words[0].lower() == "reset":     # Spark: RESET [key]
+            key = words[1].strip().rstrip(";").strip().strip("`").lower() if len(words) > 1 else ""
+            if key:
+                session.spark_sets.pop(key, None)
+            else:
+                session.spark_sets.clear()
 
 
 @dataclass(eq=False)
@@ -115,6 +131,7 @@ class Session:
     upstream: Any = None                  # proxy.upstream.UpstreamSession
     current_db: str = "default"
     conf: dict[str, str] = field(default_factory=dict)             # SET k=v the proxy saw
+    spark_sets: dict[str, str] = field(default_factory=dict)       # key -> SET Spark accepted
     client_info: dict[str, str] = field(default_factory=dict)
     operations: HandleRegistry[Operation] = field(
         default_factory=lambda: HandleRegistry("OperationHandle"))
@@ -123,6 +140,7 @@ class Session:
     peer: str = "-"
     real_user: str | None = None          # the authenticated user, when it impersonates `user`
     admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/limits.py
+    reopen: Any = None                    # proxy.recovery.Reopen: what a new upstream session needs
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

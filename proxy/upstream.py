@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import logging
 import struct
+import time
 from typing import Any, Callable, Coroutine, Iterable
 
 from thrift.Thrift import TApplicationException
@@ -73,6 +74,9 @@ class UpstreamConnection:
         # (method, request) of the call in flight, for whoever reports a broken connection.
         self.current: tuple[str, Any] | None = None
         self.on_break: Callable[[str], None] | None = None
+        # proxy.recovery.UpstreamHealth shared by the serve path's connections, or None
+        self.health: Any = None
+        self.connected_at: float | None = None     # time.time() of the TCP connect
 
     async def connect(self, user: str, password: str) -> None:
         s = self.settings
@@ -81,7 +85,9 @@ class UpstreamConnection:
                 asyncio.open_connection(s.host, s.port, limit=_READ_CHUNK), s.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:
             reason = "timed out" if isinstance(e, asyncio.TimeoutError) else (e.strerror or str(e))
-            raise UpstreamError(f"Cannot connect to {self.peer} at {self.addr}: {reason}") from None
+            raise self._connect_failed(
+                f"Cannot connect to {self.peer} at {self.addr}: {reason}") from None
+        self.connected_at = time.time()
         if not self._sasl:
             return
         client = sasl.PlainClient(s.user or user, s.password if s.user else password)
@@ -104,26 +110,48 @@ class UpstreamConnection:
                 client.on_message(status, payload)
         except sasl.SaslError as e:
             self.close()
-            error = UpstreamAuthError if isinstance(e, sasl.SaslRejected) else UpstreamError
-            raise error(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
+            if isinstance(e, sasl.SaslRejected):   # this login, not the server, is at fault
+                raise UpstreamAuthError(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
+            raise self._connect_failed(f"SASL with {self.peer} at {self.addr} failed: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
             self.close()
-            raise UpstreamError(f"SASL with {self.peer} at {self.addr} failed: "
-                                f"{'timed out' if isinstance(e, asyncio.TimeoutError) else e}") from None
-        except UpstreamError:
+            raise self._connect_failed(
+                f"SASL with {self.peer} at {self.addr} failed: "
+                f"{'timed out' if isinstance(e, asyncio.TimeoutError) else e}") from None
+        except UpstreamError as e:
             self.close()
-            raise
+            raise self._connect_failed(str(e)) from None
+
+    def _connect_failed(self, message: str) -> UpstreamError:
+        if self.health is not None:
+            self.health.failure(message)
+        return UpstreamError(message)
+
+    def probe(self) -> bool:
+        """Usable? An idle connection whose server went away (Spark restarted) is found out
+        before a request is written to it: a new session can take over, no call is lost."""
+        if self.broken:
+            return False
+        if self._writer is None or self._reader is None:
+            return True       # not connected yet: connect() reports its own failure
+        if self._reader.at_eof() or self._writer.is_closing():    # news told by the health line
+            self._break(f"{self.peer} closed the connection", logging.INFO)
+            return False
+        return True
 
     async def call_raw(self, data: bytes, timeout: float | None = None,
                        request: tuple[str, Any] | None = None) -> bytes:
-        if self.broken:
+        if not self.probe():
             raise UpstreamError(f"Connection to {self.peer} at {self.addr} is lost: {self.broken}")
         timeout = self.settings.call_timeout if timeout is None else timeout
         async with self._lock:
             self.current = request
             try:
                 async with asyncio.timeout(timeout):      # no extra task per call
-                    return await self._roundtrip(data)
+                    reply = await self._roundtrip(data)
+                if self.health is not None:
+                    self.health.success()
+                return reply
             except _ReplyTooLarge as e:
                 raise self._too_large(data, e.size) from None
             except TimeoutError:
@@ -151,10 +179,12 @@ class UpstreamConnection:
             f"{self.max_bytes} bytes ([upstream] max_reply_bytes); it was dropped. Fetch fewer "
             f"rows at a time or raise the limit; the session is still usable.", sqlstate="HY000")
 
-    def _break(self, reason: str) -> None:
+    def _break(self, reason: str, level: int = logging.WARNING) -> None:
         self.broken = reason
-        log.warning("upstream %s connection broken: %s", self.addr, reason)
+        log.log(level, "upstream %s connection broken: %s", self.addr, reason)
         self.close()
+        if self.health is not None:
+            self.health.failure(f"{self.peer} at {self.addr}: {reason}", self.connected_at)
         if self.on_break is not None:
             try:
                 self.on_break(reason)

@@ -8,6 +8,7 @@ from typing import Any
 
 from proxy.errors import ClientError, UpstreamError, succeeded
 from proxy.operations import OpKind, OpState, Operation
+from proxy.recovery import upstream_for
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 
@@ -32,7 +33,7 @@ class MetadataCalls:
 
     async def _forward_session_call(self, conn, name: str, req: Any, seqid: int):
         session = self._session(req.sessionHandle)
-        up = session.upstream
+        up = await upstream_for(self, session)
         client_session_handle = req.sessionHandle
         req.sessionHandle = up.handle
         if name not in _METADATA_CALLS:
@@ -54,9 +55,10 @@ class MetadataCalls:
         serialise its own error reply and drops the connection (the session would die)."""
         session = self._session(req.sessionHandle)
         if req.infoType in _UPSTREAM_INFO_TYPES:
-            saved, req.sessionHandle = req.sessionHandle, session.upstream.handle
+            up = await upstream_for(self, session)
+            saved, req.sessionHandle = req.sessionHandle, up.handle
             try:
-                return await session.upstream.conn.call_raw(codec.encode_call(name, seqid, req))
+                return await up.conn.call_raw(codec.encode_call(name, seqid, req))
             finally:
                 req.sessionHandle = saved
         if req.infoType in _LOCAL_INFO_LENGTHS:
@@ -67,9 +69,10 @@ class MetadataCalls:
     async def _h_SetClientInfo(self, conn, name, req: T.TSetClientInfoReq, seqid):
         session = self._session(req.sessionHandle)
         session.client_info.update(req.configuration or {})
-        saved, req.sessionHandle = req.sessionHandle, session.upstream.handle
+        up = await upstream_for(self, session)
+        saved, req.sessionHandle = req.sessionHandle, up.handle
         try:
-            return await session.upstream.conn.call(name, req, seqid)
+            return await up.conn.call(name, req, seqid)
         except UpstreamError as e:
             if "rejected SetClientInfo" in str(e):   # backend predates the call
                 return T.TSetClientInfoResp(status=OK)

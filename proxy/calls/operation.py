@@ -26,7 +26,14 @@ class OperationCalls:
     async def _h_GetOperationStatus(self, conn, name, req: T.TGetOperationStatusReq, seqid):
         op = self._op(req.operationHandle)
         if op.kind is OpKind.UPSTREAM:
-            reply = await self._forward_op_call(op, name, req, seqid)
+            try:
+                reply = await self._forward_op_call(op, name, req, seqid)
+            except UpstreamError:
+                if op.lost is None:
+                    raise
+                return T.TGetOperationStatusResp(status=op.lost, operationState=int(OpState.ERROR),
+                                                 sqlState=op.lost.sqlState,
+                                                 errorMessage=op.lost.errorMessage)
             self._mirror_state(op, reply)
             if op.state.terminal:
                 self._release_run_slot(op)
@@ -95,7 +102,9 @@ class OperationCalls:
         op = self._op(req.operationHandle)
         if op.task is not None and not op.task.done():
             op.task.cancel()
-        if op.upstream_handle is None:    # local, or still waiting for a running slot
+        op.session.upstream.conn.probe()
+        # local, still waiting for a running slot, or lost with its upstream session
+        if op.upstream_handle is None or op.lost is not None:
             return T.TCancelOperationResp(status=OK)
         try:
             return await self._forward_op_call(op, name, req, seqid)
@@ -112,7 +121,8 @@ class OperationCalls:
             raise InvalidHandle("OperationHandle", hex_id(ident))
         op.session.touch()
         reply: Any = T.TCloseOperationResp(status=OK)
-        if op.upstream_handle is not None:
+        op.session.upstream.conn.probe()
+        if op.upstream_handle is not None and op.lost is None:
             try:
                 reply = await self._forward_op_call(op, name, req, seqid)
             finally:
@@ -128,6 +138,9 @@ class OperationCalls:
         return await self._forward_op_call(op, name, req, seqid)
 
     async def _forward_op_call(self, op: Operation, name: str, req: Any, seqid: int) -> bytes:
+        op.session.upstream.conn.probe()     # Spark gone? then op.lost says so, not a new session
+        if op.lost is not None:
+            raise UpstreamError(op.lost.errorMessage, op.lost)
         saved = req.operationHandle
         req.operationHandle = op.upstream_handle
         try:

@@ -15,7 +15,7 @@ from proxy.handles import hex_id
 from proxy.identity import Identity, ImpersonationRefused
 from proxy.limits import SessionLimitReached, client_address
 from proxy.logsafe import safe
-from proxy.operations import OpKind, OpState
+from proxy.recovery import Reopen, lose_operations
 from proxy.session import MAX_STALENESS_KEY, Session, session_settings
 from proxy.slots import TooManySessions
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -63,6 +63,7 @@ class SessionCalls:
         upstream = session = None
         try:
             upstream = self._factory()
+            upstream.conn.health = self.health
             session, resp = await self._open_upstream(conn, ident, password, client_protocol,
                                                       upstream)
             session.admitted_as = (user, address)
@@ -106,6 +107,7 @@ class SessionCalls:
         session.handle = self.sessions.add(session)
         conn.sessions.add(session)
         session.connection = conn
+        session.reopen = Reopen(password)
         upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
         return session, resp
 
@@ -117,7 +119,8 @@ class SessionCalls:
 
     def _upstream_lost(self, session: Session, reason: str) -> None:
         """The upstream connection of `session` broke: every statement it was running is
-        gone with it. Say which (the client may only see a generic 08S01 later)."""
+        gone with it. Say which; the session stays, and its next call that needs Spark
+        opens a new upstream session (proxy/recovery.py)."""
         call = session.upstream.conn.current
         if call is not None and call[0] == "ExecuteStatement":
             stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "
@@ -130,11 +133,9 @@ class SessionCalls:
                              "decision=%s state=%s sql=%s: %s", session.id, safe(session.user, 64),
                              hex_id(op.client_handle.operationId), op.decision, op.state.name,
                              safe(op.statement or ""), safe(reason))
-            if op.kind is OpKind.UPSTREAM:
-                # mirrored state: a dead statement must not keep the session from idling
-                # out or hold up shutdown's drain
-                op.state = OpState.ERROR
-                self._release_run_slot(op)
+        lose_operations(session, reason)
+        for op in list(session.operations.values()):
+            self._release_run_slot(op)      # a lost statement no longer counts as running
 
     async def _h_CloseSession(self, conn, name, req: T.TCloseSessionReq, seqid):
         session = self._session(req.sessionHandle)

@@ -14,6 +14,7 @@ from proxy.handles import hex_id
 from proxy.limits import effective_timeout
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
+from proxy.recovery import execute_statement, upstream_for
 from proxy.results import LocalRowSource
 from proxy.router import Local
 from proxy.session import Session
@@ -39,6 +40,13 @@ class ProxyRunStatements:
                        decision=label)
         op.done = asyncio.Event()
         return op
+
+    def _spark_sql(self, session: Session):
+        """run_sql on the session's Spark session for a proxy-run statement: opened anew
+        first if Spark restarted (proxy/recovery.py)."""
+        async def run_sql(sql: str):
+            return await (await upstream_for(self, session)).run_sql(sql)
+        return run_sql
 
     async def _finish_sync(self, op: Operation) -> None:
         """runAsync=false: block until the operation is terminal; failures become the
@@ -82,7 +90,7 @@ class ProxyRunStatements:
         op.to(OpState.RUNNING)
         try:
             async with asyncio.timeout(timeout):
-                result = await decision.runner(session.upstream.run_sql)
+                result = await decision.runner(self._spark_sql(session))
             op.result = LocalRowSource(result.columns, result.rows, session.protocol)
             op.to(OpState.FINISHED)
         except asyncio.CancelledError:
@@ -111,7 +119,7 @@ class ProxyRunStatements:
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
                                      queryTimeout=self._upstream_timeout(req))
-        resp = await up.conn.call("ExecuteStatement", fwd)
+        resp = await execute_statement(up, fwd, req.statement or "")
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)
@@ -132,7 +140,7 @@ class ProxyRunStatements:
         try:
             st = await self._poll_until_done(session, op)
             if st.operationState == T.TOperationState.FINISHED_STATE:
-                await after(session.upstream.run_sql)
+                await after(self._spark_sql(session))
                 op.to(OpState.FINISHED)
                 return
             op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=st.sqlState,
@@ -186,6 +194,6 @@ def _fail(op: Operation, exc: Exception, what: str) -> None:
     own ProxyErrors are expected outcomes; anything else is logged with its traceback)."""
     if not isinstance(exc, ProxyError):
         log.exception("%s: %s", what, safe(op.statement, 200))
-    op.error = to_status(exc)
+    op.error = op.lost or to_status(exc)     # lost: the upstream failure, named
     if op.state.running:
         op.to(OpState.ERROR)

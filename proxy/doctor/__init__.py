@@ -11,7 +11,9 @@ usable (writable, not locked by a running engine, disk space); in remote mode th
 (TCP, then a real HiveServer2 OpenSession/CloseSession, its default session time zone
 against the pipeline session's) and the Hive metastore(s) the
 pipeline session will use (TCP, then a real get_all_databases call); in embedded mode the
-Derby metastore in the state directory.
+Derby metastore in the state directory; and, when a proxy serves from that state
+directory, the upstream health it recorded (up or down, last success and failure, reopened
+sessions: proxy/recovery.py).
 
 Layout: checks.py holds Check/Target and the checks of this machine, remote.py those of the
 upstream and the metastores; this module resolves the target, runs them and reports.
@@ -27,13 +29,15 @@ from proxy.logsafe import redact as _redact
 from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, WARN, Check, Target, check_embedded_metastore,
                                  check_java, check_listen, check_python, check_spark,
                                  check_state_dir, parse_java_version)
+from proxy.doctor.health import check_upstream_health
 from proxy.doctor.remote import (METASTORE_KEY, check_metastores, check_time_zone, check_upstream,
                                  probe_metastore, probe_upstream)
 
 __all__ = ["FAIL", "MIN_JAVA", "PASS", "WARN", "Check", "Target", "METASTORE_KEY",
            "check_embedded_metastore", "check_java", "check_listen", "check_metastores",
            "check_python", "check_spark", "check_state_dir", "check_time_zone",
-           "check_upstream", "main", "parse_java_version", "probe_metastore", "probe_upstream",
+           "check_upstream", "check_upstream_health", "main", "parse_java_version",
+           "probe_metastore", "probe_upstream",
            "report", "resolve_target", "run_checks"]
 
 
@@ -95,6 +99,7 @@ def run_checks(t: Target) -> list[Check]:
         checks.append(Check("mode", PASS, f"remote: upstream {t.upstream[0]}:{t.upstream[1]}"))
         checks.extend(check_upstream(t))
         checks.extend(check_metastores(t))
+    checks.extend(check_upstream_health(t.state_dir))
     return checks
 
 

@@ -56,7 +56,7 @@ def _ctx():
 
 @pytest.mark.parametrize("sql", HOSTILE, ids=lambda s: repr(s[:30]))
 def test_hostile_statements_are_classified_in_linear_time(router, sql):
-    session = SimpleNamespace(current_db="db1", conf={})
+    session = SimpleNamespace(current_db="db1", conf={}, spark_sets={})
     t0 = time.perf_counter()
     router.decide(_ctx(), sql)
     Service._track_session_state(None, session, sql)   # what runs after upstream accepted it
@@ -66,7 +66,7 @@ def test_hostile_statements_are_classified_in_linear_time(router, sql):
 
 
 def test_session_state_tracking_still_reads_use_and_set():
-    session = SimpleNamespace(current_db="default", conf={})
+    session = SimpleNamespace(current_db="default", conf={}, spark_sets={})
     for sql in ("USE `Db2` ;", "set spark.sql.x = 'a b' ;  ", "use database db3\n"):
         Service._track_session_state(None, session, sql)
     assert session.current_db == "db3" and session.conf == {"spark.sql.x": "'a b'"}

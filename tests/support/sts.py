@@ -93,6 +93,14 @@ class Sts:
         if log is not None and not log.closed:
             log.close()
 
+    def kill(self) -> None:
+        """SIGKILL the whole server at once, like a crash: no shutdown hook runs, every
+        client connection drops. `start_sts(sts.workdir, port=sts.port)` starts it again
+        on the same port and metastore."""
+        _signal_group(self.pid, signal.SIGKILL)
+        self._proc.wait(30)
+        self.stop()
+
 
 def _signal_group(pgid: int, sig: int) -> None:
     try:
@@ -127,10 +135,12 @@ def probe_query(host: str, port: int, auth: str, timeout: float = 30.0) -> None:
 
 
 def start_sts(workdir: Path, *, auth: str = "NONE", timeout: float = START_TIMEOUT_S,
-              extra_conf: dict[str, str] | None = None, fast_start: bool = False) -> Sts:
+              extra_conf: dict[str, str] | None = None, fast_start: bool = False,
+              port: int | None = None) -> Sts:
     """Start an STS in `workdir` (created if needed). auth: "NONE" (SASL PLAIN, any
     user/password) or "NOSASL" (raw binary transport). fast_start: JVM options that favour
-    start-up over peak speed (tests). Returns once a query answers."""
+    start-up over peak speed (tests). port: this one instead of a free one (a restart, for
+    clients that keep the address). Returns once a query answers."""
     auth = auth.upper()
     if auth not in ("NONE", "NOSASL"):
         raise ValueError(f"unsupported STS auth {auth!r}: expected NONE or NOSASL")
@@ -140,20 +150,22 @@ def start_sts(workdir: Path, *, auth: str = "NONE", timeout: float = START_TIMEO
     for attempt in range(2):   # a second try covers losing the ephemeral-port race
         try:
             return _start_once(workdir, auth, timeout, extra_conf or {}, attempt,
-                               FAST_START_JVM_OPTS if fast_start else "")
+                               FAST_START_JVM_OPTS if fast_start else "", port)
         except StsStartError as exc:
             last_error = exc
-            if "Address already in use" not in str(exc):
+            if "Address already in use" not in str(exc) or port is not None:
                 raise
     assert last_error is not None
     raise last_error
 
 
 def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, str],
-                attempt: int, jvm_opts: str) -> Sts:
+                attempt: int, jvm_opts: str, port: int | None = None) -> Sts:
     host = "127.0.0.1"
-    port = free_port()
+    port = port or free_port()
     log_path = workdir / f"sts-{attempt}.log"
+    if log_path.exists():              # a restart in the same directory keeps the first log
+        log_path = workdir / f"sts-{attempt}-{int(time.time() * 1000)}.log"
     derby_home = workdir / "derby"
     derby_home.mkdir(exist_ok=True)
     for sub in ("scratch", "scratch-local", "oplogs", "tmp"):
