@@ -128,9 +128,10 @@ class _FakeUpstream:
     def __init__(self, refuse: str | None = None):
         self.conn, self.handle, self.ran, self.refuse = _FakeConn(), None, [], refuse
 
-    async def open(self, user, password, client_protocol, configuration):
+    async def open(self, user, password, client_protocol, configuration, real_user=None):
         await asyncio.sleep(0.01)            # let a concurrent caller arrive meanwhile
         self.opened_as = (user, password, client_protocol, configuration)
+        self.real_user = real_user
         self.handle = object()
         return T.TOpenSessionResp(status=T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS),
                                   sessionHandle=self.handle)
@@ -184,6 +185,12 @@ def test_concurrent_calls_reopen_once_and_replay_in_order():
     assert a.ran == ["SET spark.sql.shuffle.partitions=3", "SET TIME ZONE 'UTC'", "USE `sales`"]
     assert a.conn.on_break is not None and service.health.reconnects == 1
     assert "secret" not in repr(s.reopen)
+
+
+def test_an_impersonating_session_reopens_as_the_same_pair():
+    s = _broken_session(real_user="hue")        # hue acts as alice (proxy/identity.py)
+    up = asyncio.run(upstream_for(_FakeService(s), s))
+    assert (up.opened_as[0], up.real_user) == ("alice", "hue")
 
 
 def test_a_failed_replay_closes_the_new_session_and_names_the_statement():
