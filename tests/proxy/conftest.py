@@ -30,10 +30,11 @@ def gw_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """One real ZooKeeper for the run (tests/support/zookeeper.py); tests use their own
-    namespace. Skipped, with the reason, where the Debian package is not installed."""
+    namespace. Fails, with the reason, where the Debian package is not installed
+    (.ci/run installs it; no test is ever skipped)."""
     from tests.support import zookeeper as zk
     if not zk.available():
-        pytest.skip(f"ZooKeeper not installed ({zk.ZOOKEEPER_JAR}; apt-get install zookeeper)")
+        pytest.fail(f"ZooKeeper not installed ({zk.ZOOKEEPER_JAR}; apt-get install zookeeper)")
     server = zk.start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
     yield server
     server.stop()

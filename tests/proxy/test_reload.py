@@ -80,17 +80,9 @@ def test_embedded_engine_address_filled_in_at_start_is_not_a_change(tmp_path, ca
     assert r.live.upstream.host == "127.0.0.1" and r.live.upstream.port == 40000
 
 
-class _Policy:
-    def __init__(self):
-        self.rules = None
-
-    def update(self, rules):
-        self.rules = rules
-
-
 def test_apply_to_server_reaches_every_live_object():
     server = ProxyServer(cfg.Settings(), Router())
-    server.service.impersonation = _Policy()
+    assert not server.service.impersonation.allows("svc", "bob")
     new = cfg.Settings(
         server=cfg.ServerSettings(
             limit_connections_per_user=1, limit_connections_per_ipaddress=2,
@@ -114,5 +106,5 @@ def test_apply_to_server_reaches_every_live_object():
     assert (svc.run_gate.limit, svc.run_gate.queue_size, svc.run_gate.queue_timeout) == (4, 5, 6.0)
     assert (svc.slots.total, svc.slots.per_user, svc.slots.queue_size,
             svc.slots.queue_timeout) == (16, 17, 18, 19.0)
-    assert svc.impersonation.rules == ("svc:*",)
+    assert svc.impersonation.allows("svc", "bob")     # the live policy of OpenSession
     server._auth_pool.shutdown()
