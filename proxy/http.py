@@ -67,12 +67,12 @@ class HttpTransport:
                         req = await self._read_head(reader, buf)
                         if req is None:
                             return
-                        user, password, cookie = await self._authorise(conn, address, req, secure)
+                        user, password, extra = await self._login(conn, address, req, secure)
                 else:
                     req = await self._next_head(conn, reader, buf)
                     if req is None:
                         return
-                    user, password, cookie = await self._authorise(conn, address, req, secure)
+                    user, password, extra = await self._login(conn, address, req, secure)
                 first = False
                 n = req.content_length(limit)
                 while len(buf) < n:
@@ -92,7 +92,7 @@ class HttpTransport:
                     await self._discard_body(req, reader, buf)
                 await self._fail(conn, writer, e)
                 return
-            if not await self._answer(conn, writer, req, body, user, password, cookie):
+            if not await self._answer(conn, writer, req, body, user, password, extra):
                 return
 
     async def _discard_body(self, req: hw.Request, reader, buf: bytearray) -> None:
@@ -138,9 +138,15 @@ class HttpTransport:
                 return None
             buf += chunk
 
+    async def _login(self, conn, address: str, req: hw.Request, secure: bool):
+        """(user, password, response headers) of an acceptable request; HttpError for what
+        the client must be told instead."""
+        user, password, extra, how = await self._authorise(conn, address, req, secure)
+        # at debug level the log shows which requests cost a password check
+        log.debug("connection %s (HTTP): user %s by %s", conn.peer, safe(user), how)
+        return user, password, extra
+
     async def _authorise(self, conn, address: str, req: hw.Request, secure: bool):
-        """(user, password, Set-Cookie value or None) of an acceptable request; HttpError
-        for what the client must be told instead."""
         if req.method != "POST":
             raise hw.HttpError(405, f"{req.method} is not served here: HiveServer2 over HTTP "
                                     f"POSTs Thrift calls to {self.path}", {"Allow": "POST"})
@@ -151,32 +157,32 @@ class HttpTransport:
             for value in hw.cookie_value(req.headers.get("cookie", ""), hw.COOKIE_NAME):
                 user = self.cookies.user(value)
                 if user is not None:
-                    return user, "", None
+                    return user, "", {}, "cookie"
         authz = req.headers.get("authorization", "")
         scheme = hw.auth_scheme(authz)
         s = self.server.settings.server
         if s.auth == "kerberos":
-            user = await self._negotiate(conn, authz) if scheme == "negotiate" else None
-            if user is None:
+            if scheme != "negotiate":
                 raise hw.HttpError(401, _NO_CREDENTIALS if not authz else
                                    "Authentication Error: Kerberos (SPNEGO) authentication "
                                    "needed", {"WWW-Authenticate": "Negotiate"})
-            return user, "", self._cookie(user, secure)
+            user, extra = await self._negotiate(conn, authz)
+            return user, "", {**extra, **self._cookie(user, secure)}, "SPNEGO"
         if scheme != "basic":
             if s.auth == "nosasl" and not authz:
-                return "anonymous", "", None
+                return "anonymous", "", {}, "nosasl"
             raise hw.HttpError(401, _NO_CREDENTIALS if not authz else
                                f"Authentication Error: {scheme or 'this'} authorization is not "
                                "accepted; send Basic credentials", _challenge())
         user, password = hw.basic_credentials(authz)
         if s.auth == "nosasl":            # HS2's NOSASL http: the name, unchecked
-            return user or "anonymous", password, None
+            return user or "anonymous", password, {}, "nosasl"
         reason = await self.server._authenticate(conn, address, user, password)
         if reason is not None:
             raise hw.HttpError(401, f"Authentication Error: {reason}", _challenge())
-        return user, password, self._cookie(user, secure)
+        return user, password, self._cookie(user, secure), "password"
 
-    async def _negotiate(self, conn, authz: str) -> str | None:
+    async def _negotiate(self, conn, authz: str) -> tuple[str, dict[str, str]]:
         acceptor = getattr(self.server, "kerberos", None)
         if acceptor is None:
             raise hw.HttpError(401, "Authentication Error: Kerberos is not set up on this "
@@ -196,13 +202,15 @@ class HttpTransport:
             challenge = "Negotiate" + (f" {base64.b64encode(out).decode()}" if out else "")
             raise hw.HttpError(401, "Authentication Error: SPNEGO needs another round",
                                {"WWW-Authenticate": challenge})
-        return user
+        # the acceptor's last token lets the client authenticate the server (mutual auth)
+        return user, ({"WWW-Authenticate": f"Negotiate {base64.b64encode(out).decode()}"}
+                      if out else {})
 
-    def _cookie(self, user: str, secure: bool) -> str | None:
-        return self.cookies.issue(user, secure) if self.cookies is not None else None
+    def _cookie(self, user: str, secure: bool) -> dict[str, str]:
+        return {"Set-Cookie": self.cookies.issue(user, secure)} if self.cookies is not None else {}
 
     async def _answer(self, conn, writer, req: hw.Request, body: bytes, user: str,
-                      password: str, cookie: str | None) -> bool:
+                      password: str, extra: dict[str, str]) -> bool:
         """Serve one Thrift call; False when the connection must close."""
         call = ClientConnection(peer=conn.peer, sasl_user=user, sasl_password=password)
         try:
@@ -212,9 +220,7 @@ class HttpTransport:
             log.warning("connection %s (HTTP, user %s): %s; closing", conn.peer, safe(user), safe(e))
             await self._fail(conn, writer, hw.HttpError(400, f"not a Thrift call: {e}"))
             return False
-        headers = {"Content-Length": str(len(reply))}
-        if cookie is not None:
-            headers["Set-Cookie"] = cookie
+        headers = {"Content-Length": str(len(reply)), **extra}
         close = not req.keep_alive
         writer.write(hw.response(200, content_type="application/x-thrift", headers=headers,
                                  close=close))
