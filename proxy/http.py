@@ -75,6 +75,9 @@ class HttpTransport:
                     user, password, extra = await self._login(conn, address, req, secure)
                 first = False
                 n = req.content_length(limit)
+                if len(buf) < n and req.headers.get("expect", "").lower() == "100-continue":
+                    # credentials and size are fine: the client may send the body now
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 while len(buf) < n:
                     chunk = await reader.read(_READ)
                     if not chunk:

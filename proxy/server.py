@@ -1,7 +1,7 @@
 """Asyncio accept loop: one owned task per client connection.
 
-Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL),
-negotiate SASL PLAIN (or not), then cut the byte stream into Thrift messages and hand each
+Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL, an
+HTTP method = proxy/http.py, also what the http_port serves), negotiate SASL PLAIN (or not), then cut the byte stream into Thrift messages and hand each
 to Service.handle, strictly one at a time. A connection that closes without a byte is a
 health probe (logged at debug). Malformed or oversized input closes that connection with a
 log line, never the server. Client disconnect closes its sessions upstream.

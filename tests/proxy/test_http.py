@@ -137,6 +137,19 @@ def test_bad_requests_get_a_clear_status_and_the_server_lives(secured, title, re
     assert resp.status == 200 and secured.alive()
 
 
+def test_expect_100_continue_after_the_checks(secured):
+    with socket.create_connection(("127.0.0.1", secured.http_port), timeout=30) as s:
+        s.sendall(f"POST /cliservice HTTP/1.1\r\nAuthorization: {basic('alice', 'wonder')}\r\n"
+                  f"Expect: 100-continue\r\nContent-Length: {len(CALL)}\r\n\r\n".encode())
+        assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        s.sendall(CALL)
+        assert s.recv(100).startswith(b"HTTP/1.1 200 OK\r\n")
+    out = raw_exchange(secured.http_port, f"POST /cliservice HTTP/1.1\r\nAuthorization: "
+                       f"{basic('alice', 'wonder')}\r\nExpect: 100-continue\r\n"
+                       "Content-Length: 200000000\r\n\r\n".encode())
+    assert out.startswith(b"HTTP/1.1 413 ")          # refused before the body is sent
+
+
 def test_sniffed_on_the_binary_port_and_off_when_disabled(secured, proxy_without_spark, tmp_path):
     conn = http.client.HTTPConnection("127.0.0.1", secured.port, timeout=30)
     resp, body = post(conn, {"Authorization": basic("alice", "wonder")})

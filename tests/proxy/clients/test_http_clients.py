@@ -159,3 +159,19 @@ def test_https_clients_cookie_and_wrong_password(tls_proxy, direct, itest_db, tm
     cookie = https.getresponse().getheader("Set-Cookie")
     assert cookie.startswith("hive.server2.auth=") and cookie.endswith("HttpOnly; Secure")
     print(json.dumps({"beeline": bad.errors, "jdbc": jdbc[0]["error"][:300]}))
+
+
+def test_docs_http_md_examples_run(proxy, tmp_path):
+    """docs/http.md's JDBC URLs and Python block, as written, with the shared proxy's ports
+    in place of 10000 / 10001."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "http.md").read_text()
+    ports = lambda text: text.replace("10001", str(proxy.http_port)).replace("10000", str(proxy.port))  # noqa: E731
+    blocks = doc.split("```")
+    urls = next(b for b in blocks if b.startswith("text\njdbc:hive2://127.0.0.1")).split()[1:]
+    assert len(urls) == 2
+    jdbc = run_jdbc([(ports(u), "me", "x", "SELECT 3 AS three") for u in urls])
+    assert jdbc == [{"rows": [["3"]]}] * 2
+    code = next(b for b in blocks if b.startswith("python\n"))[len("python\n"):]
+    out = subprocess.run([sys.executable, "-c", ports(code)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert out.stdout.split() == ["[(1,)]", "[(2,)]"], out.stderr[-2000:]
