@@ -90,18 +90,20 @@ class ProxyServer:
         ctx.load_cert_chain(s.tls_cert, s.tls_key)
         return ctx
 
+    async def _listen(self, accept, port: int) -> asyncio.base_events.Server:
+        s = self.settings.server
+        return await asyncio.start_server(
+            accept, s.host, port, ssl=self._ssl_context(), limit=_BUFFER,
+            ssl_handshake_timeout=s.login_timeout if (s.tls_cert and s.tls_key) else None)
+
     async def start(self) -> tuple[str, int]:
         s = self.settings.server
-        self._server = await asyncio.start_server(
-            self._accept, s.host, s.port, ssl=self._ssl_context(), limit=_BUFFER,
-            ssl_handshake_timeout=s.login_timeout if (s.tls_cert and s.tls_key) else None)
+        self._server = await self._listen(self._accept, s.port)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
         if s.http_port is not None:
-            self._http_server = await asyncio.start_server(
-                lambda r, w: self._accept(r, w, http=True), s.host, s.http_port,
-                ssl=self._ssl_context(), limit=_BUFFER,
-                ssl_handshake_timeout=s.login_timeout if (s.tls_cert and s.tls_key) else None)
+            self._http_server = await self._listen(
+                lambda r, w: self._accept(r, w, http=True), s.http_port)
             sock = self._http_server.sockets[0].getsockname()
             self.http_address = (sock[0], sock[1])
             log.info("HTTP transport on %s:%d, path /%s%s", sock[0], sock[1],
