@@ -147,8 +147,8 @@ class HttpTransport:
         """(user, password, response headers) of an acceptable request; HttpError for what
         the client must be told instead."""
         user, password, extra, how = await self._authorise(conn, address, req, secure)
-        # at debug level the log shows which requests cost a password check
-        log.debug("connection %s (HTTP): user %s by %s", conn.peer, safe(user), how)
+        if log.isEnabledFor(logging.DEBUG):   # shows which requests cost a password check
+            log.debug("connection %s (HTTP): user %s by %s", conn.peer, safe(user), how)
         return user, password, extra
 
     async def _authorise(self, conn, address: str, req: hw.Request, secure: bool):
