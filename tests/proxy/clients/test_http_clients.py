@@ -45,8 +45,13 @@ def test_pyhive_over_http_equals_binary_and_a_big_body_is_refused(proxy, direct,
     conn = pyhive_connect(direct.host, direct.port)
     want = pyhive_execute(conn.cursor(), QUERY)
     conn.close()
+    before = len(proxy.log_path.read_text())
     got = pyhive_http(proxy.host, proxy.http_port, QUERY)
     assert got == want and len(got.rows) == 3
+    # PyHive opens a TCP connection per call: the session outlived each one, and was
+    # closed by its CloseSession, not by a disconnect
+    new = proxy.log_path.read_text()[before:]
+    assert "reason=client" in new and "reason=disconnect" not in new, new[-2000:]
     # the same client on the binary port, sniffed as HTTP
     assert pyhive_http(proxy.host, proxy.port, QUERY) == want
     big = "SELECT '" + "x" * (101 << 20) + "'"
