@@ -4,7 +4,9 @@ Server, with the same client, directly and through the proxy:
   (a) tiny query round trip (ExecuteStatement + FetchResults + CloseOperation of SELECT 1):
       p50/p90 latency each way and the ms the proxy adds at p50 (target <= 2 ms), over the
       binary port and over HTTP (`http`: Thrift in keep-alive POSTs to the proxy's
-      http_port, as Hive JDBC and impyla send them), each against Spark direct (binary)
+      http_port, as Hive JDBC and impyla send them), each against Spark direct (binary),
+      and HTTP also against a second Spark Thrift Server in http mode with the same client
+      (`direct-http`: what the HTTP client costs by itself; --no-direct-http skips it)
   (b) fetching 1,000,000 rows x 3 columns with FetchResults(maxRows=10000): rows/s each
       way and the throughput ratio proxy/direct (target >= 0.95), binary and HTTP
   (c) 200 concurrent sessions x 20 small queries through the proxy: errors (target 0),
@@ -195,6 +197,8 @@ def bench_latency(sides: dict[str, Raw], rounds: int) -> dict:
         for name in sides:
             if name != "direct":
                 lat[f"pairs:{name}"].append(sample[name] - sample["direct"])
+        if "direct-http" in sides:
+            lat.setdefault("pairs:http-direct-http", []).append(sample["http"] - sample["direct-http"])
     return lat
 
 
@@ -326,6 +330,8 @@ def main() -> int:
     ap.add_argument("--big-rounds", type=int, default=5,
                     help="2 MB statements for (e), per proxy; 0 skips (e)")
     ap.add_argument("--only-big", action="store_true", help="run only (d) and (e)")
+    ap.add_argument("--no-direct-http", action="store_true",
+                    help="skip the second Spark Thrift Server in http mode (direct-http in (a), (b))")
     args = ap.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-passthrough-"))
@@ -336,8 +342,11 @@ def main() -> int:
         "spark.sql.ui.retainedExecutions": "20",
         "spark.sql.thriftServer.ui.retainedStatements": "20",
         "spark.sql.thriftServer.ui.retainedSessions": "20"})
-    proxy = None
+    proxy = sts_http = None
     try:
+        # the same client over HTTP straight to Spark: what the HTTP client costs by itself
+        sts_http = None if args.no_direct_http or args.only_big else start_sts(
+            workdir / "sts-http", http=True)
         proxy = start_proxy(workdir / "proxy", (sts.host, sts.port), http=True)
         print(f"STS {sts.host}:{sts.port} pid {sts.pid}; proxy {proxy.host}:{proxy.port} "
               f"pid {proxy.pid}", flush=True)
@@ -349,6 +358,8 @@ def main() -> int:
             return 0
         sides = {"direct": Raw(sts.host, sts.port), "proxy": Raw(proxy.host, proxy.port),
                  "http": Raw(proxy.host, proxy.http_port, http=True)}
+        if sts_http is not None:
+            sides["direct-http"] = Raw(sts_http.host, sts_http.port, http=True)
         report_latency_throughput(args, proxy, sides)
         for side in sides.values():
             side.close()
@@ -381,10 +392,13 @@ def main() -> int:
         if proxy is not None:
             proxy.stop()
         sts.stop()
+        if sts_http is not None:
+            sts_http.stop()
 
 
 def report_latency_throughput(args, proxy, sides: dict[str, Raw]) -> None:
     """(a) and (b): every side against "direct"; proxy CPU over both proxy sides."""
+    via = [name for name in sides if not name.startswith("direct")]     # through the proxy
     c0 = proxy.cpu_seconds()
     lat = bench_latency(sides, args.rounds)
     c1 = proxy.cpu_seconds()
@@ -392,10 +406,10 @@ def report_latency_throughput(args, proxy, sides: dict[str, Raw]) -> None:
     print(f"\n(a) tiny query round trip (execute + fetch + close), ms; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for name in sides:
-        print(f"    {name:6s} p50 {statistics.median(lat[name]):7.2f}  p90 {pct(lat[name], 90):7.2f}"
+        print(f"    {name:11s} p50 {statistics.median(lat[name]):7.2f}  p90 {pct(lat[name], 90):7.2f}"
               f"  n={len(lat[name])}")
     for name in sides:
-        if name == "direct":
+        if name not in via:
             continue
         paired = statistics.median(lat[f"pairs:{name}"])
         print(f"    {name:6s} added at p50: {statistics.median(lat[name]) - d50:+.2f} ms; median "
@@ -404,11 +418,17 @@ def report_latency_throughput(args, proxy, sides: dict[str, Raw]) -> None:
     if "http" in sides:
         print(f"    http vs binary through the proxy at p50: "
               f"{statistics.median(lat['http']) - statistics.median(lat['proxy']):+.2f} ms")
-    queries = (args.rounds + 20) * (len(sides) - 1)
+    if "direct-http" in sides:
+        paired = statistics.median(lat["pairs:http-direct-http"])
+        print(f"    http   added at p50 vs Spark's own http mode (same client): "
+              f"{statistics.median(lat['http']) - statistics.median(lat['direct-http']):+.2f} ms; "
+              f"median of paired differences {paired:+.2f} ms (target <= 2 ms)  -> "
+              f"{'OK' if paired <= 2 else 'MISSED'}")
+    queries = (args.rounds + 20) * (len(via))
     print(f"    proxy CPU per query: {(c1 - c0) * 1000 / queries:.2f} ms", flush=True)
     for name, side in sides.items():
         cpu_proxy, cpu_client = cpu_per_query(proxy, side)
-        print(f"    {name:6s} CPU per query: proxy {cpu_proxy:.2f} ms, client {cpu_client:.2f} ms",
+        print(f"    {name:11s} CPU per query: proxy {cpu_proxy:.2f} ms, client {cpu_client:.2f} ms",
               flush=True)
 
     secs = bench_throughput(sides, args.repeats, proxy)
@@ -417,17 +437,20 @@ def report_latency_throughput(args, proxy, sides: dict[str, Raw]) -> None:
           f"{os.getloadavg()[0]:.1f}")
     for name in sides:
         s_ = statistics.median(secs[name])
-        print(f"    {name:6s} median {s_:6.2f} s  = {1_000_000 / s_:10,.0f} rows/s"
+        print(f"    {name:11s} median {s_:6.2f} s  = {1_000_000 / s_:10,.0f} rows/s"
               f"  (runs: {', '.join(f'{x:.2f}' for x in secs[name])})")
+    if "direct-http" in sides:
+        ratio = statistics.median(secs["direct-http"]) / statistics.median(secs["http"])
+        print(f"    throughput ratio http/direct-http (same client): median {ratio:.3f}")
     for name in sides:
-        if name == "direct":
+        if name not in via:
             continue
         ratio = ds / statistics.median(secs[name])
         best = min(secs["direct"]) / min(secs[name])
         print(f"    throughput ratio {name}/direct: median {ratio:.3f}, best-of-{args.repeats} "
               f"{best:.3f} (target >= 0.95 on the median)  -> {'OK' if ratio >= 0.95 else 'MISSED'}")
     print("    proxy CPU per 1M rows: " + ", ".join(
-        f"{name} {secs[f'cpu:{name}'] / args.repeats:.2f} s" for name in sides if name != "direct"),
+        f"{name} {secs[f'cpu:{name}'] / args.repeats:.2f} s" for name in via),
         flush=True)
 
 
