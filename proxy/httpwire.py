@@ -110,7 +110,8 @@ def parse_head(data: bytes) -> Request:
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if not sep or not name or " " in name or "\t" in name:
-            raise HttpError(400, f"malformed header line: {line[:80]!r}")
+            # the name only: a mangled Authorization or Cookie line must not reach the log
+            raise HttpError(400, f"malformed header line (name {name[:40]!r})")
         key = name.lower()
         value = value.strip()
         if key in headers:

@@ -53,6 +53,12 @@ def test_malformed_heads_are_400(title, data, status):
     assert e.value.status == status, title
 
 
+def test_a_malformed_credentials_line_is_not_echoed():
+    with pytest.raises(hw.HttpError) as e:
+        hw.parse_head(head("POST /c HTTP/1.1", "Authorization : Basic c2VjcmV0"))
+    assert "c2VjcmV0" not in e.value.message and "Authorization" in e.value.message
+
+
 @pytest.mark.parametrize("headers,status,words", [
     ({}, 411, "Content-Length"),
     ({"content-length": "-1"}, 400, "malformed Content-Length"),
