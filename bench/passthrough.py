@@ -2,9 +2,13 @@
 Server, with the same client, directly and through the proxy:
 
   (a) tiny query round trip (ExecuteStatement + FetchResults + CloseOperation of SELECT 1):
-      p50/p90 latency each way and the ms the proxy adds at p50 (target <= 2 ms)
+      p50/p90 latency each way and the ms the proxy adds at p50 (target <= 2 ms), over the
+      binary port and over HTTP (`http`: Thrift in keep-alive POSTs to the proxy's
+      http_port, as Hive JDBC and impyla send them), each against Spark direct (binary),
+      and HTTP also against a second Spark Thrift Server in http mode with the same client
+      (`direct-http`: what the HTTP client costs by itself; --no-direct-http skips it)
   (b) fetching 1,000,000 rows x 3 columns with FetchResults(maxRows=10000): rows/s each
-      way and the throughput ratio proxy/direct (target >= 0.95)
+      way and the throughput ratio proxy/direct (target >= 0.95), binary and HTTP
   (c) 200 concurrent sessions x 20 small queries through the proxy: errors (target 0),
       wall time, and the proxy's peak RSS (VmHWM) and CPU seconds
   (d) the proxy's RSS (VmRSS) after 0/250/500/1000 distinct 1 MB statements, each parsed
@@ -65,15 +69,65 @@ def in_list_statement(i: int, total: int = 2 * MB, in_list: int = 1_200_000) -> 
     return head + "x" * max(0, total - len(head) - 2) + "'"
 
 
-class Raw:
-    """One HS2 session with the generated Thrift client (no per-row conversion)."""
+class KeepAliveHttp:
+    """A Thrift transport that POSTs each call on one persistent HTTP/1.1 connection and
+    returns the cookie it was given (thrift's THttpClient reconnects for every call, which
+    would measure TCP set-up rather than the proxy)."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, path: str = "/cliservice"):
+        import base64
+        import http.client
+        import io
+        self._conn = http.client.HTTPConnection(host, port, timeout=600)
+        self._path, self._io = path, io
+        self._headers = {"Content-Type": "application/x-thrift",
+                         "Authorization": "Basic " + base64.b64encode(b"bench:x").decode()}
+        self._wbuf, self._rbuf = io.BytesIO(), io.BytesIO()
+
+    def isOpen(self) -> bool:
+        return True
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def write(self, data: bytes) -> None:
+        self._wbuf.write(data)
+
+    def read(self, n: int) -> bytes:
+        return self._rbuf.read(n)
+
+    def readAll(self, n: int) -> bytes:
+        return self._rbuf.read(n)
+
+    def flush(self) -> None:
+        body, self._wbuf = self._wbuf.getvalue(), self._io.BytesIO()
+        self._conn.request("POST", self._path, body=body, headers=self._headers)
+        resp = self._conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"HTTP {resp.status}: {data[:200]!r}")
+        cookie = resp.getheader("Set-Cookie")
+        if cookie:
+            self._headers["Cookie"] = cookie.split(";", 1)[0]
+        self._rbuf = self._io.BytesIO(data)
+
+
+class Raw:
+    """One HS2 session with the generated Thrift client (no per-row conversion); over
+    HTTP when `http` (the port is then the proxy's http_port)."""
+
+    def __init__(self, host: str, port: int, http: bool = False):
         from pyhive import hive
         from TCLIService import ttypes
         self.t = ttypes
         self.port = port
-        self.conn = hive.connect(host=host, port=port, username="bench", auth="NONE")
+        if http:
+            self.conn = hive.connect(thrift_transport=KeepAliveHttp(host, port))
+        else:
+            self.conn = hive.connect(host=host, port=port, username="bench", auth="NONE")
         self.client = self.conn.client
         self.session = self.conn.sessionHandle
 
@@ -128,40 +182,57 @@ def pct(values: list[float], p: float) -> float:
     return s[k]
 
 
-def bench_latency(direct: Raw, proxy: Raw, rounds: int) -> dict:
-    """Alternate direct and proxy query by query (random order within each pair), so that
-    load changes on a shared machine hit both sides alike; keep the pairs."""
-    lat = {"direct": [], "proxy": [], "pairs": []}
-    for side in (direct, proxy):          # warm-up
+def bench_latency(sides: dict[str, Raw], rounds: int) -> dict:
+    """Alternate the sides query by query (random order within each round), so that load
+    changes on a shared machine hit all alike; keep each side's difference to "direct" in
+    the same round (pairs:<side>)."""
+    lat = {name: [] for name in sides} | {f"pairs:{n}": [] for n in sides if n != "direct"}
+    for side in sides.values():          # warm-up
         for _ in range(20):
             side.run("SELECT 1")
     rng = random.Random(7)
     for _ in range(rounds):
         sample = {}
-        order = [("direct", direct), ("proxy", proxy)]
+        order = list(sides.items())
         rng.shuffle(order)
         for name, side in order:
             t0 = time.perf_counter()
             side.run("SELECT 1")
             sample[name] = (time.perf_counter() - t0) * 1000
             lat[name].append(sample[name])
-        lat["pairs"].append(sample["proxy"] - sample["direct"])
+        for name in sides:
+            if name != "direct":
+                lat[f"pairs:{name}"].append(sample[name] - sample["direct"])
+        if "direct-http" in sides:
+            lat.setdefault("pairs:http-direct-http", []).append(sample["http"] - sample["direct-http"])
     return lat
 
 
-def bench_throughput(direct: Raw, proxy: Raw, repeats: int) -> dict:
-    secs = {"direct": [], "proxy": []}
+def bench_throughput(sides: dict[str, Raw], repeats: int, proxy) -> dict:
+    """Seconds per 1M-row fetch per side, and the proxy's CPU seconds per side (cpu:<side>)."""
+    secs = {name: [] for name in sides} | {f"cpu:{name}": 0.0 for name in sides}
     for i in range(repeats):
-        order = [("direct", direct), ("proxy", proxy)]
+        order = list(sides.items())
         if i % 2:
             order.reverse()
         for name, side in order:
-            t0 = time.perf_counter()
+            c0, t0 = proxy.cpu_seconds(), time.perf_counter()
             n = side.run(BIG_QUERY)
             secs[name].append(time.perf_counter() - t0)
+            secs[f"cpu:{name}"] += proxy.cpu_seconds() - c0
             if n != 1_000_000:
                 raise RuntimeError(f"{name}: fetched {n} rows, expected 1000000")
     return secs
+
+
+def cpu_per_query(proxy, side: Raw, n: int = 300) -> tuple[float, float]:
+    """CPU milliseconds per tiny query over one transport, (the proxy's, this client's):
+    unlike wall time on a shared machine, not blurred by the load; the client's share shows
+    what its transport code (http.client vs a socket) adds to the round trip."""
+    c0, k0 = proxy.cpu_seconds(), time.process_time()
+    for _ in range(n):
+        side.run("SELECT 1")
+    return (proxy.cpu_seconds() - c0) * 1000 / n, (time.process_time() - k0) * 1000 / n
 
 
 def bench_concurrency(host: str, port: int, sessions: int, queries: int) -> dict:
@@ -268,6 +339,8 @@ def main() -> int:
     ap.add_argument("--replicas", action="store_true",
                     help="run only (f): two replicas behind ZooKeeper vs one proxy")
     ap.add_argument("--connects", type=int, default=60, help="connections per side in (f)")
+    ap.add_argument("--no-direct-http", action="store_true",
+                    help="skip the second Spark Thrift Server in http mode (direct-http in (a), (b))")
     args = ap.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-passthrough-"))
@@ -278,9 +351,12 @@ def main() -> int:
         "spark.sql.ui.retainedExecutions": "20",
         "spark.sql.thriftServer.ui.retainedStatements": "20",
         "spark.sql.thriftServer.ui.retainedSessions": "20"})
-    proxy = None
+    proxy = sts_http = None
     try:
-        proxy = start_proxy(workdir / "proxy", (sts.host, sts.port))
+        # the same client over HTTP straight to Spark: what the HTTP client costs by itself
+        sts_http = None if args.no_direct_http or args.only_big else start_sts(
+            workdir / "sts-http", http=True)
+        proxy = start_proxy(workdir / "proxy", (sts.host, sts.port), http=True)
         print(f"STS {sts.host}:{sts.port} pid {sts.pid}; proxy {proxy.host}:{proxy.port} "
               f"pid {proxy.pid}", flush=True)
         cpu0 = proxy.cpu_seconds()
@@ -294,37 +370,13 @@ def main() -> int:
             print(f"\nproxy exit code after SIGTERM: {proxy.stop(timeout=60)}")
             proxy = None
             return 0
-        direct, via = Raw(sts.host, sts.port), Raw(proxy.host, proxy.port)
-
-        c0 = proxy.cpu_seconds()
-        lat = bench_latency(direct, via, args.rounds)
-        c1 = proxy.cpu_seconds()
-        d50, p50 = statistics.median(lat["direct"]), statistics.median(lat["proxy"])
-        paired = statistics.median(lat["pairs"])
-        print(f"\n(a) tiny query round trip (execute + fetch + close), ms; load average "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        for name in ("direct", "proxy"):
-            print(f"    {name:6s} p50 {statistics.median(lat[name]):7.2f}  p90 {pct(lat[name], 90):7.2f}"
-                  f"  n={len(lat[name])}")
-        print(f"    added at p50: {p50 - d50:+.2f} ms; median of paired differences "
-              f"{paired:+.2f} ms (target <= 2 ms)  -> {'OK' if paired <= 2 else 'MISSED'}")
-        print(f"    proxy CPU per query: {(c1 - c0) * 1000 / (args.rounds + 20):.2f} ms", flush=True)
-
-        c2 = proxy.cpu_seconds()
-        secs = bench_throughput(direct, via, args.repeats)
-        c3 = proxy.cpu_seconds()
-        ds, ps = statistics.median(secs["direct"]), statistics.median(secs["proxy"])
-        ratio, best = ds / ps, min(secs["direct"]) / min(secs["proxy"])
-        print(f"\n(b) 1,000,000 rows x 3 columns, FetchResults(maxRows=10000); load average "
-              f"{os.getloadavg()[0]:.1f}")
-        for name, s_ in (("direct", ds), ("proxy", ps)):
-            print(f"    {name:6s} median {s_:6.2f} s  = {1_000_000 / s_:10,.0f} rows/s"
-                  f"  (runs: {', '.join(f'{x:.2f}' for x in secs[name])})")
-        print(f"    throughput ratio proxy/direct: median {ratio:.3f}, best-of-{args.repeats} "
-              f"{best:.3f} (target >= 0.95 on the median)  -> {'OK' if ratio >= 0.95 else 'MISSED'}")
-        print(f"    proxy CPU per 1M rows: {(c3 - c2) / args.repeats:.2f} s", flush=True)
-        direct.close()
-        via.close()
+        sides = {"direct": Raw(sts.host, sts.port), "proxy": Raw(proxy.host, proxy.port),
+                 "http": Raw(proxy.host, proxy.http_port, http=True)}
+        if sts_http is not None:
+            sides["direct-http"] = Raw(sts_http.host, sts_http.port, http=True)
+        report_latency_throughput(args, proxy, sides)
+        for side in sides.values():
+            side.close()
 
         if args.sessions <= 0:
             bench_big(args, workdir, sts, proxy)
@@ -354,6 +406,66 @@ def main() -> int:
         if proxy is not None:
             proxy.stop()
         sts.stop()
+        if sts_http is not None:
+            sts_http.stop()
+
+
+def report_latency_throughput(args, proxy, sides: dict[str, Raw]) -> None:
+    """(a) and (b): every side against "direct"; proxy CPU over both proxy sides."""
+    via = [name for name in sides if not name.startswith("direct")]     # through the proxy
+    c0 = proxy.cpu_seconds()
+    lat = bench_latency(sides, args.rounds)
+    c1 = proxy.cpu_seconds()
+    d50 = statistics.median(lat["direct"])
+    print(f"\n(a) tiny query round trip (execute + fetch + close), ms; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for name in sides:
+        print(f"    {name:11s} p50 {statistics.median(lat[name]):7.2f}  p90 {pct(lat[name], 90):7.2f}"
+              f"  n={len(lat[name])}")
+    for name in sides:
+        if name not in via:
+            continue
+        paired = statistics.median(lat[f"pairs:{name}"])
+        print(f"    {name:6s} added at p50: {statistics.median(lat[name]) - d50:+.2f} ms; median "
+              f"of paired differences {paired:+.2f} ms (target <= 2 ms)  -> "
+              f"{'OK' if paired <= 2 else 'MISSED'}")
+    if "http" in sides:
+        print(f"    http vs binary through the proxy at p50: "
+              f"{statistics.median(lat['http']) - statistics.median(lat['proxy']):+.2f} ms")
+    if "direct-http" in sides:
+        paired = statistics.median(lat["pairs:http-direct-http"])
+        print(f"    http   added at p50 vs Spark's own http mode (same client): "
+              f"{statistics.median(lat['http']) - statistics.median(lat['direct-http']):+.2f} ms; "
+              f"median of paired differences {paired:+.2f} ms (target <= 2 ms)  -> "
+              f"{'OK' if paired <= 2 else 'MISSED'}")
+    queries = (args.rounds + 20) * (len(via))
+    print(f"    proxy CPU per query: {(c1 - c0) * 1000 / queries:.2f} ms", flush=True)
+    for name, side in sides.items():
+        cpu_proxy, cpu_client = cpu_per_query(proxy, side)
+        print(f"    {name:11s} CPU per query: proxy {cpu_proxy:.2f} ms, client {cpu_client:.2f} ms",
+              flush=True)
+
+    secs = bench_throughput(sides, args.repeats, proxy)
+    ds = statistics.median(secs["direct"])
+    print(f"\n(b) 1,000,000 rows x 3 columns, FetchResults(maxRows=10000); load average "
+          f"{os.getloadavg()[0]:.1f}")
+    for name in sides:
+        s_ = statistics.median(secs[name])
+        print(f"    {name:11s} median {s_:6.2f} s  = {1_000_000 / s_:10,.0f} rows/s"
+              f"  (runs: {', '.join(f'{x:.2f}' for x in secs[name])})")
+    if "direct-http" in sides:
+        ratio = statistics.median(secs["direct-http"]) / statistics.median(secs["http"])
+        print(f"    throughput ratio http/direct-http (same client): median {ratio:.3f}")
+    for name in sides:
+        if name not in via:
+            continue
+        ratio = ds / statistics.median(secs[name])
+        best = min(secs["direct"]) / min(secs[name])
+        print(f"    throughput ratio {name}/direct: median {ratio:.3f}, best-of-{args.repeats} "
+              f"{best:.3f} (target >= 0.95 on the median)  -> {'OK' if ratio >= 0.95 else 'MISSED'}")
+    print("    proxy CPU per 1M rows: " + ", ".join(
+        f"{name} {secs[f'cpu:{name}'] / args.repeats:.2f} s" for name in via),
+        flush=True)
 
 
 def bench_replicas(args, workdir: Path, sts, proxy) -> None:

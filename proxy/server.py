@@ -1,11 +1,12 @@
 """Asyncio accept loop: one owned task per client connection.
 
-Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL),
-negotiate SASL PLAIN (GSSAPI under auth=kerberos; proxy/kerberos.py) or not, then cut the
-byte stream into Thrift messages and hand each to Service.handle, strictly one at a
-time. A connection that closes without a byte is a health probe (logged at debug).
-Malformed or oversized input closes that connection with a log line, never the server.
-Client disconnect closes its sessions upstream.
+Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL, an
+HTTP method = proxy/http.py, also what the http_port serves), negotiate SASL PLAIN (GSSAPI
+under auth=kerberos; proxy/kerberos.py) or not, then cut the byte stream into Thrift
+messages and hand each to Service.handle, strictly one at a time. A connection that closes
+without a byte is a health probe (logged at debug). Malformed or oversized input closes
+that connection with a log line, never the server. Client disconnect closes its sessions
+upstream.
 
 Before login a connection is cheap and short-lived: admission.py caps connections (in
 total and per address) and failed logins; the whole login, from the first byte to the
@@ -32,6 +33,8 @@ from proxy.admission import ConnectionLimits, LoginThrottle
 from proxy.auth import AllowAll, Authenticator, AuthUnavailable
 from proxy.config import Settings
 from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
+from proxy.http import HttpTransport
+from proxy.httpwire import looks_like_http, response as http_response
 from proxy.logsafe import Sampler, safe
 from proxy.router import Router
 from proxy.service import ClientConnection, Service
@@ -78,6 +81,10 @@ class ProxyServer:
         # parallel guesses see each other's failures before hashing.
         self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="auth")
         self._auth_slots = asyncio.Semaphore(2)
+        self.kerberos = None            # the SPNEGO / GSSAPI acceptor under auth=kerberos
+        self.http = HttpTransport(self)
+        self._http_server: asyncio.base_events.Server | None = None
+        self.http_address: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -92,20 +99,32 @@ class ProxyServer:
         ctx.load_cert_chain(s.tls_cert, s.tls_key)
         return ctx
 
+    async def _listen(self, accept, port: int) -> asyncio.base_events.Server:
+        s = self.settings.server
+        return await asyncio.start_server(
+            accept, s.host, port, ssl=self._ssl_context(), limit=_BUFFER,
+            ssl_handshake_timeout=s.login_timeout if (s.tls_cert and s.tls_key) else None)
+
     async def start(self) -> tuple[str, int]:
         s = self.settings.server
-        self._server = await asyncio.start_server(
-            self._accept, s.host, s.port, ssl=self._ssl_context(), limit=_BUFFER,
-            ssl_handshake_timeout=s.login_timeout if (s.tls_cert and s.tls_key) else None)
+        self._server = await self._listen(self._accept, s.port)
         sock = self._server.sockets[0].getsockname()
         self.address = (sock[0], sock[1])
+        if s.http_port is not None:
+            self._http_server = await self._listen(
+                lambda r, w: self._accept(r, w, http=True), s.http_port)
+            sock = self._http_server.sockets[0].getsockname()
+            self.http_address = (sock[0], sock[1])
+            log.info("HTTP transport on %s:%d, path /%s%s", sock[0], sock[1],
+                     s.http_path.strip("/"), " (TLS)" if s.tls_cert else "")
         self._reaper = asyncio.create_task(self._reap_loop(), name="idle-reaper")
         return self.address
 
     async def shutdown(self, grace: float | None = None) -> None:
         grace = self.settings.server.shutdown_grace if grace is None else grace
-        if self._server is not None:
-            self._server.close()          # stop accepting
+        for srv in (self._server, self._http_server):
+            if srv is not None:
+                srv.close()               # stop accepting
         deadline = time.monotonic() + grace
         while self.service.busy() and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
@@ -120,9 +139,11 @@ class ProxyServer:
         if self._conn_tasks:
             await asyncio.wait(self._conn_tasks, timeout=5.0)
         self._auth_pool.shutdown(wait=False, cancel_futures=True)
-        if self._server is not None:
+        for srv in (self._server, self._http_server):
+            if srv is None:
+                continue
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+                await asyncio.wait_for(srv.wait_closed(), 5.0)
             except asyncio.TimeoutError:
                 pass
 
@@ -149,12 +170,13 @@ class ProxyServer:
 
     # ------------------------------------------------------------------ connections
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      http: bool = False) -> None:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if peer else "?"
         refused = self.limits.admit(address)
         if refused is not None:
-            self._refuse(address, refused, writer)
+            self._refuse(address, refused, writer, http)
             return
         task = asyncio.current_task()
         n = next(self._ids)
@@ -164,7 +186,7 @@ class ProxyServer:
         peer_s = f"{peer[0]}:{peer[1]}" if peer else "?"
         conn = ClientConnection(peer=peer_s)
         try:
-            await self._serve(conn, address, reader, writer)
+            await self._serve(conn, address, reader, writer, http)
         except asyncio.CancelledError:
             pass
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -183,17 +205,21 @@ class ProxyServer:
             if task is not None:
                 self._conn_tasks.discard(task)
 
-    def _refuse(self, address: str, reason: str, writer: asyncio.StreamWriter) -> None:
+    def _refuse(self, address: str, reason: str, writer: asyncio.StreamWriter,
+                http: bool = False) -> None:
         """Close at once, before reading a byte. A SASL client shows the BAD message as
         "Peer indicated failure: ..." (best effort: it may see a reset instead)."""
         held = self._sampler.take(reason)
         if held is not None:
             log.warning("refusing connection from %s: %s%s", address, reason, _held(held))
-        if self.settings.server.auth != "nosasl":
+        if http:
+            writer.write(http_response(503, f"Refused: {reason}\n".encode(), close=True))
+        elif self.settings.server.auth != "nosasl":
             writer.write(sasl.encode_negotiation(sasl.BAD, f"Refused: {reason}".encode()))
         writer.close()
 
-    async def _serve(self, conn: ClientConnection, address: str, reader, writer) -> None:
+    async def _serve(self, conn: ClientConnection, address: str, reader, writer,
+                     http: bool = False) -> None:
         s = self.settings.server
         # One deadline for the whole login, however the client paces its bytes.
         deadline = asyncio.get_running_loop().time() + s.login_timeout
@@ -205,6 +231,9 @@ class ProxyServer:
             return
         if not first:
             log.debug("connection %s closed without data (health probe)", conn.peer)
+            return
+        if http or (s.http_on_binary_port and looks_like_http(first)):
+            await self.http.serve(conn, address, reader, writer, bytearray(first), deadline)
             return
         b0 = first[0]
         looks_sasl = 1 <= b0 <= 5

@@ -42,6 +42,7 @@ class ProxyProc:
     workdir: Path
     argv: list[str]
     _proc: subprocess.Popen = field(repr=False)
+    http_port: int | None = None        # [server] http_port, when started with http=True
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -138,10 +139,11 @@ def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = 
                 upstream_auth: str | None = None, state_dir: Path | None = None,
                 extra_args: list[str] | None = None,
                 timeout: float = START_TIMEOUT_S,
-                env: dict[str, str] | None = None) -> ProxyProc:
+                env: dict[str, str] | None = None, http: bool = False) -> ProxyProc:
     """Start `python -m proxy serve` against `upstream` (host, port). auth / upstream_auth:
     None (proxy default), "none"/"plain"/"nosasl" as the proxy's CLI takes them. `env` is
-    added to the proxy's environment (e.g. DATAMAP_PROXY_* settings, a Kerberos realm's)."""
+    added to the proxy's environment (e.g. DATAMAP_PROXY_* settings, a Kerberos realm's).
+    http: also serve the HTTP transport on a port of its own (ProxyProc.http_port)."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     host = "127.0.0.1"
@@ -153,10 +155,13 @@ def start_proxy(workdir: Path, upstream: tuple[str, int], *, auth: str | None = 
         argv += ["--auth", auth]
     if upstream_auth:
         argv += ["--upstream-auth", upstream_auth]
+    http_port = free_port() if http else None
+    if http_port is not None:
+        argv += ["--http-port", str(http_port)]
     argv += extra_args or []
     log_path = workdir / f"proxy-{port}.log"
     proc = _spawn(argv, workdir, log_path, env)
-    pp = ProxyProc(host, port, proc.pid, log_path, workdir, argv, proc)
+    pp = ProxyProc(host, port, proc.pid, log_path, workdir, argv, proc, http_port)
     try:
         _wait_ready(proc, log_path, host, port, timeout, argv)
     except BaseException:

@@ -65,6 +65,7 @@ class Sts:
     workdir: Path
     auth: str
     _proc: subprocess.Popen = field(repr=False)
+    http: bool = False          # transportMode=http at /cliservice on `port`
 
     def alive(self) -> bool:
         return self._proc.poll() is None
@@ -117,12 +118,16 @@ def _port_accepts(host: str, port: int) -> bool:
         return False
 
 
-def probe_query(host: str, port: int, auth: str, timeout: float = 30.0) -> None:
+def probe_query(host: str, port: int, auth: str, timeout: float = 30.0,
+                http: bool = False) -> None:
     """Run SELECT 1 through PyHive; raises on any failure."""
     from pyhive import hive
 
-    conn = hive.connect(host=host, port=port, username="probe", auth=auth,
-                        **({"password": "x"} if auth in ("LDAP", "CUSTOM") else {}))
+    if http:
+        conn = hive.connect(host=host, port=port, scheme="http", username="probe", password="x")
+    else:
+        conn = hive.connect(host=host, port=port, username="probe", auth=auth,
+                            **({"password": "x"} if auth in ("LDAP", "CUSTOM") else {}))
     try:
         cur = conn.cursor()
         cur.execute("SELECT 1")
@@ -136,11 +141,12 @@ def probe_query(host: str, port: int, auth: str, timeout: float = 30.0) -> None:
 
 def start_sts(workdir: Path, *, auth: str = "NONE", timeout: float = START_TIMEOUT_S,
               extra_conf: dict[str, str] | None = None, fast_start: bool = False,
-              port: int | None = None) -> Sts:
+              port: int | None = None, http: bool = False) -> Sts:
     """Start an STS in `workdir` (created if needed). auth: "NONE" (SASL PLAIN, any
     user/password) or "NOSASL" (raw binary transport). fast_start: JVM options that favour
     start-up over peak speed (tests). port: this one instead of a free one (a restart, for
-    clients that keep the address). Returns once a query answers."""
+    clients that keep the address). http: HiveServer2's http transport (Basic auth, path
+    /cliservice) instead of the binary one. Returns once a query answers."""
     auth = auth.upper()
     if auth not in ("NONE", "NOSASL"):
         raise ValueError(f"unsupported STS auth {auth!r}: expected NONE or NOSASL")
@@ -150,7 +156,7 @@ def start_sts(workdir: Path, *, auth: str = "NONE", timeout: float = START_TIMEO
     for attempt in range(2):   # a second try covers losing the ephemeral-port race
         try:
             return _start_once(workdir, auth, timeout, extra_conf or {}, attempt,
-                               FAST_START_JVM_OPTS if fast_start else "", port)
+                               FAST_START_JVM_OPTS if fast_start else "", port, http)
         except StsStartError as exc:
             last_error = exc
             if "Address already in use" not in str(exc) or port is not None:
@@ -160,7 +166,8 @@ def start_sts(workdir: Path, *, auth: str = "NONE", timeout: float = START_TIMEO
 
 
 def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, str],
-                attempt: int, jvm_opts: str, port: int | None = None) -> Sts:
+                attempt: int, jvm_opts: str, port: int | None = None,
+                http: bool = False) -> Sts:
     host = "127.0.0.1"
     port = port or free_port()
     log_path = workdir / f"sts-{attempt}.log"
@@ -189,6 +196,10 @@ def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, 
     ]
     if auth == "NOSASL":
         cmd += ["--hiveconf", "hive.server2.authentication=NOSASL"]
+    if http:
+        cmd += ["--hiveconf", "hive.server2.transport.mode=http",
+                "--hiveconf", f"hive.server2.thrift.http.port={port}",
+                "--hiveconf", "hive.server2.thrift.http.path=cliservice"]
     for key, value in extra_conf.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd.append("spark-internal")
@@ -197,7 +208,7 @@ def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, 
     proc = subprocess.Popen(cmd, cwd=workdir, env=spark_env(), stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     proc._log_file = log  # type: ignore[attr-defined]  # closed by Sts.stop
-    sts = Sts(host, port, proc.pid, log_path, workdir, auth, proc)
+    sts = Sts(host, port, proc.pid, log_path, workdir, auth, proc, http)
 
     deadline = time.monotonic() + timeout
     last_probe_error: Exception | None = None
@@ -216,7 +227,7 @@ def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, 
                 raise StsStartError(f"port {port}: Address already in use\n{log_tail(log_path)}")
             if _port_accepts(host, port):
                 try:
-                    probe_query(host, port, auth)
+                    probe_query(host, port, auth, http=http)
                     return sts
                 except Exception as exc:  # not ready yet: keep polling until the deadline
                     last_probe_error = exc

@@ -118,7 +118,7 @@ def proxy(_proxy_holder, sts, itest_dir) -> ProxyProc:
     h = _proxy_holder
     if h.proc is None and h.error is None:
         try:
-            h.proc = start_proxy(itest_dir / "proxy", (sts.host, sts.port))
+            h.proc = start_proxy(itest_dir / "proxy", (sts.host, sts.port), http=True)
         except Exception as exc:  # noqa: BLE001 - reported verbatim below
             h.error = f"{type(exc).__name__}: {exc}"
     if h.error is not None:

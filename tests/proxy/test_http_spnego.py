@@ -1,0 +1,64 @@
+"""The HTTP transport's side of SPNEGO (auth=kerberos), against the acceptor interface
+part C implements (proxy.kerberos.Acceptor.spnego: token -> (user | None, out token)).
+The acceptor here is a stand-in with fixed tokens: what is checked is the HTTP logic
+(401 challenges, the continuation token, mutual authentication, the cookie); the real
+acceptor with a real KDC is tested with Kerberos itself."""
+from __future__ import annotations
+
+import asyncio
+import base64
+from types import SimpleNamespace
+
+import pytest
+
+from proxy import httpwire as hw
+from proxy.config import ServerSettings
+from proxy.http import HttpTransport
+
+
+class Acceptor:
+    def spnego(self, token: bytes):
+        if token == b"round1":
+            return None, b"more"
+        if token == b"good":
+            return "alice", b"mutual"
+        raise RuntimeError("Invalid token (defective token detected)")
+
+
+def negotiate(token: bytes) -> dict[str, str]:
+    return {"authorization": "Negotiate " + base64.b64encode(token).decode()}
+
+
+@pytest.fixture
+def transport():
+    settings = SimpleNamespace(server=ServerSettings(auth="kerberos"))
+    return HttpTransport(SimpleNamespace(settings=settings, kerberos=Acceptor()))
+
+
+def login(transport, headers: dict[str, str]):
+    req = hw.Request("POST", "/cliservice", "HTTP/1.1", headers)
+    conn = SimpleNamespace(peer="127.0.0.1:1")
+    return asyncio.run(transport._authorise(conn, "127.0.0.1", req, True))
+
+
+@pytest.mark.parametrize("headers,challenge,words", [
+    ({}, "Negotiate", "Authorization header received from the client is empty"),
+    ({"authorization": "Basic YTpi"}, "Negotiate", "Kerberos (SPNEGO) authentication needed"),
+    (negotiate(b"round1"), "Negotiate " + base64.b64encode(b"more").decode(), "another round"),
+    (negotiate(b"junk"), "Negotiate", "Kerberos: Invalid token"),
+    ({"authorization": "Negotiate !!"}, "Negotiate", "malformed Negotiate token"),
+])
+def test_refusals_challenge_with_negotiate(transport, headers, challenge, words):
+    with pytest.raises(hw.HttpError) as e:
+        login(transport, headers)
+    assert e.value.status == 401 and words in e.value.message
+    assert e.value.headers["WWW-Authenticate"] == challenge
+
+
+def test_accepted_token_mutual_auth_and_cookie(transport):
+    user, password, headers, how = login(transport, negotiate(b"good"))
+    assert (user, password, how) == ("alice", "", "SPNEGO")
+    assert headers["WWW-Authenticate"] == "Negotiate " + base64.b64encode(b"mutual").decode()
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    assert headers["Set-Cookie"].endswith("; Secure")
+    assert login(transport, {"cookie": cookie})[0] == "alice"
