@@ -193,7 +193,9 @@ class HttpTransport:
             raise hw.HttpError(401, "Authentication Error: Kerberos is not set up on this "
                                     "server", {"WWW-Authenticate": "Negotiate"})
         try:
-            token = base64.b64decode(authz.split(None, 1)[1], validate=True)
+            # Hive JDBC writes "Negotiate : <token>" (its own separator), others "Negotiate <token>"
+            token = base64.b64decode(authz.split(None, 1)[1].strip().removeprefix(":").strip(),
+                                     validate=True)
         except (IndexError, ValueError):
             raise hw.HttpError(401, "Authentication Error: malformed Negotiate token",
                                {"WWW-Authenticate": "Negotiate"}) from None

@@ -81,7 +81,6 @@ class ProxyServer:
         # parallel guesses see each other's failures before hashing.
         self._auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="auth")
         self._auth_slots = asyncio.Semaphore(2)
-        self.kerberos = None            # the SPNEGO / GSSAPI acceptor under auth=kerberos
         self.http = HttpTransport(self)
         self._http_server: asyncio.base_events.Server | None = None
         self.http_address: tuple[str, int] | None = None

@@ -55,6 +55,12 @@ def test_refusals_challenge_with_negotiate(transport, headers, challenge, words)
     assert e.value.headers["WWW-Authenticate"] == challenge
 
 
+def test_hive_jdbcs_colon_separator_is_accepted(transport):
+    # Hive JDBC's HttpKerberosRequestInterceptor sends "Negotiate : <base64>"
+    headers = {"authorization": "Negotiate : " + base64.b64encode(b"good").decode()}
+    assert login(transport, headers)[0] == "alice"
+
+
 def test_accepted_token_mutual_auth_and_cookie(transport):
     user, password, headers, how = login(transport, negotiate(b"good"))
     assert (user, password, how) == ("alice", "", "SPNEGO")
