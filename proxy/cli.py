@@ -217,7 +217,7 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
              settings.upstream.port, settings.upstream.auth)
     share_the_interpreter()
     log.info("ready")
-    registration = _register(settings, port)
+    registration = _register(settings, port, server.http_address)
     await stop.wait()
     if registration is not None:
         log.info("shutting down: leaving ZooKeeper first, so no new client is sent here")
@@ -231,13 +231,14 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     return 0
 
 
-def _register(settings: cfg.Settings, port: int):
-    """The ZooKeeper registration ([discovery] zookeeper), started once ready; None without."""
+def _register(settings: cfg.Settings, port: int, http_address: tuple[str, int] | None):
+    """The ZooKeeper registration ([discovery] zookeeper), started once ready; None without.
+    It publishes the ports bound (http_port = 0 means any free one)."""
     if not settings.discovery.zookeeper:
         return None
     from proxy.discovery import Registration
     registration = Registration(settings.discovery, settings.server, port,
-                                http_port=settings.server.http_port)
+                                http_port=http_address[1] if http_address else None)
     registration.start()
     return registration
 

@@ -23,9 +23,9 @@ HIVE_JDBC_PAIR = re.compile(r"([^=;]*)=([^;]*)[;]?")    # ZooKeeperHiveClientHel
 
 
 def start_registered(workdir: Path, zk_hosts: str, namespace: str, *,
-                     session_timeout: float = 2.0):
+                     session_timeout: float = 2.0, extra_args: list[str] | None = None):
     return registered_proxy(workdir, DEAD_UPSTREAM, zk_hosts, namespace,
-                            session_timeout=session_timeout)
+                            session_timeout=session_timeout, extra_args=extra_args)
 
 
 # ---------------------------------------------------------------- pure: what is published
@@ -83,6 +83,20 @@ def test_client_side_parse_reads_both_formats():
 
 
 # ------------------------------------------------------------- real ZooKeeper, real proxy
+
+def test_the_http_port_published_is_the_one_bound(zookeeper, tmp_path):
+    """--http-port 0 listens on any free port: the entry names that port, which the log
+    line "HTTP transport on host:port" also gives."""
+    ns = f"http-{uuid.uuid4().hex[:8]}"
+    proxy = start_registered(tmp_path / "p", zookeeper.hosts, ns, extra_args=["--http-port", "0"])
+    try:
+        [entry] = wait_for(lambda: registered(zookeeper.hosts, ns), what="the registration")
+        bound = re.search(r"HTTP transport on [\d.]+:(\d+)", proxy.log_path.read_text())
+        assert bound and entry.conf["hive.server2.thrift.http.port"] == bound.group(1) != "0"
+        assert entry.conf["hive.server2.thrift.port"] == str(proxy.port)
+    finally:
+        proxy.stop()
+
 
 def test_registers_as_hiveserver2_and_leaves_before_exiting(zookeeper, tmp_path):
     ns = f"reg-{uuid.uuid4().hex[:8]}"
