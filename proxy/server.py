@@ -46,6 +46,9 @@ _READ = 1 << 16
 # StreamReader pauses the socket once it buffers twice this, so a connection that has not
 # logged in holds a few tens of KB here whatever it sends (reads are resumed as we consume).
 _BUFFER = 1 << 14
+# Replies below this go out with their SASL frame header in one write (one send, one TCP
+# segment); bigger ones are written in two, so that a result page is never copied.
+_ONE_SEND = 1 << 16
 
 
 def _held(n: int) -> str:
@@ -437,8 +440,11 @@ class ProxyServer:
                     msg = bytes(stream[:n])
                     del stream[:n]
                     reply = await self.service.handle(conn, msg)
-                    writer.write(struct.pack("!I", len(reply)))   # no copy of big replies
-                    writer.write(reply)
+                    if len(reply) < _ONE_SEND:    # one segment: a lone 4-byte one costs a send
+                        writer.write(struct.pack("!I", len(reply)) + reply)
+                    else:                         # no copy of big replies
+                        writer.write(struct.pack("!I", len(reply)))
+                        writer.write(reply)
                     await writer.drain()
             except (sasl.SaslError, codec.ProtocolError) as e:
                 log.warning("connection %s (user %s): %s; closing", conn.peer, safe(conn.sasl_user),

@@ -1,5 +1,5 @@
-"""auth = ldap end to end: beeline and PyHive log in through the proxy (binary SASL PLAIN)
-against a real slapd, in front of the session's shared Spark Thrift Server; who Spark
+"""auth = ldap end to end: beeline and PyHive log in through the proxy (binary SASL PLAIN,
+and HTTP Basic on the HTTP transport) against a real slapd, in front of the session's shared Spark Thrift Server; who Spark
 thinks the user is (`current_user()`) with and without impersonation and with a service
 user towards Spark; the audit log those sessions leave."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ def ldap_proxy(directory, sts, tmp_path_factory):
     conf.write_text(f'[server]\nauth = "ldap"\nldap_url = "{directory.url}"\n'
                     f'ldap_user_dn_pattern = "uid=%s,{sd.PEOPLE}"\n'
                     f'impersonation = ["alice:bob"]\naudit_log = "{work / "audit.jsonl"}"\n')
-    p = start_proxy(work, (sts.host, sts.port), extra_args=["--config", str(conf)])
+    p = start_proxy(work, (sts.host, sts.port), extra_args=["--config", str(conf)], http=True)
     yield p
     assert p.stop(check=True) == 0
 
@@ -121,3 +121,23 @@ def test_impyla_identity_is_the_ldap_user_not_the_opensession_username(ldap_prox
         cur.close()
     finally:
         conn.close()
+
+
+def test_http_basic_logs_in_through_ldap(ldap_proxy, tmp_path):
+    """The HTTP transport checks Basic credentials with the same LDAP authenticator."""
+    from pyhive import hive
+    conn = hive.connect(host=ldap_proxy.host, port=ldap_proxy.http_port, scheme="http",
+                        username="bob", password="bob-pw")
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT current_user() AS u")
+        assert cur.fetchall() == [("bob",)]
+    finally:
+        conn.close()
+    url = (f"jdbc:hive2://{ldap_proxy.host}:{ldap_proxy.http_port}/default;"
+           "transportMode=http;httpPath=cliservice")
+    run = run_beeline(url, ["SELECT current_user() AS u"], user="alice", password="alice-pw",
+                      workdir=tmp_path)
+    assert run.errors == [] and run.results[0].rows == [("alice",)], run.stderr[-2000:]
+    bad = run_beeline(url, ["SELECT 1"], user="alice", password="wrong", workdir=tmp_path)
+    assert bad.results == [] and "HTTP Response code: 401" in bad.errors[0][1]
