@@ -120,3 +120,20 @@ def test_pyhive_over_http_with_a_spnego_header_from_gssapi(kdc, krb_proxy):
         assert cur.fetchall() == [("bob",)]
     finally:
         conn.close()
+
+
+def test_impyla_over_http_with_gssapi(kdc, krb_proxy, monkeypatch, tmp_path):
+    """impyla's http transport makes the SPNEGO header itself (kerberos package) and keeps
+    the hive.server2.auth cookie for the requests after the first."""
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{kdc.kinit('bob', tmp_path / 'bob.ccache')}")
+    from impala import dbapi
+    conn = dbapi.connect(host="localhost", port=krb_proxy.http_port, auth_mechanism="GSSAPI",
+                         kerberos_service_name="HTTP", use_http_transport=True,
+                         http_path="cliservice", timeout=60)
+    cur = conn.cursor()
+    try:
+        assert impyla_execute(cur, WHO).rows == [("bob",)]
+        assert impyla_execute(cur, "SELECT 1 + 1").rows == [(2,)]
+    finally:
+        cur.close()        # not left to __del__ (see test_impyla_gssapi_with_another_users_ticket)
+        conn.close()
