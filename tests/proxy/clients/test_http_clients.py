@@ -95,9 +95,10 @@ def test_beeline_and_hive_jdbc_over_http(proxy, direct, itest_db, tmp_path):
     assert any(r[2] == "all_types" for r in got.results[1].rows)
     jdbc = run_jdbc([(f"jdbc:hive2://{direct.host}:{direct.port}/default", "me", "x", sql),
                      (f"jdbc:hive2://{proxy.host}:{proxy.http_port}/default;{HTTP}", "me", "x", sql),
-                     (f"jdbc:hive2://{proxy.host}:{proxy.port}/default;{HTTP}", "me", "x", sql)])
+                     (f"jdbc:hive2://{proxy.host}:{proxy.port}/default;{HTTP}", "me", "x", sql),
+                     (f"jdbc:hive2://{proxy.host}:{proxy.port}/default", "me", "x", sql)])
     assert "rows" in jdbc[0], jdbc
-    assert jdbc[1] == jdbc[0] and jdbc[2] == jdbc[0]
+    assert jdbc[1] == jdbc[0] and jdbc[2] == jdbc[0] and jdbc[3] == jdbc[0]
 
 
 # --------------------------------------------------------------------------- TLS + users file

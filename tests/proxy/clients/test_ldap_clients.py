@@ -10,6 +10,7 @@ import pytest
 
 from tests.support import slapd as sd
 from tests.support.clients import _pyhive_error, jdbc_url, run_beeline
+from tests.support.jdbc import run_jdbc
 from tests.support.proxy_proc import start_proxy
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -141,3 +142,10 @@ def test_http_basic_logs_in_through_ldap(ldap_proxy, tmp_path):
     assert run.errors == [] and run.results[0].rows == [("alice",)], run.stderr[-2000:]
     bad = run_beeline(url, ["SELECT 1"], user="alice", password="wrong", workdir=tmp_path)
     assert bad.results == [] and "HTTP Response code: 401" in bad.errors[0][1]
+    # Hive JDBC as DBeaver loads it (JayDeBeApi), binary and HTTP
+    binary = f"jdbc:hive2://{ldap_proxy.host}:{ldap_proxy.port}/default"
+    got = run_jdbc([(binary, "bob", "bob-pw", "SELECT current_user()"),
+                    (url, "alice", "alice-pw", "SELECT current_user()"),
+                    (binary, "bob", "wrong", "SELECT 1")])
+    assert got[:2] == [{"rows": [["bob"]]}, {"rows": [["alice"]]}], got
+    assert "LDAP authentication failed for user bob" in got[2]["error"]
