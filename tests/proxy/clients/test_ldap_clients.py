@@ -122,6 +122,17 @@ def test_impyla_identity_is_the_ldap_user_not_the_opensession_username(ldap_prox
         cur.close()
     finally:
         conn.close()
+    # the same over the HTTP transport (Basic checked against the directory)
+    conn = connect(host=ldap_proxy.host, port=ldap_proxy.http_port, auth_mechanism="LDAP",
+                   user="bob", password="bob-pw", use_http_transport=True,
+                   http_path="cliservice", timeout=60)
+    try:
+        cur = conn.cursor(user="mallory")
+        cur.execute("SELECT current_user()")
+        assert cur.fetchall() == [("bob",)]
+        cur.close()
+    finally:
+        conn.close()
 
 
 def test_http_basic_logs_in_through_ldap(ldap_proxy, tmp_path):
