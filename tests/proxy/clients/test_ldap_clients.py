@@ -113,26 +113,18 @@ def test_impyla_identity_is_the_ldap_user_not_the_opensession_username(ldap_prox
     """impyla logs in as alice but sends OpenSession(username=<login name of this process>):
     the session is alice's all the same (hs2-protocol-notes, identity confusion)."""
     from impala.dbapi import connect
-    conn = connect(host=ldap_proxy.host, port=ldap_proxy.port, auth_mechanism="LDAP",
-                   user="alice", password="alice-pw", timeout=60)
-    try:
-        cur = conn.cursor(user="mallory")
-        cur.execute("SELECT current_user()")
-        assert cur.fetchall() == [("alice",)]
-        cur.close()
-    finally:
-        conn.close()
-    # the same over the HTTP transport (Basic checked against the directory)
-    conn = connect(host=ldap_proxy.host, port=ldap_proxy.http_port, auth_mechanism="LDAP",
-                   user="bob", password="bob-pw", use_http_transport=True,
-                   http_path="cliservice", timeout=60)
-    try:
-        cur = conn.cursor(user="mallory")
-        cur.execute("SELECT current_user()")
-        assert cur.fetchall() == [("bob",)]
-        cur.close()
-    finally:
-        conn.close()
+    binary = dict(port=ldap_proxy.port)
+    http = dict(port=ldap_proxy.http_port, use_http_transport=True, http_path="cliservice")
+    for how, user in ((binary, "alice"), (http, "bob")):    # HTTP: Basic against the directory
+        conn = connect(host=ldap_proxy.host, auth_mechanism="LDAP", user=user,
+                       password=f"{user}-pw", timeout=60, **how)
+        try:
+            cur = conn.cursor(user="mallory")
+            cur.execute("SELECT current_user()")
+            assert cur.fetchall() == [(user,)]
+            cur.close()
+        finally:
+            conn.close()
 
 
 def test_http_basic_logs_in_through_ldap(ldap_proxy, tmp_path):
