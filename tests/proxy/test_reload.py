@@ -34,6 +34,16 @@ def test_reload_applies_reloadable_keys_and_keeps_the_rest(tmp_path, caplog):
     assert "[server] limit_connections_per_user = 1" in text
 
 
+def test_a_changed_catalog_url_is_not_logged_with_its_password(tmp_path, caplog):
+    f = tmp_path / "proxy.toml"
+    _settings, r = _reloader(f, "[state]\ncatalog = 'postgresql://dmp:old-pw@db1/catalog'\n")
+    f.write_text("[state]\ncatalog = 'postgresql://dmp:new-pw@db2/catalog'\n")
+    with caplog.at_level(logging.INFO, logger="proxy.reload"):
+        assert r.reload()
+    assert "[state] catalog changed to (secret) but needs a restart" in caplog.text
+    assert "old-pw" not in caplog.text and "new-pw" not in caplog.text
+
+
 def test_a_bad_file_keeps_the_old_settings_and_says_why(tmp_path, caplog):
     f = tmp_path / "proxy.toml"
     settings, r = _reloader(f, "[server]\nmax_running_operations = 4\n")
