@@ -176,8 +176,11 @@ class HttpTransport:
         if scheme != "basic":
             if s.auth == "nosasl" and not authz:
                 return "anonymous", "", {}, "nosasl"
+            # a scheme is named only when the header has one: a lone word may be the
+            # credential itself (a raw token), which must reach neither log nor reply
+            named = scheme if len(authz.split(None, 1)) == 2 and len(scheme) <= 20 else "this"
             raise hw.HttpError(401, _NO_CREDENTIALS if not authz else
-                               f"Authentication Error: {scheme or 'this'} authorization is not "
+                               f"Authentication Error: {named} authorization is not "
                                "accepted; send Basic credentials", _challenge())
         user, password = hw.basic_credentials(authz)
         if s.auth == "nosasl":            # HS2's NOSASL http: the name, unchecked

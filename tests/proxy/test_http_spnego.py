@@ -68,3 +68,15 @@ def test_accepted_token_mutual_auth_and_cookie(transport):
     cookie = headers["Set-Cookie"].split(";", 1)[0]
     assert headers["Set-Cookie"].endswith("; Secure")
     assert login(transport, {"cookie": cookie})[0] == "alice"
+
+
+@pytest.mark.parametrize("authz,named", [("Bearer eyJhbGciOi", "bearer"),
+                                         ("tok-3f9a1c77e2b04d", "this")])
+def test_a_refused_authorization_header_is_not_echoed(authz, named):
+    # auth = none: only Basic is accepted; a header of one word may be a raw token
+    settings = SimpleNamespace(server=ServerSettings(auth="none"))
+    plain = HttpTransport(SimpleNamespace(settings=settings, kerberos=None))
+    with pytest.raises(hw.HttpError) as e:
+        login(plain, {"authorization": authz})
+    assert e.value.status == 401 and f"{named} authorization is not accepted" in e.value.message
+    assert authz.split()[-1] not in e.value.message
