@@ -203,7 +203,7 @@ class HttpTransport:
             raise hw.HttpError(401, "Authentication Error: malformed Negotiate token",
                                {"WWW-Authenticate": "Negotiate"}) from None
         try:
-            user, out = await asyncio.to_thread(acceptor.spnego, token)
+            user, out = await self.server.auth_call(acceptor.spnego, token)
         except Exception as e:  # noqa: BLE001 - kerberos.KerberosError and kin: tell, close
             log.warning("connection %s (HTTP): SPNEGO failed: %s", conn.peer, safe(e))
             raise hw.HttpError(401, f"Authentication Error: Kerberos: {e}",

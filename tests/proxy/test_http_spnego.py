@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import threading
 from types import SimpleNamespace
 
 import pytest
 
 from proxy import httpwire as hw
-from proxy.config import ServerSettings
+from proxy.config import ServerSettings, Settings
 from proxy.http import HttpTransport
+from proxy.router import Router
+from proxy.server import ProxyServer
 
 
 class Acceptor:
+    threads: list[str] = []
+
     def spnego(self, token: bytes):
+        self.threads.append(threading.current_thread().name)
         if token == b"round1":
             return None, b"more"
         if token == b"good":
@@ -31,8 +37,10 @@ def negotiate(token: bytes) -> dict[str, str]:
 
 @pytest.fixture
 def transport():
-    settings = SimpleNamespace(server=ServerSettings(auth="kerberos"))
-    return HttpTransport(SimpleNamespace(settings=settings, kerberos=Acceptor()))
+    server = ProxyServer(Settings(server=ServerSettings(auth="kerberos")), Router(),
+                         kerberos=Acceptor())
+    yield server.http
+    server._auth_pool.shutdown()
 
 
 def login(transport, headers: dict[str, str]):
@@ -59,6 +67,14 @@ def test_hive_jdbcs_colon_separator_is_accepted(transport):
     # Hive JDBC's HttpKerberosRequestInterceptor sends "Negotiate : <base64>"
     headers = {"authorization": "Negotiate : " + base64.b64encode(b"good").decode()}
     assert login(transport, headers)[0] == "alice"
+
+
+def test_tokens_are_checked_in_the_login_pool(transport):
+    # as on the binary port: a flood of tokens queues for the login pool's two threads,
+    # the default executor stays free for everyone else
+    Acceptor.threads.clear()
+    login(transport, negotiate(b"good"))
+    assert Acceptor.threads and all(t.startswith("auth") for t in Acceptor.threads)
 
 
 def test_accepted_token_mutual_auth_and_cookie(transport):
