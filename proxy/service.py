@@ -65,7 +65,7 @@ class ClientConnection:
     """What the protocol layer knows about one client connection (no I/O)."""
     peer: str
     sasl_user: str | None = None          # authcid from SASL PLAIN; None under NOSASL
-    sasl_password: str = ""
+    sasl_password: str = field(default="", repr=False)
     sessions: set = field(default_factory=set)
 
 
