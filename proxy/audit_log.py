@@ -35,7 +35,8 @@ log = logging.getLogger("proxy.audit")
 STATEMENT_CHARS = 4000
 # The operation's last state as the proxy knows it -> outcome. A pass-through statement's
 # state is the one its client last polled, so one closed unpolled is "closed".
-_OUTCOMES = {"FINISHED": "ok", "ERROR": "error", "TIMEDOUT": "error", "CANCELED": "canceled"}
+_OUTCOMES = {"FINISHED": "ok", "ERROR": "error", "TIMEDOUT": "error", "CANCELED": "canceled",
+             "REFUSED": "error"}    # refused before it ran (a full queue, gated.py)
 
 
 def decision_of(label: str) -> tuple[str, list[str]]:

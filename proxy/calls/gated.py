@@ -70,8 +70,9 @@ class GatedStatements:
                              log_lines: tuple[str, ...] = ()) -> T.TExecuteStatementResp:
         try:
             waiter = self.run_gate.enter()         # a full line: this call fails now
-        except ProxyError:
-            self._log_statement(session, None, label, "REFUSED", 0.0, req.statement)
+        except ProxyError as e:
+            self._log_statement(session, None, label, "REFUSED", 0.0, req.statement,
+                                sqlstate=e.sqlstate)
             _call(ended)
             raise
         if waiter is None and req.runAsync and after is None:
