@@ -212,3 +212,43 @@ def test_a_refused_set_is_named_by_its_key_not_its_value():
         asyncio.run(upstream_for(service, s))
     assert "replaying `SET fs.s3a.secret.key` failed" in str(info.value)
     assert "hunter2" not in str(info.value)
+
+
+def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
+    # recovery x datamap loads x audit: with Spark down the reopen fails before the statement
+    # is sent; the freshness guard's hold on the written table (`ended`) must end, and the
+    # audit log must still have the statement, as an error
+    from proxy.config import ServerSettings, Settings, UpstreamSettings
+    from proxy.router import PassThrough, Router
+    from proxy.service import ClientConnection, Service
+    from proxy.upstream import UpstreamSession
+    from tests.support.sts import free_port
+
+    ended = []
+
+    async def after(_run_sql):
+        pass
+
+    def load(ctx, statement):
+        return PassThrough(after=after, ended=lambda: ended.append(statement))
+
+    audit = tmp_path / "audit.jsonl"
+    settings = Settings(server=ServerSettings(audit_log=str(audit)),
+                        upstream=UpstreamSettings(host="127.0.0.1", port=free_port(),
+                                                  connect_timeout=5.0))
+    service = Service(settings, Router([load]))
+    s = Session(user="alice", protocol=5, client_protocol=5)
+    s.upstream = UpstreamSession(settings.upstream)
+    s.upstream.conn.broken = "Spark Thrift Server closed the connection"
+    s.reopen = Reopen("secret")
+    s.handle = service.sessions.add(s)
+    req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
+                                 statement="INSERT INTO db.fact VALUES (1)", runAsync=True)
+    with pytest.raises(UpstreamError) as info:
+        asyncio.run(service._h_ExecuteStatement(ClientConnection("10.0.0.7:5123"),
+                                                "ExecuteStatement", req, 1))
+    assert info.value.sqlstate == "08S01"
+    assert ended == ["INSERT INTO db.fact VALUES (1)"]
+    service.audit.close()
+    [line] = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "08S01")
