@@ -222,6 +222,9 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             from proxy.identity import parse_rules     # fails at start-up, naming the rule
             parse_rules(rules)
             return rules
+        if key == "zookeeper" and value:     # fails at start-up, not once serving
+            from kazoo.hosts import collect_hosts
+            collect_hosts(str(value))
         if key == "metastore_uris":
             if isinstance(value, str):
                 value = value.split(",")

@@ -36,6 +36,12 @@ def test_bad_env_exits_2(monkeypatch, capsys):
     assert cli.main(["serve", "--upstream", "h:1"]) == 2
 
 
+def test_bad_zookeeper_quorum_exits_2_before_serving(tmp_path, caplog):
+    assert cli.main(["serve", "--upstream", "h:1", "--state-dir", str(tmp_path),
+                     "--zookeeper", "zk1:notaport"]) == 2
+    assert "[discovery] zookeeper" in caplog.text and "notaport" in caplog.text
+
+
 def test_users_add_from_stdin(tmp_path, monkeypatch):
     f = tmp_path / "users"
     monkeypatch.setattr("sys.stdin", io.StringIO("pw1\n"))
