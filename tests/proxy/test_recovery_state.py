@@ -252,3 +252,57 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     service.audit.close()
     [line] = [json.loads(x) for x in audit.read_text().splitlines()]
     assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "08S01")
+
+
+class _SparkConn(_FakeConn):
+    """A connection that runs ExecuteStatement while alive (fails as a lost one after)."""
+
+    async def call(self, name, req, seqid=0):
+        if not self.alive:
+            raise UpstreamError("Connection to Spark Thrift Server at sts:1 is lost: closed")
+        assert name == "ExecuteStatement"
+        self.executed = req.statement
+        return T.TExecuteStatementResp(
+            status=T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS),
+            operationHandle=T.TOperationHandle(
+                operationId=T.THandleIdentifier(b"u" * 16, b"u" * 16),
+                operationType=T.TOperationType.EXECUTE_STATEMENT, hasResultSet=True))
+
+
+def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
+    # limits x recovery: Spark restarted while the statement waited for a running slot;
+    # when the slot comes it is sent on a reopened session, not failed on the dead one
+    from proxy.config import ServerSettings, Settings
+    from proxy.router import Router
+    from proxy.service import Service
+
+    made = []
+
+    def factory():
+        up = _FakeUpstream()
+        up.conn = _SparkConn()
+        made.append(up)
+        return up
+    service = Service(Settings(server=ServerSettings(max_running_operations=1)), Router(),
+                      upstream_factory=factory)
+    s = Session(user="alice", protocol=5, client_protocol=5)
+    s.upstream, s.reopen = factory(), Reopen("secret")
+    s.handle = service.sessions.add(s)
+    req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
+                                 statement="SELECT 1", runAsync=True)
+
+    async def main():
+        assert service.run_gate.enter() is None          # someone else runs
+        resp = await service._execute_gated(s, req, "SELECT 1", "pass", 1)
+        op = service.operations.get(resp.operationHandle.operationId)
+        assert op.state is OpState.PENDING
+        made[0].conn.alive = False                        # Spark restarts meanwhile
+        service.run_gate.release()
+        await asyncio.wait_for(op.done.wait(), 10)
+        try:
+            return op, op.state, op.error
+        finally:
+            service._forget_op(op, "closed")
+    op, state, error = asyncio.run(main())
+    assert error is None and state is OpState.RUNNING and op.kind is OpKind.UPSTREAM
+    assert len(made) == 2 and s.upstream is made[1] and made[1].conn.executed == "SELECT 1"
