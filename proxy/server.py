@@ -402,7 +402,7 @@ class ProxyServer:
             if held is not None:
                 log.error("connection %s: cannot check the password of %s: %s%s", conn.peer,
                           safe(user), safe(e, 500), _held(held))
-            return f"08S01: authentication service unavailable: {e}"
+            return f"08S01: authentication service unavailable: {e.public} (see the server log)"
         if reason is None:
             self.throttle.succeeded(user)
             return None
