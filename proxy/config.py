@@ -285,9 +285,11 @@ def load(config_file: str | os.PathLike | None = None,
     if config_file is not None:
         path = Path(config_file)
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))    # TOML is UTF-8
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"config file {path}: not UTF-8 (byte {e.start})") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path}: invalid TOML: {e}") from None
         for section, table in data.items():

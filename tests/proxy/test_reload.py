@@ -51,8 +51,9 @@ def test_a_bad_file_keeps_the_old_settings_and_says_why(tmp_path, caplog):
     r.register(called.append)
     for bad in ("[server\nmax_running_operations = 1\n",
                 "[server]\nmax_running_operations = 'many'\n",
-                "[server]\nno_such_key = 1\n"):
-        f.write_text(bad)
+                "[server]\nno_such_key = 1\n",
+                "[server]\nmax_running_operations = 1 # caf\xe9\n".encode("latin-1")):
+        f.write_bytes(bad if isinstance(bad, bytes) else bad.encode())
         with caplog.at_level(logging.ERROR, logger="proxy.reload"):
             assert not r.reload()
         assert "settings not reloaded, the old ones stay" in caplog.text
