@@ -185,6 +185,8 @@ class HttpTransport:
         user, password = hw.basic_credentials(authz)
         if s.auth == "nosasl":            # HS2's NOSASL http: the name, unchecked
             return user or "anonymous", password, {}, "nosasl"
+        if not user:                      # as SASL PLAIN: nobody to open sessions as
+            raise hw.HttpError(401, "Authentication Error: empty user name", _challenge())
         reason = await self.server._authenticate(conn, address, user, password)
         if reason is not None:
             raise hw.HttpError(401, f"Authentication Error: {reason}", _challenge())

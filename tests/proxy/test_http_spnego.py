@@ -96,3 +96,17 @@ def test_a_refused_authorization_header_is_not_echoed(authz, named):
         login(plain, {"authorization": authz})
     assert e.value.status == 401 and f"{named} authorization is not accepted" in e.value.message
     assert authz.split()[-1] not in e.value.message
+
+
+def test_basic_with_an_empty_user_name_is_refused_as_plain_refuses_it():
+    # auth = none checks no password, but an empty name is nobody: OpenSession would fail
+    # deep inside (the upstream login needs a name) with an internal error
+    server = ProxyServer(Settings(server=ServerSettings(auth="none")), Router())
+    try:
+        with pytest.raises(hw.HttpError) as e:
+            login(server.http, {"authorization": "Basic " + base64.b64encode(b":pw").decode()})
+        assert e.value.status == 401 and "empty user name" in e.value.message
+        assert login(server.http, {"authorization": "Basic " +
+                                   base64.b64encode(b"alice:pw").decode()})[0] == "alice"
+    finally:
+        server._auth_pool.shutdown()
