@@ -140,5 +140,6 @@ def apply_to_server(server: Any) -> Callback:
             policy = getattr(owner, "impersonation", None)
             if policy is not None and hasattr(policy, "update"):
                 policy.update(s.impersonation)
+        service.audit.reopen()              # logrotate moved it: write to the new file
         server.reconfigured()
     return apply

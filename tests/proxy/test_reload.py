@@ -119,3 +119,20 @@ def test_apply_to_server_reaches_every_live_object():
             svc.slots.queue_timeout) == (16, 17, 18, 19.0)
     assert svc.impersonation.allows("svc", "bob")     # the live policy of OpenSession
     server._auth_pool.shutdown()
+
+
+def test_sighup_reopens_the_audit_log_after_logrotate_moved_it(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    settings = cfg.Settings(server=cfg.ServerSettings(audit_log=str(audit)))
+    server = ProxyServer(settings, Router())
+    try:
+        server.service.audit.write("statement", user="before")
+        audit.rename(tmp_path / "audit.jsonl.1")            # logrotate, then kill -HUP
+        apply_to_server(server)(settings)
+        server.service.audit.write("statement", user="after")
+        assert '"user":"before"' in (tmp_path / "audit.jsonl.1").read_text()
+        assert '"user":"after"' in audit.read_text()
+        assert audit.stat().st_mode & 0o777 == 0o600
+    finally:
+        server.service.audit.close()
+        server._auth_pool.shutdown()
