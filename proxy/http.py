@@ -102,7 +102,10 @@ class HttpTransport:
 
     async def _discard_body(self, req: hw.Request, reader, buf: bytearray) -> None:
         """Read a small refused request's body first: closing a socket with unread bytes
-        sends a reset, which can destroy the error reply before the client reads it."""
+        sends a reset, which can destroy the error reply before the client reads it. A
+        client that asked for `100 Continue` (not sent: refused) holds its body back."""
+        if req.headers.get("expect", "").lower() == "100-continue":
+            return
         try:
             n = req.content_length(_DISCARD)
         except hw.HttpError:

@@ -110,3 +110,20 @@ def test_basic_with_an_empty_user_name_is_refused_as_plain_refuses_it():
                                    base64.b64encode(b"alice:pw").decode()})[0] == "alice"
     finally:
         server._auth_pool.shutdown()
+
+
+def test_a_refused_request_waiting_for_100_continue_is_answered_at_once(transport):
+    # the client holds its body back until "100 Continue", which a refusal never sends:
+    # waiting for that body would only delay the 401
+    req = hw.Request("POST", "/cliservice", "HTTP/1.1",
+                     {"content-length": "1000", "expect": "100-continue"})
+
+    async def main():
+        reader = asyncio.StreamReader()          # nothing comes
+        task = asyncio.create_task(transport._discard_body(req, reader, bytearray()))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        done = task.done()
+        task.cancel()
+        return done
+    assert asyncio.run(main())
