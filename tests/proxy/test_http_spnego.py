@@ -2,7 +2,8 @@
 part C implements (proxy.kerberos.Acceptor.spnego: token -> (user | None, out token)).
 The acceptor here is a stand-in with fixed tokens: what is checked is the HTTP logic
 (401 challenges, the continuation token, mutual authentication, the cookie); the real
-acceptor with a real KDC is tested with Kerberos itself."""
+acceptor with a real KDC is tested with Kerberos itself. At the end, in-process checks of
+the other refusals (Basic, a raw token, 100 Continue)."""
 from __future__ import annotations
 
 import asyncio
