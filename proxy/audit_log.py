@@ -18,7 +18,7 @@ Fields (absent when they do not apply):
 
 `[server] audit_log` = a file: appended, one line per event, flushed per line (a crash
 loses nothing already written); created 0600, since statements name the data people
-looked at. Unset: the lines go to the `proxy.audit` logger at INFO, so they follow the
+looked at; opened again on SIGHUP (log rotation). Unset: the lines go to the `proxy.audit` logger at INFO, so they follow the
 server log's handlers (and can be routed apart by logging configuration).
 """
 from __future__ import annotations
@@ -35,7 +35,8 @@ log = logging.getLogger("proxy.audit")
 STATEMENT_CHARS = 4000
 # The operation's last state as the proxy knows it -> outcome. A pass-through statement's
 # state is the one its client last polled, so one closed unpolled is "closed".
-_OUTCOMES = {"FINISHED": "ok", "ERROR": "error", "TIMEDOUT": "error", "CANCELED": "canceled"}
+_OUTCOMES = {"FINISHED": "ok", "ERROR": "error", "TIMEDOUT": "error", "CANCELED": "canceled",
+             "REFUSED": "error"}    # refused before it ran (a full queue, gated.py)
 
 
 def decision_of(label: str) -> tuple[str, list[str]]:
@@ -59,14 +60,31 @@ class AuditLog:
     def __init__(self, path: str | None = None):
         self.path = path
         self._lock = threading.Lock()
-        self._file = None
-        if path:
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            except OSError as e:
-                raise AuditLogError(f"cannot open [server] audit_log {path}: "
-                                    f"{e.strerror}") from None
-            self._file = os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+        self._file = self._open() if path else None
+
+    def _open(self):
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise AuditLogError(f"cannot open [server] audit_log {self.path}: "
+                                f"{e.strerror}") from None
+        return os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+
+    def reopen(self) -> None:
+        """Open the path again (SIGHUP, after logrotate moved the file away): otherwise the
+        lines would go on into the moved file, and be lost with it. A path that cannot be
+        opened keeps the old file."""
+        if not self.path:
+            return
+        try:
+            new = self._open()
+        except AuditLogError as e:
+            log.error("%s; still writing to the file opened before", e)
+            return
+        with self._lock:
+            old, self._file = self._file, new
+        if old is not None:
+            old.close()
 
     def close(self) -> None:
         with self._lock:

@@ -27,8 +27,13 @@ class AuthError(Exception):
 
 
 class AuthUnavailable(AuthError):
-    """The password could not be checked (e.g. the directory is down): the login is refused
-    with this message, and it is not counted as a failed login."""
+    """The password could not be checked (e.g. the directory is down): the login is refused,
+    and it is not counted as a failed login. The message (hosts, the service account, TLS
+    errors) goes to the log; the client, not logged in yet, is told only `public`."""
+
+    def __init__(self, message: str, public: str = "LDAP directory unavailable"):
+        super().__init__(message)
+        self.public = public
 
 
 class Authenticator(Protocol):

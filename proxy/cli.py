@@ -147,6 +147,10 @@ def _flags(a: argparse.Namespace) -> dict:
 async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> int:
     """reload_from: (config file, flags) that SIGHUP reads again (proxy/reload.py)."""
     as_loaded = settings
+    # SIGHUP's default action ends the process: one sent while starting (an embedded Spark
+    # takes a minute) is kept, and the reload runs once serving
+    early_reload = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early_reload.set)
     from proxy.auth import AuthError, build_authenticator
     from proxy.server import ProxyServer
 
@@ -212,6 +216,9 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     reloader.register(apply_to_server(server))
     server.reloader = reloader        # other components register their own reload callbacks
     loop.add_signal_handler(signal.SIGHUP, reloader.reload)
+    if early_reload.is_set():
+        log.info("SIGHUP received while starting: reloading the settings now")
+        reloader.reload()
     log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port, settings.server.auth,
              ", TLS" if settings.server.tls_cert else "", settings.upstream.host,
              settings.upstream.port, settings.upstream.auth)

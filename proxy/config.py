@@ -222,6 +222,9 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             from proxy.identity import parse_rules     # fails at start-up, naming the rule
             parse_rules(rules)
             return rules
+        if key == "zookeeper" and value:     # fails at start-up, not once serving
+            from kazoo.hosts import collect_hosts
+            collect_hosts(str(value))
         if key == "metastore_uris":
             if isinstance(value, str):
                 value = value.split(",")
@@ -282,9 +285,11 @@ def load(config_file: str | os.PathLike | None = None,
     if config_file is not None:
         path = Path(config_file)
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))    # TOML is UTF-8
         except OSError as e:
             raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"config file {path}: not UTF-8 (byte {e.start})") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {path}: invalid TOML: {e}") from None
         for section, table in data.items():

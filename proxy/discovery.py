@@ -191,13 +191,21 @@ class Registration:
         self._wake.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+        # Past the session timeout the entry is ZooKeeper's to expire: waiting longer only
+        # holds up the drain.
+        wait = min(DELETE_TIMEOUT_S, max(1.0, self.settings.session_timeout))
         try:
-            await asyncio.wait_for(asyncio.to_thread(self._delete), DELETE_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            log.warning("ZooKeeper did not confirm the deregistration within %.0fs; the entry "
-                        "goes when the session times out (%.0fs)", DELETE_TIMEOUT_S,
+            await asyncio.wait_for(asyncio.to_thread(self._delete), wait)
+        except Exception as e:  # noqa: BLE001 - no answer, or kazoo gave up: drain anyway
+            why = (f"no answer within {wait:.0f}s" if isinstance(e, TimeoutError)
+                   else f"{type(e).__name__}: {e}")
+            log.warning("ZooKeeper did not confirm the deregistration (%s): %s goes when its "
+                        "session times out (%.0fs)", why, self.path,
                         self.settings.session_timeout)
-        await asyncio.to_thread(self._close)
+        try:
+            await asyncio.to_thread(self._close)
+        except Exception as e:  # noqa: BLE001 - the session ends with the process anyway
+            log.warning("closing the ZooKeeper session failed: %s: %s", type(e).__name__, e)
 
     def _delete(self) -> None:
         from kazoo.exceptions import NoNodeError

@@ -102,7 +102,10 @@ class HttpTransport:
 
     async def _discard_body(self, req: hw.Request, reader, buf: bytearray) -> None:
         """Read a small refused request's body first: closing a socket with unread bytes
-        sends a reset, which can destroy the error reply before the client reads it."""
+        sends a reset, which can destroy the error reply before the client reads it. A
+        client that asked for `100 Continue` (not sent: refused) holds its body back."""
+        if req.headers.get("expect", "").lower() == "100-continue":
+            return
         try:
             n = req.content_length(_DISCARD)
         except hw.HttpError:
@@ -176,12 +179,17 @@ class HttpTransport:
         if scheme != "basic":
             if s.auth == "nosasl" and not authz:
                 return "anonymous", "", {}, "nosasl"
+            # a scheme is named only when the header has one: a lone word may be the
+            # credential itself (a raw token), which must reach neither log nor reply
+            named = scheme if len(authz.split(None, 1)) == 2 and len(scheme) <= 20 else "this"
             raise hw.HttpError(401, _NO_CREDENTIALS if not authz else
-                               f"Authentication Error: {scheme or 'this'} authorization is not "
+                               f"Authentication Error: {named} authorization is not "
                                "accepted; send Basic credentials", _challenge())
         user, password = hw.basic_credentials(authz)
         if s.auth == "nosasl":            # HS2's NOSASL http: the name, unchecked
             return user or "anonymous", password, {}, "nosasl"
+        if not user:                      # as SASL PLAIN: nobody to open sessions as
+            raise hw.HttpError(401, "Authentication Error: empty user name", _challenge())
         reason = await self.server._authenticate(conn, address, user, password)
         if reason is not None:
             raise hw.HttpError(401, f"Authentication Error: {reason}", _challenge())
@@ -200,7 +208,7 @@ class HttpTransport:
             raise hw.HttpError(401, "Authentication Error: malformed Negotiate token",
                                {"WWW-Authenticate": "Negotiate"}) from None
         try:
-            user, out = await asyncio.to_thread(acceptor.spnego, token)
+            user, out = await self.server.auth_call(acceptor.spnego, token)
         except Exception as e:  # noqa: BLE001 - kerberos.KerberosError and kin: tell, close
             log.warning("connection %s (HTTP): SPNEGO failed: %s", conn.peer, safe(e))
             raise hw.HttpError(401, f"Authentication Error: Kerberos: {e}",

@@ -34,8 +34,9 @@ RELOADABLE: dict[str, frozenset[str]] = {
     "upstream": frozenset({"max_sessions", "max_sessions_per_user", "session_queue_size",
                            "session_queue_timeout"}),
 }
-# never written to the log, changed or not (their values are secrets)
-_SECRET = {("upstream", "password"), ("server", "ldap_bind_password")}
+# never written to the log, changed or not (their values are secrets; the catalog URL
+# carries the PostgreSQL password)
+_SECRET = {("upstream", "password"), ("server", "ldap_bind_password"), ("state", "catalog")}
 
 Callback = Callable[[cfg.Settings], None]
 
@@ -139,5 +140,6 @@ def apply_to_server(server: Any) -> Callback:
             policy = getattr(owner, "impersonation", None)
             if policy is not None and hasattr(policy, "update"):
                 policy.update(s.impersonation)
+        service.audit.reopen()              # logrotate moved it: write to the new file
         server.reconfigured()
     return apply

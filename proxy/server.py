@@ -354,7 +354,6 @@ class ProxyServer:
         """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/kerberos.py has the exchange).
         Each step decrypts with the keytab: run it off the event loop."""
         neg = self.kerberos.sasl()
-        loop = asyncio.get_running_loop()
         # An Active Directory ticket carries the user's groups (Windows allows 48000-byte
         # tokens): a PLAIN-sized cap would lock those users out.
         limit = max(self.settings.server.max_negotiation_bytes, MAX_TOKEN_BYTES)
@@ -362,8 +361,7 @@ class ProxyServer:
             got = await self._next_negotiation(conn, reader, buf, limit)
             if got is None:
                 return None
-            async with self._auth_slots:
-                step = await loop.run_in_executor(self._auth_pool, neg.on_message, *got)
+            step = await self.auth_call(neg.on_message, *got)
             writer.write(step.reply)
             await writer.drain()
             if step.error:
@@ -375,6 +373,12 @@ class ProxyServer:
                          safe(step.user), safe(neg.principal))
                 conn.sasl_user = step.user
                 return buf
+
+    async def auth_call(self, fn, *args):
+        """fn(*args) in the login pool: a flood of logins (passwords, Kerberos tokens, on
+        either transport) queues here instead of taking the default executor."""
+        async with self._auth_slots:
+            return await asyncio.get_running_loop().run_in_executor(self._auth_pool, fn, *args)
 
     async def _authenticate(self, conn, address: str, user: str, password: str) -> str | None:
         """None when `user` may log in, else the reason told to the client."""
@@ -398,7 +402,7 @@ class ProxyServer:
             if held is not None:
                 log.error("connection %s: cannot check the password of %s: %s%s", conn.peer,
                           safe(user), safe(e, 500), _held(held))
-            return f"08S01: authentication service unavailable: {e}"
+            return f"08S01: authentication service unavailable: {e.public} (see the server log)"
         if reason is None:
             self.throttle.succeeded(user)
             return None

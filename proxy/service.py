@@ -38,7 +38,7 @@ from proxy.calls.gated import GatedStatements
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
 from proxy.calls.sessions import SessionCalls
-from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements
+from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements, _call
 from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
@@ -65,7 +65,7 @@ class ClientConnection:
     """What the protocol layer knows about one client connection (no I/O)."""
     peer: str
     sasl_user: str | None = None          # authcid from SASL PLAIN; None under NOSASL
-    sasl_password: str = ""
+    sasl_password: str = field(default="", repr=False)
     sessions: set = field(default_factory=set)
 
 
@@ -221,9 +221,17 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
             f":{decision.note}" if decision.note else "")
-        up = await upstream_for(self, session)     # a new one if Spark restarted
-        for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
-            await up.run_sql(first)
+        try:
+            up = await upstream_for(self, session)     # a new one if Spark restarted
+            for first in decision.before:    # e.g. REFRESH TABLE: its failure is the statement's
+                await up.run_sql(first)
+        except BaseException as e:
+            # never sent: a load's hold on its tables ends here, and the audit says so
+            _call(getattr(decision, "ended", None))
+            if isinstance(e, ProxyError):
+                self._log_statement(session, None, label, "ERROR", 0.0, statement,
+                                    sqlstate=e.sqlstate)
+            raise
         log_lines = decision.log if isinstance(decision, Rewrite) else ()
         if self._gated(session, req):     # [server] max_running_operations, timeouts
             return await self._execute_gated(session, req, sql, label, seqid, decision.after,
@@ -240,7 +248,12 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
                                      queryTimeout=self._upstream_timeout(req))
         t0 = time.monotonic()
-        resp = await execute_statement(up, fwd, req.statement or "", seqid)
+        try:
+            resp = await execute_statement(up, fwd, req.statement or "", seqid)
+        except ProxyError as e:       # the connection broke under it
+            self._log_statement(session, None, label, "ERROR", time.monotonic() - t0,
+                                req.statement, sqlstate=e.sqlstate)
+            raise
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)

@@ -36,6 +36,7 @@ from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
 from proxy.limits import effective_timeout
 from proxy.operations import OpKind, OpState, Operation
+from proxy.recovery import upstream_for
 from proxy.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import check
@@ -70,8 +71,9 @@ class GatedStatements:
                              log_lines: tuple[str, ...] = ()) -> T.TExecuteStatementResp:
         try:
             waiter = self.run_gate.enter()         # a full line: this call fails now
-        except ProxyError:
-            self._log_statement(session, None, label, "REFUSED", 0.0, req.statement)
+        except ProxyError as e:
+            self._log_statement(session, None, label, "REFUSED", 0.0, req.statement,
+                                sqlstate=e.sqlstate)
             _call(ended)
             raise
         if waiter is None and req.runAsync and after is None:
@@ -131,7 +133,7 @@ class GatedStatements:
                 op.to(OpState.TIMEDOUT)
             elif st.operationState == T.TOperationState.FINISHED_STATE:
                 if after is not None:
-                    await after(session.upstream.run_sql)
+                    await after(self._spark_sql(session))
                 op.to(OpState.FINISHED)
             else:
                 state = ENDED_STATES.get(st.operationState, OpState.ERROR)
@@ -187,10 +189,12 @@ class GatedStatements:
 
     async def _forward_gated(self, session: Session, op: Operation,
                              req: T.TExecuteStatementReq, sql: str) -> T.TExecuteStatementResp:
-        fwd = T.TExecuteStatementReq(sessionHandle=session.upstream.handle, statement=sql,
+        # Spark may have restarted while the statement waited in line: reopen first
+        up = await upstream_for(self, session)
+        fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
                                      queryTimeout=self._upstream_timeout(req))
-        resp = await session.upstream.conn.call("ExecuteStatement", fwd)
+        resp = await up.conn.call("ExecuteStatement", fwd)
         if succeeded(resp.status) and resp.operationHandle is not None:
             op.upstream_handle = resp.operationHandle
         elif succeeded(resp.status):

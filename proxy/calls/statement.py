@@ -119,7 +119,12 @@ class ProxyRunStatements:
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=True,
                                      queryTimeout=self._upstream_timeout(req))
-        resp = await execute_statement(up, fwd, req.statement or "")
+        try:
+            resp = await execute_statement(up, fwd, req.statement or "")
+        except ProxyError as e:       # the connection broke under it
+            self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
+                                sqlstate=e.sqlstate)
+            raise
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)

@@ -46,7 +46,9 @@ class ExternalTables:
         self.root = Path(state_dir).resolve() / "external"
         self.datamaps = datamaps
         self.hooks = hooks or SegmentHooks()
-        self._locks = KeyedLocks()
+        # the datamaps' locks carry the catalog leases (locks.py): replicas sharing the
+        # catalog must not pick the same segment id or compact the same segments at once
+        self._locks = datamaps.locks if datamaps is not None else KeyedLocks()
 
     def lock(self, table: str):
         return self._locks(f"external:{table}")

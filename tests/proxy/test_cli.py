@@ -36,6 +36,12 @@ def test_bad_env_exits_2(monkeypatch, capsys):
     assert cli.main(["serve", "--upstream", "h:1"]) == 2
 
 
+def test_bad_zookeeper_quorum_exits_2_before_serving(tmp_path, caplog):
+    assert cli.main(["serve", "--upstream", "h:1", "--state-dir", str(tmp_path),
+                     "--zookeeper", "zk1:notaport"]) == 2
+    assert "[discovery] zookeeper" in caplog.text and "notaport" in caplog.text
+
+
 def test_users_add_from_stdin(tmp_path, monkeypatch):
     f = tmp_path / "users"
     monkeypatch.setattr("sys.stdin", io.StringIO("pw1\n"))
@@ -94,3 +100,54 @@ def test_upstream_limit_flags():
                                        "--upstream-max-sessions-per-user", "2"])
     up = cli._flags(a)["upstream"]
     assert (up["max_reply_bytes"], up["max_sessions"], up["max_sessions_per_user"]) == (2097152, 8, 2)
+
+
+def _pid_running(marker: str) -> int:
+    """The pid of the `proxy serve` whose command line names `marker` (its own workdir)."""
+    import os
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in argv and any(marker.encode() in a for a in argv):
+            return int(entry)
+    raise LookupError(marker)
+
+
+def test_a_sighup_while_starting_does_not_kill_the_proxy(tmp_path):
+    # auth = ldap checks the directory while starting: a directory that accepts and never
+    # answers holds the start-up in a known place, where the SIGHUP arrives
+    import os
+    import signal
+    import socket
+    import threading
+
+    from tests.support.proxy_proc import start_proxy
+    from tests.support.sts import free_port
+
+    silent = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def directory():
+        conn, _ = silent.accept()
+        held.append(conn)
+        os.kill(_pid_running(str(tmp_path / "p")), signal.SIGHUP)
+    t = threading.Thread(target=directory, daemon=True)
+    t.start()
+    env = {"DATAMAP_PROXY_SERVER_LDAP_URL": f"ldap://127.0.0.1:{silent.getsockname()[1]}",
+           "DATAMAP_PROXY_SERVER_LDAP_USER_DN_PATTERN": "uid=%s,dc=test",
+           "DATAMAP_PROXY_SERVER_LDAP_TIMEOUT": "2"}
+    try:
+        proxy = start_proxy(tmp_path / "p", ("127.0.0.1", free_port()), auth="ldap", env=env,
+                            timeout=60)
+        t.join(10)
+        assert held, "the proxy never asked the directory"
+        assert proxy.stop() == 0
+        assert "SIGHUP received while starting: reloading the settings now" in \
+            proxy.log_path.read_text()
+    finally:
+        silent.close()
+        for conn in held:
+            conn.close()

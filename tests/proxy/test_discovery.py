@@ -5,6 +5,7 @@ two replicas, kill -9) is tests/proxy/clients/test_discovery_replicas.py."""
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 import uuid
@@ -201,6 +202,26 @@ def test_serves_while_zookeeper_is_down_and_registers_when_it_comes(tmp_path):
         assert time.monotonic() - t0 < 20
         assert "goes when its session times out" in proxy.log_path.read_text()
     finally:
+        proxy.stop()
+        zk.stop()
+
+
+def test_sigterm_drains_when_zookeeper_hangs_without_answering(tmp_path):
+    # a ZooKeeper that stops answering (paused, partitioned) while the proxy believes it is
+    # connected: the delete gets no answer, and the drain must still run, soon
+    zk = start_zookeeper(tmp_path / "zk")
+    proxy = start_registered(tmp_path / "p", zk.hosts, "hung")
+    try:
+        wait_for(lambda: registered(zk.hosts, "hung"), what="the registration")
+        zk._proc.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        assert proxy.stop(timeout=30) == 0
+        assert time.monotonic() - t0 < 15
+        log = proxy.log_path.read_text()
+        assert "goes when its session times out" in log and "draining" in log
+    finally:
+        if zk._proc is not None:
+            zk._proc.send_signal(signal.SIGCONT)
         proxy.stop()
         zk.stop()
 

@@ -114,6 +114,13 @@ def test_a_settings_dump_holds_no_password():
     assert s.server.ldap_bind_password == SECRET and SECRET not in repr(s)
 
 
+def test_a_connections_repr_holds_no_password():
+    # one per HTTP request, and under auth = ldap the password is a directory password
+    from proxy.service import ClientConnection
+    conn = ClientConnection(peer="10.0.0.7:5123", sasl_user="alice", sasl_password=SECRET)
+    assert conn.sasl_password == SECRET and SECRET not in repr(conn)
+
+
 def test_log_lines_errors_and_doctor_output_are_redacted(caplog):
     logger = logging.getLogger("proxy.test.redaction")
     handler_filter = RedactingFilter()

@@ -147,3 +147,26 @@ async def test_run_gate_zero_queue_timeout_refuses_instead_of_queueing():
     g.enter()
     with pytest.raises(RunQueueError, match="queue is full"):
         g.enter()
+
+
+def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
+    # limits (gated.py) x audit (audit_log.py): the audit line must say it failed, and why
+    import json
+
+    from proxy.config import ServerSettings, Settings
+    from proxy.router import Router
+    from proxy.service import Service
+    from proxy.session import Session
+    from proxy.thrift.gen.TCLIService import ttypes as T
+
+    audit = tmp_path / "audit.jsonl"
+    service = Service(Settings(server=ServerSettings(
+        max_running_operations=1, operation_queue_size=0, audit_log=str(audit))), Router())
+    assert service.run_gate.enter() is None            # the one slot is taken
+    session = Session(user="alice", protocol=10, client_protocol=10)
+    req = T.TExecuteStatementReq(statement="SELECT 1", runAsync=True)
+    with pytest.raises(RunQueueError):
+        asyncio.run(service._execute_gated(session, req, "SELECT 1", "pass", 1))
+    service.audit.close()
+    [line] = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "53000")

@@ -212,3 +212,97 @@ def test_a_refused_set_is_named_by_its_key_not_its_value():
         asyncio.run(upstream_for(service, s))
     assert "replaying `SET fs.s3a.secret.key` failed" in str(info.value)
     assert "hunter2" not in str(info.value)
+
+
+def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
+    # recovery x datamap loads x audit: with Spark down the reopen fails before the statement
+    # is sent; the freshness guard's hold on the written table (`ended`) must end, and the
+    # audit log must still have the statement, as an error
+    from proxy.config import ServerSettings, Settings, UpstreamSettings
+    from proxy.router import PassThrough, Router
+    from proxy.service import ClientConnection, Service
+    from proxy.upstream import UpstreamSession
+    from tests.support.sts import free_port
+
+    ended = []
+
+    async def after(_run_sql):
+        pass
+
+    def load(ctx, statement):
+        return PassThrough(after=after, ended=lambda: ended.append(statement))
+
+    audit = tmp_path / "audit.jsonl"
+    settings = Settings(server=ServerSettings(audit_log=str(audit)),
+                        upstream=UpstreamSettings(host="127.0.0.1", port=free_port(),
+                                                  connect_timeout=5.0))
+    service = Service(settings, Router([load]))
+    s = Session(user="alice", protocol=5, client_protocol=5)
+    s.upstream = UpstreamSession(settings.upstream)
+    s.upstream.conn.broken = "Spark Thrift Server closed the connection"
+    s.reopen = Reopen("secret")
+    s.handle = service.sessions.add(s)
+    req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
+                                 statement="INSERT INTO db.fact VALUES (1)", runAsync=True)
+    with pytest.raises(UpstreamError) as info:
+        asyncio.run(service._h_ExecuteStatement(ClientConnection("10.0.0.7:5123"),
+                                                "ExecuteStatement", req, 1))
+    assert info.value.sqlstate == "08S01"
+    assert ended == ["INSERT INTO db.fact VALUES (1)"]
+    service.audit.close()
+    [line] = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "08S01")
+
+
+class _SparkConn(_FakeConn):
+    """A connection that runs ExecuteStatement while alive (fails as a lost one after)."""
+
+    async def call(self, name, req, seqid=0):
+        if not self.alive:
+            raise UpstreamError("Connection to Spark Thrift Server at sts:1 is lost: closed")
+        assert name == "ExecuteStatement"
+        self.executed = req.statement
+        return T.TExecuteStatementResp(
+            status=T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS),
+            operationHandle=T.TOperationHandle(
+                operationId=T.THandleIdentifier(b"u" * 16, b"u" * 16),
+                operationType=T.TOperationType.EXECUTE_STATEMENT, hasResultSet=True))
+
+
+def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
+    # limits x recovery: Spark restarted while the statement waited for a running slot;
+    # when the slot comes it is sent on a reopened session, not failed on the dead one
+    from proxy.config import ServerSettings, Settings
+    from proxy.router import Router
+    from proxy.service import Service
+
+    made = []
+
+    def factory():
+        up = _FakeUpstream()
+        up.conn = _SparkConn()
+        made.append(up)
+        return up
+    service = Service(Settings(server=ServerSettings(max_running_operations=1)), Router(),
+                      upstream_factory=factory)
+    s = Session(user="alice", protocol=5, client_protocol=5)
+    s.upstream, s.reopen = factory(), Reopen("secret")
+    s.handle = service.sessions.add(s)
+    req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
+                                 statement="SELECT 1", runAsync=True)
+
+    async def main():
+        assert service.run_gate.enter() is None          # someone else runs
+        resp = await service._execute_gated(s, req, "SELECT 1", "pass", 1)
+        op = service.operations.get(resp.operationHandle.operationId)
+        assert op.state is OpState.PENDING
+        made[0].conn.alive = False                        # Spark restarts meanwhile
+        service.run_gate.release()
+        await asyncio.wait_for(op.done.wait(), 10)
+        try:
+            return op, op.state, op.error
+        finally:
+            service._forget_op(op, "closed")
+    op, state, error = asyncio.run(main())
+    assert error is None and state is OpState.RUNNING and op.kind is OpKind.UPSTREAM
+    assert len(made) == 2 and s.upstream is made[1] and made[1].conn.executed == "SELECT 1"

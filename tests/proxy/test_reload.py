@@ -34,6 +34,16 @@ def test_reload_applies_reloadable_keys_and_keeps_the_rest(tmp_path, caplog):
     assert "[server] limit_connections_per_user = 1" in text
 
 
+def test_a_changed_catalog_url_is_not_logged_with_its_password(tmp_path, caplog):
+    f = tmp_path / "proxy.toml"
+    _settings, r = _reloader(f, "[state]\ncatalog = 'postgresql://dmp:old-pw@db1/catalog'\n")
+    f.write_text("[state]\ncatalog = 'postgresql://dmp:new-pw@db2/catalog'\n")
+    with caplog.at_level(logging.INFO, logger="proxy.reload"):
+        assert r.reload()
+    assert "[state] catalog changed to (secret) but needs a restart" in caplog.text
+    assert "old-pw" not in caplog.text and "new-pw" not in caplog.text
+
+
 def test_a_bad_file_keeps_the_old_settings_and_says_why(tmp_path, caplog):
     f = tmp_path / "proxy.toml"
     settings, r = _reloader(f, "[server]\nmax_running_operations = 4\n")
@@ -41,8 +51,9 @@ def test_a_bad_file_keeps_the_old_settings_and_says_why(tmp_path, caplog):
     r.register(called.append)
     for bad in ("[server\nmax_running_operations = 1\n",
                 "[server]\nmax_running_operations = 'many'\n",
-                "[server]\nno_such_key = 1\n"):
-        f.write_text(bad)
+                "[server]\nno_such_key = 1\n",
+                "[server]\nmax_running_operations = 1 # caf\xe9\n".encode("latin-1")):
+        f.write_bytes(bad if isinstance(bad, bytes) else bad.encode())
         with caplog.at_level(logging.ERROR, logger="proxy.reload"):
             assert not r.reload()
         assert "settings not reloaded, the old ones stay" in caplog.text
@@ -108,3 +119,20 @@ def test_apply_to_server_reaches_every_live_object():
             svc.slots.queue_timeout) == (16, 17, 18, 19.0)
     assert svc.impersonation.allows("svc", "bob")     # the live policy of OpenSession
     server._auth_pool.shutdown()
+
+
+def test_sighup_reopens_the_audit_log_after_logrotate_moved_it(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    settings = cfg.Settings(server=cfg.ServerSettings(audit_log=str(audit)))
+    server = ProxyServer(settings, Router())
+    try:
+        server.service.audit.write("statement", user="before")
+        audit.rename(tmp_path / "audit.jsonl.1")            # logrotate, then kill -HUP
+        apply_to_server(server)(settings)
+        server.service.audit.write("statement", user="after")
+        assert '"user":"before"' in (tmp_path / "audit.jsonl.1").read_text()
+        assert '"user":"after"' in audit.read_text()
+        assert audit.stat().st_mode & 0o777 == 0o600
+    finally:
+        server.service.audit.close()
+        server._auth_pool.shutdown()

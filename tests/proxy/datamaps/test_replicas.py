@@ -213,3 +213,24 @@ def test_a_renewal_round_never_takes_back_a_lease_given_back(catalog_location):
     assert c.lease_holder("job:db1.agg") is None and not keeper.holds("job:db1.agg")
     keeper.stop()
     c.close()
+
+
+def test_external_table_jobs_hold_the_cross_replica_lease(service, catalog_location, tmp_path):
+    # ADD/DELETE SEGMENT and compaction of an external-format table pick segment ids and
+    # replace segments: two replicas doing it at once would publish the same files twice
+    from proxy.external.tables import ExternalTables
+    here = leader.LeaseKeeper(service.catalog, ttl=30)
+    service.locks.leases = here
+    external = ExternalTables(service.catalog, no_spark, tmp_path, service)
+    other_catalog = Catalog(catalog_location)
+    other = leader.LeaseKeeper(other_catalog, ttl=30)
+    try:
+        with external.lock("db1.ext"):
+            assert here.holds("job:external:db1.ext")
+            assert not other.try_take("job:external:db1.ext")     # the other replica waits
+        assert other.try_take("job:external:db1.ext")
+        other.give_back("job:external:db1.ext")
+    finally:
+        other.stop()
+        here.stop()
+        other_catalog.close()
