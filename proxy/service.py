@@ -141,7 +141,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
 
     def _error_reply(self, name: str, seqid: int, exc: BaseException, req: Any) -> bytes:
         if name in ("GetQueryId", "UploadData", "DownloadData"):
-            return codec.application_exception(name, seqid, str(exc) or type(exc).__name__,
+            return codec.application_exception(name, seqid, redact(str(exc) or type(exc).__name__),
                                                TApplicationException.INTERNAL_ERROR)
         status = to_status(exc)
         resp_cls = codec.METHODS[name][1].thrift_spec[0][3][0]
