@@ -179,19 +179,27 @@ class ServeProc:
         self.cwd = workdir / "cwd"
         self.cwd.mkdir(parents=True)
         self.log_path = workdir / "serve.log"
-        self.port = free_port()
-        argv = [sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1",
-                "--port", str(self.port), "--state-dir", str(state), "--spark-master", "local[2]"]
         t0 = time.monotonic()
-        self.proc = _spawn(argv, self.cwd, self.log_path, {
-            "DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
-            "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})})
-        self._log = self.proc._log_file   # type: ignore[attr-defined]
-        try:
-            _wait_ready(self.proc, self.log_path, "127.0.0.1", self.port, timeout, argv)
-        except ProxyStartError as e:
-            self.kill()
-            raise AssertionError(f"proxy serve did not get ready: {e}") from None
+        # The port is picked before the embedded Spark starts, and Spark binds ephemeral
+        # ports of its own (driver, block manager, connections) meanwhile: it can take ours
+        # first (seen once in CI). Then start again on another port, as start_sts does.
+        for attempt in range(3):
+            self.port = free_port()
+            argv = [sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--state-dir", str(state),
+                    "--spark-master", "local[2]"]
+            self.proc = _spawn(argv, self.cwd, self.log_path, {
+                "DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
+                "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})})
+            self._log = self.proc._log_file   # type: ignore[attr-defined]
+            try:
+                _wait_ready(self.proc, self.log_path, "127.0.0.1", self.port, timeout, argv)
+                break
+            except ProxyStartError as e:
+                self.kill()
+                if "address already in use" in str(e) and attempt < 2:
+                    continue
+                raise AssertionError(f"proxy serve did not get ready: {e}") from None
         self.ready_seconds = time.monotonic() - t0
         m = re.search(r"engine: Spark Thrift server on 127\.0\.0\.1:(\d+)",
                       self.log_path.read_text(errors="replace"))
