@@ -38,7 +38,7 @@ from proxy.calls.gated import GatedStatements
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
 from proxy.calls.sessions import SessionCalls
-from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements, _call
+from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements, end_statement
 from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
@@ -227,7 +227,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                 await up.run_sql(first)
         except BaseException as e:
             # never sent: a load's hold on its tables ends here, and the audit says so
-            _call(getattr(decision, "ended", None))
+            end_statement(getattr(decision, "ended", None))
             if isinstance(e, ProxyError):
                 self._log_statement(session, None, label, "ERROR", 0.0, statement,
                                     sqlstate=e.sqlstate)

@@ -30,7 +30,7 @@ import logging
 import math
 import time
 
-from proxy.calls.statement import ENDED_STATES, OK, _RUNNING_STATES, _call, _fail, timed_out
+from proxy.calls.statement import ENDED_STATES, OK, _RUNNING_STATES, end_statement, _fail, timed_out
 from proxy.classify import Kind, classify
 from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
@@ -74,7 +74,7 @@ class GatedStatements:
         except ProxyError as e:
             self._log_statement(session, None, label, "REFUSED", 0.0, req.statement,
                                 sqlstate=e.sqlstate)
-            _call(ended)
+            end_statement(ended)
             raise
         if waiter is None and req.runAsync and after is None:
             try:
@@ -156,7 +156,7 @@ class GatedStatements:
         finally:
             if op.kind is not OpKind.UPSTREAM:
                 self._release_run_slot(op)
-            _call(ended)
+            end_statement(ended)
             op.done.set()
 
     def _hold_while_running(self, op: Operation) -> None:

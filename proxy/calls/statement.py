@@ -109,7 +109,7 @@ class ProxyRunStatements:
         try:
             resp = await self._start_hooked(session, req, sql, label, after, ended)
         except BaseException:
-            _call(ended)
+            end_statement(ended)
             raise
         return resp
 
@@ -128,7 +128,7 @@ class ProxyRunStatements:
         if not succeeded(resp.status) or resp.operationHandle is None:
             self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)
-            _call(ended)
+            end_statement(ended)
             return resp
         self._track_session_state(session, req.statement)
         op = self._new_proxy_op(session, OpKind.HOOKED, req.statement, label)
@@ -157,7 +157,7 @@ class ProxyRunStatements:
         except Exception as e:  # noqa: BLE001 - reported through the operation's status
             _fail(op, e, "post-statement hook failed")
         finally:
-            _call(ended)
+            end_statement(ended)
             op.done.set()
 
     async def _poll_until_done(self, session: Session, op: Operation,
@@ -186,7 +186,9 @@ def timed_out(seconds: float) -> T.TStatus:
                      errorMessage=f"Query timed out after {seconds:g} seconds")
 
 
-def _call(ended) -> None:
+def end_statement(ended) -> None:
+    """Run a decision's `ended` hook (a load's hold on its tables ends) once the statement is
+    over or was never sent; a failing hook is logged, never the statement's error."""
     if ended is not None:
         try:
             ended()
