@@ -180,6 +180,64 @@ class IndexesSettings:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    """Prometheus exposition (proxy/metrics.py, docs/metrics.md)."""
+    port: int | None = None              # None: no metrics endpoint
+    host: str | None = None              # None: [server] host
+    path: str = "/metrics"
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """The web console (proxy/console/, docs/console.md): read-only pages plus REBUILD,
+    COMPACT and rewrite on/off per datamap, behind the proxy's own login."""
+    port: int | None = None              # None: no console
+    host: str | None = None              # None: [server] host
+    # a console on a non-loopback address is refused at start unless this is true
+    allow_remote: bool = False
+
+
+@dataclass(frozen=True)
+class QueryLogSettings:
+    """Every statement's shape, decision and duration, kept in the catalog
+    (proxy/querylog.py): what the console, the metrics and the advisor read."""
+    enabled: bool = True
+    retention: str = "7d"                # older entries are deleted (a duration, as max_staleness)
+    max_entries: int = 1_000_000         # and at most this many, the oldest deleted first
+    statement_bytes: int = 16384         # a statement's text is kept up to this size
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "retention",
+                               parse_duration(self.retention, "[querylog] retention"))
+        except BadDuration as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def retention_s(self) -> float:
+        return seconds(self.retention)
+
+
+@dataclass(frozen=True)
+class AdvisorSettings:
+    """The datamap advisor (proxy/advisor.py; `datamap-proxy advise`, SHOW DATAMAP
+    SUGGESTIONS, EXPLAIN WHATIF)."""
+    window: str = "7d"                   # the stretch of the query log it reads
+    max_suggestions: int = 10
+    sample_rows: int = 100_000           # rows sampled per table to estimate a datamap's size
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "window", parse_duration(self.window, "[advisor] window"))
+        except BadDuration as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def window_s(self) -> float:
+        return seconds(self.window)
+
+
+@dataclass(frozen=True)
 class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
@@ -189,12 +247,18 @@ class Settings:
     serving: ServingSettings = field(default_factory=ServingSettings)
     indexes: IndexesSettings = field(default_factory=IndexesSettings)
     discovery: DiscoverySettings = field(default_factory=DiscoverySettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    querylog: QueryLogSettings = field(default_factory=QueryLogSettings)
+    advisor: AdvisorSettings = field(default_factory=AdvisorSettings)
 
 
 SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
             "spark": SparkSettings, "state": StateSettings, "datamaps": DatamapsSettings,
             "serving": ServingSettings, "indexes": IndexesSettings,
-            "discovery": DiscoverySettings}
+            "discovery": DiscoverySettings, "metrics": MetricsSettings,
+            "console": ConsoleSettings, "querylog": QueryLogSettings,
+            "advisor": AdvisorSettings}
 # Below this, replies that Spark splits over several small SASL frames could pass the
 # limit unchecked (upstream.py trusts a frame of 64 KiB or more to end its message).
 _MIN_REPLY_BYTES = 1 << 20
@@ -233,7 +297,7 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             return tuple(u for u in (str(v).strip() for v in value) if u)
         if value is None or (isinstance(value, str) and value == "" and "None" in typ):
             return None
-        if key == "max_staleness":
+        if key in ("max_staleness", "retention", "window"):
             return parse_duration(value, f"[{section}] {key}")
         if typ.startswith("int"):
             if isinstance(value, bool):

@@ -187,6 +187,8 @@ class ProxyServer:
             self._conn_tasks.add(task)
         peer_s = f"{peer[0]}:{peer[1]}" if peer else "?"
         conn = ClientConnection(peer=peer_s)
+        observers = self.service.observers
+        observers.connection("open", "http" if http else "binary")
         try:
             await self._serve(conn, address, reader, writer, http)
         except asyncio.CancelledError:
@@ -196,6 +198,7 @@ class ProxyServer:
         except Exception:  # noqa: BLE001 - one connection never takes the server down
             log.exception("connection %s failed", peer_s)
         finally:
+            observers.connection("close", "http" if http else "binary")
             self.limits.release(address)
             try:
                 await asyncio.shield(self.service.connection_closed(conn))

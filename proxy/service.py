@@ -45,6 +45,7 @@ from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.identity import ImpersonationPolicy
 from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
+from proxy.observe import Observers, StatementEvent, decision_kind
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
@@ -100,6 +101,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         self.long_poll = settings.server.long_poll_timeout
         self.impersonation = ImpersonationPolicy(settings.server.impersonation)   # SIGHUP: update()
         self.audit = AuditLog(settings.server.audit_log)
+        # the query log and the metrics (proxy/observe.py); serve adds them
+        self.observers = Observers()
         self._handlers: dict[str, Callable[..., Awaitable[Any]]] = {}
         for name in codec.METHODS:
             h = getattr(self, f"_h_{name}", None)
@@ -127,8 +130,11 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             return codec.application_exception(name, seqid, f"{name} call without a request",
                                                TApplicationException.PROTOCOL_ERROR)
         self.inflight += 1
+        t0 = time.perf_counter()
+        ok = False
         try:
             out = await handler(conn, name, req, seqid)
+            ok = True
             if isinstance(out, (bytes, bytearray)):
                 return codec.set_seqid(out, seqid)
             return codec.encode_reply(name, seqid, out)
@@ -138,6 +144,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             return self._error_reply(name, seqid, e, req)
         finally:
             self.inflight -= 1
+            self.observers.rpc(name, time.perf_counter() - t0, ok)
 
     def _error_reply(self, name: str, seqid: int, exc: BaseException, req: Any) -> bytes:
         if name in ("GetQueryId", "UploadData", "DownloadData"):
@@ -301,6 +308,11 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         if op is not None and op.error is not None:
             sqlstate = op.error.sqlState or sqlstate
         self.audit.statement(session, op_id, decision, state, sqlstate, duration, statement)
+        self.observers.statement(StatementEvent(
+            at=time.time() - duration, session_id=session.id, user=session.user,
+            client=session.client_info.get("ApplicationName", ""), statement=statement or "",
+            current_db=session.current_db, decision=decision_kind(decision),
+            duration_s=duration, outcome=state, sqlstate=sqlstate, note=decision))
 
     # ------------------------------------------------------------------ housekeeping
 

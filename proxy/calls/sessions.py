@@ -43,6 +43,7 @@ class SessionCalls:
         except ImpersonationRefused as e:
             log.warning("session refused user=%s peer=%s: %s", safe(login, 64), conn.peer, e)
             self.audit.refused(login, conn.peer, e.sqlstate, str(e))
+            self.observers.session("refused", login)
             raise
         user = ident.user
         session_settings(ident.configuration)   # a bad proxy setting fails before Spark is asked
@@ -59,6 +60,7 @@ class SessionCalls:
             log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
                         conn.peer, time.monotonic() - t0, e)
             self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
+            self.observers.session("refused", user)
             raise
         upstream = session = None
         try:
@@ -69,6 +71,7 @@ class SessionCalls:
             session.admitted_as = (user, address)
         except ProxyError as e:
             self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
+            self.observers.session("refused", user)
             raise
         finally:
             if session is None:
@@ -80,6 +83,7 @@ class SessionCalls:
                  session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
                  (time.monotonic() - t0) * 1000)
         self.audit.session("session_open", session, time.monotonic() - t0)
+        self.observers.session("open", user, session.client_info.get("ApplicationName", ""))
         return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
                                   sessionHandle=T.TSessionHandle(sessionId=session.handle),
                                   configuration=resp.configuration)
@@ -160,6 +164,7 @@ class SessionCalls:
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
                  safe(session.user, 64), reason, time.monotonic() - session.created)
         self.audit.session("session_close", session, time.monotonic() - session.created, reason)
+        self.observers.session("close", session.user, session.client_info.get("ApplicationName", ""))
 
     async def connection_closed(self, conn: ClientConnection) -> None:
         for session in list(conn.sessions):
