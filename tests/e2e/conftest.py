@@ -1,5 +1,6 @@
 """One embedded `serve` (one Spark, ~40 s to start) shared by the e2e modules that only
-add tables of their own names to it (test_table_formats, test_write_matrix). Modules that
+add tables of their own names to it (test_table_formats, test_write_matrix, and issue 17's
+metrics, console, advisor and docs tests: it serves [metrics] and [console] ports too). Modules that
 need a server of their own settings or state (restarts, time zones) start their own.
 
 Its settings suit both: TZ=UTC (timestamps are served in-process only in fixed-offset
@@ -20,8 +21,10 @@ SHARED_PARSE_LIMIT = 1500
 def shared_serve(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e_shared")
     srv = ServeProc(root / "serve", root / "state", env={
-        "TZ": "UTC", "DATAMAP_PROXY_DATAMAPS_REWRITE_MAX_SQL_BYTES": str(SHARED_PARSE_LIMIT)})
+        "TZ": "UTC", "DATAMAP_PROXY_DATAMAPS_REWRITE_MAX_SQL_BYTES": str(SHARED_PARSE_LIMIT)},
+        metrics=True, console=True)
     try:
-        yield SimpleNamespace(srv=srv, port=srv.port, root=root, state=root / "state")
+        yield SimpleNamespace(srv=srv, port=srv.port, root=root, state=root / "state",
+                              metrics_port=srv.metrics_port, console_port=srv.console_port)
     finally:
         srv.kill()

@@ -175,8 +175,17 @@ class ServeProc:
     process group, for the embedded and end-to-end tests."""
 
     def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, metrics: bool = False,
+                 console: bool = False):
         self.cwd = workdir / "cwd"
+        # [metrics] port and [console] port, on loopback, when asked for (else None)
+        self.metrics_port = free_port() if metrics else None
+        self.console_port = free_port() if console else None
+        env = dict(env or {})
+        if self.metrics_port:
+            env["DATAMAP_PROXY_METRICS_PORT"] = str(self.metrics_port)
+        if self.console_port:
+            env["DATAMAP_PROXY_CONSOLE_PORT"] = str(self.console_port)
         self.cwd.mkdir(parents=True)
         self.log_path = workdir / "serve.log"
         t0 = time.monotonic()
