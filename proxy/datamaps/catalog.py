@@ -40,6 +40,7 @@ from proxy.datamaps.records import (  # noqa: F401 - the catalog's values, impor
 )
 from rewriter.api import STORAGE_SUFFIX, DatamapDefinition
 
+_REWRITE_OFF = "rewrite_off:"      # meta key prefix: query rewrite switched off, "db.name"
 
 class Catalog(SegmentStore, LeaseStore):
     """Open (and migrate) the catalog at `path`: a SQLite file ("<state dir>/catalog.db" by
@@ -264,6 +265,8 @@ class Catalog(SegmentStore, LeaseStore):
                 "SELECT * FROM dm_segments WHERE db = ? AND name = ? ORDER BY id", (db, name))]
             c.execute("DELETE FROM datamaps WHERE db = ? AND name = ?", (db, name))
             c.execute("DELETE FROM counters WHERE scope = ?", (f"dm:{db}.{name}",))
+            # a datamap created again under this name starts with rewrite on
+            c.execute("DELETE FROM meta WHERE key = ?", (_REWRITE_OFF + f"{db}.{name}",))
             return record_from_row(row), segs
 
     @staticmethod
@@ -271,6 +274,34 @@ class Catalog(SegmentStore, LeaseStore):
         if cur.rowcount == 0:
             raise CatalogError(f"Datamap {db}.{name} does not exist", "42S02")
 
+
+    # -- query rewrite switch (ALTER DATAMAP ... ENABLE | DISABLE QUERY REWRITE) ----------
+    # Kept in `meta` rather than a datamaps column: no migration, and the catalog version
+    # bump of the write makes every replica's rewriter index drop or take the datamap.
+    def set_rewrite(self, db: str, name: str, on: bool, detail: str = "") -> bool:
+        """Switch query rewrite for the datamap; False when it already was so. The change
+        is a history event of the datamap."""
+        key = _REWRITE_OFF + f"{db}.{name}"
+        with self._tx() as c:
+            if c.execute("SELECT 1 FROM datamaps WHERE db = ? AND name = ?",
+                         (db, name)).fetchone() is None:
+                raise CatalogError(f"Datamap {db}.{name} does not exist", "42S02")
+            was_on = c.execute("SELECT 1 FROM meta WHERE key = ?", (key,)).fetchone() is None
+            if was_on == on:
+                return False
+            if on:
+                c.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                c.execute("INSERT INTO meta VALUES (?, ?)", (key, str(time.time())))
+            self._event(c, db, name, "rewrite_enabled" if on else "rewrite_disabled",
+                        detail=detail)
+            return True
+
+    def rewrite_off(self) -> frozenset[str]:
+        """"db.name" of the datamaps whose query rewrite is switched off."""
+        with self._tx(write=False) as c:
+            return frozenset(r[0][len(_REWRITE_OFF):] for r in c.execute(
+                "SELECT key FROM meta WHERE key LIKE ?", (_REWRITE_OFF + "%",)))
 
     # -- history -------------------------------------------------------------------------
     def events(self, db: str, name: str) -> list[Event]:

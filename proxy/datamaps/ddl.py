@@ -29,7 +29,7 @@ from proxy.sqlscan import Cursor, StatementError
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "CreateIndexDatamap", "DropDatamap",
     "ShowDatamaps", "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
-    "SyncDatamaps", "AuditDatamap", "DdlStatement", "GRANULARITIES",
+    "SyncDatamaps", "AuditDatamap", "AlterRewrite", "DdlStatement", "GRANULARITIES",
 ]
 
 Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x MATERIALIZED VIEW
@@ -115,13 +115,22 @@ class AuditDatamap:
 
 
 @dataclass(frozen=True)
+class AlterRewrite:
+    """ALTER DATAMAP [db.]name ENABLE | DISABLE QUERY REWRITE (Oracle's words): whether the
+    rewriter may answer queries from it; maintenance keeps it fresh either way."""
+    name: Name
+    enabled: bool
+
+
+@dataclass(frozen=True)
 class Explain:
     mode: Literal["", "extended", "formatted"]
     query: str
 
 
 DdlStatement = (CreateDatamap | CreateIndexDatamap | DropDatamap | ShowDatamaps | RebuildDatamap
-                | CompactDatamap | ShowSegments | Explain | SyncDatamaps | AuditDatamap)
+                | CompactDatamap | ShowSegments | Explain | SyncDatamaps | AuditDatamap
+                | AlterRewrite)
 
 _RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
                        "tblproperties", "where", "compact", "for", "deferred", "select"})
@@ -333,10 +342,16 @@ def _show(cur: Cursor) -> ShowDatamaps | ShowSegments:
     return ShowDatamaps(on_table, syntax)
 
 
-def _alter(cur: Cursor) -> CompactDatamap:
+def _alter(cur: Cursor) -> CompactDatamap | AlterRewrite:
     cur.expect("datamap")
     name = _datamap_name(cur)
-    cur.expect("compact", "COMPACT after the datamap name")
+    if cur.at("enable", "disable"):
+        enabled = cur.next().value == "enable"
+        cur.expect("query", "QUERY REWRITE after ENABLE / DISABLE")
+        cur.expect("rewrite", "REWRITE after QUERY")
+        cur.end()
+        return AlterRewrite(name, enabled)
+    cur.expect("compact", "COMPACT after the datamap name (or ENABLE | DISABLE QUERY REWRITE)")
     mode_tok = cur.peek()
     mode = cur.string("the compaction type ('MINOR', 'MAJOR' or 'CUSTOM')").strip().lower()
     if mode not in ("minor", "major", "custom"):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import re
 
@@ -103,6 +104,7 @@ class DatamapDdlHandler:
             ddl.CompactDatamap: self.service.compact,
             ddl.ShowSegments: self.service.show_segments,
             ddl.SyncDatamaps: self.service.sync, ddl.AuditDatamap: self.audit.audit_datamap,
+            ddl.AlterRewrite: functools.partial(self.service.set_rewrite, by=ctx.user),
         }[type(stmt)]
         current_db = ctx.current_db
 

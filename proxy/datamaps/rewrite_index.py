@@ -49,9 +49,14 @@ class RewriteIndexProvider:
         files_of: dict = {}   # (table, ids) -> local paths; table -> its base segments
         recs = self.catalog.list_datamaps()
         tables = table_index(recs)
+        rewrite_off = self.catalog.rewrite_off()
         for rec in recs:
             if rec.definition is None:
                 left_out[rec.qualified] = (rec.base_tables, "datamap has no compiled definition")
+                continue
+            if rec.qualified in rewrite_off:    # still maintained: turned on again, it is fresh
+                left_out[rec.qualified] = (rec.base_tables, "query rewrite disabled (ALTER "
+                                           f"DATAMAP {rec.qualified} ENABLE QUERY REWRITE)")
                 continue
             reason = (self.catalog.unavailable_reason(rec.db, rec.name)
                       or stale_below(self.catalog, rec, tables))

@@ -2,7 +2,8 @@
 behind the interface the router handlers and proxy/app.py use.
 
     schemas.SchemaCache              base tables' schemas, cached; background loader
-    commands.DatamapCommands         the DDL runners (CREATE/DROP/SHOW/REBUILD/COMPACT/SYNC)
+    commands.DatamapCommands         the DDL runners (CREATE/DROP/SHOW/REBUILD/COMPACT/SYNC;
+                                     the query rewrite switch is the catalog's set_rewrite)
     maintenance.Maintenance          refresh, build, after-load hooks, recovery
     compaction.Compaction            COMPACT and auto-compaction; SegmentGarbage drops
                                      the partitions of hidden segments
@@ -168,6 +169,17 @@ class DatamapService:
         result = self.commands.compact(stmt, current_db)
         self.indexes.sync(self.commands.require(stmt.name, None, current_db).table)
         return result
+
+    def set_rewrite(self, stmt: ddl.AlterRewrite, current_db: str, by: str = "") -> LocalResult:
+        """ALTER DATAMAP ... ENABLE | DISABLE QUERY REWRITE; `by` names who, for its history."""
+        info = self.indexes.find(stmt.name, None, current_db)
+        if info is not None:
+            raise ClientError(f"Datamap {info.qualified} is an index datamap: it skips files "
+                              "and answers no query itself, so QUERY REWRITE does not apply "
+                              "(DROP it to stop its use)", "0A000")
+        rec = self.commands.require(stmt.name, None, current_db)
+        self.catalog.set_rewrite(rec.db, rec.name, stmt.enabled, f"by {by}" if by else "")
+        return EMPTY
 
     def sync(self, stmt: ddl.SyncDatamaps, current_db: str) -> LocalResult:
         result = self.commands.sync(stmt, current_db)

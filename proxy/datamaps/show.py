@@ -4,7 +4,9 @@ SHOW DATAMAP's last column, Status Reason, was added after CarbonData's six: why
 DISABLED datamap is disabled (e.g. `audit mismatch on <digest> at <time> UTC`), empty
 when it is ENABLED. Depends On, added after it, names the datamaps whose tables the
 datamap reads (a datamap on datamaps: docs/stacked.md) and whether they let it be fresh,
-e.g. `default.hourly (fresh)`; empty for a datamap over base tables only."""
+e.g. `default.hourly (fresh)`; empty for a datamap over base tables only. Rewrite, last,
+is `true` unless ALTER DATAMAP ... DISABLE QUERY REWRITE switched it off (`NA` for index
+datamaps, which answer no query)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ from proxy.router import LocalResult
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
     ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
-    ("Status Reason", "string"), ("Depends On", "string"),
+    ("Status Reason", "string"), ("Depends On", "string"), ("Rewrite", "string"),
 )
 SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
@@ -39,16 +41,18 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None,
-                depends: str) -> tuple[str, ...]:
+                depends: str, rewrite: bool = True) -> tuple[str, ...]:
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
             rec.status, "NA" if sync is None else json.dumps(sync),
             "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason),
-            depends)
+            depends, "true" if rewrite else "false")
 
 
 def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord]) -> LocalResult:
     every = catalog.list_datamaps()
-    rows = [datamap_row(r, catalog.sync_status(r.db, r.name), depends_on(catalog, r, every))
+    off = catalog.rewrite_off()
+    rows = [datamap_row(r, catalog.sync_status(r.db, r.name), depends_on(catalog, r, every),
+                        r.qualified not in off)
             for r in records]
     return LocalResult(SHOW_DATAMAP_COLUMNS, rows)
 

@@ -151,11 +151,11 @@ def test_show_rows(catalog):
     res = show_datamaps(catalog, catalog.list_datamaps())
     assert [c for c, _ in res.columns] == ["DataMapName", "ClassName", "Associated Table",
                                             "DataMap Properties", "DataMap Status", "Sync Status",
-                                            "Status Reason", "Depends On"]
+                                            "Status Reason", "Depends On", "Rewrite"]
     assert res.columns == SHOW_DATAMAP_COLUMNS
     assert res.rows == [("agg", "mv", "db1.agg_table",
                          "'sort_columns'='country', 'table_blocksize'='64'", "DISABLED", "NA",
-                         "not built yet", "")]
+                         "not built yet", "", "true")]
     catalog.add_base_segment("db1.sales", ["a"], rows=5, load_seconds=0.25)
     sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
     catalog.publish_segment("db1", "agg", sid, rows=2, files=["x", "y"], seconds=2.0, kind="built")
