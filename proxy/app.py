@@ -101,6 +101,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     await asyncio.to_thread(external.recover)
 
     router = Router()
+    router.datamap_service = service      # the web console's (proxy/console)
     statements.install(router)
     serving = ServingTier(catalog, settings.serving,
                           zone_problem=lambda: service.time_zone_problem)

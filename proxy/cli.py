@@ -155,10 +155,12 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     from proxy.server import ProxyServer
 
     from proxy.audit_log import AuditLog, AuditLogError
+    from proxy.console import ConsoleRefused, check as check_console
     try:
         AuditLog(settings.server.audit_log).close()    # an unwritable file stops us here
+        check_console(settings)                        # before a minute of Spark start
         authenticator = await asyncio.to_thread(build_authenticator, settings)
-    except (AuthError, AuditLogError) as e:
+    except (AuthError, AuditLogError, ConsoleRefused) as e:
         log.error("%s", e)
         return 2
     kerberos = None
@@ -207,6 +209,21 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
         if engine is not None:
             await asyncio.to_thread(engine.stop)
         return 1
+    console = None
+    if settings.console.port is not None:
+        from proxy.console import start_console
+        try:     # querylog / advisor: set on the router by their wiring (proxy/app.py)
+            console = await start_console(settings, server, router.datamap_service,
+                                          getattr(router, "querylog", None),
+                                          getattr(router, "advisor", None))
+        except OSError as e:
+            log.error("cannot listen for the web console on port %s: %s",
+                      settings.console.port, e.strerror or e)
+            await server.shutdown(0)
+            await close_router()
+            if engine is not None:
+                await asyncio.to_thread(engine.stop)
+            return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -230,6 +247,8 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
         log.info("shutting down: leaving ZooKeeper first, so no new client is sent here")
         await registration.deregister()
     log.info("shutting down: draining for up to %.0fs", settings.server.shutdown_grace)
+    if console is not None:
+        await console.close()       # its running actions first: they use the datamaps
     await server.shutdown()
     await close_router()
     if engine is not None:

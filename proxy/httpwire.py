@@ -20,7 +20,9 @@ from urllib.parse import quote, unquote
 COOKIE_NAME = "hive.server2.auth"
 _METHODS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ",
             b"TRACE ", b"CONNECT ")
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+_REASONS = {200: "OK", 303: "See Other", 403: "Forbidden", 415: "Unsupported Media Type",
+            500: "Internal Server Error",
+            400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
             405: "Method Not Allowed", 411: "Length Required", 413: "Content Too Large",
             431: "Request Header Fields Too Large", 501: "Not Implemented",
             505: "HTTP Version Not Supported"}
@@ -169,10 +171,12 @@ class CookieSigner:
     password check, as HiveServer2 does)."""
 
     def __init__(self, max_age: float, key: bytes | None = None,
-                 clock=time.time):
+                 clock=time.time, name: str = COOKIE_NAME, attrs: str = ""):
         self.max_age = max_age
         self._key = key or secrets.token_bytes(32)
         self._clock = clock
+        self.name = name          # the web console signs a cookie of its own name
+        self._attrs = f"; {attrs}" if attrs else ""
 
     def _sign(self, payload: str) -> str:
         return hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
@@ -180,8 +184,13 @@ class CookieSigner:
     def issue(self, user: str, secure: bool) -> str:
         """A Set-Cookie header value."""
         payload = f"cu={quote(user, safe='')}&e={int(self._clock() + self.max_age)}"
-        attrs = f"Max-Age={int(self.max_age)}; Path=/; HttpOnly"
-        return f"{COOKIE_NAME}={payload}&s={self._sign(payload)}; {attrs}" + ("; Secure" if secure else "")
+        attrs = f"Max-Age={int(self.max_age)}; Path=/; HttpOnly{self._attrs}"
+        return f"{self.name}={payload}&s={self._sign(payload)}; {attrs}" + ("; Secure" if secure else "")
+
+    def derive(self, purpose: str, value: str) -> str:
+        """A secret bound to one cookie value (the console's CSRF token): only this process
+        can make it, and it dies with the cookie."""
+        return self._sign(f"{purpose}|{value}")[:32]
 
     def user(self, value: str) -> str | None:
         """The user a cookie value vouches for, or None (forged, expired, malformed)."""

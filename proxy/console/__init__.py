@@ -1,0 +1,29 @@
+"""The web console (docs/console.md): server-rendered pages over the datamap catalog, the
+query log and the advisor, plus a few safe actions, behind the proxy's own sign-in.
+
+    login.py     who is asking: the proxy's authenticator and login throttle, a signed
+                 cookie, the CSRF token derived from it
+    server.py    the HTTP/1.1 listener on [console] host:port (TLS as the proxy's)
+    routes.py    requests -> replies: pages and actions
+    views.py     what a page shows, read from the catalog and the query log (blocking)
+    pages.py, pages_log.py, markup.py, chart.py, style.py   HTML, inline SVG and CSS
+    actions.py   REBUILD, COMPACT, ENABLE/DISABLE QUERY REWRITE: the SQL statements'
+                 own code path, audited
+
+`start_console(...)` is what `serve` calls once the proxy listens (proxy/cli.py)."""
+from __future__ import annotations
+
+from proxy.console.login import Login
+from proxy.console.routes import ConsoleApp
+from proxy.console.server import ConsoleRefused, ConsoleServer, check
+
+__all__ = ["ConsoleRefused", "ConsoleServer", "check", "start_console"]
+
+
+async def start_console(settings, server, datamaps, querylog=None, advisor=None) -> ConsoleServer:
+    """The console of `server` (proxy.server.ProxyServer: its sign-in and audit log) over
+    `datamaps` (the DatamapService), started; ConsoleRefused or OSError if it cannot be."""
+    app = ConsoleApp(Login(server), datamaps, server.service.audit, querylog, advisor)
+    console = ConsoleServer(settings, app, server._ssl_context())
+    await console.start()
+    return console

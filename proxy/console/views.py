@@ -1,0 +1,117 @@
+"""What the console's pages show, gathered from the datamap catalog, the query log and
+the console's own action ring into plain values (pages.py renders them). Every function
+here blocks (SQLite, file sizes): the console calls them in a worker thread.
+
+`querylog` is part of the proxy's query log reader API (proxy/querylog.py: recent,
+datamap_usage, datamap_totals); None when [querylog] enabled = false.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.datamaps.listing import local_path
+from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
+
+USAGE_WINDOW_S = 24 * 3600.0
+USAGE_BUCKET_S = 3600.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    db: str
+    name: str
+    status: str
+    status_reason: str
+    rewrite: bool
+    segments: int
+    rows: int | None
+    size: int | None              # bytes of the visible segments' local files; None: not local
+    as_of: float | None           # when the newest visible segment began reading base data
+    pending: int                  # live base segments no visible segment covers
+    reason: str | None            # why it may not answer now (catalog's), None when it may
+    hits: int | None              # None: no query log
+    saved_s: float | None
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.db}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Detail:
+    summary: Summary
+    record: DatamapRecord
+    segments: list[DatamapSegment]
+    events: list[Event]
+    usage: list[tuple[float, int, float]] | None    # (bucket start, hits, saved s); None: no log
+    answered: list[Any] | None                      # LoggedQuery, newest first; None: no log
+    sizes: dict[str, int | None]                    # segment id -> bytes (live segments)
+
+
+def summaries(catalog, querylog) -> list[Summary]:
+    totals = querylog.datamap_totals() if querylog is not None else None
+    off = catalog.rewrite_off()
+    return [_summary(catalog, rec, off, totals) for rec in catalog.list_datamaps()]
+
+
+def _summary(catalog, rec: DatamapRecord, off, totals) -> Summary:
+    visible = catalog.visible_segments(rec.db, rec.name)
+    rows = [s.rows for s in visible]
+    hits, saved = (totals.get(rec.qualified, (0, 0.0)) if totals is not None else (None, None))
+    return Summary(
+        rec.db, rec.name, str(rec.status), rec.status_reason, rec.qualified not in off,
+        len(visible), sum(r for r in rows if r is not None) if rows else None,
+        size_of(f for s in visible for f in s.files),
+        max((s.load_start for s in visible), default=None),
+        sum(len(v) for v in catalog.pending_base_segments(rec.db, rec.name).values()),
+        catalog.unavailable_reason(rec.db, rec.name), hits, saved)
+
+
+def size_of(files) -> int | None:
+    total = 0
+    for f in files:
+        path = local_path(f)
+        if path is None:
+            return None
+        try:
+            total += os.path.getsize(path)
+        except OSError:          # compacted away since the catalog read: not counted
+            pass
+    return total
+
+
+def detail(catalog, querylog, qualified: str, now: float | None = None) -> Detail | None:
+    db, _, name = qualified.partition(".")
+    rec = catalog.get_datamap(db, name)
+    if rec is None:
+        return None
+    now = time.time() if now is None else now
+    totals = querylog.datamap_totals() if querylog is not None else None
+    summary = _summary(catalog, rec, catalog.rewrite_off(), totals)
+    usage = answered = None
+    if querylog is not None:
+        usage = usage_buckets(querylog, rec.qualified, now)
+        answered = querylog.recent(20, datamap=rec.qualified)
+    segments = catalog.segments(db, name)
+    sizes = {g.id: size_of(g.files) for g in segments if g.visible}
+    return Detail(summary, rec, segments, catalog.events(db, name)[::-1], usage, answered,
+                  sizes)
+
+
+def usage_buckets(querylog, datamap: str, now: float,
+                  window_s: float = USAGE_WINDOW_S,
+                  bucket_s: float = USAGE_BUCKET_S) -> list[tuple[float, int, float]]:
+    """Hits and time saved per bucket over the window, every bucket present (zeros too)."""
+    n = int(window_s // bucket_s)
+    since = (math.floor(now / bucket_s) - n + 1) * bucket_s
+    out = [[since + i * bucket_s, 0, 0.0] for i in range(n)]
+    for start, dm, hits, saved in querylog.datamap_usage(since, bucket_s):
+        i = int((start - since) // bucket_s)
+        if dm == datamap and 0 <= i < n:
+            out[i][1] += hits
+            out[i][2] += saved or 0.0
+    return [(a, h, s) for a, h, s in out]
