@@ -11,6 +11,7 @@ from proxy.console.markup import (
     ago, badge, count, duration, e, hidden, note, page, size, table, url, when,
 )
 from proxy.console.views import Detail, Summary
+from proxy.datamaps.show import segment_status
 from proxy.logsafe import redact
 
 LABELS = {"rebuild": "REBUILD", "compact_minor": "COMPACT MINOR",
@@ -135,7 +136,7 @@ def datamap(d: Detail, actions: list[ActionRecord], *, user: str, csrf: str,
     out.append("<h2>Segments</h2>" + table(
         ["Segment", "Status", "Made by", "Rows", "Files", "Size", "Load start", "Load time",
          "Base segments"],
-        [(e(g.id), e(g.status), e(g.kind or ""), count(g.rows), count(len(g.files)),
+        [(e(g.id), e(segment_status(g.status)), e(g.kind or ""), count(g.rows), count(len(g.files)),
           e(size(d.sizes.get(g.id))), e(when(g.load_start)), e(duration(g.load_seconds)),
           e("; ".join(f"{t}: {', '.join(ids)}" for t, ids in sorted(g.extra_info.items()))))
          for g in d.segments], numeric=(3, 4, 5), empty="no segments: not built yet"))

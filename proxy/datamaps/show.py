@@ -75,6 +75,11 @@ _STATUS = {"SUCCESS": "Success", "MARKED_FOR_DELETE": "Marked for Delete",
            "INSERT_IN_PROGRESS": "Insert In Progress"}
 
 
+def segment_status(status: str) -> str:
+    """A segment status as SHOW SEGMENTS spells it (the console shows it alike)."""
+    return _STATUS.get(status, status)
+
+
 def show_segments(catalog: Catalog, table: str) -> LocalResult | None:
     """Segments of a datamap table ("db.<name>_table") or of a base table, newest first.
     None when `table` is neither a datamap table nor a base table with datamaps (the
