@@ -5,6 +5,7 @@ as in-memory readers. Checks sign-in, cookies, CSRF, escaping, routing and the a
 from __future__ import annotations
 
 import asyncio
+import base64
 import http.client
 import json
 import re
@@ -21,6 +22,7 @@ from proxy.router import Router
 from proxy.server import ProxyServer
 from tests.proxy.console.fakes import FakeAdvisor, FakeQueryLog, Logged, Suggestion
 from tests.proxy.datamaps.support import add_datamap, decision_service
+from tests.proxy.test_http_spnego import Acceptor, negotiate
 
 SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int"}}}
 AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
@@ -29,11 +31,11 @@ AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
 class Running:
     """The console on a loop in a thread of its own (the test talks to it with http.client)."""
 
-    def __init__(self, settings, service, querylog=None, advisor=None):
+    def __init__(self, settings, service, querylog=None, advisor=None, kerberos=None):
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="console-test-loop")
         self.thread.start()
-        self.server = ProxyServer(settings, Router(),
+        self.server = ProxyServer(settings, Router(), kerberos=kerberos,
                                   authenticator=auth.build_authenticator(settings))
         self.console = self._call(start_console(settings, self.server, service, querylog,
                                                 advisor))
@@ -226,5 +228,24 @@ def test_nosasl_needs_no_sign_in(tmp_path, service):
         assert resp.status == 200 and "signed in as <b>anonymous</b>" in page
         assert "no datamaps yet" in page and "datamap_console=" in resp.getheader("Set-Cookie")
         assert console.request("GET", "/login")[0].status == 303
+    finally:
+        console.close()
+
+
+def test_kerberos_signs_in_by_spnego(tmp_path, service):
+    """The acceptor is the HTTP transport tests' stand-in (fixed tokens): what is checked is
+    the console's use of the transport's SPNEGO code (challenge, mutual token, cookie)."""
+    console = Running(_settings(tmp_path, auth="kerberos"), service, kerberos=Acceptor())
+    try:
+        resp, page = console.request("GET", "/datamaps")
+        assert resp.status == 401 and resp.getheader("WWW-Authenticate") == "Negotiate"
+        assert "SPNEGO" in page
+        resp, page = console.request("GET", "/datamaps", headers=negotiate(b"junk"))
+        assert resp.status == 401 and "Invalid token" in page
+        resp, page = console.request("GET", "/datamaps", headers=negotiate(b"good"))
+        assert resp.status == 200 and "signed in as <b>alice</b>" in page
+        assert resp.getheader("WWW-Authenticate") == "Negotiate " + base64.b64encode(b"mutual").decode()
+        cookie = resp.getheader("Set-Cookie").split(";")[0]
+        assert console.request("GET", "/queries", cookie=cookie)[0].status == 200
     finally:
         console.close()
