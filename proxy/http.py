@@ -132,19 +132,7 @@ class HttpTransport:
             return None
 
     async def _read_head(self, reader, buf: bytearray) -> hw.Request | None:
-        """The next request head; None at a clean end of the connection."""
-        while True:
-            n = hw.head_length(buf, self.head_limit)
-            if n is not None:
-                req = hw.parse_head(bytes(buf[:n]))
-                del buf[:n]
-                return req
-            chunk = await reader.read(_READ)
-            if not chunk:
-                if buf:
-                    raise hw.HttpError(400, "connection closed inside the request head")
-                return None
-            buf += chunk
+        return await read_head(reader, buf, self.head_limit)
 
     async def _login(self, conn, address: str, req: hw.Request, secure: bool):
         """(user, password, response headers) of an acceptable request; HttpError for what
@@ -258,6 +246,23 @@ class HttpTransport:
             await writer.drain()
         except ConnectionError:
             pass
+
+
+async def read_head(reader, buf: bytearray, limit: int) -> hw.Request | None:
+    """The next request head read into `buf` (of at most `limit` bytes); None at a clean
+    end of the connection. The web console reads its requests with it too."""
+    while True:
+        n = hw.head_length(buf, limit)
+        if n is not None:
+            req = hw.parse_head(bytes(buf[:n]))
+            del buf[:n]
+            return req
+        chunk = await reader.read(_READ)
+        if not chunk:
+            if buf:
+                raise hw.HttpError(400, "connection closed inside the request head")
+            return None
+        buf += chunk
 
 
 def _challenge() -> dict[str, str]:

@@ -64,8 +64,8 @@ class ActionRecord:
 
 @dataclass
 class Actions:
-    """Runs actions on `service` (a DatamapService), recording them in `audit` (an
-    AuditLog); `service_provider` may be swapped (tests)."""
+    """Runs actions on `service` (a DatamapService), recording them in `audit` (the
+    proxy's AuditLog), and keeps the last KEEP of them for the pages."""
     service: object
     audit: object
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))

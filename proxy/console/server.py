@@ -15,6 +15,7 @@ import logging
 from proxy import httpwire as hw
 from proxy.console.routes import HEADERS, ConsoleApp, Reply, html
 from proxy.console import pages
+from proxy.http import read_head
 from proxy.logsafe import safe
 
 log = logging.getLogger("proxy.console")
@@ -115,7 +116,7 @@ class ConsoleServer:
             req = None
             try:
                 async with asyncio.timeout(timeout):
-                    req = await self._head(reader, buf)
+                    req = await read_head(reader, buf, HEAD_LIMIT)
                 if req is None:
                     return
                 body = await self._body(req, reader, buf)
@@ -135,18 +136,6 @@ class ConsoleServer:
             if not keep:
                 return
             timeout = IDLE_TIMEOUT_S
-
-    async def _head(self, reader, buf: bytearray) -> hw.Request | None:
-        while True:
-            n = hw.head_length(buf, HEAD_LIMIT)
-            if n is not None:
-                req = hw.parse_head(bytes(buf[:n]))
-                del buf[:n]
-                return req
-            chunk = await reader.read(_READ)
-            if not chunk:
-                return None
-            buf += chunk
 
     async def _body(self, req: hw.Request, reader, buf: bytearray) -> bytes:
         if req.method != "POST":
