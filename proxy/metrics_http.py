@@ -118,7 +118,13 @@ class MetricsEndpoint:
                 writer.write(response(404, f"not found; metrics are at {self.path}\n"
                                       .encode(), close=not keep))
             else:
-                body = await loop.run_in_executor(self._pool, self.render)
+                try:
+                    body = await loop.run_in_executor(self._pool, self.render)
+                except Exception:  # noqa: BLE001 - a broken collector fails this scrape only
+                    log.exception("metrics: the scrape failed")
+                    writer.write(response(500, b"the scrape failed: see the proxy's log\n",
+                                          close=True))
+                    return
                 if req.method == "HEAD":
                     writer.write(response(200, content_type=CONTENT_TYPE_LATEST,
                                           headers={"Content-Length": str(len(body))},

@@ -106,3 +106,20 @@ async def test_build_router_attaches_metrics_to_the_service(tmp_path):
         assert got["datamap_proxy_catalog_up"] == 1
     finally:
         await closer()
+
+
+async def test_a_failing_scrape_is_a_500_and_the_next_one_answers():
+    calls = []
+
+    def render() -> bytes:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("collector bug")
+        return b"# ok\n"
+    ep = MetricsEndpoint(render, "127.0.0.1", 0)
+    host, port = await ep.start()
+    try:
+        assert (await _get(f"http://{host}:{port}/metrics"))[0] == 500
+        assert (await _get(f"http://{host}:{port}/metrics"))[::2] == (200, b"# ok\n")
+    finally:
+        await ep.close()
