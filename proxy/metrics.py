@@ -32,34 +32,43 @@ OTHER_DATAMAP = "other"
 # Rewrite decision results (the `result` label of rewrite_decisions_total).
 HIT, MISS = "hit", "miss"
 # Why a query that read base tables missed: the query log's reason classes (docs/querylog.md).
-# Told from the rewriter's one-line reasons by words, in this order; the query log may
-# classify more finely, and these names are the same so the two can be compared.
+# A candidate's one-line reason is told by words, tried in this order...
 _REASON_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("disabled", ("disabled",)),
     ("stale", ("not in sync", "stale", "rebuild is due", "removed or replaced", "new files",
                "not refreshed", "new rows of")),
-    ("grouping", ("not an aggregate", "group", "granularit", "rollup", "one row per")),
-    ("aggregates", ("aggregate", "count(", "sum(", "distinct")),
-    ("joins", ("join",)),
+    ("unsupported", ("does not resolve", "no alias", "no longer compiles")),
+    ("aggregates", ("is not stored in", "cannot be derived", "distinct argument",
+                    "aggregate ")),
+    ("grouping", ("not an aggregate", "grouping", "granularit", "rollup", "one row per")),
+    ("joins", ("join", "not in the query", "appears more than once")),
     ("filters", ("filter", "restrict", "range", "requires", "implied")),
     ("columns", ("column",)),
     ("unsupported", ("inside", "not supported", "unsupported", "non-deterministic",
-                     "does not resolve", "lateral", "pivot", "correlated")),
+                     "lateral", "pivot", "correlated")),
 )
+# ...and of several candidates' classes the nearest miss counts: a datamap that only
+# lacks a column is closer than one over other tables (a "joins" reason).
+_NEAREST = ("disabled", "stale", "columns", "aggregates", "grouping", "filters", "joins",
+            "unsupported", "other")
+
+
+def _class_of(reason: str) -> str:
+    low = reason.lower()
+    for cls, words in _REASON_WORDS:
+        if any(w in low for w in words):
+            return cls
+    return "other"
 
 
 def reason_class(why_not: tuple[tuple[str, str], ...], note: str = "") -> str:
     """The reason class of a query answered from base tables. A local stand-in for the
-    query log's classifier (part of issue 17's query log); one word list, no parsing."""
+    query log's classifier (part of issue 17's query log); word lists, no parsing."""
     if note.startswith("pass:stale") or " stale:" in f" {note}":
         return "stale"
     if not why_not:
         return "no_datamap"
-    first = why_not[0][1].lower()
-    for cls, words in _REASON_WORDS:
-        if any(w in first for w in words):
-            return cls
-    return "other"
+    return min((_class_of(r) for _dm, r in why_not), key=_NEAREST.index)
 
 
 def _capped(label: str, seen: set[str], limit: int, other: str) -> str:

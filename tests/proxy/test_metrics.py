@@ -115,12 +115,24 @@ def test_statements_decisions_and_datamap_hits():
     ("query is not an aggregate; the datamap holds one row per group", "grouping"),
     ("query LEFT JOINs dim, the datamap joins it with an inner join", "joins"),
     ("datamap filter region = 'eu' is not implied by the query", "filters"),
-    ("column price is not in the datamap", "columns"),
+    ("column sales.price is not in datamap agg", "columns"),
+    ("MAX(default.sales.quantity) is not stored in datamap agg", "aggregates"),
+    ("datamap table default.item is not in the query", "joins"),
+    ("query does not resolve: cannot resolve: Unknown column: item", "unsupported"),
     ("a derived table that is not trivial inside", "unsupported"),
     ("something new", "other"),
 ])
 def test_reason_classes(reason, cls):
     assert reason_class((("default.agg", reason),)) == cls
+
+
+def test_the_nearest_candidate_gives_the_class():
+    why = (("default.j", "datamap table default.item is not in the query"),
+           ("default.agg", "SUM(default.sales.price) is not stored in datamap agg"),
+           ("default.raw", "column sales.city is not in datamap raw"))
+    assert reason_class(why) == "columns"
+    assert reason_class(why[:1]) == "joins"
+    assert reason_class((), "pass:stale:agg") == "stale"
 
 
 def _catalog_with_history(catalog: Catalog, files_dir) -> None:
