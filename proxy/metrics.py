@@ -179,7 +179,7 @@ class Metrics(Observer):
                     self._child(self._served, label).inc()
         elif decision == BYPASSED:
             self._child(self._decisions, "bypassed", "bypassed").inc()
-        elif (decision == FORWARDED or answered) and self._is_query(ev):
+        elif (decision == FORWARDED or answered) and (ev.why_not or self._is_query(ev)):
             self._child(self._decisions, MISS, reason_class(ev.why_not, ev.note)).inc()
 
     @staticmethod
