@@ -43,9 +43,9 @@ from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
-from proxy.metrics_http import start_metrics
-from proxy.metrics_collect import DatamapCollector
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
+from proxy.metrics_collect import DatamapCollector
+from proxy.metrics_http import start_metrics
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.router import Router
