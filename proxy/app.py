@@ -20,6 +20,8 @@ This module only wires parts together:
   - the catalog leases (proxy/leader.py): the periodic sync runs only on the leader, and
     each datamap's jobs hold a lease so replicas never run them twice at once.
 `[datamaps] auto_compaction` is the default of the per-datamap DMPROPERTIES('auto_compaction').
+`[metrics] port` serves Prometheus metrics (proxy/metrics.py, docs/metrics.md); the
+metrics observe the protocol Service through `router.with_service`, which `serve` calls.
 `[datamaps] audit_sample_rate` is the share of datamap answers the Auditor re-checks
 (proxy/datamaps/audit.py; its worker is a background thread).
 """
@@ -42,6 +44,8 @@ from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
+from proxy.metrics_collect import DatamapCollector
+from proxy.metrics_http import start_metrics
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.router import Router
@@ -63,6 +67,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     """The Router for `serve` and an async closer to await after the server stopped.
 
     `engine` is the started EmbeddedEngine, or None in remote mode."""
+    # first, before any thread starts: a [metrics] port in use stops the start (exit 2)
+    metrics, metrics_endpoint = await start_metrics(settings)
     state_dir = Path(settings.state.dir).expanduser().resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     catalog = await asyncio.to_thread(Catalog.in_state_dir, state_dir, settings.state.catalog)
@@ -103,6 +109,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     router = Router()
     router.datamap_service = service      # the web console's (proxy/console)
     statements.install(router)
+    # called by `serve` (cli.py) with the protocol Service once it exists
+    router.with_service = []
     serving = ServingTier(catalog, settings.serving,
                           zone_problem=lambda: service.time_zone_problem)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
@@ -124,6 +132,15 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                                           pruner=pruner),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
+    if metrics is not None:          # docs/metrics.md
+        collector = DatamapCollector(catalog, serving)
+        metrics.add_collector(collector)
+
+        def observe(proto_service) -> None:
+            proto_service.observers.add(metrics)
+            collector.health = lambda: proto_service.health
+        router.with_service.append(observe)
+
     if dm.sync_interval_s > 0:
         log.info("datamap sync every %gs", dm.sync_interval_s)
 
@@ -142,6 +159,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                             "checking the upstream's time zone", SYNC_STOP_GRACE_S)
 
     async def closer() -> None:
+        if metrics_endpoint is not None:
+            await metrics_endpoint.close()
         auditor.close()          # before the threads are joined: its Spark jobs are cancelled
         await background.stop()
         router.close()

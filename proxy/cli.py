@@ -193,12 +193,19 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     from proxy.router import share_the_interpreter
     try:
         router, close_router = await build_router(settings, engine)
+    except cfg.ConfigError as e:      # a setting that cannot be honoured ([metrics] port)
+        log.error("%s", e)
+        if engine is not None:
+            await asyncio.to_thread(engine.stop)
+        return 2
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable catalog: report, exit non-zero
         log.error("cannot set up datamaps: %s", e)
         if engine is not None:
             await asyncio.to_thread(engine.stop)
         return 1
     server = ProxyServer(settings, router, authenticator=authenticator, kerberos=kerberos)
+    for hook in getattr(router, "with_service", ()):    # proxy/app.py: metrics, ...
+        hook(server.service)
     from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
     server.service.health.path = Path(settings.state.dir).expanduser().resolve() / HEALTH_FILE
     try:
