@@ -182,7 +182,8 @@ class Advisor:
         existing = self.service.candidates()
         taken = {r.qualified for r in self.service.catalog.list_datamaps()}
         spent, per_row = self._history(now - self.settings.window_s)
-        proposals = plan(shapes, schemas, self.sizes, self.settings.max_suggestions, taken)
+        proposals = plan(shapes, schemas, self.sizes, self.settings.max_suggestions, taken,
+                         existing)
         proposals += extensions(shapes, existing, schemas, self.sizes)
         out = [self._suggestion(p, per_row) for p in proposals]
         out += self._drops(shapes, spent, now)

@@ -86,11 +86,17 @@ class _Node:
         return min(1.0, self.rows / self.base_rows)
 
 
-def profiles(shapes: list[Shape], schemas) -> tuple[list[tuple[Shape, Profile]], dict[str, str]]:
-    """Profiles of the fixable shapes; and why each other shape has none (by hash)."""
+def profiles(shapes: list[Shape], schemas, existing: list[Candidate] = ()
+             ) -> tuple[list[tuple[Shape, Profile]], dict[str, str]]:
+    """Profiles of the fixable shapes the current datamaps (`existing`) do not answer now
+    (the log may predate one); and why each other shape has none (by hash)."""
     out, why = [], {}
+    index = DatamapIndex(list(existing), schemas) if existing else None
     for sh in shapes:
         if not sh.fixable or not sh.base_count:
+            continue
+        if index is not None and index.rewrite(sh.statement, sh.current_db).used:
+            why[sh.shape_hash] = "answered by a current datamap"
             continue
         p = profile(sh.statement, sh.current_db, schemas)
         if isinstance(p, str):
@@ -173,9 +179,10 @@ def answered(name: str, database: str, select_sql: str, shapes, schemas,
 
 
 def plan(shapes: list[Shape], schemas, sizes: Sizes, max_suggestions: int = 10,
-         taken: set[str] = frozenset()) -> list[Proposal]:
-    """The HRU greedy choice of up to `max_suggestions` new datamaps (module docstring)."""
-    profs, _ = profiles(shapes, schemas)
+         taken: set[str] = frozenset(), existing: list[Candidate] = ()) -> list[Proposal]:
+    """The HRU greedy choice of up to `max_suggestions` new datamaps (module docstring)
+    for the shapes no current datamap (`existing`) answers."""
+    profs, _ = profiles(shapes, schemas, existing)
     groups: dict[str, list[tuple[Shape, Profile]]] = {}
     for sh, p in profs:
         groups.setdefault(p.graph.key, []).append((sh, p))

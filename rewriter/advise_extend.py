@@ -20,15 +20,14 @@ from rewriter.api import Candidate
 
 def extensions(shapes: list[Shape], existing: list[Candidate], schemas,
                sizes: Sizes) -> list[Proposal]:
-    profs, _ = profiles(shapes, schemas)
+    profs, _ = profiles(shapes, schemas, existing)
     out = []
     for cand in existing:
         d = cand.definition
         own = profile(d.qualified_sql or d.select_sql, d.database, schemas)
         if isinstance(own, str) or _filtered(d):
             continue
-        missed = [(sh, p) for sh, p in profs
-                  if p.graph.key == own.graph.key and d.qualified not in sh.datamaps]
+        missed = [(sh, p) for sh, p in profs if p.graph.key == own.graph.key]
         best = _best(d.name, d.database, own, missed, schemas, sizes)
         if best is not None:
             best.replaces = d.qualified
