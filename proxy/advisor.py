@@ -261,7 +261,8 @@ class Advisor:
         try:
             d = compile_datamap(stmt.name.name, stmt.select_sql, schemas, db)
         except DatamapDefinitionError as e:
-            raise ClientError(f"{e} (datamap {stmt.name})", e.sqlstate) from None
+            message = str(e) if str(stmt.name) in str(e) else f"{e} (datamap {stmt.name})"
+            raise ClientError(message, e.sqlstate) from None
         prof = profile(d.qualified_sql or d.select_sql, d.database, schemas)
         rows = base_rows = None
         if not isinstance(prof, str):

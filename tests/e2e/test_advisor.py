@@ -111,5 +111,8 @@ def test_bad_input_names_the_cause(c):
     assert e.sqlstate in ("42S02", "42000", "0A000") and "q17d_bad" in e.message, e
     e = c.dm.error("EXPLAIN WHATIF SELECT 1")
     assert e.sqlstate == "42000" and "CREATE DATAMAP" in e.message, e
-    e = c.dm.error("EXPLAIN WHATIF CREATE DATAMAP q17d_bad AS SELECT * FROM q17d_nowhere")
-    assert "q17d_nowhere" in e.message, e
+    e = c.dm.error("EXPLAIN WHATIF CREATE DATAMAP q17d_bad AS SELECT k, count(*) AS n "
+                   "FROM q17d_nowhere GROUP BY k")
+    assert e.sqlstate == "42S02" and "q17d_nowhere" in e.message, e
+    e = c.dm.error("EXPLAIN WHATIF CREATE DATAMAP q17d_bad AS SELECT * FROM q17d_sales")
+    assert e.sqlstate == "0A000" and e.message.count("q17d_bad") == 1, e
