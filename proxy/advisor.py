@@ -16,6 +16,7 @@ catalog's events).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -33,6 +34,7 @@ from rewriter.advise_extend import extensions
 from rewriter.advise_profile import profile
 from rewriter.advise_workload import Shape, fold
 from rewriter.api import Candidate, DatamapDefinitionError
+from rewriter.distinct import SketchDefinitionError, sketch_definition
 from rewriter.index import compile_datamap
 
 log = logging.getLogger("proxy.advisor")
@@ -257,12 +259,16 @@ class Advisor:
         shapes = self._shapes()
         tables = tuple(referenced_tables(stmt.select_sql, current_db, f"datamap {stmt.name}"))
         schemas = self._schemas(shapes, tables)
-        db = stmt.name.db or current_db
-        try:
-            d = compile_datamap(stmt.name.name, stmt.select_sql, schemas, db)
+        try:      # as CREATE DATAMAP compiles it (proxy/datamaps/commands.py)
+            d = compile_datamap(stmt.name.name, sketch_definition(stmt.select_sql, stmt.props),
+                                schemas, current_db)
+        except SketchDefinitionError as e:
+            raise ClientError(f"Datamap {stmt.name.qualified(current_db)}: {e}", "42000") from None
         except DatamapDefinitionError as e:
             message = str(e) if str(stmt.name) in str(e) else f"{e} (datamap {stmt.name})"
             raise ClientError(message, e.sqlstate) from None
+        db = stmt.name.db or d.database
+        d = dataclasses.replace(d, database=db, table=f"{db}.{stmt.name.name}_table")
         prof = profile(d.qualified_sql or d.select_sql, d.database, schemas)
         rows = base_rows = None
         if not isinstance(prof, str):

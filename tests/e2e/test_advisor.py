@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Pair
+from tests.e2e.support import Pair, doc_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -116,3 +116,14 @@ def test_bad_input_names_the_cause(c):
     assert e.sqlstate == "42S02" and "q17d_nowhere" in e.message, e
     e = c.dm.error("EXPLAIN WHATIF CREATE DATAMAP q17d_bad AS SELECT * FROM q17d_sales")
     assert e.sqlstate == "0A000" and e.message.count("q17d_bad") == 1, e
+
+
+def test_doc_examples_run(c):
+    """docs/advisor.md's sql blocks run as written; a comment names what the answer holds."""
+    for block in doc_blocks(ROOT / "docs" / "advisor.md"):
+        for stmt, comment in block:
+            res = c.dm.run(stmt)
+            if stmt.startswith("EXPLAIN WHATIF"):
+                assert res.rows[0][0].startswith(comment), (stmt, res.rows)
+            elif stmt.startswith("SHOW DATAMAP SUGGESTIONS"):
+                assert ", ".join(res.columns) == comment, res.columns
