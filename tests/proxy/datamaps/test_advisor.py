@@ -141,3 +141,20 @@ def test_cli_helpers():
     assert out.splitlines() == ["1. create s.x", "   Statement: CREATE DATAMAP x AS SELECT 1",
                                 "   Queries: 3"]
     assert "no suggestions" in _format_suggestions(["Kind"], [])
+
+
+def test_advise_command_errors_are_clean(tmp_path, capsys):
+    import socket
+
+    from proxy import cli
+    with socket.socket() as s:          # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli.main(["advise", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"no datamap-proxy answers at 127.0.0.1:{port}" in err and "Traceback" not in err
+    assert cli.main(["advise", "--what-if", str(tmp_path / "missing.sql")]) == 2
+    assert "cannot read --what-if file" in capsys.readouterr().err
+    (tmp_path / "empty.sql").write_text("-- nothing\n;\n")
+    assert cli.main(["advise", "--what-if", str(tmp_path / "empty.sql")]) == 2
+    assert "holds no statement" in capsys.readouterr().err
