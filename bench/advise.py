@@ -27,6 +27,7 @@ from proxy.advisor import Advisor  # noqa: E402
 from proxy.config import AdvisorSettings  # noqa: E402
 from proxy.datamaps.catalog import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402
+from rewriter.advise import FixedSizes  # noqa: E402
 
 DIMS = {
     "date_dim": {"date_key": "int", "year": "int", "month": "int", "quarter": "int",
@@ -70,17 +71,6 @@ class Log:
 
     def entries(self, since, until=None):
         return iter(self._entries)
-
-
-class Sizes:
-    def rows(self, table):
-        return ROWS[table]
-
-    def distinct(self, table, alias, exprs):
-        n = 1
-        for e in exprs:
-            n *= NDV.get(e.split(".")[-1], 1000)
-        return n
 
 
 def shape_templates(n: int, rnd: random.Random) -> list[str]:
@@ -128,7 +118,8 @@ def main() -> None:
         service = DatamapService(catalog, lambda: None, schemas_provider=provider)
         try:
             for _ in range(args.runs):
-                advisor = Advisor(service, Log(entries), AdvisorSettings(), sizes=Sizes())
+                advisor = Advisor(service, Log(entries), AdvisorSettings(),
+                                  sizes=FixedSizes(ROWS, NDV, default=1000))
                 t0 = time.perf_counter()
                 got = advisor.suggest()
                 times.append(time.perf_counter() - t0)

@@ -3,13 +3,10 @@ proxy/cli.py): SHOW DATAMAP SUGGESTIONS, or EXPLAIN WHATIF of each statement of 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
 from pathlib import Path
 
-from proxy.cli import _open_session, _target
-from proxy.errors import UpstreamError
+from proxy.cli import _target, run_statements
 
 
 def advise(a: argparse.Namespace) -> int:
@@ -31,31 +28,14 @@ def advise(a: argparse.Namespace) -> int:
     if isinstance(target, int):
         return target
     up, user, password = target
-    logging.getLogger("proxy").setLevel(logging.CRITICAL)   # errors are printed below
 
-    async def run() -> int:
-        session = await _open_session(up, user, password)
-        if session is None or session is False:
-            return 2 if session is None else 1
-        rc = 0
-        try:
-            for sql in statements:
-                try:
-                    result = await session.run_sql(sql)
-                except UpstreamError as e:
-                    print(f"error: {sql[:200]}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
-                    rc = 1
-                    if session.conn.broken:
-                        break
-                    continue
-                if a.what_if:
-                    print("\n".join(str(r[0]) for r in result.rows) + "\n")
-                else:
-                    print(_format_suggestions([c[0] for c in result.columns], result.rows))
-        finally:
-            await session.close()
-        return rc
-    return asyncio.run(run())
+    def show(result) -> int:
+        if a.what_if:
+            print("\n".join(str(r[0]) for r in result.rows) + "\n")
+        else:
+            print(_format_suggestions([c[0] for c in result.columns], result.rows))
+        return 0
+    return run_statements(up, user, password, statements, show)
 
 
 def _split_statements(text: str) -> list[str]:

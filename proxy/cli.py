@@ -22,6 +22,17 @@ def _hostport(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _client_flags(p: argparse.ArgumentParser) -> None:
+    """How a client command (sync, advise) reaches the running proxy: see _target."""
+    p.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
+    p.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
+    p.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
+    p.add_argument("--auth", choices=["plain", "nosasl"],
+                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
+    p.add_argument("--user", help="user name (default: the login name)")
+    p.add_argument("--password", help="password (needed when the proxy has a users file)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="datamap-proxy",
                                 description="HiveServer2 proxy in front of Spark Thrift Server "
@@ -99,13 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "are refreshed (rebuilt when files vanished), lazy ones "
                                    "disabled. Defaults come from the serve settings (--config, "
                                    "environment).")
-    y.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
-    y.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
-    y.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
-    y.add_argument("--auth", choices=["plain", "nosasl"],
-                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
-    y.add_argument("--user", help="user name (default: the login name)")
-    y.add_argument("--password", help="password (needed when the proxy has a users file)")
+    _client_flags(y)
     y.add_argument("--table", action="append", metavar="DB.TABLE",
                    help="only this base table (repeatable); default: every base table of a "
                         "datamap")
@@ -118,13 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "each CREATE DATAMAP statement in FILE (separated by ';'): "
                                    "the logged workload replayed with it, nothing built "
                                    "(docs/advisor.md).")
-    v.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
-    v.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
-    v.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
-    v.add_argument("--auth", choices=["plain", "nosasl"],
-                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
-    v.add_argument("--user", help="user name (default: the login name)")
-    v.add_argument("--password", help="password (needed when the proxy has a users file)")
+    _client_flags(v)
     v.add_argument("--what-if", metavar="FILE", dest="what_if",
                    help="CREATE DATAMAP statements to replay the logged workload against")
     v.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
@@ -348,8 +347,6 @@ async def _open_session(up: cfg.UpstreamSettings, user: str, password: str | Non
 def _sync(a: argparse.Namespace) -> int:
     """`datamap-proxy sync`: SYNC DATAMAPS on the running proxy, over HiveServer2 (in
     embedded mode the proxy owns the metastore and the catalog, so only it can do this)."""
-    from proxy.errors import UpstreamError
-
     target = _target(a, "sync", "SYNC DATAMAPS")
     if isinstance(target, int):
         return target
@@ -359,6 +356,25 @@ def _sync(a: argparse.Namespace) -> int:
         if t is not None and not t.strip():
             print("error: --table needs a table name", file=sys.stderr)
             return 2
+
+    def show(result) -> int:
+        print(_format_rows([c[0] for c in result.columns], result.rows))
+        if any(_has_failed(r[-1]) for r in result.rows):
+            print("error: some datamaps could not be refreshed and are DISABLED "
+                  "(see the rows above); REBUILD DATAMAP retries", file=sys.stderr)
+            return 1
+        return 0
+    statements = ["SYNC DATAMAPS" + (f" ON TABLE {_quote_table(t)}" if t else "")
+                  for t in tables]
+    return run_statements(up, user, password, statements, show)
+
+
+def run_statements(up: cfg.UpstreamSettings, user: str, password: str | None,
+                   statements: list[str], show) -> int:
+    """Run each statement on one session of the proxy; `show(result)` prints a result and
+    returns 1 when it reports a failure. Exit code: 0, 1 (a statement failed), 2 (no
+    proxy answered)."""
+    from proxy.errors import UpstreamError
     logging.getLogger("proxy").setLevel(logging.CRITICAL)   # errors are printed below
 
     async def run() -> int:
@@ -367,21 +383,16 @@ def _sync(a: argparse.Namespace) -> int:
             return 2 if session is None else 1
         rc = 0
         try:
-            for t in tables:
-                sql = "SYNC DATAMAPS" + (f" ON TABLE {_quote_table(t)}" if t else "")
+            for sql in statements:
                 try:
                     result = await session.run_sql(sql)
                 except UpstreamError as e:
-                    print(f"error: {sql}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
+                    print(f"error: {sql[:200]}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
                     rc = 1
                     if session.conn.broken:
                         break
                     continue
-                print(_format_rows([c[0] for c in result.columns], result.rows))
-                if any(_has_failed(r[-1]) for r in result.rows):
-                    print("error: some datamaps could not be refreshed and are DISABLED "
-                          "(see the rows above); REBUILD DATAMAP retries", file=sys.stderr)
-                    rc = 1
+                rc = max(rc, show(result))
         finally:
             await session.close()
         return rc

@@ -46,6 +46,23 @@ class Sizes(Protocol):
         """Estimated distinct combinations of `exprs` (SQL over `alias`.column) in table."""
 
 
+class FixedSizes:
+    """Sizes from given numbers (synthetic workloads, benchmarks): distinct counts of single
+    expressions by their SQL or their column name, multiplied for a combination."""
+
+    def __init__(self, rows: dict[str, int], ndv: dict[str, int], default: int = 100):
+        self._rows, self._ndv, self._default = rows, ndv, default
+
+    def rows(self, table: str) -> int | None:
+        return self._rows.get(table)
+
+    def distinct(self, table: str, alias: str, exprs: frozenset[str]) -> int | None:
+        n = 1
+        for e in exprs:
+            n *= self._ndv.get(e, self._ndv.get(e.split(".")[-1], self._default))
+        return n
+
+
 @dataclass
 class Proposal:
     kind: str                              # create | extend

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.stats import gee
 from rewriter import DatamapIndex, compile_datamap
-from rewriter.advise import NO_GAIN, plan, replay
+from rewriter.advise import NO_GAIN, FixedSizes, plan, replay
 from rewriter.advise_extend import extensions
 from rewriter.advise_profile import profile
 from rewriter.advise_workload import fold, shape_of
@@ -40,18 +40,8 @@ class Logged:
     saved_s: float | None = None
 
 
-class Sizes:
-    def __init__(self, ndv=None):
-        self.ndv = dict(NDV, **(ndv or {}))
-
-    def rows(self, table):
-        return ROWS[table]
-
-    def distinct(self, table, alias, exprs):
-        n = 1
-        for e in exprs:
-            n *= self.ndv.get(e, 100)
-        return n
+def Sizes(ndv=None):
+    return FixedSizes(ROWS, dict(NDV, **(ndv or {})))
 
 
 def log(*pairs):
