@@ -143,7 +143,17 @@ def test_cli_helpers():
     assert "no suggestions" in _format_suggestions(["Kind"], [])
 
 
-def test_advise_command_errors_are_clean(tmp_path, capsys):
+@pytest.fixture
+def quiet_proxy_logger():
+    """The client commands silence the proxy's logger for their process: restore it."""
+    import logging
+    logger = logging.getLogger("proxy")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+def test_advise_command_errors_are_clean(tmp_path, capsys, quiet_proxy_logger):
     import socket
 
     from proxy import cli
