@@ -9,6 +9,20 @@ from pathlib import Path
 from proxy.cli import _target, run_statements
 
 
+def add_parser(sub, client_flags) -> None:
+    v = sub.add_parser("advise", help="the datamap advisor's suggestions, or a what-if replay",
+                       description="Connects to the running proxy and prints SHOW DATAMAP "
+                                   "SUGGESTIONS, or with --what-if FILE the EXPLAIN WHATIF of "
+                                   "each CREATE DATAMAP statement in FILE (separated by ';'): "
+                                   "the logged workload replayed with it, nothing built "
+                                   "(docs/advisor.md).")
+    client_flags(v)
+    v.add_argument("--what-if", metavar="FILE", dest="what_if",
+                   help="CREATE DATAMAP statements to replay the logged workload against")
+    v.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="how long one answer may take (default 600)")
+
+
 def advise(a: argparse.Namespace) -> int:
     """`datamap-proxy advise`: SHOW DATAMAP SUGGESTIONS or EXPLAIN WHATIF on the running
     proxy (the advisor reads the proxy's query log and catalog)."""

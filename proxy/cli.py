@@ -117,17 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="how long one sync may take (default 3600)")
 
-    v = sub.add_parser("advise", help="the datamap advisor's suggestions, or a what-if replay",
-                       description="Connects to the running proxy and prints SHOW DATAMAP "
-                                   "SUGGESTIONS, or with --what-if FILE the EXPLAIN WHATIF of "
-                                   "each CREATE DATAMAP statement in FILE (separated by ';'): "
-                                   "the logged workload replayed with it, nothing built "
-                                   "(docs/advisor.md).")
-    _client_flags(v)
-    v.add_argument("--what-if", metavar="FILE", dest="what_if",
-                   help="CREATE DATAMAP statements to replay the logged workload against")
-    v.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="how long one answer may take (default 600)")
+    from proxy.advise_cli import add_parser
+    add_parser(sub, _client_flags)
 
     sub.add_parser("doctor", help="check the installation", add_help=False)
     return p
