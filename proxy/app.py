@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from proxy import leader, statements
+from proxy.advisor import Advisor
+from proxy.advisor_results import RecentStatements
 from proxy.background import Background
 from proxy.config import Settings
 from proxy.datamaps.audit import Auditor
@@ -123,13 +125,20 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                               shapes.warm)
     indexes.on_indexed = lambda table: shapes.warm(indexed.read_as(table))
     pruner = Pruner(indexed, shapes)
+    # the advisor's workload (docs/advisor.md): the statements this process saw, in memory,
+    # until the catalog's query log (proxy/querylog.py) is wired in its place
+    ql = settings.querylog
+    recent = RecentStatements(min(ql.max_entries, 100_000), ql.statement_bytes) \
+        if ql.enabled else None
+    advisor = Advisor(service, recent, settings.advisor)
+    router.observers = [recent] if recent is not None else []   # cli.py adds them to Service
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s,
                                   pruner=pruner)
     router.handlers += [watch_temp_views, ExternalHandler(external, dm.rewrite_max_sql_bytes),
                         DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                           audit=auditor, max_staleness_s=dm.max_staleness_s,
-                                          pruner=pruner),
+                                          pruner=pruner, advisor=advisor),
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if metrics is not None:          # docs/metrics.md

@@ -1,4 +1,4 @@
-"""Command line: `datamap-proxy serve | sync | users add | doctor`."""
+"""Command line: `datamap-proxy serve | sync | advise | users add | doctor`."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +20,17 @@ def _hostport(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host, int(port)
+
+
+def _client_flags(p: argparse.ArgumentParser) -> None:
+    """How a client command (sync, advise) reaches the running proxy: see _target."""
+    p.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
+    p.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
+    p.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
+    p.add_argument("--auth", choices=["plain", "nosasl"],
+                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
+    p.add_argument("--user", help="user name (default: the login name)")
+    p.add_argument("--password", help="password (needed when the proxy has a users file)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,18 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "are refreshed (rebuilt when files vanished), lazy ones "
                                    "disabled. Defaults come from the serve settings (--config, "
                                    "environment).")
-    y.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
-    y.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
-    y.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
-    y.add_argument("--auth", choices=["plain", "nosasl"],
-                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
-    y.add_argument("--user", help="user name (default: the login name)")
-    y.add_argument("--password", help="password (needed when the proxy has a users file)")
+    _client_flags(y)
     y.add_argument("--table", action="append", metavar="DB.TABLE",
                    help="only this base table (repeatable); default: every base table of a "
                         "datamap")
     y.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="how long one sync may take (default 3600)")
+
+    from proxy.advise_cli import add_parser
+    add_parser(sub, _client_flags)
 
     sub.add_parser("doctor", help="check the installation", add_help=False)
     return p
@@ -206,6 +214,8 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     server = ProxyServer(settings, router, authenticator=authenticator, kerberos=kerberos)
     for hook in getattr(router, "with_service", ()):    # proxy/app.py: metrics, ...
         hook(server.service)
+    for observer in getattr(router, "observers", ()):     # e.g. the advisor's workload
+        server.service.observers.add(observer)
     from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
     server.service.health.path = Path(settings.state.dir).expanduser().resolve() / HEALTH_FILE
     try:
@@ -296,21 +306,17 @@ def _users_add(a: argparse.Namespace) -> int:
     return 0
 
 
-def _sync(a: argparse.Namespace) -> int:
-    """`datamap-proxy sync`: SYNC DATAMAPS on the running proxy, over HiveServer2 (in
-    embedded mode the proxy owns the metastore and the catalog, so only it can do this)."""
-    from proxy.errors import UpstreamError
-    from proxy.upstream import UpstreamSession
-    from proxy.thrift.gen.TCLIService import ttypes as T
-
+def _target(a: argparse.Namespace, command: str, statement: str):
+    """Where and as whom a client command (sync, advise) reaches the running proxy:
+    (UpstreamSettings, user, password), or an exit code after printing why not."""
     try:
         settings = cfg.load(a.config)
     except cfg.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if settings.server.tls_cert:
-        print("error: the proxy serves TLS ([server] tls_cert); datamap-proxy sync speaks "
-              "plain TCP only: run SYNC DATAMAPS from a TLS client (beeline) instead",
+        print(f"error: the proxy serves TLS ([server] tls_cert); datamap-proxy {command} speaks "
+              f"plain TCP only: run {statement} from a TLS client (beeline) instead",
               file=sys.stderr)
         return 2
     host = a.host or settings.server.host
@@ -325,50 +331,85 @@ def _sync(a: argparse.Namespace) -> int:
     password = a.password
     if password is None and settings.server.users_file and auth == "plain" and sys.stdin.isatty():
         password = getpass.getpass(f"Password for {user}: ")
+    return cfg.UpstreamSettings(host=host, port=port, auth=auth, connect_timeout=10.0,
+                                call_timeout=a.timeout), user, password
+
+
+async def _open_session(up: cfg.UpstreamSettings, user: str, password: str | None):
+    """A HiveServer2 session on the proxy, or None after printing why not."""
+    from proxy.errors import UpstreamError
+    from proxy.upstream import UpstreamSession
+    from proxy.thrift.gen.TCLIService import ttypes as T
+
+    session = UpstreamSession(up)
+    session.conn.peer = "datamap-proxy"
+    session.conn.nosasl_hint = "--auth nosasl"
+    try:
+        resp = await session.open(user, password or "",
+                                  T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, None)
+    except UpstreamError as e:
+        print(f"error: no datamap-proxy answers at {up.host}:{up.port}: {e}. Is `datamap-proxy "
+              "serve` running? (--host/--port, or the [server] settings of --config)",
+              file=sys.stderr)
+        return None
+    if session.handle is None:
+        st = resp.status
+        print(f"error: the proxy at {up.host}:{up.port} refused the session: "
+              f"{(st.errorMessage if st else None) or 'no reason given'}"
+              f"{f' (SQLSTATE {st.sqlState})' if st and st.sqlState else ''}", file=sys.stderr)
+        return False
+    return session
+
+
+def _sync(a: argparse.Namespace) -> int:
+    """`datamap-proxy sync`: SYNC DATAMAPS on the running proxy, over HiveServer2 (in
+    embedded mode the proxy owns the metastore and the catalog, so only it can do this)."""
+    target = _target(a, "sync", "SYNC DATAMAPS")
+    if isinstance(target, int):
+        return target
+    up, user, password = target
     tables = a.table or [None]
     for t in tables:
         if t is not None and not t.strip():
             print("error: --table needs a table name", file=sys.stderr)
             return 2
+
+    def show(result) -> int:
+        print(_format_rows([c[0] for c in result.columns], result.rows))
+        if any(_has_failed(r[-1]) for r in result.rows):
+            print("error: some datamaps could not be refreshed and are DISABLED "
+                  "(see the rows above); REBUILD DATAMAP retries", file=sys.stderr)
+            return 1
+        return 0
+    statements = ["SYNC DATAMAPS" + (f" ON TABLE {_quote_table(t)}" if t else "")
+                  for t in tables]
+    return run_statements(up, user, password, statements, show)
+
+
+def run_statements(up: cfg.UpstreamSettings, user: str, password: str | None,
+                   statements: list[str], show) -> int:
+    """Run each statement on one session of the proxy; `show(result)` prints a result and
+    returns 1 when it reports a failure. Exit code: 0, 1 (a statement failed), 2 (no
+    proxy answered)."""
+    from proxy.errors import UpstreamError
     logging.getLogger("proxy").setLevel(logging.CRITICAL)   # errors are printed below
-    up = cfg.UpstreamSettings(host=host, port=port, auth=auth, connect_timeout=10.0,
-                              call_timeout=a.timeout)
 
     async def run() -> int:
-        session = UpstreamSession(up)
-        session.conn.peer = "datamap-proxy"
-        session.conn.nosasl_hint = "--auth nosasl"
-        try:
-            resp = await session.open(user, password or "",
-                                      T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, None)
-        except UpstreamError as e:
-            print(f"error: no datamap-proxy answers at {host}:{port}: {e}. Is `datamap-proxy "
-                  "serve` running? (--host/--port, or the [server] settings of --config)",
-                  file=sys.stderr)
-            return 2
-        if session.handle is None:
-            st = resp.status
-            print(f"error: the proxy at {host}:{port} refused the session: "
-                  f"{(st.errorMessage if st else None) or 'no reason given'}"
-                  f"{f' (SQLSTATE {st.sqlState})' if st and st.sqlState else ''}", file=sys.stderr)
-            return 1
+        session = await _open_session(up, user, password)
+        if session is None or session is False:
+            return 2 if session is None else 1
         rc = 0
         try:
-            for t in tables:
-                sql = "SYNC DATAMAPS" + (f" ON TABLE {_quote_table(t)}" if t else "")
+            for sql in statements:
                 try:
                     result = await session.run_sql(sql)
                 except UpstreamError as e:
-                    print(f"error: {sql}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
+                    print(f"error: {sql[:200]}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
                     rc = 1
                     if session.conn.broken:
                         break
                     continue
-                print(_format_rows([c[0] for c in result.columns], result.rows))
-                if any(_has_failed(r[-1]) for r in result.rows):
-                    print("error: some datamaps could not be refreshed and are DISABLED "
-                          "(see the rows above); REBUILD DATAMAP retries", file=sys.stderr)
-                    rc = 1
+                rc = max(rc, show(result))
         finally:
             await session.close()
         return rc
@@ -415,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
         return _users_add(a)
     if a.command == "sync":
         return _sync(a)
+    if a.command == "advise":
+        from proxy.advise_cli import advise
+        return advise(a)
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from proxy.logsafe import RedactingFilter

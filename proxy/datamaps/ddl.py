@@ -30,6 +30,7 @@ __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "CreateIndexDatamap", "DropDatamap",
     "ShowDatamaps", "RebuildDatamap", "CompactDatamap", "ShowSegments", "Explain",
     "SyncDatamaps", "AuditDatamap", "AlterRewrite", "DdlStatement", "GRANULARITIES",
+    "ShowSuggestions", "ExplainWhatIf",
 ]
 
 Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x MATERIALIZED VIEW
@@ -128,9 +129,21 @@ class Explain:
     query: str
 
 
+@dataclass(frozen=True)
+class ShowSuggestions:
+    """SHOW DATAMAP SUGGESTIONS: the advisor's proposals (proxy/advisor.py)."""
+
+
+@dataclass(frozen=True)
+class ExplainWhatIf:
+    """EXPLAIN WHATIF CREATE DATAMAP ...: the logged workload replayed with it (advisor)."""
+    create: CreateDatamap
+    statement: str                                # the CREATE as written
+
+
 DdlStatement = (CreateDatamap | CreateIndexDatamap | DropDatamap | ShowDatamaps | RebuildDatamap
                 | CompactDatamap | ShowSegments | Explain | SyncDatamaps | AuditDatamap
-                | AlterRewrite)
+                | AlterRewrite | ShowSuggestions | ExplainWhatIf)
 
 _RESERVED = frozenset({"on", "using", "as", "with", "if", "table", "dmproperties", "properties",
                        "tblproperties", "where", "compact", "for", "deferred", "select"})
@@ -324,7 +337,7 @@ def _drop(cur: Cursor) -> DropDatamap:
     return DropDatamap(name, if_exists, on_table, syntax)
 
 
-def _show(cur: Cursor) -> ShowDatamaps | ShowSegments:
+def _show(cur: Cursor) -> ShowDatamaps | ShowSegments | ShowSuggestions:
     if cur.accept("segments"):
         cur.expect("for", "FOR TABLE after SHOW SEGMENTS")
         cur.expect("table", "TABLE after SHOW SEGMENTS FOR")
@@ -337,6 +350,9 @@ def _show(cur: Cursor) -> ShowDatamaps | ShowSegments:
         syntax = "mv"
     else:
         cur.next()  # DATAMAP | DATAMAPS (pre-checked)
+        if cur.accept("suggestions"):
+            cur.end()
+            return ShowSuggestions()
     on_table = _on_table(cur)
     cur.end()
     return ShowDatamaps(on_table, syntax)
@@ -385,7 +401,9 @@ def _alter(cur: Cursor) -> CompactDatamap | AlterRewrite:
     return CompactDatamap(name, mode, tuple(ids))  # type: ignore[arg-type]
 
 
-def _explain(cur: Cursor) -> Explain | None:
+def _explain(cur: Cursor) -> Explain | ExplainWhatIf | None:
+    if cur.accept("whatif"):
+        return _whatif(cur)
     mode = ""
     if cur.at("extended", "formatted"):
         mode = cur.next().value
@@ -395,3 +413,17 @@ def _explain(cur: Cursor) -> Explain | None:
         return None
     query, _ = cur.rest()
     return Explain(mode, query)  # type: ignore[arg-type]
+
+
+def _whatif(cur: Cursor) -> ExplainWhatIf:
+    what = "expected CREATE DATAMAP or CREATE MATERIALIZED VIEW after EXPLAIN WHATIF"
+    if not cur.at("create"):
+        raise cur.error(what)
+    statement, _ = cur.rest()
+    create = parse(statement)
+    if create is None:
+        raise cur.error(what)
+    if not isinstance(create, CreateDatamap):
+        raise DdlError("EXPLAIN WHATIF takes an mv datamap (a CREATE with a SELECT), not an "
+                       f"index datamap: {create.name}", "0A000")
+    return ExplainWhatIf(create, statement)

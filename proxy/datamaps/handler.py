@@ -78,9 +78,10 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
                  serving=None, audit: Auditor | None = None, max_staleness_s: float = 0.0,
-                 pruner=None):
+                 pruner=None, advisor=None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
+        self.advisor = advisor        # proxy.advisor.Advisor: SHOW DATAMAP SUGGESTIONS, WHATIF
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
         self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
@@ -97,6 +98,8 @@ class DatamapDdlHandler:
             return None
         if isinstance(stmt, ddl.Explain):
             return Local(self._explain_runner(ctx, stmt), note="datamap:explain")
+        if isinstance(stmt, (ddl.ShowSuggestions, ddl.ExplainWhatIf)):
+            return self._advise(ctx, statement, stmt)
         method = {
             ddl.CreateDatamap: self.service.create, ddl.DropDatamap: self.service.drop,
             ddl.CreateIndexDatamap: self.service.create,
@@ -113,6 +116,17 @@ class DatamapDdlHandler:
                 return await _job(statement, method, stmt, current_db)
             except RecursionError:
                 raise ClientError(too_complex("the statement"), TOO_COMPLEX) from None
+        return Local(run, note=f"datamap:{type(stmt).__name__}")
+
+    def _advise(self, ctx: StatementContext, statement: str, stmt) -> Decision:
+        if self.advisor is None:
+            return Reject("The datamap advisor is not running in this proxy", "0A000")
+        from proxy.advisor_results import suggestions_result, whatif_result
+        fn = suggestions_result if isinstance(stmt, ddl.ShowSuggestions) else whatif_result
+        advisor, current_db = self.advisor, ctx.current_db
+
+        async def run(_upstream) -> LocalResult:
+            return await _job(statement, fn, advisor, stmt, current_db)
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
