@@ -1,4 +1,4 @@
-"""Command line: `datamap-proxy serve | sync | users add | doctor`."""
+"""Command line: `datamap-proxy serve | sync | users add | doctor | docs`."""
 from __future__ import annotations
 
 import argparse
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long one sync may take (default 3600)")
 
     sub.add_parser("doctor", help="check the installation", add_help=False)
+    sub.add_parser("docs", help="print where the documentation pages are installed")
     return p
 
 
@@ -389,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         return _users_add(a)
     if a.command == "sync":
         return _sync(a)
+    if a.command == "docs":
+        from proxy.docs import main as docs_main
+        return docs_main()
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from proxy.logsafe import RedactingFilter

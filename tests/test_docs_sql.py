@@ -44,7 +44,7 @@ def test_each_entry_has_grammar_columns_sqlstates_and_an_example(entry):
     assert any(entry.owns(s) for s in entry.examples), "a ```sql example of the statement"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_sql_block_is_sql(page):
     for block in sql_blocks(page):
         assert not unterminated(block), f"{page.name}: end the statement with ';': {block}"
