@@ -9,7 +9,7 @@ writes, pipeline/segments.py for its partitions, pipeline/live.py for `<name>_ta
 view of the live segments.
 """
 from pipeline.files import (  # noqa: F401
-    count_rows, list_files, normalize_path, read_files, register_files_view, table_layout, table_schemas,
+    list_files, normalize_path, read_files, register_files_view, table_layout, table_schemas,
 )
 from pipeline.jobs import (  # noqa: F401
     DeltaPlan, RefreshResult, cleanup_orphans, compact, drop, full_build, incremental_append,

@@ -251,12 +251,6 @@ def read_files(spark: "SparkSession", table: str, files: Iterable[str],
     return df.where(in_files(spark, table, wanted, hive)).select(*columns)
 
 
-def count_rows(spark: "SparkSession", table: str, files: Iterable[str]) -> int:
-    """Rows of `table` in `files`: a load's row count for SHOW SEGMENTS (a Parquet/ORC
-    table's count comes from the files' footers)."""
-    return read_files(spark, table, files).count()
-
-
 def read_other_files(spark: "SparkSession", table: str, files: Iterable[str],
                      hive: bool | None = None) -> "DataFrame":
     """Rows of `table` that live in none of `files`, with the table's columns only (an

@@ -34,3 +34,19 @@ def test_base_segment_row_says_na_for_an_unknown_load_time():
     """Files found by a listing were not loaded through the proxy: no time, not 0.000s."""
     assert base_segment_row(_seg("discovered", 7, 0.0))[3] == "NA"
     assert base_segment_row(_seg("proxy-load", None, 0.0))[3:5] == ("NA", None)
+
+
+def test_a_segments_rows_come_from_its_parquet_footers(tmp_path):
+    import duckdb
+    from proxy.datamaps.segment_rows import parquet_rows
+    con = duckdb.connect()
+    for name, n in (("a b.parquet", 3), ("c.parquet", 5)):
+        con.execute(f"COPY (SELECT range AS v FROM range({n})) TO '{tmp_path / name}' "
+                    "(FORMAT parquet)")
+    (tmp_path / "t.csv").write_text("v\n1\n")
+    uri = (tmp_path / "a b.parquet").as_uri().replace("file://", "file:")   # catalog spelling
+    assert parquet_rows([uri, str(tmp_path / "c.parquet")]) == 8
+    assert parquet_rows([str(tmp_path / "t.csv")]) is None            # not Parquet: NULL
+    assert parquet_rows(["hdfs://nn/w/t/part-0.parquet"]) is None      # not local
+    assert parquet_rows([str(tmp_path / "p=[x]" / "f.parquet")]) is None   # a glob to DuckDB
+    assert parquet_rows([]) is None

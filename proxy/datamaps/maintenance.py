@@ -16,7 +16,7 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from pipeline import cleanup_orphans, count_rows, drop, full_build, incremental_append, list_files, plan_delta
+from pipeline import cleanup_orphans, drop, full_build, incremental_append, list_files, plan_delta
 from pipeline.table import PipelineError
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
@@ -24,6 +24,7 @@ from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.datamaps.schemas import SchemaCache
+from proxy.datamaps.segment_rows import parquet_rows
 from proxy.errors import ClientError
 from rewriter.api import storage_table
 
@@ -137,14 +138,9 @@ class Maintenance:
             return found
 
     def _cut(self, table: str, files: list[str], source: str, started: float | None):
-        """A new base segment of `files`, with its row count and load time for SHOW
-        SEGMENTS. The count is one more Spark job after the load (footers only for
-        Parquet/ORC); when it fails the segment is cut all the same, its rows unknown."""
-        try:
-            rows = count_rows(self._spark(), table, files)
-        except Exception:  # noqa: BLE001 - only SHOW SEGMENTS loses the number
-            log.warning("cannot count the rows of the new segment of %s", table, exc_info=True)
-            rows = None
+        """A new base segment of `files`, with its row count (segment_rows.py) and load
+        time for SHOW SEGMENTS."""
+        rows = parquet_rows(files)
         now = time.time()
         return self.catalog.add_base_segment(
             table, files, rows=rows, source=source,
