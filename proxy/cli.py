@@ -1,4 +1,4 @@
-"""Command line: `datamap-proxy serve | sync | advise | users add | doctor`."""
+"""Command line: `datamap-proxy serve | sync | advise | users add | doctor | docs`."""
 from __future__ import annotations
 
 import argparse
@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_parser(sub, _client_flags)
 
     sub.add_parser("doctor", help="check the installation", add_help=False)
+    sub.add_parser("docs", help="print where the documentation pages are installed")
     return p
 
 
@@ -459,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "advise":
         from proxy.advise_cli import advise
         return advise(a)
+    if a.command == "docs":
+        from proxy.docs import main as docs_main
+        return docs_main()
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from proxy.logsafe import RedactingFilter

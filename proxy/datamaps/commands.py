@@ -30,7 +30,12 @@ from rewriter.distinct import SketchDefinitionError, sketch_definition
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-EMPTY = LocalResult(columns=(), rows=())
+# What Spark's Thrift Server answers a DDL statement with (CREATE/DROP TABLE, USE, INSERT):
+# a result set of one `Result` STRING column and no rows. With no column at all beeline
+# draws an empty box and some JDBC tools report "no result set"; looking like Spark's
+# DDL keeps clients on their usual path.
+RESULT_COLUMNS = (("Result", "string"),)
+EMPTY = LocalResult(columns=RESULT_COLUMNS, rows=())
 
 
 def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:

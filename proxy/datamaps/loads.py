@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 
 from proxy.classify import Kind, Statement, classify
 from proxy.classify_parse import mentioned
@@ -110,10 +111,12 @@ class DatamapLoadHandler:
         # until the write and its refresh are done, the freshness guard does not judge
         # these tables' files (half a Spark job commit must not be compensated)
         token = service.guard.begin_write(based)
+        started = time.time()       # the load's time in SHOW SEGMENTS runs from here
 
         async def after(_upstream) -> None:
             for table in based:
-                await run_job(statement, service.after_load, table, overwrite=overwrite)
+                await run_job(statement, service.after_load, table, overwrite=overwrite,
+                              started=started)
         return PassThrough(after=after, ended=lambda: service.guard.end_write(token))
 
     def _alter(self, stmt: Statement, statement: str) -> Decision | None:

@@ -24,6 +24,7 @@ from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.datamaps.schemas import SchemaCache
+from proxy.datamaps.segment_rows import parquet_rows
 from proxy.errors import ClientError
 from rewriter.api import storage_table
 
@@ -104,16 +105,18 @@ class Maintenance:
 
     # -- base tables ---------------------------------------------------------------------
     def sync_base_files(self, table: str, source: str = "discovered",
-                        rewritten: bool = False) -> bool:
+                        rewritten: bool = False, started: float | None = None) -> bool:
         """Cut a base segment for files the catalog does not know yet. Returns True when
         known files disappeared (overwrite, truncate, delete, DROP PARTITION): a full
         rebuild is due. `rewritten`: the caller knows contents were replaced (INSERT
         OVERWRITE, LOAD DATA ... OVERWRITE), even if the file names look unchanged."""
-        return self.sync_base(table, source, rewritten).replaced
+        return self.sync_base(table, source, rewritten, started).replaced
 
     def sync_base(self, table: str, source: str = "discovered",
-                  rewritten: bool = False) -> BaseSync:
-        """sync_base_files, reporting what it found."""
+                  rewritten: bool = False, started: float | None = None) -> BaseSync:
+        """sync_base_files, reporting what it found. `started`: when the load that wrote
+        the files began (epoch seconds), for the segment's load time; None when the files
+        were found rather than loaded through the proxy."""
         with self._locks(f"base:{table}"):
             before = self.guard.files_now(table) if self.guard else None
             current = set(list_files(self._spark(), table))
@@ -126,14 +129,23 @@ class Maintenance:
             if replaced:
                 self.catalog.mark_base_deleted(table)
                 if current:
-                    seg = self.catalog.add_base_segment(table, sorted(current), source=source)
+                    seg = self._cut(table, sorted(current), source, started)
             elif added:
-                seg = self.catalog.add_base_segment(table, sorted(current - known),
-                                                    source=source)
+                seg = self._cut(table, sorted(current - known), source, started)
             found = BaseSync(table, seg.id if seg else None, added, removed, replaced)
             if found.changed and self.guard:
                 self.guard.note_change(table)
             return found
+
+    def _cut(self, table: str, files: list[str], source: str, started: float | None):
+        """A new base segment of `files`, with its row count (segment_rows.py) and load
+        time for SHOW SEGMENTS."""
+        rows = parquet_rows(files)
+        now = time.time()
+        return self.catalog.add_base_segment(
+            table, files, rows=rows, source=source,
+            load_start=now if started is None else started,
+            load_seconds=0.0 if started is None else max(0.0, now - started))
 
     # -- refresh -------------------------------------------------------------------------
     def refresh(self, db: str, name: str, synced: Iterable[str] = ()) -> RefreshOutcome:
@@ -239,16 +251,18 @@ class Maintenance:
         self._garbage.published(rec)
 
     # -- hooks of statements that passed through the proxy -------------------------------
-    def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
+    def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False,
+                   started: float | None = None) -> None:
         """A statement that passed through the proxy changed `table`: cut its segment,
         refresh the non-lazy datamaps over it, disable the lazy ones. `overwrite`: it
-        replaced contents (INSERT OVERWRITE, LOAD DATA ... OVERWRITE): rebuild."""
+        replaced contents (INSERT OVERWRITE, LOAD DATA ... OVERWRITE): rebuild. `started`:
+        when the statement began (the segment's load time runs from it to now)."""
         recs = self.catalog.list_datamaps(base_table=table)
         if not recs:
             return
         try:
             self.schemas.schemas([table], refresh=True)   # here, in a worker thread
-            self.sync_base_files(table, source, rewritten=overwrite)
+            self.sync_base_files(table, source, rewritten=overwrite, started=started)
         except Exception as e:  # noqa: BLE001 - the load itself succeeded upstream
             log.warning("cannot list %s after a load; disabling its datamaps", table,
                         exc_info=True)

@@ -204,8 +204,9 @@ class DatamapService:
                         rewritten: bool = False) -> bool:
         return self.maintenance.sync_base_files(table, source, rewritten)
 
-    def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False) -> None:
-        self.maintenance.after_load(table, source, overwrite)
+    def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False,
+                   started: float | None = None) -> None:
+        self.maintenance.after_load(table, source, overwrite, started)
         self.indexes.after_load(table, overwrite)   # after the mv refreshes: theirs too
 
     def after_drop_table(self, table: str) -> list[str]:

@@ -65,8 +65,13 @@ def datamap_segment_row(seg: DatamapSegment) -> tuple:
 
 
 def base_segment_row(seg: BaseSegment) -> tuple:
+    # Files found by a listing (SYNC DATAMAPS, writes outside the proxy) have no known
+    # load time, nor have segments cut without the statement's start (0.0 in the catalog,
+    # which allows no NULL there): NA rather than a made-up 0.000s.
+    known = seg.source == "proxy-load" and seg.load_seconds > 0
+    taken = seg.load_seconds if known else None
     return (seg.id, _STATUS.get(seg.status, seg.status), format_time(seg.load_start),
-            format_seconds(seg.load_seconds), seg.rows, len(seg.files), "")
+            format_seconds(taken), seg.rows, len(seg.files), "")
 
 
 # CarbonData's spelling of segment status in SHOW SEGMENTS.

@@ -2,13 +2,13 @@
 module, PyHive connections with datamap rewriting on and off, row comparison."""
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from tests.support.proxy_proc import ServeProc  # noqa: F401  (re-exported)
 from tests.support.clients import ClientError, pyhive_connect, pyhive_execute
+from tests.support.sqldoc import block_statements, sql_blocks
 
 __all__ = ["ServeProc", "Conn", "Pair", "ClientError", "sort_rows", "doc_blocks"]
 
@@ -120,21 +120,4 @@ def state_table_dir(state: Path, table: str) -> Path:
 
 def doc_blocks(doc: Path) -> list[list[tuple[str, str]]]:
     """A document's sql blocks as (statement, the comment after it) pairs."""
-    blocks = re.findall(r"```sql\n(.*?)```", doc.read_text(), re.S)
-    out = []
-    for block in blocks:
-        pairs: list[tuple[str, str]] = []
-        text = ""
-        for line in block.splitlines():
-            code, _, comment = line.partition("--")
-            if not code.strip() and pairs and not text:
-                pairs[-1] = (pairs[-1][0], pairs[-1][1] + " " + comment.strip())
-                continue
-            *done, text_tail = (text + " " + code).split(";")
-            for stmt in done:
-                pairs.append((" ".join(stmt.split()), ""))
-            if done and comment:
-                pairs[-1] = (pairs[-1][0], comment.strip())
-            text = text_tail if text_tail.strip() else ""
-        out.append(pairs)
-    return out
+    return [block_statements(block) for block in sql_blocks(doc)]

@@ -174,7 +174,8 @@ async def test_load_decisions(service, monkeypatch):
     assert isinstance(d, PassThrough) and d.after is not None
     calls = []
     monkeypatch.setattr(service, "after_load",
-                        lambda table, overwrite=False: calls.append((table, overwrite)))
+                        lambda table, overwrite=False, started=None:
+                        calls.append((table, overwrite)))
     await d.after(_upstream)
     await h(_ctx(), "INSERT OVERWRITE TABLE sales VALUES ('x', 1)").after(_upstream)
     assert calls == [("db1.sales", False), ("db1.sales", True)]
@@ -189,7 +190,8 @@ async def test_inserts_behind_a_cte_or_from_clause_are_loads_too(service, monkey
     _add_built_datamap(service)
     calls = []
     monkeypatch.setattr(service, "after_load",
-                        lambda table, overwrite=False: calls.append((table, overwrite)))
+                        lambda table, overwrite=False, started=None:
+                        calls.append((table, overwrite)))
     h = DatamapLoadHandler(service)
     cte = "WITH n AS (SELECT 1 AS id, 'x' AS country, 1 AS qty) INSERT OVERWRITE TABLE sales "
     d = h(_ctx(), cte + "SELECT id, country, qty, now() FROM n")

@@ -33,7 +33,8 @@ async def _resynced(handler, monkeypatch, sql) -> list[tuple[str, bool]]:
     assert isinstance(d, PassThrough) and d.after is not None, d
     calls = []
     monkeypatch.setattr(handler.service, "after_load",
-                        lambda table, overwrite=False: calls.append((table, overwrite)))
+                        lambda table, overwrite=False, started=None:
+                        calls.append((table, overwrite)))
     await d.after(None)
     return calls
 

@@ -43,7 +43,8 @@ async def test_file_changing_statements_resync_the_base_table(service, monkeypat
     assert isinstance(d, PassThrough) and d.after is not None
     calls = []
     monkeypatch.setattr(service, "after_load",
-                        lambda table, overwrite=False: calls.append((table, overwrite)))
+                        lambda table, overwrite=False, started=None:
+                        calls.append((table, overwrite)))
     await d.after(None)
     assert calls == [("db1.sales", overwrite)]
 
