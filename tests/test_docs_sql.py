@@ -39,7 +39,7 @@ def test_every_statement_the_parsers_know_has_an_entry_with_an_example():
 def test_each_entry_has_grammar_columns_sqlstates_and_an_example(entry):
     assert entry.grammar, "a ```text grammar block"
     assert entry.columns, "an output columns table (| Column | Type | Meaning |)"
-    assert all(t in ("string", "bigint", "int") for _, t in entry.columns), entry.columns
+    assert all(t in ("string", "bigint", "int", "double") for _, t in entry.columns), entry.columns
     assert "SQLSTATEs:" in entry.body
     assert any(entry.owns(s) for s in entry.examples), "a ```sql example of the statement"
 

@@ -6,12 +6,11 @@ segment seen; then the same switch through SQL. Names are prefixed q17c_."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.e2e.support import Conn, doc_blocks
+from tests.e2e.support import Conn
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -136,16 +135,3 @@ def test_rewrite_switch_through_sql(sql):
     assert sql.rows(QUERY) == [("a", 4), ("b", 2), ("c", 5)]
     err = sql.error("ALTER DATAMAP q17c_nothing ENABLE QUERY REWRITE")
     assert "42S02" in str(err) or getattr(err, "sqlstate", "") == "42S02"
-
-
-def test_the_reference_example_runs(sql):
-    """docs/console.md's example of the statement (moved into docs/sql.md at merge)."""
-    (block,) = doc_blocks(Path(__file__).parents[2] / "docs" / "console.md")
-    shown = None
-    for statement, _ in block:
-        result = sql.run(statement)
-        if statement.startswith("SHOW DATAMAP"):
-            shown = result.rows
-    assert [(r[0], r[-1]) for r in shown] == [("e17_rw_agg", "false")]
-    assert "Hit mv DataMap: e17_rw_agg" in sql.run(
-        "EXPLAIN SELECT k, sum(v) FROM e17_rw_sales GROUP BY k").rows[0][0].splitlines()

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 DOC_CSV_DIR = "/tmp/e17_cdr"        # where docs/sql.md's CSV example expects its files
 # PyHive's type names for the Spark types the entries' tables use
-_TYPES = {"string": "STRING_TYPE", "bigint": "BIGINT_TYPE", "int": "INT_TYPE"}
+_TYPES = {"string": "STRING_TYPE", "bigint": "BIGINT_TYPE", "int": "INT_TYPE", "double": "DOUBLE_TYPE"}
 
 
 def _csv_files(root: Path) -> Path:
