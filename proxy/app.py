@@ -20,6 +20,9 @@ This module only wires parts together:
   - the catalog leases (proxy/leader.py): the periodic sync runs only on the leader, and
     each datamap's jobs hold a lease so replicas never run them twice at once.
 `[datamaps] auto_compaction` is the default of the per-datamap DMPROPERTIES('auto_compaction').
+`[querylog]`: every statement is recorded in the catalog's database (proxy/querylog.py,
+docs/querylog.md); the QueryLog observes the protocol Service through `router.with_service`,
+which `serve` calls, and is `router.querylog` for the console, metrics and advisor.
 `[datamaps] audit_sample_rate` is the share of datamap answers the Auditor re-checks
 (proxy/datamaps/audit.py; its worker is a background thread).
 """
@@ -44,6 +47,7 @@ from proxy.external.tables import ExternalTables
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
+from proxy.querylog import QueryLog
 from proxy.router import Router
 from proxy.startup import RemoteStart, start_embedded
 
@@ -102,6 +106,15 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
 
     router = Router()
     statements.install(router)
+    # called by `serve` (cli.py) with the protocol Service once it exists
+    router.with_service = []
+    router.querylog = None
+    if settings.querylog.enabled:
+        location = settings.state.catalog or str(state_dir / "catalog.db")
+        querylog = await asyncio.to_thread(QueryLog, location, settings.querylog,
+                                           unavailable=service.unavailable)
+        router.querylog = querylog
+        router.with_service.append(lambda proto_service: proto_service.observers.add(querylog))
     serving = ServingTier(catalog, settings.serving,
                           zone_problem=lambda: service.time_zone_problem)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
@@ -141,6 +154,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                             "checking the upstream's time zone", SYNC_STOP_GRACE_S)
 
     async def closer() -> None:
+        if router.querylog is not None:     # the server has stopped: write what it saw
+            await asyncio.to_thread(router.querylog.close)
         auditor.close()          # before the threads are joined: its Spark jobs are cancelled
         await background.stop()
         router.close()
