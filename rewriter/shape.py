@@ -3,8 +3,8 @@
 Dashboards send the same statement again and again with other literals (a date range, a
 region picked in a filter). The shape keeps what decides how a datamap could answer it
 (tables, joins, grouping, which columns are filtered, the aggregates) and drops what does
-not (literal values, the number of values in an IN list, spacing, keyword and identifier
-case), so that one shape stands for all of them:
+not (literal values, the number of values in an IN list, comments, spacing, keyword and
+identifier case), so that one shape stands for all of them:
 
     SELECT region, sum(amount) FROM Sales WHERE day >= '2026-01-01' AND id IN (1, 2, 3)
     -> select region, sum(amount) from sales where day >= ? and id in (?)
@@ -68,7 +68,7 @@ def read_tables(tree: exp.Expression, current_db: str) -> tuple[str, ...]:
 def _fold(tree: exp.Expression) -> str:
     tree = tree.copy()       # style.md: the caller's tree is never changed
     tree = tree.transform(_blank)
-    sql = tree.sql(dialect="spark", normalize=True, pad=0)
+    sql = tree.sql(dialect="spark", normalize=True, pad=0, comments=False)
     return " ".join(sql.lower().split())
 
 

@@ -13,6 +13,7 @@ SAME = [
      "SELECT a FROM t WHERE b = -5 AND c = true\n LIMIT 10",
      "select a from t where b = 7 and c = false limit 500"),
     ("quoted identifiers fold like bare ones", "SELECT `Col` FROM `T`", "SELECT col FROM t"),
+    ("comments", "SELECT a /* dashboard 7 */ FROM t -- tile 3", "SELECT a FROM t"),
 ]
 DIFFERENT = [
     ("another column grouped", "SELECT a, count(*) FROM t GROUP BY a",
