@@ -301,15 +301,18 @@ _SHAPE_CACHED_BYTES = 8192
 
 
 def _shape(statement: str, current_db: str):
-    """shape_of, remembered for the statements dashboards repeat word for word."""
+    """shape_of, parsed once per statement that differs only in its literals: their
+    token-folded text (a regular expression, ~50 times cheaper than a parse) is the key."""
     if len(statement) > _SHAPE_CACHED_BYTES:
         return shape_of(statement, current_db)
-    key = (statement, current_db)
+    key = (fold_tokens(statement), current_db)
     sh = _SHAPES.get(key)
     if sh is None:
         sh = _SHAPES[key] = shape_of(statement, current_db)
         if len(_SHAPES) > _SHAPES_MAX:
             _SHAPES.popitem(last=False)
+    else:
+        _SHAPES.move_to_end(key)
     return sh
 
 
