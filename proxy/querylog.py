@@ -88,9 +88,11 @@ class QueryLog(Observer):
         self._unavailable = unavailable
         self._queue: collections.deque = collections.deque()
         self._queue_size = queue_size
-        self._observed = 0          # events taken (the loop's count)
-        self._done = 0              # events written or dropped (the writer's count)
+        # each counter has one writer thread: the loop counts what it took and dropped,
+        # the writer what it handled
+        self._observed = 0
         self.dropped = 0
+        self._handled = 0
         self._reported = 0          # drops already logged
         self._cond = threading.Condition()
         self._stop = False
@@ -113,9 +115,11 @@ class QueryLog(Observer):
         if not self.enabled:
             return
         if len(self._queue) >= self._queue_size:
-            self._queue.popleft()
-            self.dropped += 1
-            self._done += 1
+            try:
+                self._queue.popleft()
+                self.dropped += 1
+            except IndexError:      # the writer took it meanwhile
+                pass
         self._queue.append(ev)
         self._observed += 1
 
@@ -125,7 +129,8 @@ class QueryLog(Observer):
         deadline = time.monotonic() + timeout
         with self._cond:
             self._cond.notify_all()
-            while self._done < target and self._thread is not None and self._thread.is_alive():
+            while (self._handled + self.dropped < target and self._thread is not None
+                   and self._thread.is_alive()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
@@ -186,8 +191,11 @@ class QueryLog(Observer):
                     self._cond.wait(WRITE_EVERY_S)
                 stop = self._stop
             batch = []
-            while self._queue and len(batch) < BATCH:
-                batch.append(self._queue.popleft())
+            try:
+                while len(batch) < BATCH:
+                    batch.append(self._queue.popleft())
+            except IndexError:      # empty (the loop may drop the oldest meanwhile)
+                pass
             if batch:
                 self._write(batch)
             if self.dropped > self._reported:
@@ -226,7 +234,7 @@ class QueryLog(Observer):
                     t = self._totals.setdefault(name, [0, 0.0])
                     t[0] += 1
                     t[1] += saved or 0.0
-            self._done += len(batch)
+            self._handled += len(batch)
             self._cond.notify_all()
 
     def _row(self, ev: StatementEvent) -> tuple | None:

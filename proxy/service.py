@@ -24,7 +24,6 @@ via errors.to_status, or a TApplicationException for calls without a status fiel
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import logging
 import time
@@ -35,6 +34,8 @@ from thrift.Thrift import TApplicationException
 
 from proxy import statements
 from proxy.audit_log import AuditLog
+from proxy.calls import facts as statement_facts
+from proxy.calls.facts import decided
 from proxy.calls.gated import GatedStatements
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
@@ -46,9 +47,7 @@ from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.identity import ImpersonationPolicy
 from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
-from proxy.observe import (
-    BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers, StatementEvent,
-)
+from proxy.observe import BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
@@ -61,27 +60,6 @@ from proxy.upstream import UpstreamSession
 
 log = logging.getLogger("proxy.service")
 stmt_log = logging.getLogger("proxy.statement")
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What the statement event says of an ExecuteStatement: when it arrived and what was
-    decided (proxy/observe.py)."""
-    arrived: float                       # time.monotonic()
-    at: float                            # time.time(), the same moment
-    decision: str = FORWARDED
-    datamaps: tuple[str, ...] = ()
-    why_not: tuple[tuple[str, str], ...] = ()
-
-
-# The ExecuteStatement being handled: its operation takes these facts when registered,
-# and a statement that ends before it has one logs them. A context variable, so that the
-# tasks an ExecuteStatement starts (local, hooked, gated) see their own statement's.
-_FACTS: contextvars.ContextVar[Facts | None] = contextvars.ContextVar("statement_facts",
-                                                                      default=None)
-# OpenSession configuration keys naming the client tool (compared lower-cased, bare)
-_CLIENT_KEYS = ("applicationname", "application_name", "appname")
-
 
 
 @dataclass(eq=False)
@@ -200,7 +178,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                      op_type: int, has_result_set: bool) -> T.TOperationHandle:
         op.session = session
         op.upstream_handle = upstream
-        facts = _FACTS.get()
+        facts = statement_facts.current()
         if facts is not None and op.facts is None:
             op.facts, op.arrived = facts, facts.arrived
         if op.state.terminal and op.ended_at is None:     # a synchronous statement that ended
@@ -216,11 +194,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
     # ------------------------------------------------------------------ ExecuteStatement
 
     async def _h_ExecuteStatement(self, conn, name, req: T.TExecuteStatementReq, seqid):
-        token = _FACTS.set(Facts(time.monotonic(), time.time()))
-        try:
+        with statement_facts.arriving():
             return await self._execute_statement(req, seqid)
-        finally:
-            _FACTS.reset(token)
 
     async def _execute_statement(self, req: T.TExecuteStatementReq, seqid: int):
         session = self._session(req.sessionHandle)
@@ -245,25 +220,25 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             log.exception("router failed on statement; forwarding unchanged")
             decision = PassThrough()
         if isinstance(decision, Reject):
-            _decided(REFUSED)
+            decided(REFUSED)
             self._log_statement(session, None, "reject", "ERROR", statement,
                                 sqlstate=decision.sqlstate)
             raise ClientError(decision.message, decision.sqlstate)
         session.conf.update(decision.settings)
         if isinstance(decision, Local):
-            _decided(LOCAL)
+            decided(LOCAL)
             return await self._execute_local(session, req, decision)
         if isinstance(decision, Serve):
             result, how = await decision.attempt()
             note = decision.fallback.note
             label = f"rewrite:{note} served={how}" if note else f"rewrite served={how}"
             if result is not None:
-                _decided(SERVED, decision.fallback.datamaps)
+                decided(SERVED, decision.fallback.datamaps)
                 return self._execute_served(session, req, result, label,
                                             decision.fallback.log + (log_line(how),))
             decision = dataclasses.replace(decision.fallback, note=(
                 f"{note} served={how}" if note else f"served={how}"))
-        _decided(BYPASSED if decision.bypassed else
+        decided(BYPASSED if decision.bypassed else
                  REWRITTEN if isinstance(decision, Rewrite) else FORWARDED,
                  getattr(decision, "datamaps", ()), decision.why_not)
         sql = decision.sql if isinstance(decision, Rewrite) else statement
@@ -342,10 +317,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         ExecuteStatement's arrival to the end first seen (the sync call's return, the first
         final status relayed, the proxy's own run ending), not to CloseOperation."""
         op_id = hex_id(op.client_handle.operationId) if op is not None else None
-        now = time.monotonic()
-        facts = (op.facts if op is not None else None) or _FACTS.get() or Facts(now, time.time())
-        ended = op.ended_at if op is not None and op.ended_at is not None else now
-        duration = max(0.0, ended - (op.arrived if op is not None else facts.arrived))
+        facts, duration = statement_facts.timing(op)
         if stmt_log.isEnabledFor(logging.INFO):
             stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%s",
                           session.id, safe(session.user, 100), op_id or "-",
@@ -353,12 +325,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         if op is not None and op.error is not None:
             sqlstate = op.error.sqlState or sqlstate
         self.audit.statement(session, op_id, decision, state, sqlstate, duration, statement)
-        self.observers.statement(StatementEvent(
-            at=facts.at, session_id=session.id, user=session.user, client=client_tool(session),
-            statement=statement or "", current_db=session.current_db, decision=facts.decision,
-            datamaps=facts.datamaps, why_not=facts.why_not, duration_s=duration,
-            rows=op.rows if op is not None else None, outcome=state, sqlstate=sqlstate,
-            note=decision))
+        self.observers.statement(statement_facts.event(session, op, facts, duration, decision,
+                                                       state, statement, sqlstate))
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -401,25 +369,3 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                 await asyncio.wait_for(self.close_session(session, reason), 30.0)
             except (asyncio.TimeoutError, ProxyError) as e:
                 log.warning("closing session %s: %s", session.id, e)
-
-
-
-def _decided(decision: str, datamaps: tuple[str, ...] = (),
-             why_not: tuple[tuple[str, str], ...] = ()) -> None:
-    """Record what was decided for the ExecuteStatement being handled."""
-    facts = _FACTS.get()
-    if facts is not None:
-        _FACTS.set(dataclasses.replace(facts, decision=decision, datamaps=tuple(datamaps),
-                                       why_not=tuple(why_not)))
-
-
-def client_tool(session: Session) -> str:
-    """The client tool: Hive JDBC's SetClientInfo ApplicationName, else such a key of the
-    OpenSession configuration, else ""."""
-    name = session.client_info.get("ApplicationName")
-    if name:
-        return name
-    for key, value in (session.configuration or {}).items():
-        if key.rpartition(":")[2].lower() in _CLIENT_KEYS and value:
-            return value
-    return ""

@@ -283,7 +283,9 @@ class DatamapSelectHandler:
         if result.missing_schemas:      # e.g. a dimension table joined onto a datamap's table
             self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
-            return miss(why_not=self._why_not(result))
+            # for the query log: the rewriter's reason per candidate (the datamaps it was
+            # not offered, DISABLED or not in sync, the query log adds off this path)
+            return miss(why_not=tuple(result.skipped.items()))
         checked = None
         if result.used:
             checked = self._check(result, statement, ctx)
@@ -299,7 +301,7 @@ class DatamapSelectHandler:
                               self.service, result.used,
                               lambda n: display_name(n, ctx.current_db), checked),
                           datamaps=tuple(result.used),
-                          why_not=() if result.used else self._why_not(result))
+                          why_not=() if result.used else tuple(result.skipped.items()))
         if not result.approximate:      # an estimate would never equal the base tables'
             self.audit.offer(statement, ctx, result)
         if self.serving is None or not result.used or (checked and checked.compensated):
@@ -341,16 +343,10 @@ class DatamapSelectHandler:
         timeseries() calls translated; REFRESH TABLE first: __call__)."""
         sql = translate_only(self.service, statement, ctx.current_db) \
             if _TIMESERIES.search(statement) else statement
-        why_not = stale_reasons(checked)
+        why_not = fresh_answer.stale_reasons(checked)
         if sql != statement:
             return Rewrite(sql, note=f"timeseries {checked.note}", why_not=why_not)
         return PassThrough(note=checked.note, why_not=why_not)
-
-    @staticmethod
-    def _why_not(result: RewriteResult) -> tuple[tuple[str, str], ...]:
-        """A miss, for the query log: the rewriter's reason per candidate (datamaps it was
-        not offered, DISABLED or not in sync, the query log adds off the client's path)."""
-        return tuple(result.skipped.items())
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
@@ -395,18 +391,6 @@ _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
 def miss(why_not: tuple[tuple[str, str], ...] = ()) -> PassThrough | None:
     """Forward as written; None (the next handler decides) when there is nothing to say."""
     return PassThrough(why_not=why_not) if why_not else None
-
-
-def stale_reasons(checked) -> tuple[tuple[str, str], ...]:
-    """The datamaps the freshness guard gave up for the base tables, with why (for the
-    query log; each reason starts with "stale")."""
-    out = []
-    for name, v in checked.verdicts.items():
-        if v.kind == fresh_answer.CHANGED:
-            out.append((name, f"stale: base table files changed ({v.reason})"))
-        elif v.kind == fresh_answer.NEW:
-            out.append((name, "stale: new base table files could not be compensated"))
-    return tuple(out)
 
 
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:
