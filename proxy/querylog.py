@@ -10,7 +10,7 @@ metrics and the advisor read (docs/querylog.md).
 On the event loop, `statement()` only appends the event to a bounded queue; when the
 writer falls behind, the oldest waiting events are dropped, counted and logged, and the
 client never waits. One named thread ("querylog-writer") takes the events in batches:
-it skips SET and USE, normalises the statement (rewriter/shape.py), completes the why-not
+it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/shape.py), completes the why-not
 of a miss with the datamaps over its tables that were not offered (DISABLED, not in
 sync), classifies it (querylog_reasons.py), estimates the time a datamap answer saved,
 redacts and cuts the statement text ([querylog] statement_bytes), and inserts the batch
@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import re
 import statistics
 import threading
 import time
@@ -52,6 +53,9 @@ RETAIN_EVERY_S = 60.0       # retention runs this often (and at start)
 BASE_SAMPLES = 16           # base-table durations kept per shape for saved_s
 SHAPES_KEPT = 10_000        # shapes whose base durations are kept in memory
 _NOT_LOGGED = (Kind.SET, Kind.SET_REWRITE, Kind.USE)
+# statements that only look at metadata, as the metadata calls do (proxy SQL such as
+# SHOW DATAMAP is Kind.DATAMAP, and logged)
+_METADATA = re.compile(r"\s*(?:show|describe|desc)\b", re.IGNORECASE)
 _ANSWERED = ("FINISHED", "CLOSED")
 
 
@@ -239,7 +243,7 @@ class QueryLog(Observer):
 
     def _row(self, ev: StatementEvent) -> tuple | None:
         kind = classify(ev.statement, ev.current_db).kind
-        if kind in _NOT_LOGGED:
+        if kind in _NOT_LOGGED or (kind is Kind.OTHER and _METADATA.match(ev.statement)):
             return None
         if kind is Kind.DATAMAP:          # proxy SQL sqlglot does not know
             text = fold_tokens(ev.statement)

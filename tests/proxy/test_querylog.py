@@ -39,6 +39,8 @@ def test_an_event_becomes_an_entry(qlog, catalog_location):
     qlog.statement(event(why_not=(("shop.agg", "query range on day is wider than the datamap's"),)))
     qlog.statement(event(statement="SET spark.sql.shuffle.partitions=4", decision="local"))
     qlog.statement(event(statement="USE shop", decision="forwarded"))
+    qlog.statement(event(statement="SHOW TABLES", decision="forwarded"))
+    qlog.statement(event(statement="describe sales", decision="forwarded"))
     qlog.flush()
     [e] = QueryLog.reader(catalog_location).recent()
     assert isinstance(e, LoggedQuery) and e.id > 0
