@@ -200,12 +200,12 @@ class QueryLog(Observer):
                     batch.append(self._queue.popleft())
             except IndexError:      # empty (the loop may drop the oldest meanwhile)
                 pass
-            if batch:
-                self._write(batch)
-            if self.dropped > self._reported:
+            if self.dropped > self._reported:     # before the batch: flush() sees it said
                 log.warning("query log: dropped %d statements the writer could not keep up "
                             "with (%d in all)", self.dropped - self._reported, self.dropped)
                 self._reported = self.dropped
+            if batch:
+                self._write(batch)
             if stop and not self._queue:
                 return
             if time.monotonic() - self._retained_at >= RETAIN_EVERY_S:
