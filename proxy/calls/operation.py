@@ -97,13 +97,22 @@ class OperationCalls:
             rowset, more = await asyncio.to_thread(op.result.fetch, req.maxRows, req.orientation)
         else:
             rowset, more = op.result.fetch(req.maxRows, req.orientation)
+        self._restart_count(op, req)
         op.count_rows(rowset_rows(rowset))
         return T.TFetchResultsResp(status=OK, hasMoreRows=more, results=rowset)
+
+    @staticmethod
+    def _restart_count(op: Operation, req: T.TFetchResultsReq) -> None:
+        # the client reads the result again from its start (JDBC beforeFirst): the rows
+        # sent are those of one pass, not the sum of both
+        if req.orientation == T.TFetchOrientation.FETCH_FIRST:
+            op.rows = None
 
     @staticmethod
     def _counted(op: Operation, req: T.TFetchResultsReq, reply: bytes) -> bytes:
         """Rows sent, for the query log: read from the relayed bytes (codec-free scan)."""
         if req.fetchType != 1:
+            OperationCalls._restart_count(op, req)
             op.count_rows(fetched_rows(reply))
         return reply
 
