@@ -22,6 +22,9 @@ This module only wires parts together:
 `[datamaps] auto_compaction` is the default of the per-datamap DMPROPERTIES('auto_compaction').
 `[metrics] port` serves Prometheus metrics (proxy/metrics.py, docs/metrics.md); the
 metrics observe the protocol Service through `router.with_service`, which `serve` calls.
+`[querylog]`: every statement is recorded in the catalog's database (proxy/querylog.py,
+docs/querylog.md); the QueryLog observes the protocol Service through `router.with_service`,
+which `serve` calls, and is `router.querylog` for the console, metrics and advisor.
 `[datamaps] audit_sample_rate` is the share of datamap answers the Auditor re-checks
 (proxy/datamaps/audit.py; its worker is a background thread).
 """
@@ -34,7 +37,6 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from proxy import leader, statements
 from proxy.advisor import Advisor
-from proxy.advisor_results import RecentStatements
 from proxy.background import Background
 from proxy.config import Settings
 from proxy.datamaps.audit import Auditor
@@ -50,6 +52,7 @@ from proxy.metrics_collect import DatamapCollector
 from proxy.metrics_http import start_metrics
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
+from proxy.querylog import QueryLog
 from proxy.router import Router
 from proxy.startup import RemoteStart, start_embedded
 
@@ -113,6 +116,13 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     statements.install(router)
     # called by `serve` (cli.py) with the protocol Service once it exists
     router.with_service = []
+    router.querylog = None
+    if settings.querylog.enabled:
+        location = settings.state.catalog or str(state_dir / "catalog.db")
+        querylog = await asyncio.to_thread(QueryLog, location, settings.querylog,
+                                           unavailable=service.unavailable)
+        router.querylog = querylog
+        router.with_service.append(lambda proto_service: proto_service.observers.add(querylog))
     serving = ServingTier(catalog, settings.serving,
                           zone_problem=lambda: service.time_zone_problem)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
@@ -125,13 +135,9 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                               shapes.warm)
     indexes.on_indexed = lambda table: shapes.warm(indexed.read_as(table))
     pruner = Pruner(indexed, shapes)
-    # the advisor's workload (docs/advisor.md): the statements this process saw, in memory,
-    # until the catalog's query log (proxy/querylog.py) is wired in its place
-    ql = settings.querylog
-    recent = RecentStatements(min(ql.max_entries, 100_000), ql.statement_bytes) \
-        if ql.enabled else None
-    advisor = Advisor(service, recent, settings.advisor)
-    router.observers = [recent] if recent is not None else []   # cli.py adds them to Service
+    # the advisor reads the query log (docs/advisor.md); the console shows its suggestions
+    advisor = Advisor(service, router.querylog, settings.advisor)
+    router.advisor = advisor
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s,
                                   pruner=pruner)
@@ -142,7 +148,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
                         DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
 
     if metrics is not None:          # docs/metrics.md
-        collector = DatamapCollector(catalog, serving)
+        collector = DatamapCollector(catalog, serving, querylog=router.querylog)
         metrics.add_collector(collector)
 
         def observe(proto_service) -> None:
@@ -170,6 +176,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     async def closer() -> None:
         if metrics_endpoint is not None:
             await metrics_endpoint.close()
+        if router.querylog is not None:     # the server has stopped: write what it saw
+            await asyncio.to_thread(router.querylog.close)
         auditor.close()          # before the threads are joined: its Spark jobs are cancelled
         await background.stop()
         router.close()

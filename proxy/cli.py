@@ -213,10 +213,8 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
             await asyncio.to_thread(engine.stop)
         return 1
     server = ProxyServer(settings, router, authenticator=authenticator, kerberos=kerberos)
-    for hook in getattr(router, "with_service", ()):    # proxy/app.py: metrics, ...
+    for hook in getattr(router, "with_service", ()):    # proxy/app.py: query log, metrics, ...
         hook(server.service)
-    for observer in getattr(router, "observers", ()):     # e.g. the advisor's workload
-        server.service.observers.add(observer)
     from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
     server.service.health.path = Path(settings.state.dir).expanduser().resolve() / HEALTH_FILE
     try:

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from proxy.audit_log import decision_of
 from proxy.classify import Kind, classify
+from proxy.querylog_reasons import reason_class   # the query log's classes, one classifier
 from proxy.observe import BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent
 
 PREFIX = "datamap_proxy_"
@@ -31,45 +32,6 @@ OTHER_DATAMAP = "other"
 
 # Rewrite decision results (the `result` label of rewrite_decisions_total).
 HIT, MISS = "hit", "miss"
-# Why a query that read base tables missed: the query log's reason classes (docs/querylog.md).
-# A candidate's one-line reason is told by words, tried in this order...
-_REASON_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("disabled", ("disabled",)),
-    ("stale", ("not in sync", "stale", "rebuild is due", "removed or replaced", "new files",
-               "not refreshed", "new rows of")),
-    ("unsupported", ("does not resolve", "no alias", "no longer compiles")),
-    ("aggregates", ("is not stored in", "cannot be derived", "distinct argument",
-                    "aggregate ")),
-    ("grouping", ("not an aggregate", "grouping", "granularit", "rollup", "one row per")),
-    ("joins", ("join", "not in the query", "appears more than once")),
-    ("filters", ("filter", "restrict", "range", "requires", "implied")),
-    ("columns", ("column",)),
-    ("unsupported", ("inside", "not supported", "unsupported", "non-deterministic",
-                     "lateral", "pivot", "correlated")),
-)
-# ...and of several candidates' classes the nearest miss counts: a datamap that only
-# lacks a column is closer than one over other tables (a "joins" reason).
-_NEAREST = ("disabled", "stale", "columns", "aggregates", "grouping", "filters", "joins",
-            "unsupported", "other")
-
-
-def _class_of(reason: str) -> str:
-    low = reason.lower()
-    for cls, words in _REASON_WORDS:
-        if any(w in low for w in words):
-            return cls
-    return "other"
-
-
-def reason_class(why_not: tuple[tuple[str, str], ...], note: str = "") -> str:
-    """The reason class of a query answered from base tables. A local stand-in for the
-    query log's classifier (part of issue 17's query log); word lists, no parsing."""
-    if note.startswith("pass:stale") or " stale:" in f" {note}":
-        return "stale"
-    if not why_not:
-        return "no_datamap"
-    return min((_class_of(r) for _dm, r in why_not), key=_NEAREST.index)
-
 
 def _capped(label: str, seen: set[str], limit: int, other: str) -> str:
     if label in seen:
@@ -180,7 +142,7 @@ class Metrics(Observer):
         elif decision == BYPASSED:
             self._child(self._decisions, "bypassed", "bypassed").inc()
         elif (decision == FORWARDED or answered) and (ev.why_not or self._is_query(ev)):
-            self._child(self._decisions, MISS, reason_class(ev.why_not, ev.note)).inc()
+            self._child(self._decisions, MISS, reason_class(ev.why_not)).inc()
 
     @staticmethod
     def _is_query(ev: StatementEvent) -> bool:

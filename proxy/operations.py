@@ -86,6 +86,22 @@ class Operation:
     log_sent: bool = False
     holds_run_slot: bool = False          # counted by the RunGate (proxy/limits.py) until it ends
     lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
+    # the statement event (proxy/observe.py): from ExecuteStatement's arrival to the end first
+    # seen (time.monotonic()), rows sent to the client, and what was decided
+    arrived: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None
+    rows: int | None = None
+    facts: Any = None                     # proxy.calls.facts.Facts
+
+    def mirror(self, state: "OpState") -> None:
+        """Take upstream's state as reported (no transition check: Spark drives it)."""
+        self.state = state
+        if state.terminal and self.ended_at is None:
+            self.ended_at = time.monotonic()
+
+    def count_rows(self, n: int | None) -> None:
+        if n is not None:
+            self.rows = (self.rows or 0) + n
 
     def to(self, dst: OpState) -> None:
         if dst == self.state:
@@ -95,6 +111,8 @@ class Operation:
         self.state = dst
         if dst.terminal and self.completed_ms is None:
             self.completed_ms = int(time.time() * 1000)
+        if dst.terminal and self.ended_at is None:
+            self.ended_at = time.monotonic()
 
     def touch(self) -> None:
         self.last_access = time.monotonic()

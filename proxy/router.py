@@ -107,6 +107,11 @@ class PassThrough:
     # called once when a statement with `after` ends, however it ends (the write it
     # forwarded finished or failed): e.g. the freshness guard stops holding the table
     ended: Callable[[], None] | None = None
+    # for the query log (proxy/observe.py StatementEvent): the datamaps that could not
+    # answer this query, (datamap "db.name", one-line reason), and why it was not even
+    # considered for a rewrite ("" when it was)
+    why_not: tuple[tuple[str, str], ...] = ()
+    bypassed: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,9 @@ class Rewrite:
     # which datamap answered and how fresh its data is
     log: tuple[str, ...] = ()
     before: tuple[str, ...] = ()     # as PassThrough.before
+    datamaps: tuple[str, ...] = ()   # the datamaps that answer ("db.name"), for the query log
+    why_not: tuple[tuple[str, str], ...] = ()    # as PassThrough's (a timeseries-only rewrite)
+    bypassed: str = ""
 
 
 @dataclass(frozen=True)

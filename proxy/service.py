@@ -34,6 +34,8 @@ from thrift.Thrift import TApplicationException
 
 from proxy import statements
 from proxy.audit_log import AuditLog
+from proxy.calls import facts as statement_facts
+from proxy.calls.facts import decided
 from proxy.calls.gated import GatedStatements
 from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
 from proxy.calls.operation import OperationCalls
@@ -45,7 +47,7 @@ from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.identity import ImpersonationPolicy
 from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
-from proxy.observe import Observers, StatementEvent, decision_kind
+from proxy.observe import BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
@@ -58,7 +60,6 @@ from proxy.upstream import UpstreamSession
 
 log = logging.getLogger("proxy.service")
 stmt_log = logging.getLogger("proxy.statement")
-
 
 
 @dataclass(eq=False)
@@ -177,6 +178,11 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                      op_type: int, has_result_set: bool) -> T.TOperationHandle:
         op.session = session
         op.upstream_handle = upstream
+        facts = statement_facts.current()
+        if facts is not None and op.facts is None:
+            op.facts, op.arrived = facts, facts.arrived
+        if op.state.terminal and op.ended_at is None:     # a synchronous statement that ended
+            op.ended_at = time.monotonic()
         ident = mint()
         op.client_handle = T.TOperationHandle(
             operationId=ident, operationType=op_type, hasResultSet=has_result_set,
@@ -188,6 +194,10 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
     # ------------------------------------------------------------------ ExecuteStatement
 
     async def _h_ExecuteStatement(self, conn, name, req: T.TExecuteStatementReq, seqid):
+        with statement_facts.arriving():
+            return await self._execute_statement(req, seqid)
+
+    async def _execute_statement(self, req: T.TExecuteStatementReq, seqid: int):
         session = self._session(req.sessionHandle)
         statement = req.statement or ""
         conf = session.conf
@@ -210,21 +220,27 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             log.exception("router failed on statement; forwarding unchanged")
             decision = PassThrough()
         if isinstance(decision, Reject):
-            self._log_statement(session, None, "reject", "ERROR", 0.0, statement,
+            decided(REFUSED)
+            self._log_statement(session, None, "reject", "ERROR", statement,
                                 sqlstate=decision.sqlstate)
             raise ClientError(decision.message, decision.sqlstate)
         session.conf.update(decision.settings)
         if isinstance(decision, Local):
+            decided(LOCAL)
             return await self._execute_local(session, req, decision)
         if isinstance(decision, Serve):
             result, how = await decision.attempt()
             note = decision.fallback.note
             label = f"rewrite:{note} served={how}" if note else f"rewrite served={how}"
             if result is not None:
+                decided(SERVED, decision.fallback.datamaps)
                 return self._execute_served(session, req, result, label,
                                             decision.fallback.log + (log_line(how),))
             decision = dataclasses.replace(decision.fallback, note=(
                 f"{note} served={how}" if note else f"served={how}"))
+        decided(BYPASSED if decision.bypassed else
+                 REWRITTEN if isinstance(decision, Rewrite) else FORWARDED,
+                 getattr(decision, "datamaps", ()), decision.why_not)
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
             f":{decision.note}" if decision.note else "")
@@ -236,7 +252,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             # never sent: a load's hold on its tables ends here, and the audit says so
             end_statement(getattr(decision, "ended", None))
             if isinstance(e, ProxyError):
-                self._log_statement(session, None, label, "ERROR", 0.0, statement,
+                self._log_statement(session, None, label, "ERROR", statement,
                                     sqlstate=e.sqlstate)
             raise
         log_lines = decision.log if isinstance(decision, Rewrite) else ()
@@ -254,15 +270,13 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         fwd = T.TExecuteStatementReq(sessionHandle=up.handle, statement=sql,
                                      confOverlay=req.confOverlay, runAsync=req.runAsync,
                                      queryTimeout=self._upstream_timeout(req))
-        t0 = time.monotonic()
         try:
             resp = await execute_statement(up, fwd, req.statement or "", seqid)
         except ProxyError as e:       # the connection broke under it
-            self._log_statement(session, None, label, "ERROR", time.monotonic() - t0,
-                                req.statement, sqlstate=e.sqlstate)
+            self._log_statement(session, None, label, "ERROR", req.statement, sqlstate=e.sqlstate)
             raise
         if not succeeded(resp.status) or resp.operationHandle is None:
-            self._log_statement(session, None, label, "ERROR", time.monotonic() - t0, req.statement,
+            self._log_statement(session, None, label, "ERROR", req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)
             return resp
         self._track_session_state(session, req.statement)
@@ -295,12 +309,15 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             op.state = OpState.CLOSED
         elif op.state is not OpState.CLOSED:
             op.to(OpState.CLOSED)
-        self._log_statement(op.session, op, op.decision, final, time.monotonic() - op.created,
-                            op.statement)
+        self._log_statement(op.session, op, op.decision, final, op.statement)
 
     def _log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
-                       duration: float, statement: str, sqlstate: str | None = None) -> None:
+                       statement: str, sqlstate: str | None = None) -> None:
+        """The statement's one log line, audit line and event. Its duration runs from
+        ExecuteStatement's arrival to the end first seen (the sync call's return, the first
+        final status relayed, the proxy's own run ending), not to CloseOperation."""
         op_id = hex_id(op.client_handle.operationId) if op is not None else None
+        facts, duration = statement_facts.timing(op)
         if stmt_log.isEnabledFor(logging.INFO):
             stmt_log.info("statement session=%s user=%s op=%s decision=%s state=%s duration=%.3fs sql=%s",
                           session.id, safe(session.user, 100), op_id or "-",
@@ -308,11 +325,8 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         if op is not None and op.error is not None:
             sqlstate = op.error.sqlState or sqlstate
         self.audit.statement(session, op_id, decision, state, sqlstate, duration, statement)
-        self.observers.statement(StatementEvent(
-            at=time.time() - duration, session_id=session.id, user=session.user,
-            client=session.client_info.get("ApplicationName", ""), statement=statement or "",
-            current_db=session.current_db, decision=decision_kind(decision),
-            duration_s=duration, outcome=state, sqlstate=sqlstate, note=decision))
+        self.observers.statement(statement_facts.event(session, op, facts, duration, decision,
+                                                       state, statement, sqlstate))
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -355,4 +369,3 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                 await asyncio.wait_for(self.close_session(session, reason), 30.0)
             except (asyncio.TimeoutError, ProxyError) as e:
                 log.warning("closing session %s: %s", session.id, e)
-

@@ -72,7 +72,7 @@ class GatedStatements:
         try:
             waiter = self.run_gate.enter()         # a full line: this call fails now
         except ProxyError as e:
-            self._log_statement(session, None, label, "REFUSED", 0.0, req.statement,
+            self._log_statement(session, None, label, "REFUSED", req.statement,
                                 sqlstate=e.sqlstate)
             end_statement(ended)
             raise
@@ -181,7 +181,7 @@ class GatedStatements:
                 if succeeded(st.status) and st.operationState in _RUNNING_STATES:
                     continue
                 if succeeded(st.status) and st.operationState in OpState._value2member_map_:
-                    op.state = OpState(st.operationState)    # mirrored, as for the client
+                    op.mirror(OpState(st.operationState))    # mirrored, as for the client
                 break
         except UpstreamError:
             pass                  # the connection is gone: so is the statement

@@ -15,6 +15,7 @@ from proxy.handles import hex_id
 from proxy.operations import OpKind, OpState, Operation
 from proxy.results import empty_log_rowset, log_rowset
 from proxy.thrift import codec
+from proxy.thrift.rowcount import fetched_rows, rowset_rows
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
@@ -58,7 +59,7 @@ class OperationCalls:
         except Exception:  # noqa: BLE001 - the client gets the reply as is
             return
         if resp.operationState is not None and resp.operationState in OpState._value2member_map_:
-            op.state = OpState(resp.operationState)   # mirrored, not driven: no transition check
+            op.mirror(OpState(resp.operationState))   # mirrored, not driven: no transition check
             if op.state is OpState.ERROR and resp.sqlState:     # for the audit line
                 op.error = T.TStatus(statusCode=T.TStatusCode.ERROR_STATUS, sqlState=resp.sqlState)
 
@@ -83,20 +84,37 @@ class OperationCalls:
             return T.TFetchResultsResp(status=OK, hasMoreRows=False,
                                        results=log_rowset(op.log_lines, columnar))
         if op.kind is OpKind.UPSTREAM:
-            return await self._forward_op_call(op, name, req, seqid)
+            return self._counted(op, req, await self._forward_op_call(op, name, req, seqid))
         if req.fetchType == 1:        # operation log: must always succeed
             if op.kind is OpKind.HOOKED and op.upstream_handle is not None:
                 return await self._forward_op_call(op, name, req, seqid)
             return T.TFetchResultsResp(status=OK, hasMoreRows=False, results=empty_log_rowset(columnar))
         if op.kind is OpKind.HOOKED:
             self._require_finished(op)
-            return await self._forward_op_call(op, name, req, seqid)
+            return self._counted(op, req, await self._forward_op_call(op, name, req, seqid))
         self._require_finished(op)
         if op.result.costly(req.maxRows):
             rowset, more = await asyncio.to_thread(op.result.fetch, req.maxRows, req.orientation)
         else:
             rowset, more = op.result.fetch(req.maxRows, req.orientation)
+        self._restart_count(op, req)
+        op.count_rows(rowset_rows(rowset))
         return T.TFetchResultsResp(status=OK, hasMoreRows=more, results=rowset)
+
+    @staticmethod
+    def _restart_count(op: Operation, req: T.TFetchResultsReq) -> None:
+        # the client reads the result again from its start (JDBC beforeFirst): the rows
+        # sent are those of one pass, not the sum of both
+        if req.orientation == T.TFetchOrientation.FETCH_FIRST:
+            op.rows = None
+
+    @staticmethod
+    def _counted(op: Operation, req: T.TFetchResultsReq, reply: bytes) -> bytes:
+        """Rows sent, for the query log: read from the relayed bytes (codec-free scan)."""
+        if req.fetchType != 1:
+            OperationCalls._restart_count(op, req)
+            op.count_rows(fetched_rows(reply))
+        return reply
 
     async def _h_CancelOperation(self, conn, name, req: T.TCancelOperationReq, seqid):
         op = self._op(req.operationHandle)

@@ -122,11 +122,11 @@ class ProxyRunStatements:
         try:
             resp = await execute_statement(up, fwd, req.statement or "")
         except ProxyError as e:       # the connection broke under it
-            self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
+            self._log_statement(session, None, label, "ERROR", req.statement,
                                 sqlstate=e.sqlstate)
             raise
         if not succeeded(resp.status) or resp.operationHandle is None:
-            self._log_statement(session, None, label, "ERROR", 0.0, req.statement,
+            self._log_statement(session, None, label, "ERROR", req.statement,
                                 sqlstate=resp.status.sqlState if resp.status else None)
             end_statement(ended)
             return resp

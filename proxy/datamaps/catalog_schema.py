@@ -112,6 +112,20 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL,
         acquired REAL NOT NULL)
     """,
+    # the query log (proxy/querylog.py, docs/querylog.md): one row per statement, written
+    # in batches by its own thread; JSON lists in tables, datamaps and why_not
+    """
+    CREATE TABLE IF NOT EXISTS query_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL, user_name TEXT NOT NULL, client TEXT NOT NULL,
+        session_id TEXT NOT NULL, shape_hash TEXT NOT NULL, shape TEXT NOT NULL,
+        statement TEXT NOT NULL, current_db TEXT NOT NULL, tables TEXT NOT NULL,
+        decision TEXT NOT NULL, datamaps TEXT NOT NULL, why_not TEXT NOT NULL,
+        reason_class TEXT, duration_s REAL NOT NULL, rows INTEGER, outcome TEXT NOT NULL,
+        sqlstate TEXT, saved_s REAL);
+    CREATE INDEX IF NOT EXISTS query_log_by_time ON query_log (at);
+    CREATE INDEX IF NOT EXISTS query_log_by_shape ON query_log (shape_hash, id)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

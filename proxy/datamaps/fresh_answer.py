@@ -35,6 +35,18 @@ class Checked:
         return any(v.kind == NEW for v in self.verdicts.values())
 
 
+def stale_reasons(checked: Checked) -> tuple[tuple[str, str], ...]:
+    """The datamaps the freshness guard gave up for the base tables, with why (for the
+    query log; each reason starts with "stale")."""
+    out = []
+    for name, v in checked.verdicts.items():
+        if v.kind == CHANGED:
+            out.append((name, f"stale: base table files changed ({v.reason})"))
+        elif v.kind == NEW:
+            out.append((name, "stale: new base table files could not be compensated"))
+    return tuple(out)
+
+
 def refresh_statements(tables) -> tuple[str, ...]:
     return tuple("REFRESH TABLE " + quote_table(t)
                  for t in dict.fromkeys(tables))

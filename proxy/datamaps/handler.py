@@ -284,7 +284,8 @@ class DatamapSelectHandler:
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
         if names_temp_view(statement, temp_views(ctx.conf)):
-            return None     # Spark reads the session's temporary view, not a base table
+            # Spark reads the session's temporary view, not a base table
+            return PassThrough(bypassed="reads a temporary view")
         try:
             result = self._rewrite(statement, ctx.current_db, approximate_on(ctx.conf))
         except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
@@ -292,13 +293,15 @@ class DatamapSelectHandler:
                 log.info("not rewriting yet (%s); forwarding the original statement", e)
             else:
                 log.warning("rewrite failed; forwarding the original statement", exc_info=True)
-            return None
+            return PassThrough(why_not=(("", f"the rewrite failed ({type(e).__name__})"),))
         if result is None:              # the rewrite process failed: logged, forward as is
-            return None
+            return PassThrough(why_not=(("", "the rewrite process failed"),))
         if result.missing_schemas:      # e.g. a dimension table joined onto a datamap's table
             self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
-            return None
+            # for the query log: the rewriter's reason per candidate (the datamaps it was
+            # not offered, DISABLED or not in sync, the query log adds off this path)
+            return miss(why_not=tuple(result.skipped.items()))
         checked = None
         if result.used:
             checked = self._check(result, statement, ctx)
@@ -312,7 +315,9 @@ class DatamapSelectHandler:
         rewrite = Rewrite(result.sql, note=note,
                           log=fresh_answer.log_lines(
                               self.service, result.used,
-                              lambda n: display_name(n, ctx.current_db), checked))
+                              lambda n: display_name(n, ctx.current_db), checked),
+                          datamaps=tuple(result.used),
+                          why_not=() if result.used else tuple(result.skipped.items()))
         if not result.approximate:      # an estimate would never equal the base tables'
             self.audit.offer(statement, ctx, result)
         if self.serving is None or not result.used or (checked and checked.compensated):
@@ -341,7 +346,8 @@ class DatamapSelectHandler:
         if decision is None:
             return Rewrite(out.sql, note=out.note, log=out.lines)
         return Rewrite(out.sql, note=f"{decision.note} {out.note}".strip(), log=out.lines,
-                       settings=decision.settings, before=decision.before)
+                       settings=decision.settings, before=decision.before,
+                       why_not=decision.why_not, bypassed=decision.bypassed)
 
     def _check(self, result: RewriteResult, statement: str, ctx: StatementContext):
         return fresh_answer.check(self.service, result, statement, ctx.current_db, ctx.conf,
@@ -353,9 +359,10 @@ class DatamapSelectHandler:
         timeseries() calls translated; REFRESH TABLE first: __call__)."""
         sql = translate_only(self.service, statement, ctx.current_db) \
             if _TIMESERIES.search(statement) else statement
+        why_not = fresh_answer.stale_reasons(checked)
         if sql != statement:
-            return Rewrite(sql, note=f"timeseries {checked.note}")
-        return PassThrough(note=checked.note)
+            return Rewrite(sql, note=f"timeseries {checked.note}", why_not=why_not)
+        return PassThrough(note=checked.note, why_not=why_not)
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
@@ -380,18 +387,26 @@ class DatamapSelectHandler:
                           "timeseries() calls cannot be translated", TOO_COMPLEX)
         log.info("statement of %d characters is over rewrite_max_sql_bytes (%d); forwarding "
                  "it without a rewrite", len(statement), self.max_sql_bytes)
-        return None
+        return PassThrough(bypassed=f"over [datamaps] rewrite_max_sql_bytes "
+                                    f"({self.max_sql_bytes} bytes)")
 
     def _timeseries_only(self, ctx: StatementContext, statement: str) -> Decision | None:
         """Datamap rewriting is off for the session, but timeseries() is proxy SQL that
         Spark does not know: translate it all the same (no datamap is used)."""
+        why = ctx.conf.get(BLOCKED_KEY) or "datamap rewriting is off for the session"
         if not _TIMESERIES.search(statement):
-            return None
+            return PassThrough(bypassed=why)
         sql = translate_only(self.service, statement, ctx.current_db)
-        return None if sql == statement else Rewrite(sql, note="timeseries")
+        return PassThrough(bypassed=why) if sql == statement else Rewrite(
+            sql, note="timeseries", bypassed=why)
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
+
+
+def miss(why_not: tuple[tuple[str, str], ...] = ()) -> PassThrough | None:
+    """Forward as written; None (the next handler decides) when there is nothing to say."""
+    return PassThrough(why_not=why_not) if why_not else None
 
 
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:

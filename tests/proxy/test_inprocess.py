@@ -178,3 +178,62 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
     assert seen == {"select 1 as plain": False, "select 2 as overlay": True,
                     "select 3 as again": False, "SET TIME ZONE 'America/Caracas'": True,
                     "select 4 as after_set": True}
+
+
+async def test_statement_events(gw_sts):
+    """The statement events the query log records (proxy/observe.py, proxy/calls/facts.py):
+    decision, datamaps, rows sent (counted in Spark's relayed bytes; a re-read from the
+    first row counts once), and the duration to the statement's end, not to its close."""
+    from proxy.observe import Observer
+
+    class Recorder(Observer):
+        def __init__(self):
+            self.events = []
+
+        def statement(self, ev):
+            self.events.append(ev)
+
+    async def local(upstream):
+        return LocalResult(columns=[("x", "int")], rows=[(1,), (2,), (3,)])
+
+    def handler(ctx, sql):
+        s = sql.strip().lower()
+        if s == "ask":
+            return Local(local, note="ask")
+        if s.startswith("select 'orig'"):
+            return Rewrite(sql="select 'rewritten'", note="mv:db.agg", datamaps=("db.agg",))
+        if "from range" in s:
+            return PassThrough(why_not=(("db.agg", "column id is not in datamap agg"),))
+        return None
+
+    srv, host, port = await _start(_settings(gw_sts), Router(handlers=[handler]))
+    recorder = Recorder()
+    srv.service.observers.add(recorder)
+    try:
+        def client():
+            c = Raw(host, port)
+            c.open()
+            r = c.execute("ask")
+            c.fetch(r.operationHandle)
+            c.call("CloseOperation", T.TCloseOperationReq(operationHandle=r.operationHandle))
+            r = c.execute("select 'orig'")
+            c.fetch(r.operationHandle)
+            c.call("CloseOperation", T.TCloseOperationReq(operationHandle=r.operationHandle))
+            r = c.execute("select id from range(250)")
+            assert len(c.fetch(r.operationHandle, 100).results.columns[0].i64Val.values) == 100
+            c.fetch(r.operationHandle, 1000)
+            c.fetch(r.operationHandle, 1000, orientation=T.TFetchOrientation.FETCH_FIRST)
+            c.call("CloseOperation", T.TCloseOperationReq(operationHandle=r.operationHandle))
+            r = c.execute("select reflect('java.lang.Thread', 'sleep', 1500L)")   # sync
+            time.sleep(1.0)                  # closed a while after it ended
+            c.call("CloseOperation", T.TCloseOperationReq(operationHandle=r.operationHandle))
+            c.close()
+        await asyncio.to_thread(client)
+    finally:
+        await srv.shutdown(grace=5)
+    ask, rewritten, passed, slow = recorder.events
+    assert (ask.decision, ask.rows, ask.outcome, ask.user) == ("local", 3, "FINISHED", "me")
+    assert (rewritten.decision, rewritten.datamaps, rewritten.rows) == ("rewritten", ("db.agg",), 1)
+    assert (passed.decision, passed.rows) == ("forwarded", 250)
+    assert passed.why_not == (("db.agg", "column id is not in datamap agg"),)
+    assert slow.decision == "forwarded" and 1.5 <= slow.duration_s < 2.4, slow.duration_s

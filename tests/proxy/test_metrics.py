@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy import metrics as metrics_mod
 from proxy.datamaps.catalog import Catalog
 from proxy.metrics import Metrics, reason_class
+from proxy.querylog_reasons import reason_class as querylog_class
 from proxy.metrics_collect import DatamapCollector
 from proxy.observe import StatementEvent
 
@@ -84,7 +85,7 @@ def test_statements_decisions_and_datamap_hits():
     m.statement(event(decision="rewritten", note="rewrite:mv:agg served=local cache=hit"))
     m.statement(event(why_not=(("default.agg", "query range on ts is wider than the "
                                 "datamap's"),)))
-    m.statement(event(note="pass:stale:agg"))
+    m.statement(event(why_not=(("default.agg", "stale: base table files changed (x)"),)))
     m.statement(event())                                    # no datamap over its tables
     m.statement(event(decision="bypassed"))
     m.statement(event("CREATE TABLE x (a INT)"))            # not a query: no rewrite decision
@@ -109,30 +110,15 @@ def test_statements_decisions_and_datamap_hits():
     assert value(got, s, decision="rewritten", le="0.5") == 2
 
 
-@pytest.mark.parametrize("reason, cls", [
-    ("datamap is DISABLED: audit mismatch", "disabled"),
-    ("datamap is not in sync: segment 3 of default.t not refreshed yet", "stale"),
-    ("query is not an aggregate; the datamap holds one row per group", "grouping"),
-    ("query LEFT JOINs dim, the datamap joins it with an inner join", "joins"),
-    ("datamap filter region = 'eu' is not implied by the query", "filters"),
-    ("column sales.price is not in datamap agg", "columns"),
-    ("MAX(default.sales.quantity) is not stored in datamap agg", "aggregates"),
-    ("datamap table default.item is not in the query", "joins"),
-    ("query does not resolve: cannot resolve: Unknown column: item", "unsupported"),
-    ("a derived table that is not trivial inside", "unsupported"),
-    ("something new", "other"),
+@pytest.mark.parametrize("reason", [
+    "datamap is DISABLED: audit mismatch",
+    "query is not an aggregate; the datamap holds one row per group",
+    "column sales.price is not in datamap agg",
+    "something new",
 ])
-def test_reason_classes(reason, cls):
-    assert reason_class((("default.agg", reason),)) == cls
-
-
-def test_the_nearest_candidate_gives_the_class():
-    why = (("default.j", "datamap table default.item is not in the query"),
-           ("default.agg", "SUM(default.sales.price) is not stored in datamap agg"),
-           ("default.raw", "column sales.city is not in datamap raw"))
-    assert reason_class(why) == "columns"
-    assert reason_class(why[:1]) == "joins"
-    assert reason_class((), "pass:stale:agg") == "stale"
+def test_misses_are_classed_as_the_query_log_classes_them(reason):
+    """One classifier (proxy/querylog_reasons.py) for the metrics and the query log."""
+    assert reason_class((("default.agg", reason),)) == querylog_class((("default.agg", reason),))
 
 
 def _catalog_with_history(catalog: Catalog, files_dir) -> None:

@@ -47,3 +47,11 @@ def add_datamap(svc: DatamapService, schemas: Schemas, db: str, name: str, sql: 
         sid = c.begin_segment(db, name, {table: ["0"]})
         c.publish_segment(db, name, sid, rows=rows, kind="built")
     return d
+
+
+def forwarded(decision) -> bool:
+    """The query goes to Spark as written: no decision, or a PassThrough that only says why
+    (why_not / bypassed, for the query log)."""
+    from proxy.router import PassThrough
+    return decision is None or (isinstance(decision, PassThrough) and decision.after is None
+                                and not decision.before and not decision.settings)

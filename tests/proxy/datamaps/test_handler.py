@@ -12,7 +12,7 @@ from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
 from rewriter.api import RewriteResult
-from tests.proxy.datamaps.support import add_datamap, decision_service, no_spark
+from tests.proxy.datamaps.support import forwarded, add_datamap, decision_service, no_spark
 
 SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
                              "ts": "timestamp"}}}
@@ -87,12 +87,12 @@ async def test_catalog_only_runners(service):
 def test_select_rewrites_from_enabled_in_sync_datamaps(service):
     h = DatamapSelectHandler(service)
     q = "SELECT country, sum(qty) FROM sales GROUP BY country"
-    assert h(_ctx(), q) is None                      # no datamap yet
+    assert forwarded(h(_ctx(), q))                      # no datamap yet
     _add_built_datamap(service)
     d = h(_ctx(), q)
     assert isinstance(d, Rewrite) and "agg_table" in d.sql and d.note == "mv:agg"
     assert "dm_segment_id" in d.sql                  # reads only visible segments
-    assert h(_ctx(**{"datamap.rewrite.enabled": "false"}), q) is None
+    assert forwarded(h(_ctx(**{"datamap.rewrite.enabled": "false"}), q))
     assert h(_ctx(), "INSERT INTO sales SELECT * FROM sales") is None
     # a new base segment the datamap has not seen: out of sync, no rewrite
     service.catalog.add_base_segment("db1.sales", ["file:/w/b.parquet"])
@@ -110,7 +110,7 @@ def test_select_handler_forwards_on_rewriter_failure(service, monkeypatch):
     def boom():
         raise RuntimeError("index exploded")
     monkeypatch.setattr(service, "index", boom)
-    assert DatamapSelectHandler(service)(_ctx(), "SELECT country FROM sales") is None
+    assert forwarded(DatamapSelectHandler(service)(_ctx(), "SELECT country FROM sales"))
 
 
 def test_candidates_carry_rows_and_segments(service):
@@ -285,17 +285,17 @@ def test_dimension_table_schema_is_loaded_off_the_loop_then_the_query_is_rewritt
         _add_built_datamap(svc)
         h = DatamapSelectHandler(svc)
         # first time: the rewriter lacks db1.countries -> forwarded unchanged, load scheduled
-        assert h(_ctx(), JOINED) is None
+        assert forwarded(h(_ctx(), JOINED))
         svc.schema_cache.drain(timeout=10)
         assert ["db1.countries"] in loads
         d = h(_ctx(), JOINED)
         assert isinstance(d, Rewrite) and "agg_table" in d.sql and "db1.countries" in d.sql
         # a table Spark does not know: one failed load, not retried on every statement
         bad = JOINED.replace("db1.countries", "db1.nowhere")
-        assert h(_ctx(), bad) is None
+        assert forwarded(h(_ctx(), bad))
         svc.schema_cache.drain(timeout=10)
         n = len(loads)
-        assert h(_ctx(), bad) is None and h(_ctx(), bad) is None
+        assert forwarded(h(_ctx(), bad)) and forwarded(h(_ctx(), bad))
         svc.schema_cache.drain(timeout=10)
         assert len(loads) == n
     finally:
@@ -433,6 +433,6 @@ def test_a_temporary_view_shadowing_a_base_table_is_not_answered_from_datamaps(s
     h = DatamapSelectHandler(service)
     q = "SELECT country, sum(qty) FROM sales GROUP BY country"
     shadowed = _ctx(**{"datamap.session.temp_views": "sales"})
-    assert h(shadowed, q) is None
+    assert forwarded(h(shadowed, q))
     assert isinstance(h(shadowed, q.replace("FROM sales", "FROM db1.sales")), Rewrite)
     assert isinstance(h(_ctx(**{"datamap.session.temp_views": "other"}), q), Rewrite)

@@ -14,7 +14,7 @@ import pytest
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, over_limit
 from proxy.errors import ClientError
 from proxy.router import Local, LocalResult, Reject, Rewrite
-from tests.proxy.datamaps.support import add_datamap
+from tests.proxy.datamaps.support import forwarded, add_datamap
 from tests.proxy.datamaps.test_handler import AGG, SCHEMAS, _ctx, service  # noqa: F401 - fixture
 
 DEEP = "(" * 5000 + "qty" + ")" * 5000
@@ -36,7 +36,7 @@ def test_a_statement_over_rewrite_max_sql_bytes_is_forwarded_without_a_parse(ser
     query = "SELECT country, sum(qty) FROM sales GROUP BY country"
     assert isinstance(DatamapSelectHandler(service, 1000)(_ctx(), query), Rewrite)
     padded = query + " -- " + "x" * 1000
-    assert DatamapSelectHandler(service, 1000)(_ctx(), padded) is None
+    assert forwarded(DatamapSelectHandler(service, 1000)(_ctx(), padded))
     assert service.index()._cache.get((padded, "db1")) is None     # never reached the rewriter
 
 
@@ -84,8 +84,8 @@ def test_a_query_nested_too_deeply_is_forwarded_with_one_warning(service, caplog
     add_datamap(service, SCHEMAS, "db1", "agg", AGG)
     caplog.set_level(logging.INFO)
     h = DatamapSelectHandler(service)
-    assert h(_ctx(), f"SELECT country, sum({DEEP}) FROM sales GROUP BY country") is None
-    assert h(_ctx(), f"SELECT timeseries(ts, 'hour'), {DEEP} FROM sales") is None
+    assert forwarded(h(_ctx(), f"SELECT country, sum({DEEP}) FROM sales GROUP BY country"))
+    assert forwarded(h(_ctx(), f"SELECT timeseries(ts, 'hour'), {DEEP} FROM sales"))
     _no_errors(caplog)
     assert any(r.levelno == logging.WARNING and "too deeply" in r.getMessage()
                for r in caplog.records)

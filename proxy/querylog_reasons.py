@@ -1,0 +1,60 @@
+"""Why a query that read base tables was not answered from a datamap, as one class
+(the query log's reason_class; docs/querylog.md):
+
+  no_datamap   no datamap over its tables
+  disabled     a datamap over them is DISABLED (or its query rewrite is switched off)
+  stale        one would have answered, but its data is behind the base tables
+  columns      a datamap lacks a column (or output) the query needs
+  filters      the query filters on what a datamap cannot filter, or more widely
+  grouping     the query groups finer than a datamap, or not at all
+  aggregates   an aggregate a datamap cannot give (not stored, not re-aggregable)
+  joins        the join graph differs (another table, another join type)
+  unsupported  a construct the rewriter does not take
+  bypassed     not considered: rewriting off for the session, statement too long, a
+               blocking setting
+  other        anything else
+
+The reasons come from the rewriter (NoMatch reasons, one line each) and the freshness
+guard; they are matched by words, most specific first. Pure functions.
+"""
+from __future__ import annotations
+
+import re
+
+REASON_CLASSES = ("no_datamap", "disabled", "stale", "columns", "filters", "grouping",
+                  "aggregates", "joins", "unsupported", "bypassed", "other")
+
+# (class, pattern) in the order tried on each reason
+_RULES = [
+    ("stale", r"\bstale\b|not in sync|not refreshed|files changed|could not be compensated"),
+    ("disabled", r"\bdisabled\b|rewrite is off|rewrite off"),
+    ("grouping", r"\bgroup|\bgrain|granularity|rollup|roll up|one row per group|not an aggregate"),
+    ("aggregates", r"\baggregat|\bsum\(|\bcount\(|\bavg\(|\bmin\(|\bmax\(|distinct|sketch"),
+    ("joins", r"\bjoin|datamap table \S+ is not in the query|tables? differ"),
+    ("filters", r"\bfilter|\brange\b|\brestrict|predicate|conjunct|implied|\bwhere\b|requires"),
+    ("columns", r"\bcolumns?\b|\boutput|not stored|not projected|does not hold|no alias"),
+    ("unsupported", r"not supported|unsupported|cannot (?:be )?rewrite|too complex|nested too"
+                    r"|window|subquer|lateral|not take"),
+]
+_COMPILED = [(name, re.compile(p, re.IGNORECASE)) for name, p in _RULES]
+# when datamaps give different reasons, the class of the nearest miss stands
+_PRECEDENCE = ("stale", "disabled", "columns", "grouping", "aggregates", "filters", "joins",
+               "unsupported", "other")
+
+
+def class_of(reason: str) -> str:
+    for name, pattern in _COMPILED:
+        if pattern.search(reason):
+            return name
+    return "other"
+
+
+def reason_class(why_not, bypassed: bool = False) -> str:
+    """The class of a miss: `why_not` is ((datamap, reason), ...); none given: no datamap
+    was over its tables."""
+    if bypassed:
+        return "bypassed"
+    if not why_not:
+        return "no_datamap"
+    found = {class_of(reason) for _, reason in why_not}
+    return next(c for c in _PRECEDENCE if c in found)
