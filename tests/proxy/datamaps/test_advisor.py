@@ -1,7 +1,8 @@
 """The advisor behind SHOW DATAMAP SUGGESTIONS and EXPLAIN WHATIF, without Spark: a real
 catalog and DatamapService (schemas served by a provider), statements recorded as the
-protocol layer reports them (RecentStatements), synthetic sampled statistics. The Spark
-half (sampling, replay through the proxy) is tests/e2e/test_advisor.py."""
+protocol layer reports them to a real query log (proxy/querylog.QueryLog on the same
+catalog), synthetic sampled statistics. The Spark half (sampling, replay through the
+proxy) is tests/e2e/test_advisor.py."""
 from __future__ import annotations
 
 import asyncio
@@ -12,12 +13,12 @@ import pytest
 
 from proxy.advise_cli import _format_suggestions, _split_statements
 from proxy.advisor import Advisor
-from proxy.advisor_results import RecentStatements
 from proxy.config import AdvisorSettings
 from proxy.datamaps import ddl
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.errors import ClientError
 from proxy.observe import StatementEvent
+from proxy.querylog import LoggedQuery, QueryLog
 from proxy.router import Local, Reject, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.rewriter.test_advise import J, SCHEMAS, Sizes
@@ -32,15 +33,24 @@ def service(tmp_path):
     yield from decision_service(tmp_path, SCHEMAS)
 
 
+@pytest.fixture
+def qlog(service):
+    q = QueryLog(service.catalog.path, unavailable=service.unavailable)
+    yield q
+    q.close()
+
+
 def ctx():
     return StatementContext("s1", "me", "s", {}, 10)
 
 
-def seen(recent: RecentStatements, sql: str, times: int = 1, seconds: float = 2.0,
+def seen(qlog: QueryLog, sql: str, times: int = 1, seconds: float = 2.0,
          decision: str = "forwarded", datamaps: tuple = ()) -> None:
+    """`times` statements as the protocol layer reports them, written before returning."""
     for _ in range(times):
-        recent.statement(StatementEvent(time.time(), "s1", "me", "", sql, "s", decision,
-                                        datamaps, duration_s=seconds))
+        qlog.statement(StatementEvent(time.time(), "s1", "me", "", sql, "s", decision,
+                                      datamaps, duration_s=seconds))
+    qlog.flush()
 
 
 def run(decision):
@@ -48,12 +58,11 @@ def run(decision):
     return asyncio.run(decision.runner(None))
 
 
-def test_suggestions_whatif_and_their_result_sets(service):
-    recent = RecentStatements()
-    seen(recent, Q1, 6)
-    seen(recent, Q2, 4)
-    seen(recent, SECRET, 1, decision="local")
-    advisor = Advisor(service, recent, AdvisorSettings(), sizes=Sizes())
+def test_suggestions_whatif_and_their_result_sets(service, qlog):
+    seen(qlog, Q1, 6)
+    seen(qlog, Q2, 4)
+    seen(qlog, SECRET, 1, decision="local")
+    advisor = Advisor(service, qlog, AdvisorSettings(), sizes=Sizes())
     h = DatamapDdlHandler(service, advisor=advisor)
     res = run(h(ctx(), "SHOW DATAMAP SUGGESTIONS"))
     assert [c for c, _ in res.columns][:3] == ["Kind", "DataMap", "Statement"]
@@ -72,7 +81,7 @@ def test_suggestions_whatif_and_their_result_sets(service):
     assert not any("hunter2" in line for line in plan)
 
 
-def test_errors_name_the_cause(service):
+def test_errors_name_the_cause(service, qlog):
     h = DatamapDdlHandler(service)
     rej = h(ctx(), "SHOW DATAMAP SUGGESTIONS")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "advisor" in rej.message
@@ -80,7 +89,7 @@ def test_errors_name_the_cause(service):
     with pytest.raises(ClientError) as e:
         off.suggest()
     assert e.value.sqlstate == "55000" and "[querylog] enabled" in str(e.value)
-    advisor = Advisor(service, RecentStatements(), AdvisorSettings(), sizes=Sizes())
+    advisor = Advisor(service, qlog, AdvisorSettings(), sizes=Sizes())
     with pytest.raises(ClientError) as e:
         advisor.what_if("CREATE DATAMAP bad AS SELECT nope, count(*) FROM s.sales GROUP BY "
                         "nope", "s")
@@ -93,7 +102,7 @@ def test_errors_name_the_cause(service):
     assert isinstance(rej, Reject) and rej.sqlstate == "42000" and "WHATIF" in rej.message
 
 
-def test_drop_when_maintenance_costs_more_than_it_saved(service):
+def test_drop_when_maintenance_costs_more_than_it_saved(service, qlog):
     add_datamap(service, SCHEMAS, "s", "by_region",
                 f"SELECT dim.region, sum(amt) AS t {J} GROUP BY dim.region")
     add_datamap(service, SCHEMAS, "s", "by_cat",
@@ -103,15 +112,14 @@ def test_drop_when_maintenance_costs_more_than_it_saved(service):
         cat.record_event("s", name, "refreshed", rows=10, seconds=30.0)
     with sqlite3.connect(cat.path) as c:    # both are older than half the window
         c.execute("UPDATE datamaps SET created_at = created_at - 86400 * 6")
-    recent = RecentStatements()
     region = f"SELECT dim.region, sum(amt) AS t {J} GROUP BY dim.region"
-    seen(recent, region, 10, seconds=9.0)                   # on the base tables: 9 s each
-    seen(recent, region, 10, seconds=0.5, decision="rewritten", datamaps=("s.by_region",))
-    seen(recent, Q2, 1, seconds=0.5, decision="rewritten", datamaps=("s.by_cat",))
-    seen(recent, Q2, 1, seconds=1.0)                        # saved 0.5 s once
+    seen(qlog, region, 10, seconds=9.0)                   # on the base tables: 9 s each
+    seen(qlog, region, 10, seconds=0.5, decision="rewritten", datamaps=("s.by_region",))
+    seen(qlog, Q2, 1, seconds=0.5, decision="rewritten", datamaps=("s.by_cat",))
+    seen(qlog, Q2, 1, seconds=1.0)                        # saved 0.5 s once
     unknown = Q2.replace("count(*) AS n", "count(*) AS m")   # no base-table time: kept
-    seen(recent, unknown, 1, seconds=0.5, decision="rewritten", datamaps=("s.by_region",))
-    got = Advisor(service, recent, AdvisorSettings(), sizes=Sizes()).suggest()
+    seen(qlog, unknown, 1, seconds=0.5, decision="rewritten", datamaps=("s.by_region",))
+    got = Advisor(service, qlog, AdvisorSettings(), sizes=Sizes()).suggest()
     drops = [s for s in got if s.kind == "drop"]
     assert [s.datamap for s in drops] == ["s.by_cat"]        # by_region saved 85 s > 30 s
     d = drops[0]
@@ -119,16 +127,14 @@ def test_drop_when_maintenance_costs_more_than_it_saved(service):
     assert "30.0 s" in d.reason and "1 hits" in d.reason
 
 
-def test_recent_statements_window_and_redaction():
-    recent = RecentStatements(max_entries=3, statement_bytes=20)
-    now = time.time()
-    for i, sql in enumerate([SECRET, "SELECT 1", "SELECT 2", "SELECT 3"]):
-        recent.statement(StatementEvent(now - 10 + i, "s", "u", "", sql, "db", "forwarded"))
-    got = list(recent.entries(now - 8.5))
-    assert [e.statement for e in got] == ["SELECT 2", "SELECT 3"]
-    recent = RecentStatements()
-    recent.statement(StatementEvent(now, "s", "u", "", SECRET, "db", "local"))
-    assert "hunter2" not in next(recent.entries(0)).statement
+def test_only_the_window_is_read_from_the_query_log(service, qlog):
+    week_ago = time.time() - 8 * 86400          # [advisor] window is 7d
+    qlog.write_many(LoggedQuery(0, week_ago, "me", "", "s1", "0" * 16, Q2, Q2, "s",
+                                ("s.sales", "s.dim"), "forwarded", (), (), "no_datamap", 5.0,
+                                None, "FINISHED", None, None) for _ in range(50))
+    seen(qlog, Q1, 6)
+    [s] = Advisor(service, qlog, AdvisorSettings(), sizes=Sizes()).suggest()
+    assert s.queries == 6 and s.base_seconds == pytest.approx(12.0)
 
 
 def test_cli_helpers():
