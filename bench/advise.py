@@ -4,9 +4,11 @@ A synthetic star schema (a fact table, four dimensions) and a realistic log: a f
 distinct dashboard shapes (1-3 grouping columns of the dimensions, 0-2 filters, sums,
 averages, counts, min/max of the measures), each run with varying literals, drawn with a
 Zipf-like skew (a few tiles run all day), durations log-normal. The advisor runs as the
-proxy runs it (proxy/advisor.Advisor.suggest over a real catalog and DatamapService),
-with synthetic sampled statistics in place of Spark's (the Spark sampling job is a few
-jobs per table, not per statement). Prints the median of --runs runs and the rate.
+proxy runs it: the statements are written to a real query log (proxy/querylog.QueryLog in
+the catalog's SQLite database, through write_many), and each run is Advisor.suggest over
+that log, the catalog and a DatamapService, the log's read (entries()) included; synthetic
+sampled statistics stand in for Spark's (the Spark sampling job is a few jobs per table,
+not per statement). Prints the median of --runs runs and the rate.
 
     python bench/advise.py [--statements 100000] [--shapes 300] [--runs 3]
 """
@@ -18,7 +20,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -27,7 +28,9 @@ from proxy.advisor import Advisor  # noqa: E402
 from proxy.config import AdvisorSettings  # noqa: E402
 from proxy.datamaps.catalog import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402
+from proxy.querylog import LoggedQuery, QueryLog  # noqa: E402
 from rewriter.advise import FixedSizes  # noqa: E402
+from rewriter.shape import shape_of  # noqa: E402
 
 DIMS = {
     "date_dim": {"date_key": "int", "year": "int", "month": "int", "quarter": "int",
@@ -51,28 +54,6 @@ AGGS = ["sum(sales.amount) AS amount", "avg(sales.qty) AS avg_qty", "count(*) AS
         "min(sales.amount) AS min_amount"]
 
 
-@dataclass
-class Logged:
-    at: float
-    statement: str
-    current_db: str
-    decision: str
-    duration_s: float
-    datamaps: tuple = ()
-    why_not: tuple = ()
-    reason_class: str | None = "no_datamap"
-    shape_hash: str | None = None
-    saved_s: float | None = None
-
-
-class Log:
-    def __init__(self, entries):
-        self._entries = entries
-
-    def entries(self, since, until=None):
-        return iter(self._entries)
-
-
 def shape_templates(n: int, rnd: random.Random) -> list[str]:
     cols = [(t, c) for t, cs in DIMS.items() for c in cs if not c.endswith("_key")]
     out: dict[str, None] = {}
@@ -90,16 +71,21 @@ def shape_templates(n: int, rnd: random.Random) -> list[str]:
     return list(out)
 
 
-def workload(statements: int, shapes: int, seed: int = 17) -> list[Logged]:
+def workload(statements: int, shapes: int, seed: int = 17) -> list[LoggedQuery]:
+    """Misses on the base tables over the last day, as the query log records them."""
     rnd = random.Random(seed)
     templates = shape_templates(shapes, rnd)
     weights = [1 / (i + 1) for i in range(len(templates))]
+    shaped = {t: shape_of(t.format(v0="x", v1="x"), "bench") for t in templates}
     now = time.time()
     out = []
     for t in rnd.choices(templates, weights, k=statements):
         sql = t.format(**{f"v{i}": f"x{rnd.randint(1, 50)}" for i in range(2)})
-        out.append(Logged(now - rnd.random() * 86400, sql, "bench", "forwarded",
-                          rnd.lognormvariate(1.0, 0.8)))
+        sh = shaped[t]
+        out.append(LoggedQuery(0, now - rnd.random() * 86400, "bench", "", "s", sh.hash,
+                               sh.text, sql, "bench", sh.tables, "forwarded", (), (),
+                               "no_datamap", rnd.lognormvariate(1.0, 0.8), 10, "FINISHED",
+                               None, None))
     return out
 
 
@@ -109,26 +95,30 @@ def main() -> None:
     ap.add_argument("--shapes", type=int, default=300)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    entries = workload(args.statements, args.shapes)
     times, got = [], []
     with tempfile.TemporaryDirectory() as d:
         catalog = Catalog.in_state_dir(d)
+        qlog = QueryLog(str(catalog.path), writer=False)
+        t0 = time.perf_counter()
+        qlog.write_many(workload(args.statements, args.shapes))
+        written = time.perf_counter() - t0
         provider = lambda tables: {"bench": {t.split(".", 1)[1]: SCHEMAS["bench"][t.split(".", 1)[1]]  # noqa: E731
                                              for t in tables if t.split(".", 1)[1] in SCHEMAS["bench"]}}
         service = DatamapService(catalog, lambda: None, schemas_provider=provider)
         try:
             for _ in range(args.runs):
-                advisor = Advisor(service, Log(entries), AdvisorSettings(),
+                advisor = Advisor(service, qlog, AdvisorSettings(),
                                   sizes=FixedSizes(ROWS, NDV, default=1000))
                 t0 = time.perf_counter()
                 got = advisor.suggest()
                 times.append(time.perf_counter() - t0)
         finally:
+            qlog.close()
             service.close()
             catalog.close()
     med = statistics.median(times)
-    print(f"advise: {args.statements} logged statements, {args.shapes} shapes, "
-          f"{len(got)} suggestions")
+    print(f"advise: {args.statements} logged statements (made and written to the query log "
+          f"in {written:.1f} s), {args.shapes} shapes, {len(got)} suggestions")
     print(f"median of {args.runs} runs: {med:.2f} s ({args.statements / med:,.0f} statements/s;"
           f" target <= 10 s), runs: {', '.join(f'{t:.2f}' for t in times)}")
     for s in got[:3]:
