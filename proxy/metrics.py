@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from proxy.audit_log import decision_of
 from proxy.classify import Kind, classify
 from proxy.querylog_reasons import reason_class   # the query log's classes, one classifier
 from proxy.observe import BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent
@@ -130,11 +129,10 @@ class Metrics(Observer):
         self._child(self._operations, decision, ev.outcome.lower()).inc()
         self._child(self._statement, decision).observe(ev.duration_s)
         answered = decision in (REWRITTEN, SERVED)
-        datamaps = ev.datamaps or (self._from_note(ev) if answered else ())
-        if datamaps:
-            served = decision == SERVED or "served=local" in ev.note
+        if ev.datamaps:
+            served = decision == SERVED
             self._child(self._decisions, HIT, "").inc()
-            for dm in datamaps:
+            for dm in ev.datamaps:
                 label = _capped(dm, self._datamaps, MAX_DATAMAP_LABELS, OTHER_DATAMAP)
                 self._child(self._hits, label).inc()
                 if served:
@@ -148,13 +146,6 @@ class Metrics(Observer):
     def _is_query(ev: StatementEvent) -> bool:
         # the first words only (parse_limit 0): a regex, no sqlglot on the event loop
         return classify(ev.statement, ev.current_db, 0).kind is Kind.QUERY
-
-    @staticmethod
-    def _from_note(ev: StatementEvent) -> tuple[str, ...]:
-        """The datamaps of a hit whose event does not list them: the statement log's label
-        names them as the session saw them (bare in its current database)."""
-        db = (ev.current_db or "default").lower()
-        return tuple(n if "." in n else f"{db}.{n}" for n in decision_of(ev.note)[1])
 
     # -- exposition ------------------------------------------------------------------------
     def render(self) -> bytes:
