@@ -29,18 +29,6 @@ BYPASSED = "bypassed"       # not considered for a rewrite: rewriting off for th
 DECISIONS = (FORWARDED, REWRITTEN, SERVED, LOCAL, REFUSED, BYPASSED)
 
 
-def decision_kind(label: str) -> str:
-    """The statement log's label ("pass", "pass:stale:x", "rewrite:mv:x", "reject",
-    "datamap:explain", ...) -> one of DECISIONS. Served answers are told by the caller."""
-    if label.startswith("rewrite"):
-        return REWRITTEN
-    if label.startswith("pass"):
-        return FORWARDED
-    if label.startswith("reject"):
-        return REFUSED
-    return LOCAL
-
-
 @dataclass(frozen=True, slots=True)
 class StatementEvent:
     at: float                       # time.time() when ExecuteStatement arrived
