@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import platform
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
-from proxy.datamaps.listing import local_path
+from proxy.datamaps.listing import local_bytes
 from proxy.datamaps.records import SEG_SUCCESS, DatamapStatus
 
 log = logging.getLogger("proxy.metrics")
@@ -144,7 +143,7 @@ class DatamapCollector:
             failed = list(c.execute("SELECT db, name, COUNT(*) AS n FROM events WHERE "
                                     "kind = 'failed' GROUP BY db, name"))
         for key, paths in files.items():     # stat() outside the catalog's lock
-            self._sizes[key] = _bytes_of(paths)
+            self._sizes[key] = local_bytes(paths)
         now = self._clock()
         yield from _status_families(datamaps)
         yield from self._segment_families(datamaps, segments, base, now)
@@ -251,18 +250,3 @@ def _job_families(totals, last, failed) -> Iterator:
     for r in failed:
         failures.add_metric([f"{r['db']}.{r['name']}"], r["n"])
     yield failures
-
-
-def _bytes_of(files: list[str]) -> int | None:
-    """Total size of `files`, None when one is not on a local file system; a file gone
-    meanwhile (a superseded segment's cleanup) counts 0."""
-    total = 0
-    for f in files:
-        path = local_path(f)
-        if path is None:
-            return None
-        try:
-            total += os.stat(path).st_size
-        except OSError:
-            pass
-    return total

@@ -8,12 +8,11 @@ datamap_usage, datamap_totals); None when [querylog] enabled = false.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.datamaps.listing import local_path
+from proxy.datamaps.listing import local_bytes
 from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
 
 USAGE_WINDOW_S = 24 * 3600.0
@@ -65,23 +64,10 @@ def _summary(catalog, rec: DatamapRecord, off, totals) -> Summary:
     return Summary(
         rec.db, rec.name, str(rec.status), rec.status_reason, rec.qualified not in off,
         len(visible), sum(r for r in rows if r is not None) if rows else None,
-        size_of(f for s in visible for f in s.files),
+        local_bytes(f for s in visible for f in s.files),
         max((s.load_start for s in visible), default=None),
         sum(len(v) for v in catalog.pending_base_segments(rec.db, rec.name).values()),
         catalog.unavailable_reason(rec.db, rec.name), hits, saved)
-
-
-def size_of(files) -> int | None:
-    total = 0
-    for f in files:
-        path = local_path(f)
-        if path is None:
-            return None
-        try:
-            total += os.path.getsize(path)
-        except OSError:          # compacted away since the catalog read: not counted
-            pass
-    return total
 
 
 def detail(catalog, querylog, qualified: str, now: float | None = None) -> Detail | None:
@@ -97,7 +83,7 @@ def detail(catalog, querylog, qualified: str, now: float | None = None) -> Detai
         usage = usage_buckets(querylog, rec.qualified, now)
         answered = querylog.recent(20, datamap=rec.qualified)
     segments = catalog.segments(db, name)
-    sizes = {g.id: size_of(g.files) for g in segments if g.visible}
+    sizes = {g.id: local_bytes(g.files) for g in segments if g.visible}
     return Detail(summary, rec, segments, catalog.events(db, name)[::-1], usage, answered,
                   sizes)
 

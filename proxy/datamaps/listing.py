@@ -45,6 +45,21 @@ def local_path(uri: str) -> str | None:
     return None
 
 
+def local_bytes(files) -> int | None:
+    """Total size of `files`, None when one is not on a local file system; a file gone
+    meanwhile (a superseded segment's cleanup, a compaction) counts 0."""
+    total = 0
+    for f in files:
+        path = local_path(f)
+        if path is None:
+            return None
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    return total
+
+
 @dataclass
 class _Dir:
     mtime_ns: int
