@@ -1,77 +1,20 @@
-"""In-memory stand-ins for the query log and the advisor readers (proxy/querylog.py,
-proxy/advisor.py: the shared API), for page tests of pure rendering logic."""
+"""Test data for the console: query-log entries as the real LoggedQuery (proxy/querylog.py)
+with defaults, and an in-memory advisor (its planning needs sampled statistics; its
+answers are proxy/advisor.py's Suggestion)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Logged:
-    id: int
-    at: float
-    user: str
-    client: str
-    statement: str
-    decision: str
-    datamaps: tuple[str, ...] = ()
-    why_not: tuple[tuple[str, str], ...] = ()
-    reason_class: str | None = None
-    duration_s: float = 0.1
-    rows: int | None = 3
-    outcome: str = "FINISHED"
-    sqlstate: str | None = None
-    session_id: str = "s"
-    shape_hash: str = "0" * 16
-    shape: str = ""
-    current_db: str = "default"
-    tables: tuple[str, ...] = ()
-    saved_s: float | None = None
+from proxy.querylog import LoggedQuery
 
 
-@dataclass
-class FakeQueryLog:
-    entries: list[Logged] = field(default_factory=list)
-    asked: list[dict] = field(default_factory=list)
-
-    def recent(self, limit=100, *, user=None, decision=None, datamap=None):
-        self.asked.append({"limit": limit, "user": user, "decision": decision,
-                           "datamap": datamap})
-        out = [q for q in sorted(self.entries, key=lambda q: -q.at)
-               if user in (None, q.user) and decision in (None, q.decision)
-               and (datamap is None or datamap in q.datamaps)]
-        return out[:limit]
-
-    def datamap_usage(self, since, bucket_s):
-        buckets: dict[tuple[float, str], list] = {}
-        for q in self.entries:
-            if q.at < since:
-                continue
-            for dm in q.datamaps:
-                b = buckets.setdefault((since + (q.at - since) // bucket_s * bucket_s, dm), [0, 0.0])
-                b[0] += 1
-                b[1] += q.saved_s or 0.0
-        return [(b, dm, h, s) for (b, dm), (h, s) in sorted(buckets.items())]
-
-    def datamap_totals(self):
-        out: dict[str, tuple[int, float]] = {}
-        for q in self.entries:
-            for dm in q.datamaps:
-                h, s = out.get(dm, (0, 0.0))
-                out[dm] = (h + 1, s + (q.saved_s or 0.0))
-        return out
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    kind: str
-    datamap: str
-    sql: str
-    queries: int
-    base_seconds: float
-    est_saving_s: float
-    est_rows: int | None
-    est_maintenance_s: float | None
-    reason: str
+def logged(id: int, at: float, user: str, client: str, statement: str, decision: str,
+           datamaps: tuple[str, ...] = (), *, why_not: tuple = (), reason_class: str | None = None,
+           duration_s: float = 0.1, rows: int | None = 3, outcome: str = "FINISHED",
+           sqlstate: str | None = None, saved_s: float | None = None) -> LoggedQuery:
+    return LoggedQuery(id, at, user, client, "s", "0" * 16, "", statement, "default", (),
+                       decision, datamaps, why_not, reason_class, duration_s, rows, outcome,
+                       sqlstate, saved_s)
 
 
 @dataclass

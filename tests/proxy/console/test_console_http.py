@@ -1,7 +1,7 @@
 """The console over real HTTP on loopback, in-process: a real ProxyServer (not listening:
 its authenticator, login throttle and audit log), a real catalog and DatamapService (no
-Spark: the actions here are the catalog-only rewrite switch), the query log and advisor
-as in-memory readers. Checks sign-in, cookies, CSRF, escaping, routing and the audit."""
+Spark: the actions here are the catalog-only rewrite switch), a real query log on that
+catalog fed statement events, an in-memory advisor. Checks sign-in, cookies, CSRF, escaping, routing and the audit."""
 from __future__ import annotations
 
 import asyncio
@@ -17,10 +17,14 @@ import pytest
 
 from proxy import auth
 from proxy.config import ConsoleSettings, ServerSettings, Settings
+from proxy.advisor import Suggestion
+from proxy.config import QueryLogSettings
 from proxy.console import start_console
+from proxy.observe import StatementEvent
+from proxy.querylog import QueryLog
 from proxy.router import Router
 from proxy.server import ProxyServer
-from tests.proxy.console.fakes import FakeAdvisor, FakeQueryLog, Logged, Suggestion
+from tests.proxy.console.fakes import FakeAdvisor
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.proxy.test_http_spnego import Acceptor, negotiate
 
@@ -96,11 +100,18 @@ def _csrf(page: str) -> str:
 def test_sign_in_pages_and_the_rewrite_switch(tmp_path, service, users):
     add_datamap(service, SCHEMAS, "db1", "agg", AGG)
     now = time.time()
-    log = FakeQueryLog([
-        Logged(1, now - 5, "bob", "Tableau", "SELECT country, sum(qty) FROM sales GROUP BY 1",
-               "rewritten", ("db1.agg",), saved_s=2.5),
-        Logged(2, now - 3, "eve<script>", "x", "SELECT * FROM t -- password=hunter2", "forwarded", why_not=(("db1.agg", "columns: no <b>qty2"),),
-               reason_class="columns")])
+    log = QueryLog(service.catalog.path, QueryLogSettings())
+    hit = "SELECT country, sum(qty) FROM sales GROUP BY 1"
+    for ev in [   # the base tables took 10 s, the datamap 7.5 s: 2.5 s saved
+            StatementEvent(now - 9, "s1", "bob", "Excel", hit, "db1", "forwarded",
+                           duration_s=10.0),
+            StatementEvent(now - 5, "s1", "bob", "Tableau", hit, "db1", "rewritten",
+                           ("db1.agg",), duration_s=7.5),
+            StatementEvent(now - 3, "s2", "eve<script>", "x",
+                           "SELECT * FROM t -- password=hunter2", "db1", "forwarded",
+                           why_not=(("db1.agg", "columns: no <b>qty2"),))]:
+        log.statement(ev)
+    log.flush()
     advisor = FakeAdvisor([Suggestion("create", "sug_1", "CREATE DATAMAP sug_1 AS SELECT 1",
                                       7, 12.0, 10.0, 40, 1.5, "answers 7 queries")])
     console = Running(_settings(tmp_path, users_file=str(users)), service, log, advisor)
@@ -133,7 +144,9 @@ def test_sign_in_pages_and_the_rewrite_switch(tmp_path, service, users):
         resp, page = console.request("GET", "/queries?decision=forwarded", cookie=cookie)
         assert "eve&lt;script&gt;" in page and "<script>" not in page
         assert "hunter2" not in page and "columns" in page and "no &lt;b&gt;qty2" in page
-        assert log.asked[-1]["decision"] == "forwarded"
+        assert "Excel" in page and "Tableau" not in page       # the decision filter
+        resp, page = console.request("GET", "/queries?datamap=agg&user=bob", cookie=cookie)
+        assert "Tableau" in page and "Excel" not in page and "eve" not in page
         resp, page = console.request("GET", "/suggestions", cookie=cookie)
         assert "CREATE DATAMAP sug_1 AS SELECT 1" in page and "answers 7 queries" in page
 
@@ -168,6 +181,7 @@ def test_sign_in_pages_and_the_rewrite_switch(tmp_path, service, users):
         assert resp.status == 303 and "Max-Age=0" in resp.getheader("Set-Cookie")
     finally:
         console.close()
+        log.close()
     lines = [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
     acts = [x for x in lines if x["event"] == "console_action"]
     assert [(a["outcome"], a["user"], a["statement"]) for a in acts] == [
@@ -222,7 +236,8 @@ def test_wrong_passwords_count_in_the_proxys_lockout(tmp_path, service, users):
 
 
 def test_nosasl_needs_no_sign_in(tmp_path, service):
-    console = Running(_settings(tmp_path, auth="nosasl"), service, FakeQueryLog(), FakeAdvisor())
+    log = QueryLog(service.catalog.path)
+    console = Running(_settings(tmp_path, auth="nosasl"), service, log, FakeAdvisor())
     try:
         resp, page = console.request("GET", "/datamaps")
         assert resp.status == 200 and "signed in as <b>anonymous</b>" in page
@@ -230,6 +245,7 @@ def test_nosasl_needs_no_sign_in(tmp_path, service):
         assert console.request("GET", "/login")[0].status == 303
     finally:
         console.close()
+        log.close()
 
 
 def test_kerberos_signs_in_by_spnego(tmp_path, service):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from proxy.console import chart, pages, pages_log
 from proxy.console.actions import ActionRecord, statement
 from proxy.console.views import Detail, Summary, usage_buckets
+from proxy.advisor import Suggestion
 from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
-from tests.proxy.console.fakes import FakeQueryLog, Logged, Suggestion
+from proxy.querylog import QueryLog
+from tests.proxy.console.fakes import logged
 
 EVIL = '<img src=x onerror="alert(1)">'
 
@@ -37,7 +39,7 @@ def test_datamap_page_sections():
     seg = DatamapSegment("db1", "agg", "0", ("file:/w/a.parquet",), 5, {"db1.sales": ("0", "1")},
                          True, "SUCCESS", False, 1000.0, 1.25, "built")
     usage = [(0.0, 0, 0.0), (3600.0, 4, 2.5)]
-    q = Logged(1, 1000.0, "bob", "Superset", f"SELECT '{EVIL}' -- password=hunter2", "served",
+    q = logged(1, 1000.0, "bob", "Superset", f"SELECT '{EVIL}' -- password=hunter2", "served",
                ("db1.agg",))
     act = ActionRecord(7, 1000.0, "ann", "db1.agg", "rebuild", "REBUILD DATAMAP db1.agg",
                        state="failed", sqlstate="HY000", message=EVIL, ended=1001.0)
@@ -62,7 +64,7 @@ def test_confirm_page_posts_the_token():
 
 
 def test_queries_and_suggestions_pages():
-    q = Logged(1, 1.0, EVIL, EVIL, "SELECT 1 -- password=hunter2", "forwarded",
+    q = logged(1, 1.0, EVIL, EVIL, "SELECT 1 -- password=hunter2", "forwarded",
                why_not=(("db1.agg", EVIL),), reason_class="grouping", sqlstate="42000",
                outcome="ERROR")
     html = pages_log.queries([q], user="ann", csrf="t", filters={"user": EVIL, "decision": "forwarded"})
@@ -83,12 +85,15 @@ def test_login_pages():
     assert "SPNEGO" in pages.login(kerberos=True) and "password" not in pages.login(kerberos=True)
 
 
-def test_usage_buckets_fill_the_window():
+def test_usage_buckets_fill_the_window(tmp_path):
     now = 10 * 3600.0 + 5
-    log = FakeQueryLog([Logged(1, now - 10, "u", "", "", "rewritten", ("db1.agg",), saved_s=2.0),
-                        Logged(2, now - 3700, "u", "", "", "served", ("db1.agg",), saved_s=1.0),
-                        Logged(3, now - 20, "u", "", "", "served", ("db1.other",))])
+    log = QueryLog(str(tmp_path / "catalog.db"))
+    log.write_many([logged(1, now - 10, "u", "", "", "rewritten", ("db1.agg",), saved_s=2.0),
+                    logged(2, now - 3700, "u", "", "", "served", ("db1.agg",), saved_s=1.0),
+                    logged(3, now - 20, "u", "", "", "served", ("db1.other",)),
+                    logged(4, now - 30, "u", "", "", "served", ("db1.agg",), outcome="ERROR")])
     got = usage_buckets(log, "db1.agg", now, window_s=4 * 3600.0)
+    log.close()
     assert [g[0] for g in got] == [7 * 3600.0, 8 * 3600.0, 9 * 3600.0, 10 * 3600.0]
     assert [(h, s) for _, h, s in got] == [(0, 0.0), (1, 1.0), (1, 2.0), (0, 0.0)]
 
