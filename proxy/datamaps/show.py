@@ -1,6 +1,6 @@
 """Result sets of SHOW DATAMAP and SHOW SEGMENTS, with exactly contract.md's columns.
 
-SHOW DATAMAP's last column, Status Reason, was added after CarbonData's six: why a
+SHOW DATAMAP's seventh column, Status Reason, was added after CarbonData's six: why a
 DISABLED datamap is disabled (e.g. `audit mismatch on <digest> at <time> UTC`), empty
 when it is ENABLED. Depends On, added after it, names the datamaps whose tables the
 datamap reads (a datamap on datamaps: docs/stacked.md) and whether they let it be fresh,
