@@ -15,6 +15,9 @@ from typing import Iterable
 
 # answered from a datamap (the query log's decisions, proxy/observe.py)
 ANSWERED = frozenset({"rewritten", "served"})
+# a datamap answer counts as a hit when it came back, as the query log's datamap_usage and
+# datamap_totals (the console's and the metrics' hits and time saved) count them
+HIT_OUTCOMES = frozenset({"FINISHED", "CLOSED"})
 # reason classes (the query log's) a new or extended datamap may fix; the others
 # (disabled, stale, unsupported, bypassed, other) are not the definition's fault
 FIXABLE = frozenset({"no_datamap", "columns", "filters", "grouping", "aggregates", "joins"})
@@ -74,6 +77,8 @@ def fold(entries: Iterable) -> list[Shape]:
         sh.count += 1
         sh.seconds += d
         if decision in ANSWERED:
+            if getattr(e, "outcome", "FINISHED") not in HIT_OUTCOMES:
+                continue
             sh.answered += 1
             sh.answered_seconds += d
             for dm in e.datamaps or ():

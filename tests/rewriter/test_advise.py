@@ -38,6 +38,7 @@ class Logged:
     reason_class: str | None = "no_datamap"
     shape_hash: str | None = None
     saved_s: float | None = None
+    outcome: str = "FINISHED"
 
 
 def Sizes(ndv=None):
@@ -59,11 +60,14 @@ def test_shapes_fold_literals_and_keep_one_statement():
     a = f"SELECT dim.region, sum(amt) AS t {J} WHERE dim.cat = 'x' AND q > 3 GROUP BY 1"
     b = a.replace("'x'", "'y'").replace("3", "42")
     assert shape_of(a)[1] == shape_of(b.upper().replace("  ", " "))[1]
+    failed = Logged(a, 0.5, decision="served", datamaps=("s.dm",), saved_s=1.0, outcome="ERROR")
     shapes = fold(log((a, 3, 2.0), (b, 2, 1.0)) + [Logged(a, 9.0, decision="rewritten",
-                                                        datamaps=("s.dm",))])
+                                                        datamaps=("s.dm",)), failed])
     assert len(shapes) == 1
     sh = shapes[0]
-    assert (sh.count, sh.base_count, sh.answered, sh.datamaps) == (6, 5, 1, {"s.dm": 1})
+    # a failed answer is no hit (as the query log's usage and totals count them)
+    assert (sh.count, sh.base_count, sh.answered, sh.datamaps) == (7, 5, 1, {"s.dm": 1})
+    assert sh.saved == {}
     assert sh.base_seconds == pytest.approx(8.0) and sh.statement == a
 
 
