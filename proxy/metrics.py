@@ -132,7 +132,10 @@ class Metrics(Observer):
         if ev.datamaps:
             served = decision == SERVED
             self._child(self._decisions, HIT, "").inc()
-            for dm in ev.datamaps:
+            # a datamap's hits are its answers, as the query log counts them for the
+            # console and datamap_saved_seconds: a statement that failed is none
+            answers = ev.datamaps if ev.outcome in ("FINISHED", "CLOSED") else ()
+            for dm in answers:
                 label = _capped(dm, self._datamaps, MAX_DATAMAP_LABELS, OTHER_DATAMAP)
                 self._child(self._hits, label).inc()
                 if served:
