@@ -9,6 +9,7 @@ import time
 import pytest
 
 from proxy import auth, config
+from proxy.observe import Observer
 from proxy.router import Local, LocalResult, PassThrough, Rewrite, Router
 from proxy.server import ProxyServer
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -127,8 +128,20 @@ async def test_users_file_plain(gw_sts, tmp_path):
         await srv.shutdown(grace=5)
 
 
+class Recorder(Observer):
+    def __init__(self):
+        self.events = []
+
+    def statement(self, ev):
+        self.events.append(ev)
+
+
 async def test_idle_operation_timeout_closes_finished_operations(gw_sts):
+    """Statements the client never closes still reach the query log (their event comes at
+    close): when the idle operation is reaped, and when the session closes."""
     srv, host, port = await _start(_settings(gw_sts, idle_operation_timeout=1.0), Router())
+    recorder = Recorder()
+    srv.service.observers.add(recorder)
     try:
         def client():
             c = Raw(host, port)
@@ -137,11 +150,15 @@ async def test_idle_operation_timeout_closes_finished_operations(gw_sts):
             time.sleep(3.5)
             st = c.call("GetOperationStatus", T.TGetOperationStatusReq(operationHandle=r.operationHandle))
             assert "Invalid OperationHandle" in st.status.errorMessage
+            assert [e.statement for e in recorder.events] == ["select 1"]      # reaped
             assert c.execute("select 2").status.statusCode == 0      # the session lives on
             c.close()
         await asyncio.to_thread(client)
     finally:
         await srv.shutdown(grace=5)
+    reaped, closed = recorder.events
+    assert (reaped.outcome, closed.statement, closed.outcome) == ("FINISHED", "select 2",
+                                                                   "FINISHED")
 
 
 async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
@@ -184,15 +201,6 @@ async def test_statement_events(gw_sts):
     """The statement events the query log records (proxy/observe.py, proxy/calls/facts.py):
     decision, datamaps, rows sent (counted in Spark's relayed bytes; a re-read from the
     first row counts once), and the duration to the statement's end, not to its close."""
-    from proxy.observe import Observer
-
-    class Recorder(Observer):
-        def __init__(self):
-            self.events = []
-
-        def statement(self, ev):
-            self.events.append(ev)
-
     async def local(upstream):
         return LocalResult(columns=[("x", "int")], rows=[(1,), (2,), (3,)])
 
