@@ -76,17 +76,19 @@ def fold(entries: Iterable) -> list[Shape]:
         d = float(e.duration_s or 0.0)
         sh.count += 1
         sh.seconds += d
-        if decision in ANSWERED:
+        # "rewritten" with no datamap (timeseries() translated, index-pruned files) read the
+        # base tables all the same
+        if decision in ANSWERED and e.datamaps:
             if getattr(e, "outcome", "FINISHED") not in HIT_OUTCOMES:
                 continue
             sh.answered += 1
             sh.answered_seconds += d
-            for dm in e.datamaps or ():
+            for dm in e.datamaps:
                 sh.datamaps[dm] = sh.datamaps.get(dm, 0) + 1
                 if getattr(e, "saved_s", None) is not None:
                     sh.saved[dm] = sh.saved.get(dm, 0.0) + e.saved_s
             continue
-        if decision != "forwarded":       # rewriting was off: no datamap would have helped
+        if decision == "bypassed":        # rewriting was off: no datamap would have helped
             continue
         sh.base_count += 1
         sh.base_seconds += d

@@ -61,14 +61,15 @@ def test_shapes_fold_literals_and_keep_one_statement():
     b = a.replace("'x'", "'y'").replace("3", "42")
     assert shape_of(a)[1] == shape_of(b.upper().replace("  ", " "))[1]
     failed = Logged(a, 0.5, decision="served", datamaps=("s.dm",), saved_s=1.0, outcome="ERROR")
+    pruned = Logged(a, 4.0, decision="rewritten")     # files pruned: still the base tables
     shapes = fold(log((a, 3, 2.0), (b, 2, 1.0)) + [Logged(a, 9.0, decision="rewritten",
-                                                        datamaps=("s.dm",)), failed])
+                                                        datamaps=("s.dm",)), failed, pruned])
     assert len(shapes) == 1
     sh = shapes[0]
     # a failed answer is no hit (as the query log's usage and totals count them)
-    assert (sh.count, sh.base_count, sh.answered, sh.datamaps) == (7, 5, 1, {"s.dm": 1})
+    assert (sh.count, sh.base_count, sh.answered, sh.datamaps) == (8, 6, 1, {"s.dm": 1})
     assert sh.saved == {}
-    assert sh.base_seconds == pytest.approx(8.0) and sh.statement == a
+    assert sh.base_seconds == pytest.approx(12.0) and sh.statement == a
 
 
 def test_profile_needs_grouping_filter_columns_and_partials():
