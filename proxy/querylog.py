@@ -21,8 +21,8 @@ Time saved by a datamap answer: the median duration of the same shape when the b
 tables answered it (the latest BASE_SAMPLES such entries), minus this answer's; None
 while that shape was never answered from the base tables.
 
-A reader (`QueryLog.reader(location)`, e.g. in tests or `datamap-proxy advise`) opens the
-same table without a writer.
+A reader (`QueryLog.reader(location)`, e.g. a test of the running proxy's log) opens the
+same table without a writer (`datamap-proxy advise` asks the proxy over HiveServer2).
 """
 from __future__ import annotations
 

@@ -176,9 +176,6 @@ class QueryStore:
             "SELECT at, datamaps, saved_s FROM query_log WHERE at >= ? AND datamaps <> '[]' "
             "AND outcome IN ('FINISHED', 'CLOSED')", (since,))
 
-    def count(self) -> int:
-        return self.reader.read("SELECT count(*) FROM query_log")[0][0]
-
 
 def _names(wanted: str, datamaps: tuple[str, ...]) -> bool:
     """`wanted` ("db.name", or a bare name in any database) is one of `datamaps`."""
