@@ -136,12 +136,19 @@ class Recorder(Observer):
         self.events.append(ev)
 
 
+async def _recorded(settings, router):
+    """_start, with a Recorder of the statement events observing the protocol Service."""
+    srv, host, port = await _start(settings, router)
+    recorder = Recorder()
+    srv.service.observers.add(recorder)
+    return srv, host, port, recorder
+
+
 async def test_idle_operation_timeout_closes_finished_operations(gw_sts):
     """Statements the client never closes still reach the query log (their event comes at
     close): when the idle operation is reaped, and when the session closes."""
-    srv, host, port = await _start(_settings(gw_sts, idle_operation_timeout=1.0), Router())
-    recorder = Recorder()
-    srv.service.observers.add(recorder)
+    srv, host, port, recorder = await _recorded(_settings(gw_sts, idle_operation_timeout=1.0),
+                                                Router())
     try:
         def client():
             c = Raw(host, port)
@@ -214,9 +221,7 @@ async def test_statement_events(gw_sts):
             return PassThrough(why_not=(("db.agg", "column id is not in datamap agg"),))
         return None
 
-    srv, host, port = await _start(_settings(gw_sts), Router(handlers=[handler]))
-    recorder = Recorder()
-    srv.service.observers.add(recorder)
+    srv, host, port, recorder = await _recorded(_settings(gw_sts), Router(handlers=[handler]))
     try:
         def client():
             c = Raw(host, port)
