@@ -4,14 +4,15 @@ Query-log entries (proxy/querylog.py's LoggedQuery, or any object with its field
 folded per shape hash, so 100,000 statements cost what their few hundred shapes cost: the
 count, the seconds they took, how many were answered from a datamap, and one
 representative statement (with its literals) that the rewriter is asked about.
-`shape_of` gives a shape and its hash to callers whose log has none.
+An entry without a shape hash is shaped here as the query log shapes statements
+(rewriter/shape.py).
 """
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Iterable
+
+from rewriter.shape import shape_of
 
 # answered from a datamap (the query log's decisions, proxy/observe.py)
 ANSWERED = frozenset({"rewritten", "served"})
@@ -49,18 +50,6 @@ class Shape:
         return self.answered_seconds / self.answered if self.answered else None
 
 
-_STRING = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"")
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?\b")
-_SPACE = re.compile(r"\s+")
-
-
-def shape_of(statement: str) -> tuple[str, str]:
-    """(shape, 16-hex hash): literals -> ?, whitespace and case folded."""
-    s = _NUMBER.sub("?", _STRING.sub("?", statement))
-    s = _SPACE.sub(" ", s).strip().rstrip(";").strip().lower()
-    return s, hashlib.blake2b(s.encode(), digest_size=8).hexdigest()
-
-
 def fold(entries: Iterable) -> list[Shape]:
     """Entries -> shapes (queries only: decisions forwarded, rewritten, served, bypassed)."""
     shapes: dict[tuple[str, str], Shape] = {}
@@ -68,7 +57,7 @@ def fold(entries: Iterable) -> list[Shape]:
         decision = e.decision
         if decision not in ("forwarded", "rewritten", "served", "bypassed"):
             continue
-        h = getattr(e, "shape_hash", None) or shape_of(e.statement)[1]
+        h = getattr(e, "shape_hash", None) or shape_of(e.statement, e.current_db).hash
         key = (h, e.current_db)
         sh = shapes.get(key)
         if sh is None:

@@ -13,8 +13,9 @@ from rewriter import DatamapIndex, compile_datamap
 from rewriter.advise import NO_GAIN, FixedSizes, plan, replay
 from rewriter.advise_extend import extensions
 from rewriter.advise_profile import profile
-from rewriter.advise_workload import fold, shape_of
+from rewriter.advise_workload import fold
 from rewriter.api import Candidate
+from rewriter.shape import shape_of
 
 SCHEMAS = {"s": {
     "sales": {"k": "int", "store": "int", "d": "date", "amt": "double", "q": "int",
@@ -59,7 +60,7 @@ def answers(proposal, statements):
 def test_shapes_fold_literals_and_keep_one_statement():
     a = f"SELECT dim.region, sum(amt) AS t {J} WHERE dim.cat = 'x' AND q > 3 GROUP BY 1"
     b = a.replace("'x'", "'y'").replace("3", "42")
-    assert shape_of(a)[1] == shape_of(b.upper().replace("  ", " "))[1]
+    assert shape_of(a, "s").hash == shape_of(b.upper().replace("  ", " "), "s").hash
     failed = Logged(a, 0.5, decision="served", datamaps=("s.dm",), saved_s=1.0, outcome="ERROR")
     pruned = Logged(a, 4.0, decision="rewritten")     # files pruned: still the base tables
     shapes = fold(log((a, 3, 2.0), (b, 2, 1.0)) + [Logged(a, 9.0, decision="rewritten",
