@@ -248,6 +248,19 @@ class HttpTransport:
             pass
 
 
+async def stop_listener(server, tasks: set, timeout: float = 5.0) -> None:
+    """Close a small HTTP listener of the proxy's (the console's, the metrics'): stop
+    accepting, cancel its connection tasks, and wait (at most `timeout`) for both."""
+    if server is not None:
+        server.close()
+    for t in list(tasks):
+        t.cancel()
+    if tasks:
+        await asyncio.wait(list(tasks), timeout=timeout)
+    if server is not None:
+        await asyncio.wait_for(server.wait_closed(), timeout)
+
+
 async def read_head(reader, buf: bytearray, limit: int) -> hw.Request | None:
     """The next request head read into `buf` (of at most `limit` bytes); None at a clean
     end of the connection. The web console reads its requests with it too."""

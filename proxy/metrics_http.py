@@ -17,6 +17,7 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from proxy.config import ConfigError, Settings
+from proxy.http import stop_listener
 from proxy.httpwire import HttpError, parse_head, response
 from proxy.metrics import Metrics
 
@@ -69,14 +70,7 @@ class MetricsEndpoint:
         return self.address
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        await stop_listener(self._server, self._tasks)
         await asyncio.to_thread(self._pool.shutdown, True)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -15,7 +15,7 @@ import logging
 from proxy import httpwire as hw
 from proxy.console.routes import HEADERS, ConsoleApp, Reply, html
 from proxy.console import pages
-from proxy.http import read_head
+from proxy.http import read_head, stop_listener
 from proxy.logsafe import safe
 
 log = logging.getLogger("proxy.console")
@@ -79,12 +79,7 @@ class ConsoleServer:
         return self.address
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5.0)
+        await stop_listener(self._server, self._tasks)
         await asyncio.to_thread(self.app.close)
 
     async def _accept(self, reader, writer) -> None:
