@@ -21,6 +21,14 @@ class ConfigError(ValueError):
     """A bad setting: names the source and the key."""
 
 
+def _as_duration(settings: Any, attr: str, key: str) -> None:
+    """A duration setting ("5m", "1d", 300) kept as its seconds (proxy/staleness.py)."""
+    try:
+        object.__setattr__(settings, attr, parse_duration(getattr(settings, attr), key))
+    except BadDuration as e:
+        raise ConfigError(str(e)) from None
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = "127.0.0.1"
@@ -148,11 +156,7 @@ class DatamapsSettings:
     max_staleness: str = "0"
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "max_staleness",
-                               parse_duration(self.max_staleness, "[datamaps] max_staleness"))
-        except BadDuration as e:
-            raise ConfigError(str(e)) from None
+        _as_duration(self, "max_staleness", "[datamaps] max_staleness")
 
     @property
     def max_staleness_s(self) -> float:
@@ -207,11 +211,7 @@ class QueryLogSettings:
     statement_bytes: int = 16384         # a statement's text is kept up to this size
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "retention",
-                               parse_duration(self.retention, "[querylog] retention"))
-        except BadDuration as e:
-            raise ConfigError(str(e)) from None
+        _as_duration(self, "retention", "[querylog] retention")
 
     @property
     def retention_s(self) -> float:
@@ -227,10 +227,7 @@ class AdvisorSettings:
     sample_rows: int = 100_000           # rows sampled per table to estimate a datamap's size
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "window", parse_duration(self.window, "[advisor] window"))
-        except BadDuration as e:
-            raise ConfigError(str(e)) from None
+        _as_duration(self, "window", "[advisor] window")
 
     @property
     def window_s(self) -> float:
