@@ -356,7 +356,10 @@ def main() -> int:
         # the same client over HTTP straight to Spark: what the HTTP client costs by itself
         sts_http = None if args.no_direct_http or args.only_big else start_sts(
             workdir / "sts-http", http=True)
-        proxy = start_proxy(workdir / "proxy", (sts.host, sts.port), http=True)
+        # (c)'s 200 sessions all come from loopback: over the per-address connection cap
+        # (100 by default), which is for real clients spread over many addresses
+        proxy = start_proxy(workdir / "proxy", (sts.host, sts.port), http=True, env={
+            "DATAMAP_PROXY_SERVER_MAX_CONNECTIONS_PER_ADDRESS": str(max(100, args.sessions + 10))})
         print(f"STS {sts.host}:{sts.port} pid {sts.pid}; proxy {proxy.host}:{proxy.port} "
               f"pid {proxy.pid}", flush=True)
         cpu0 = proxy.cpu_seconds()
