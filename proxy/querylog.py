@@ -260,6 +260,9 @@ class QueryLog(Observer):
         cls = reason_class(why_not, ev.decision == BYPASSED) if miss and tables else None
         saved = self._saved(digest, ev, miss)
         statement = _cut(redact(ev.statement), self.settings.statement_bytes)
+        # a shape from tokens keeps unquoted values (a URL's password), and any shape is as
+        # long as its statement: stored under the same rules (the hash is of the whole)
+        shape_text = _cut(redact(shape_text), self.settings.statement_bytes)
         return (ev.at, ev.user, ev.client, ev.session_id, digest, shape_text, statement,
                 ev.current_db, encode(tables), ev.decision, encode(ev.datamaps),
                 encode(why_not), cls, float(ev.duration_s), ev.rows, ev.outcome, ev.sqlstate,

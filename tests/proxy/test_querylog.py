@@ -235,3 +235,15 @@ def _entry(i: int, at: float | None = None) -> LoggedQuery:
 def test_entries_are_plain_data():
     e = _entry(1)
     assert dataclasses.replace(e, id=5).id == 5
+
+
+def test_shapes_are_redacted_and_bounded_too(qlog):
+    # a statement sqlglot does not parse is shaped from its tokens: an unquoted secret
+    # (a URL's password) is no literal there, and its shape is as long as the statement
+    qlog.statement(event(statement="ADD JAR hdfs://bob:hunter2@nn:8020/udf.jar",
+                         decision="forwarded"))
+    qlog.statement(event(statement="SELECT " + "x, " * 2000 + "y FROM s", decision="forwarded"))
+    qlog.flush()
+    long, jar = qlog.recent()
+    assert "hunter2" not in jar.shape and "hunter2" not in jar.statement
+    assert len(long.shape.encode()) < 240 and long.shape.endswith("bytes)")
