@@ -30,16 +30,18 @@ def fetched_rows(reply: bytes | bytearray | memoryview) -> int | None:
         pos = _field_of(reply, pos, 3, TType.STRUCT)          # TFetchResultsResp.results
         if pos is None:
             return None
+        rows = None       # an empty `rows` list with no columns after it: an empty page
         while True:                                           # TRowSet
             ftype = reply[pos]
             if ftype == TType.STOP:
-                return None
+                return rows
             _, fid = _field(reply, pos)
             pos += 3
             if fid == 2 and ftype == TType.LIST:              # rows: list<TRow>
                 _, count = _list(reply, pos)
                 if count:
                     return count
+                rows = 0
             elif fid == 3 and ftype == TType.LIST:            # columns: list<TColumn>
                 _, count = _list(reply, pos)
                 if count == 0:

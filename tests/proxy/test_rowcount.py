@@ -26,6 +26,8 @@ CASES = [
     ("empty columnar", T.TRowSet(startRowOffset=0, rows=[], columns=[
         T.TColumn(i32Val=T.TI32Column(values=[], nulls=b""))]), 0),
     ("no columns", T.TRowSet(startRowOffset=0, rows=[], columns=[]), 0),
+    # the last, empty page of a row-based result (protocols before V6): no columns field
+    ("empty row-based", T.TRowSet(startRowOffset=0, rows=[]), 0),
 ]
 
 
