@@ -290,4 +290,4 @@ class Advisor:
         maint = rows * per_row if rows is not None and per_row is not None else None
         return WhatIf(d.qualified, r.examined, r.hits, r.gained,
                       r.hits / r.examined if r.examined else 0.0, round(saving, 3), maint, rows,
-                      [(sh.statement, n) for sh, n in r.examples[:5]])
+                      [(sh.text, n) for sh, n in r.examples[:5]])

@@ -40,6 +40,7 @@ class Shape:
     datamaps: dict[str, int] = field(default_factory=dict)     # datamap -> hits
     saved: dict[str, float] = field(default_factory=dict)      # datamap -> logged saved_s
     missed_by: dict[str, str] = field(default_factory=dict)    # datamap -> why not (last)
+    text: str = ""               # the shape (literals -> ?): what is shown to users
 
     @property
     def base_mean_s(self) -> float:
@@ -57,11 +58,14 @@ def fold(entries: Iterable) -> list[Shape]:
         decision = e.decision
         if decision not in ("forwarded", "rewritten", "served", "bypassed"):
             continue
-        h = getattr(e, "shape_hash", None) or shape_of(e.statement, e.current_db).hash
-        key = (h, e.current_db)
+        h = getattr(e, "shape_hash", None)
+        shaped = None if h else shape_of(e.statement, e.current_db)
+        key = (h or shaped.hash, e.current_db)
         sh = shapes.get(key)
         if sh is None:
-            sh = shapes[key] = Shape(h, e.statement, e.current_db)
+            text = getattr(e, "shape", None) or (
+                shaped or shape_of(e.statement, e.current_db)).text
+            sh = shapes[key] = Shape(key[0], e.statement, e.current_db, text=text)
         d = float(e.duration_s or 0.0)
         sh.count += 1
         sh.seconds += d

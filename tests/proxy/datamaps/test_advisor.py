@@ -77,7 +77,7 @@ def test_suggestions_whatif_and_their_result_sets(service, qlog):
     assert "Hits: 10 (hit rate 100.0%)" in plan and "Gained: 10 (read the base tables " \
         "when logged)" in plan
     assert "Estimated maintenance: unknown (no build or refresh history in the catalog)" in plan
-    assert any(line.startswith("Example: 6 x SELECT dim.region") for line in plan)
+    assert any(line.startswith("Example: 6 x select dim.region") for line in plan)
     assert not any("hunter2" in line for line in plan)
 
 
@@ -174,3 +174,16 @@ def test_advise_command_errors_are_clean(tmp_path, capsys, quiet_proxy_logger):
     (tmp_path / "empty.sql").write_text("-- nothing\n;\n")
     assert cli.main(["advise", "--what-if", str(tmp_path / "empty.sql")]) == 2
     assert "holds no statement" in capsys.readouterr().err
+
+
+def test_whatif_examples_are_shapes_without_other_users_literals(service, qlog):
+    # any SQL user may run EXPLAIN WHATIF: its examples are the logged shapes (literals ->
+    # ?), never a statement of someone else with the values it filtered on
+    seen(qlog, f"SELECT dim.region, sum(amt) AS t {J} WHERE dim.cat = 'ann-private' "
+               "GROUP BY dim.region", 3)
+    advisor = Advisor(service, qlog, AdvisorSettings(), sizes=Sizes())
+    w = advisor.what_if(f"CREATE DATAMAP w AS SELECT dim.region, dim.cat, sum(amt) AS t {J} "
+                        "GROUP BY dim.region, dim.cat", "s")
+    assert w.hits == 3
+    [(example, n)] = w.examples
+    assert n == 3 and "ann-private" not in example and "dim.cat = ?" in example
