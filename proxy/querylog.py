@@ -52,6 +52,7 @@ WRITE_EVERY_S = 0.2         # an event is in the table within about this long
 RETAIN_EVERY_S = 60.0       # retention runs this often (and at start)
 BASE_SAMPLES = 16           # base-table durations kept per shape for saved_s
 SHAPES_KEPT = 10_000        # shapes whose base durations are kept in memory
+CLIENT_BYTES = 256          # a client tool's name is the client's text, stored per statement
 _NOT_LOGGED = (Kind.SET, Kind.SET_REWRITE, Kind.USE)
 # statements that only look at metadata, as the metadata calls do (proxy SQL such as
 # SHOW DATAMAP is Kind.DATAMAP, and logged)
@@ -263,7 +264,7 @@ class QueryLog(Observer):
         # a shape from tokens keeps unquoted values (a URL's password), and any shape is as
         # long as its statement: stored under the same rules (the hash is of the whole)
         shape_text = _cut(redact(shape_text), self.settings.statement_bytes)
-        return (ev.at, ev.user, ev.client, ev.session_id, digest, shape_text, statement,
+        return (ev.at, ev.user, _cut(ev.client, CLIENT_BYTES), ev.session_id, digest, shape_text, statement,
                 ev.current_db, encode(tables), ev.decision, encode(ev.datamaps),
                 encode(why_not), cls, float(ev.duration_s), ev.rows, ev.outcome, ev.sqlstate,
                 saved)

@@ -247,3 +247,12 @@ def test_shapes_are_redacted_and_bounded_too(qlog):
     long, jar = qlog.recent()
     assert "hunter2" not in jar.shape and "hunter2" not in jar.statement
     assert len(long.shape.encode()) < 240 and long.shape.endswith("bytes)")
+
+
+def test_the_client_tool_name_is_bounded(qlog):
+    # ApplicationName is whatever the client sends (SetClientInfo, OpenSession), stored
+    # again with every statement of the session
+    qlog.statement(event(client="T" * 100_000))
+    qlog.flush()
+    [e] = qlog.recent()
+    assert e.client.startswith("TTT") and len(e.client.encode()) < 300
