@@ -195,7 +195,10 @@ class CookieSigner:
     def user(self, value: str) -> str | None:
         """The user a cookie value vouches for, or None (forged, expired, malformed)."""
         payload, sep, sig = value.rpartition("&s=")
-        if not sep or not hmac.compare_digest(self._sign(payload), sig):
+        # as bytes: compare_digest raises TypeError on non-ASCII text, and the cookie is
+        # whatever the client sent
+        if not sep or not hmac.compare_digest(self._sign(payload).encode(),
+                                              sig.encode("utf-8", "replace")):
             return None
         fields = dict(p.partition("=")[::2] for p in payload.split("&"))
         try:

@@ -63,7 +63,8 @@ class Login:
         return self.signer.derive("csrf", who.cookie)
 
     def csrf_ok(self, who: Who, token: str) -> bool:
-        return bool(token) and hmac.compare_digest(self.csrf(who), token)
+        return bool(token) and hmac.compare_digest(   # bytes: the token is the client's text
+            self.csrf(who).encode(), token.encode("utf-8", "replace"))
 
     async def password(self, peer: str, user: str, password: str) -> str | None:
         """None when the user may sign in, else why not (the proxy's login path)."""

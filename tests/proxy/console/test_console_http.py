@@ -265,3 +265,17 @@ def test_kerberos_signs_in_by_spnego(tmp_path, service):
         assert console.request("GET", "/queries", cookie=cookie)[0].status == 200
     finally:
         console.close()
+
+
+def test_non_ascii_cookie_or_token_is_refused_not_an_error(tmp_path, service, users):
+    # hmac.compare_digest raises TypeError on non-ASCII text: a forged cookie or form
+    # token was a 500 with a traceback in the log instead of "not signed in" / 403
+    console = Running(_settings(tmp_path, users_file=str(users)), service)
+    try:
+        resp, _ = console.request("GET", "/datamaps", cookie="datamap_console=cu=ann&e=9999999999&s=\xe9")
+        assert resp.status == 303 and resp.getheader("Location") == "/login"
+        cookie = _sign_in(console).split(";")[0]
+        resp, page = console.request("POST", "/logout", cookie=cookie, form={"csrf": "\xe9"})
+        assert resp.status == 403 and "token does not match" in page
+    finally:
+        console.close()
