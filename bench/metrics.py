@@ -25,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from timing import per_call_us  # noqa: E402  (bench/timing.py)
 from proxy.datamaps.catalog import Catalog  # noqa: E402
 from proxy.metrics import Metrics  # noqa: E402
 from proxy.metrics_collect import DatamapCollector  # noqa: E402
@@ -42,16 +43,6 @@ EVENTS = [
                    statement="INSERT INTO sales VALUES ('eu', 1)", decision="forwarded",
                    duration_s=3.0),
 ]
-
-
-def per_call_us(fn, n: int, reps: int) -> float:
-    rounds = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for i in range(n):
-            fn(i)
-        rounds.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(rounds)
 
 
 def populate(c: Catalog, datamaps: int, files_dir: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from timing import per_call_us  # noqa: E402  (bench/timing.py)
 from proxy.config import QueryLogSettings  # noqa: E402
 from proxy.observe import Observers, StatementEvent  # noqa: E402
 from proxy.querylog import LoggedQuery, QueryLog  # noqa: E402
@@ -59,17 +60,6 @@ def reply(rows: int) -> bytes:
         results=T.TRowSet(startRowOffset=0, rows=[], columns=cols)))
 
 
-def per_call(fn, runs: int, repeats: int = 7) -> float:
-    """Median over `repeats` of the mean time of one call, in µs."""
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for i in range(runs):
-            fn(i)
-        samples.append((time.perf_counter() - t0) / runs * 1e6)
-    return statistics.median(samples)
-
-
 def percentiles(fn, runs: int) -> tuple[float, float]:
     """p50 and p99 of single calls, in µs (each timed alone: includes ~0.1 µs of timer)."""
     times = []
@@ -92,7 +82,7 @@ def hot_path(tmp: Path, runs: int) -> None:
                 at=0.0, session_id="s1", user="u", client="", statement=texts[i % 1000],
                 current_db="shop", decision="forwarded", duration_s=1.0, rows=10,
                 outcome="FINISHED"))
-        us = per_call(one, runs)
+        us = per_call_us(one, runs)
         p50, p99 = percentiles(one, runs)
         print(f"hot path, per statement (event + enqueue, writer busy): {us:8.2f} µs "
               f"(single calls: p50 {p50:.2f} µs, p99 {p99:.2f} µs)")
@@ -101,7 +91,7 @@ def hot_path(tmp: Path, runs: int) -> None:
         qlog.close()
     for rows in (1000, 10000):
         data = reply(rows)
-        us = per_call(lambda i: fetched_rows(data), runs)
+        us = per_call_us(lambda i: fetched_rows(data), runs)
         p50, p99 = percentiles(lambda i: fetched_rows(data), runs)
         print(f"hot path, per fetch (row count of a {rows:>5}-row reply, "
               f"{len(data) // 1024:>4} KB):    {us:8.2f} µs (p50 {p50:.2f}, p99 {p99:.2f})")
