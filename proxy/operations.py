@@ -74,7 +74,6 @@ class Operation:
     error: Any = None                     # TStatus describing the failure (ERROR state)
     result: Any = None                    # proxy.results.LocalRowSource for local results
     decision: str = "pass"                # for the statement log line
-    created: float = field(default_factory=time.monotonic)
     last_access: float = field(default_factory=time.monotonic)
     task: Any = None                      # asyncio.Task running a local/hooked operation
     client_handle: Any = None             # TOperationHandle the client holds
