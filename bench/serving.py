@@ -22,6 +22,7 @@
   cached too.
 
     python bench/serving.py [--scale 1] [--data-dir DIR] [--reps 7] [--keep-state DIR]
+                            [--installed VENV]
 """
 from __future__ import annotations
 
@@ -240,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "(default: a temp dir, removed)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--keep-state", help="state dir to use (default: a temp dir, removed)")
+    ap.add_argument("--installed", metavar="VENV",
+                    help="run the `datamap-proxy` installed in this virtual environment "
+                         "(e.g. made by README's first command) instead of this checkout")
     a = ap.parse_args(argv)
     t_run = time.monotonic()
     tmp = tempfile.TemporaryDirectory(prefix="bench-serving-")
@@ -247,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     state = Path(a.keep_state) if a.keep_state else Path(tmp.name) / "state"
     try:
         srv = ServeProc(Path(tmp.name), state, timeout=300,
-                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g"})
+                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g"},
+                        installed=Path(a.installed).resolve() if a.installed else None)
     except AssertionError as e:
         print(e, file=sys.stderr)
         return 1

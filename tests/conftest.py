@@ -23,7 +23,7 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session")
 def postgres():
     if pg_support.bin_dir() is None:
-        pytest.fail("PostgreSQL is not installed (Debian package postgresql; .ci/run "
+        pytest.fail("PostgreSQL is not installed (Debian package postgresql; scripts/test "
                     "installs it)")
     server = pg_support.PostgresServer.start()
     yield server

@@ -7,7 +7,6 @@ that the checkout gets no build/ or egg-info."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.package import copy_source
 from tests.support.sqldoc import ROOT
 
 DOCS = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
@@ -24,11 +24,7 @@ SHARE = "share/doc/datamap-proxy/"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
-    src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for pkg in ("proxy", "rewriter", "pipeline", "docs"):
-        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    src = copy_source(tmp_path_factory.mktemp("src"))
     out = tmp_path_factory.mktemp("dist")
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                            "--no-build-isolation", "-q", "-w", str(out), str(src)],

@@ -31,7 +31,7 @@ def gw_dir(tmp_path_factory):
 def zookeeper(tmp_path_factory):
     """One real ZooKeeper for the run (tests/support/zookeeper.py); tests use their own
     namespace. Fails, with the reason, where the Debian package is not installed
-    (.ci/run installs it; no test is ever skipped)."""
+    (scripts/test installs it; no test is ever skipped)."""
     from tests.support import zookeeper as zk
     if not zk.available():
         pytest.fail(f"ZooKeeper not installed ({zk.ZOOKEEPER_JAR}; apt-get install zookeeper)")
@@ -133,7 +133,7 @@ def kdc(tmp_path_factory):
     from tests.support.kdc import available, start_kdc
     missing = available()
     if missing:
-        pytest.fail(missing)    # CI installs them (.ci/run): no test is ever skipped
+        pytest.fail(missing)    # scripts/test installs them: no test is ever skipped
     k = start_kdc(tmp_path_factory.mktemp("kdc"))
     saved = {key: os.environ.get(key) for key in k.env}
     os.environ.update(k.env)
@@ -159,7 +159,7 @@ def kerberos_env(kdc) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def directory(tmp_path_factory):
     """A real OpenLDAP slapd (tests/support/slapd.py) shared by the LDAP tests; fails
-    where Debian's slapd or openssl is missing (.ci/run installs them)."""
+    where Debian's slapd or openssl is missing (scripts/test installs them)."""
     from tests.support import slapd
     if not slapd.available():
         pytest.fail("needs slapd (Debian slapd) and openssl")

@@ -303,7 +303,7 @@ def test_sigterm_drains_running_statement_then_exits_0(gw_dir, gw_relay):
 def test_tls(gw_dir, gw_relay):
     import shutil
     import subprocess
-    assert shutil.which("openssl"), "openssl is needed to make the test certificate (.ci/run installs it)"
+    assert shutil.which("openssl"), "openssl is needed to make the test certificate (scripts/test installs it)"
     d = gw_dir / "tls"
     d.mkdir(exist_ok=True)
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",

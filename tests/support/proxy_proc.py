@@ -103,11 +103,21 @@ class ProxyProc:
 
 
 def _spawn(argv: list[str], cwd: Path, log_path: Path,
-           env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`argv` in its own process group, from this checkout, output to `log_path`."""
+           env: dict[str, str] | None = None, installed: Path | None = None) -> subprocess.Popen:
+    """`argv` in its own process group, output to `log_path`: from this checkout, or, with
+    `installed` (a virtual environment), as that environment's own install runs it: its
+    bin first on PATH, nothing of this checkout or of the tests' environment importable."""
     full = dict(os.environ)
-    full["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO_ROOT)] + ([full["PYTHONPATH"]] if full.get("PYTHONPATH") else []))
+    if installed is None:
+        full["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO_ROOT)] + ([full["PYTHONPATH"]] if full.get("PYTHONPATH") else []))
+    else:
+        for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+            full.pop(key, None)
+        mine = Path(sys.prefix) / "bin"
+        rest = [d for d in full.get("PATH", "").split(os.pathsep) if d and Path(d) != mine]
+        full["PATH"] = os.pathsep.join([str(installed / "bin"), *rest])
+        full["VIRTUAL_ENV"] = str(installed)
     full["PYTHONUNBUFFERED"] = "1"
     full.update(env or {})
     log = open(log_path, "wb")
@@ -176,7 +186,9 @@ class ServeProc:
 
     def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
                  env: dict[str, str] | None = None, metrics: bool = False,
-                 console: bool = False):
+                 console: bool = False, installed: Path | None = None):
+        """`installed`: run the `datamap-proxy` that virtual environment installed, as a
+        user would, instead of this checkout's `python -m proxy`."""
         self.cwd = workdir / "cwd"
         # [metrics] port and [console] port, on loopback, when asked for (else None)
         self.metrics_port = free_port() if metrics else None
@@ -194,12 +206,15 @@ class ServeProc:
         # first (seen once in CI). Then start again on another port, as start_sts does.
         for attempt in range(3):
             self.port = free_port()
-            argv = [sys.executable, "-m", "proxy", "serve", "--host", "127.0.0.1",
+            command = ([str(installed / "bin" / "datamap-proxy")] if installed
+                       else [sys.executable, "-m", "proxy"])
+            argv = [*command, "serve", "--host", "127.0.0.1",
                     "--port", str(self.port), "--state-dir", str(state),
                     "--spark-master", "local[2]"]
             self.proc = _spawn(argv, self.cwd, self.log_path, {
                 "DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
-                "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})})
+                "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})},
+                installed)
             self._log = self.proc._log_file   # type: ignore[attr-defined]
             try:
                 _wait_ready(self.proc, self.log_path, "127.0.0.1", self.port, timeout, argv)

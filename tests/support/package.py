@@ -1,0 +1,46 @@
+"""The project as a user gets it: a copy of the source tree (what `pip install .` and the
+wheel build read, without the checkout's build/ or egg-info) and a new virtual environment
+with it installed, for the tests that check what an install ships and does."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("proxy", "rewriter", "pipeline", "docs")
+
+
+def copy_source(dst: Path) -> Path:
+    """pyproject.toml, README.md and the packages and docs, copied under `dst`."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, dst / name)
+    for pkg in SOURCES:
+        shutil.copytree(ROOT / pkg, dst / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def fresh_venv(path: Path, source: Path, timeout: float = 1200.0) -> Path:
+    """A new virtual environment at `path` (no system site-packages) with `source`
+    installed as README's first command installs it (`python3 -m pip install .`): only
+    what pyproject.toml declares, resolved from the package index as a user's would be."""
+    proc = subprocess.run([sys.executable, "-m", "venv", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    python = path / "bin" / "python"
+    proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                           "."], cwd=source, capture_output=True, text=True, timeout=timeout,
+                          env=_clean_env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return path
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
+    mine = str(Path(sys.prefix) / "bin")
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if d != mine)
+    return env
