@@ -58,3 +58,25 @@ def test_python_snippets_compile():
 def test_yaml_snippets_load():
     for name, body in _blocks("yaml"):
         assert yaml.safe_load(body), name
+
+
+# Superset 6.1.0's grain keys (superset/constants.py TimeGrain) that its Hive spec fills
+_SUPERSET_HIVE_GRAINS = {"PT1S", "PT1M", "PT1H", "P1D", "P1W", "P1M", "P3M", "P1Y",
+                         "1969-12-28T00:00:00Z/P1W", "P1W/1970-01-03T00:00:00Z"}
+
+
+def test_the_documented_superset_grains_replace_every_hive_grain():
+    """docs/clients.md's TIME_GRAIN_ADDON_EXPRESSIONS replaces each of the Hive spec's grains
+    (a grain left out would keep Hive's expression, the week ones failing on Spark), and
+    the rewriter reads each plain date_trunc grain as its own granularity."""
+    import sqlglot
+    from rewriter.grains import grain_of
+
+    block = next(body for _, body in _blocks("python") if "TIME_GRAIN_ADDON_EXPRESSIONS" in body)
+    grains = ast.literal_eval(block.split("=", 1)[1].strip())["hive"]
+    assert set(grains) == _SUPERSET_HIVE_GRAINS
+    want = {"PT1S": "second", "PT1M": "minute", "PT1H": "hour", "P1D": "day", "P1W": "week",
+            "P1M": "month", "P3M": "month", "P1Y": "year"}
+    for key, gran in want.items():
+        found = grain_of(sqlglot.parse_one(grains[key].format(col="d"), read="spark"))
+        assert found is not None and found[1] == gran, (key, grains[key])
