@@ -353,8 +353,8 @@ class ServingTier:
         self._engine = engine
         self._move(EngineStatus(EngineState.UP, engine=f"DuckDB {engine.version}"))
         if was.state is EngineState.DOWN:
-            log.warning("the serving engine (DuckDB %s) started: datamap answers are "
-                        "computed in-process again", engine.version)
+            log.info("the serving engine (DuckDB %s) started: datamap answers are computed "
+                     "in-process again", engine.version)
 
     def _make_engine(self) -> LocalEngine:
         s = self.settings
