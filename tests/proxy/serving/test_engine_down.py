@@ -169,3 +169,17 @@ def test_serve_log_metric_and_console(tmp_path, numpy):
     assert note.endswith("Datamap answers come from Spark until it starts (tried again "
                          "every 60 s).")
 
+
+def test_the_documented_lines_are_the_ones_printed(monkeypatch):
+    """docs/serving.md's ERROR line and docs/deployment.md's doctor lines, as the code
+    writes them for a venv at /opt/venv without numpy."""
+    from proxy import doctor
+    from proxy.doctor.serving import _failed
+    from proxy.serving.tier import start_error_line
+    monkeypatch.setattr(sys, "executable", "/opt/venv/bin/python")
+    e = start_failure("register", ValueError(f"Invalid Input Error: {NUMPY}"), "2.0.1")
+    docs = REPO_ROOT / "docs"
+    assert f"ERROR proxy.serving: {start_error_line(e)}\n" in (docs / "serving.md").read_text()
+    lines: list[str] = []
+    doctor.report([_failed(e)], lines.append)
+    assert "\n".join(lines[:2]) + "\n" in (docs / "deployment.md").read_text(), lines
