@@ -3,6 +3,7 @@
 `ServingTier.plan(result, conf)` (on the decision path) turns the rewriter's result into a
 Plan for the local engine, or says why Spark answers instead:
   * serving is off ([serving] enabled, or the session's SET datamap.serving.enabled=false);
+  * the engine cannot start (below);
   * the query is outside the allow-list (proxy/serving/translate.py), e.g. a query-delta
     join of a datamap with a base table;
   * a datamap's files are not readable here (remote mode with a warehouse on HDFS or an
