@@ -43,6 +43,7 @@ from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.serving import ServingTier
+from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
 from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
@@ -125,8 +126,12 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         router.with_service.append(lambda proto_service: proto_service.observers.add(querylog))
     serving = ServingTier(catalog, settings.serving,
                           zone_problem=lambda: service.time_zone_problem)
+    router.serving = serving          # the web console's status line (proxy/console)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
         background.thread("serving-warm", serving.warm)
+        # an engine that could not start is tried again, off the clients' path
+        background.periodic("serving-retry", SERVING_RETRY_S, serving.retry,
+                            "starting the serving engine again", 10.0)
     auditor = Auditor(service, dm.audit_sample_rate, serving)
     auditor.start(background)
     # index datamaps skip files of the SQL about to be sent (docs/indexes.md)

@@ -228,10 +228,11 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     console = None
     if settings.console.port is not None:
         from proxy.console import start_console
-        try:     # querylog / advisor: set on the router by their wiring (proxy/app.py)
+        try:     # querylog / advisor / serving: set on the router by their wiring (proxy/app.py)
             console = await start_console(settings, server, router.datamap_service,
                                           getattr(router, "querylog", None),
-                                          getattr(router, "advisor", None))
+                                          getattr(router, "advisor", None),
+                                          getattr(router, "serving", None))
         except OSError as e:
             log.error("cannot listen for the web console on port %s: %s",
                       settings.console.port, e.strerror or e)

@@ -1,5 +1,5 @@
 """The metrics read when Prometheus scrapes (docs/metrics.md): per-datamap state from the
-catalog, the serving tier's result cache, the upstream's health, the build.
+catalog, the serving tier's engine and result cache, the upstream's health, the build.
 
 `DatamapCollector.collect()` runs in the scrape's worker thread (proxy/metrics_http.py
 renders off the event loop). It reads the catalog in one read transaction of a few
@@ -68,6 +68,7 @@ class DatamapCollector:
         info.add_metric([self._version, platform.python_version()], 1)
         yield info
         yield from self._upstream()
+        yield from self._serving_engine()
         yield from self._cache()
         up = GaugeMetricFamily(P + "catalog_up",
                                "1 when the scrape could read the datamap catalog")
@@ -99,6 +100,16 @@ class DatamapCollector:
                                     "Upstream sessions reopened after Spark was lost")
         again.add_metric([], health.reconnects)
         yield again
+
+    def _serving_engine(self) -> Iterator:
+        if self.serving is None or not self.serving.settings.enabled:
+            return
+        up = GaugeMetricFamily(P + "serving_engine_up",
+                               "1 while the in-process serving engine (DuckDB) is up, 0 while "
+                               "it cannot start (the ERROR log line says why) or before its "
+                               "first start")
+        up.add_metric([], 1 if self.serving.engine_status().up else 0)
+        yield up
 
     def _cache(self) -> Iterator:
         cache = getattr(self.serving, "cache", None)

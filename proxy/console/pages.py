@@ -10,7 +10,7 @@ from proxy.console.actions import ACTIONS, ActionRecord
 from proxy.console.markup import (
     ago, badge, count, duration, e, hidden, note, page, size, table, url, when,
 )
-from proxy.console.views import Detail, Summary
+from proxy.console.views import Detail, Serving, Summary
 from proxy.datamaps.show import segment_status
 from proxy.logsafe import redact
 
@@ -60,10 +60,29 @@ def _freshness(s: Summary, now: float) -> str:
     return age if s.reason is None else f'{age}; <span class="warn">{e(s.reason)}</span>'
 
 
+def serving_line(s: Serving) -> str:
+    """The datamap list's line on in-process serving (HTML)."""
+    head = "In-process serving: "
+    if s.state == "up":
+        return note(f"{head}{badge('up', 'ok')} {e(s.engine)}: datamap answers it can "
+                    "compute are served from the datamap files")
+    if s.state == "down":
+        return note(f"{head}{badge('down', 'bad')} {e(s.engine)} could not start: "
+                    f"{e(s.cause)} (since {e(when(s.since))}). Fix: {e(s.fix)}. Datamap "
+                    f"answers come from Spark until it starts (tried again every "
+                    f"{s.retry_s:g} s).", error=True)
+    if s.state == "off":
+        return note(f"{head}{badge('off', 'warn')} [serving] enabled = false: datamap "
+                    "answers come from Spark")
+    return note(f"{head}{badge(s.state, 'warn')}")
+
+
 def datamaps(rows: list[Summary], *, user: str, csrf: str, log_on: bool,
-             now: float | None = None) -> str:
+             now: float | None = None, serving: Serving | None = None) -> str:
     now = time.time() if now is None else now
     body = ['<h1>Datamaps</h1>']
+    if serving is not None:
+        body.append(serving_line(serving))
     if not log_on:
         body.append(note(e(_NO_LOG)))
     body.append(table(

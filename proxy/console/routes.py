@@ -47,14 +47,17 @@ def redirect(location: str, **headers: str) -> Reply:
 
 class ConsoleApp:
     """`service`: the DatamapService (its catalog too); `audit`: the proxy's AuditLog;
-    `querylog`, `advisor`: part of proxy/querylog.py and proxy/advisor.py, or None."""
+    `querylog`, `advisor`: part of proxy/querylog.py and proxy/advisor.py, or None;
+    `serving`: the ServingTier (its engine_status() and settings), or None."""
 
-    def __init__(self, login: Login, service, audit, querylog=None, advisor=None):
+    def __init__(self, login: Login, service, audit, querylog=None, advisor=None,
+                 serving=None):
         self.login = login
         self.service = service
         self.catalog = service.catalog
         self.querylog = querylog
         self.advisor = advisor
+        self.serving = serving
         self.actions = Actions(service, audit)
 
     async def handle(self, req: hw.Request, body: bytes, peer: str, secure: bool) -> Reply:
@@ -122,7 +125,8 @@ class ConsoleApp:
         if path == "/datamaps" and method != "POST":
             rows = await asyncio.to_thread(views.summaries, self.catalog, self.querylog)
             return html(200, pages.datamaps(rows, user=who.user, csrf=csrf,
-                                            log_on=self.querylog is not None))
+                                            log_on=self.querylog is not None,
+                                            serving=views.serving(self.serving)))
         if path == "/queries" and method != "POST":
             return await self._queries(query, who, csrf)
         if path == "/suggestions" and method != "POST":

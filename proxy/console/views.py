@@ -14,6 +14,7 @@ from typing import Any
 
 from proxy.datamaps.listing import local_bytes
 from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
+from proxy.serving.tier import RETRY_S, EngineState
 
 USAGE_WINDOW_S = 24 * 3600.0
 USAGE_BUCKET_S = 3600.0
@@ -49,6 +50,27 @@ class Detail:
     usage: list[tuple[float, int, float]] | None    # (bucket start, hits, saved s); None: no log
     answered: list[Any] | None                      # LoggedQuery, newest first; None: no log
     sizes: dict[str, int | None]                    # segment id -> bytes (live segments)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The in-process serving tier's line on the datamap list (docs/serving.md)."""
+    state: str                    # up | down | starting | off | stopped
+    engine: str = ""              # "DuckDB 2.0.1"
+    cause: str = ""               # down: why, and what to do about it
+    fix: str = ""
+    since: float | None = None
+    retry_s: float = 0.0
+
+
+def serving(tier) -> Serving:
+    """The serving tier's state, from its ServingTier (None: not built); no I/O."""
+    if tier is None or not tier.settings.enabled:
+        return Serving("off")
+    status = tier.engine_status()
+    state = {EngineState.UP: "up", EngineState.DOWN: "down",
+             EngineState.NOT_STARTED: "starting", EngineState.CLOSED: "stopped"}[status.state]
+    return Serving(state, status.engine, status.cause, status.fix, status.since, RETRY_S)
 
 
 def summaries(catalog, querylog) -> list[Summary]:

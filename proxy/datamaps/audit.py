@@ -13,7 +13,9 @@ runs on the client's path.
 An audit rewrites the query again (the datamap's segments may have changed since the client
 got its answer), then runs, in its own session of the pipeline SparkSession
 (pipeline/audit.py), the original query (without its outermost LIMIT) on the base tables
-and the rewritten SQL; when the serving tier would answer it in-process, that answer too.
+and the rewritten SQL; when the serving tier would answer it in-process, that answer too
+(when its engine cannot start, the detail says that answer was not checked: the tier's
+problem, shown by serve's log, EXPLAIN and doctor, not the datamap's).
 The answers must be the same (audit_compare.py). Around the runs, the state they depend on
 is read twice: the datamaps' visible segments, the base tables' live segments in the
 catalog and the files the base tables hold. A change, or files the catalog has not seen
@@ -28,6 +30,7 @@ is skipped; AUDIT DATAMAP waits for it (up to ON_DEMAND_WAIT_S), then runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import random
@@ -238,7 +241,7 @@ class Auditor:
         names = tuple(result.used)
         if want is not None and want not in names:
             return Report((), dig, "-", Outcome.SKIPPED, f"now answered from {', '.join(names)}")
-        served = self._served_plan(result)
+        served, unchecked = self._served_plan(result)
         compared = "original query on the base tables vs rewritten SQL on Spark" + (
             " vs in-process answer" if served is not None else "")
 
@@ -258,7 +261,11 @@ class Auditor:
 
         def unchanged() -> bool:     # the rewrite names the segments it reads
             return self.service.index().rewrite(sql, db).sql == result.sql
-        return self._compared(names, dig, compared, run, unchanged)
+        report = self._compared(names, dig, compared, run, unchanged)
+        if unchecked:
+            report = dataclasses.replace(
+                report, detail=f"{report.detail}; in-process answer not checked: {unchecked}")
+        return report
 
     def _definition_once(self, rec) -> Report:
         dig = f"definition {digest(rec.select_sql)}"
@@ -317,15 +324,22 @@ class Auditor:
         return before, Outcome.PASSED, f"{len(base.rows)} rows equal", len(base.rows)
 
     def _served_plan(self, result):
-        if self.serving is None:
-            return None
+        """(the tier's plan of the query or None, why the tier's answer is not checked
+        when that is not the query's own doing: the tier's engine cannot start)."""
+        if self.serving is None or self.serving.enabled({}) is not None:
+            return None, None
         from proxy.serving import Served
+        # the engine is started here if it never was (a worker thread may wait for it): an
+        # engine that cannot start is the tier's problem, not the datamap's
+        down = self.serving.engine_problem(start=True)
+        if down is not None:
+            return None, f"the local engine is unavailable ({down})"
         try:
             served = self.serving.plan(result, {})
         except Exception:  # noqa: BLE001 - the tier's own problem; Spark's answer is audited
             log.debug("serving plan failed during an audit", exc_info=True)
-            return None
-        return served if isinstance(served, Served) else None
+            return None, None
+        return (served if isinstance(served, Served) else None), None
 
     def _table(self, name: str) -> str:
         db, _, dm = name.partition(".")

@@ -220,6 +220,8 @@ def served_lines(serving, result: RewriteResult, conf) -> list[str]:
     if serving is None:
         return ["Served by: spark (no local engine)", "Result cache: bypassed (not served "
                                                       "locally)"]
+    if serving.enabled(conf) is None:      # a worker thread: may wait for the start
+        serving.engine_problem(start=True)  # then plan() says when it cannot start
     served = serving.plan(result, conf)
     if not isinstance(served, Served):
         return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]

@@ -13,10 +13,12 @@ against the pipeline session's) and the Hive metastore(s) the
 pipeline session will use (TCP, then a real get_all_databases call); in embedded mode the
 Derby metastore in the state directory; and, when a proxy serves from that state
 directory, the upstream health it recorded (up or down, last success and failure, reopened
-sessions: proxy/recovery.py).
+sessions: proxy/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
+started and asked a query as serve would: serving.py).
 
 Layout: checks.py holds Check/Target and the checks of this machine, remote.py those of the
-upstream and the metastores; this module resolves the target, runs them and reports.
+upstream and the metastores, serving.py the serving engine's; this module resolves the
+target, runs them and reports.
 """
 from __future__ import annotations
 
@@ -30,12 +32,14 @@ from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, WARN, Check, Target, chec
                                  check_java, check_listen, check_python, check_spark,
                                  check_state_dir, parse_java_version)
 from proxy.doctor.health import check_upstream_health
+from proxy.doctor.serving import check_serving_engine
 from proxy.doctor.remote import (METASTORE_KEY, check_metastores, check_time_zone, check_upstream,
                                  probe_metastore, probe_upstream)
 
 __all__ = ["FAIL", "MIN_JAVA", "PASS", "WARN", "Check", "Target", "METASTORE_KEY",
            "check_embedded_metastore", "check_java", "check_listen", "check_metastores",
-           "check_python", "check_spark", "check_state_dir", "check_time_zone",
+           "check_python", "check_serving_engine", "check_spark", "check_state_dir",
+           "check_time_zone",
            "check_upstream", "check_upstream_health", "main", "parse_java_version",
            "probe_metastore", "probe_upstream",
            "report", "resolve_target", "run_checks"]
@@ -53,7 +57,8 @@ def resolve_target(argv: list[str]) -> Target:
 
     p = argparse.ArgumentParser(prog="datamap-proxy doctor",
                                 description="Check Java, Spark, ports, the state directory, "
-                                "the upstream and the metastore. Exit 0 when all pass.")
+                                "the serving engine, the upstream and the metastore. Exit 0 "
+                                "when all pass.")
     p.add_argument("--config", help="TOML settings file (as for serve)")
     p.add_argument("--host", help="listen address to check")
     p.add_argument("--port", type=int, help="listen port to check")
@@ -84,13 +89,17 @@ def resolve_target(argv: list[str]) -> Target:
         upstream_auth=s.upstream.auth, upstream_user=s.upstream.user or "doctor",
         upstream_password=s.upstream.password or "doctor",
         metastore_uris=tuple(u.strip() for u in uris.split(",") if u.strip()),
-        timeout=a.timeout, pipeline_time_zone=zone, pipeline_time_zone_source=zone_source)
+        timeout=a.timeout, pipeline_time_zone=zone, pipeline_time_zone_source=zone_source,
+        serving_enabled=s.serving.enabled, serving_threads=s.serving.threads,
+        serving_memory_limit=s.serving.memory_limit)
 
 
 def run_checks(t: Target) -> list[Check]:
     checks: list[Check] = [check_python(), check_java(), *check_spark(),
                            check_listen(t.listen_host, t.listen_port),
-                           *check_state_dir(t.state_dir)]
+                           *check_state_dir(t.state_dir),
+                           check_serving_engine(t.serving_enabled, t.serving_threads,
+                                                t.serving_memory_limit)]
     if t.upstream is None:
         checks.append(Check("mode", PASS, "embedded: no upstream configured, serve starts "
                             "Spark and its Thrift server in-process"))

@@ -40,6 +40,10 @@ class Target:
     # and where that comes from; compared with the upstream's (proxy/timezone.py).
     pipeline_time_zone: str | None = None
     pipeline_time_zone_source: str = ""
+    # [serving]: the in-process engine doctor starts as serve would
+    serving_enabled: bool = True
+    serving_threads: int = 2
+    serving_memory_limit: str = "1GB"
 
 
 # --------------------------------------------------------------------------- environment

@@ -6,12 +6,19 @@ is interrupted; any failure (an error DuckDB raises where Spark would fail or an
 otherwise, a file gone, the timeout) is reported as EngineFailure and the caller sends
 the query to Spark. Values come back as Spark's HS2 encoding expects them (decimals as
 Decimal with their scale, dates as date).
+
+An engine that cannot start (DuckDB not importable, a setting it refuses, its Python UDF
+not registrable: DuckDB 2.x needs numpy for that) raises EngineUnavailable, whose cause
+and fix are what serve logs, EXPLAIN, doctor and the console show (docs/serving.md).
+`check()` runs CHECK_SQL, a query through that UDF: the engine is up once it answered.
 """
 from __future__ import annotations
 
 import asyncio
 import decimal
 import logging
+import re
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -49,23 +56,86 @@ class EngineFailure(Exception):
     """The engine did not answer; the message says why (for the statement log)."""
 
 
-class LocalEngine:
-    def __init__(self, threads: int = 2, memory_limit: str = "1GB", workers: int = 2):
-        import duckdb
-        from duckdb import sqltypes as T
+class EngineUnavailable(Exception):
+    """The engine cannot start: `cause` (one line) and `fix` (what to do about it)."""
 
-        self._db = duckdb.connect(":memory:", config={
-            "threads": max(1, threads), "memory_limit": memory_limit,
-            "enable_external_access": True, "preserve_insertion_order": True,
-            # never fetch an extension from the network on a query's path
-            "autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    def __init__(self, cause: str, fix: str, version: str | None = None):
+        super().__init__(cause)
+        self.cause = cause
+        self.fix = fix
+        self.version = version            # DuckDB's, when it was importable
+
+    @property
+    def engine(self) -> str:
+        return f"DuckDB {self.version}" if self.version else "DuckDB"
+
+
+# A query through everything a served answer needs: the database, a cursor, and the Python
+# UDF (called on a row, so DuckDB really runs it). Its answer is CHECK_ANSWER.
+CHECK_SQL = "SELECT spark_decimal_div(CAST(x AS VARCHAR), '3', 10, 6) FROM (VALUES (1)) t(x)"
+CHECK_ANSWER = [("0.333333",)]
+_REQUIRED = re.compile(r"'([A-Za-z_][\w.-]*)' is required")
+_DUCKDB_KIND = re.compile(r"^[A-Z][A-Za-z ]*Error: ")
+
+
+def start_failure(stage: str, e: BaseException, version: str | None = None
+                  ) -> EngineUnavailable:
+    """What a failed start says: the cause (DuckDB's message, or the missing module) and
+    the fix. `stage`: "import", "open", "register" or "check"."""
+    pip = f"{sys.executable} -m pip install"
+    if isinstance(e, ImportError):
+        name = (e.name or "duckdb").split(".")[0]
+        return EngineUnavailable(
+            f"{name} is not importable ({_why(e)})",
+            f"install {name} into the proxy's Python environment ({pip} {name}), or "
+            "reinstall datamap-proxy, which depends on it", version)
+    text = _DUCKDB_KIND.sub("", _why(e))
+    needed = _REQUIRED.search(text)
+    if needed:
+        name = needed.group(1)
+        return EngineUnavailable(text, f"install {name} into the proxy's Python environment "
+                                       f"({pip} {name}), or reinstall datamap-proxy", version)
+    if stage == "open":
+        return EngineUnavailable(text, "check [serving] threads and memory_limit (DuckDB "
+                                       "refused them)", version)
+    return EngineUnavailable(f"{text} (while {_STAGES.get(stage, stage)})",
+                             "see the DEBUG log line for the traceback; [serving] enabled = "
+                             "false turns in-process serving off", version)
+
+
+_STAGES = {"register": "registering its Python function", "check": "running its check query"}
+
+
+class LocalEngine:
+    """Raises EngineUnavailable when it cannot start (start_failure)."""
+
+    def __init__(self, threads: int = 2, memory_limit: str = "1GB", workers: int = 2):
+        try:
+            import duckdb
+            from duckdb import sqltypes as T
+        except ImportError as e:
+            raise start_failure("import", e) from e
+        version = getattr(duckdb, "__version__", None)
+        try:
+            self._db = duckdb.connect(":memory:", config={
+                "threads": max(1, threads), "memory_limit": memory_limit,
+                "enable_external_access": True, "preserve_insertion_order": True,
+                # never fetch an extension from the network on a query's path
+                "autoinstall_known_extensions": False, "autoload_known_extensions": False})
+        except Exception as e:  # noqa: BLE001 - reported with its cause and fix
+            raise start_failure("open", e, version) from e
         try:    # instants become local times by the offset translate.py adds, never by
             self._db.execute("SET TimeZone = 'UTC'")   # the machine's zone (with ICU)
         except duckdb.Error:
             pass        # without ICU, DuckDB's time zone is UTC already
-        self._db.create_function("spark_decimal_div", spark_decimal_div,
-                                 [T.VARCHAR, T.VARCHAR, T.INTEGER, T.INTEGER], T.VARCHAR,
-                                 null_handling="special")
+        try:
+            self._db.create_function("spark_decimal_div", spark_decimal_div,
+                                     [T.VARCHAR, T.VARCHAR, T.INTEGER, T.INTEGER], T.VARCHAR,
+                                     null_handling="special")
+        except Exception as e:  # noqa: BLE001 - e.g. DuckDB 2.x without numpy
+            self._db.close()
+            raise start_failure("register", e, version) from e
+        self.version = version
         self._local = threading.local()
         self._cursors: list[Any] = []
         self._lock = threading.Lock()
@@ -86,6 +156,19 @@ class LocalEngine:
         cur = self._cursor()
         box.append(cur)
         return cur.execute(plan.sql).fetchall()
+
+    def check(self) -> None:
+        """Answer CHECK_SQL on a worker's cursor, or raise EngineUnavailable."""
+        def run() -> list[tuple]:
+            return self._cursor().execute(CHECK_SQL).fetchall()
+        try:
+            got = self._pool.submit(run).result(timeout=60)
+        except Exception as e:  # noqa: BLE001 - reported with its cause and fix
+            raise start_failure("check", e, self.version) from e
+        if got != CHECK_ANSWER:
+            raise EngineUnavailable(f"the check query answered {got!r}, not {CHECK_ANSWER!r}",
+                                    "reinstall datamap-proxy (a DuckDB it was not tested "
+                                    "with?)", self.version)
 
     def run_blocking(self, plan: Plan) -> list[tuple]:
         """For tests and tools: the rows, or EngineFailure."""

@@ -3,6 +3,7 @@
 `ServingTier.plan(result, conf)` (on the decision path) turns the rewriter's result into a
 Plan for the local engine, or says why Spark answers instead:
   * serving is off ([serving] enabled, or the session's SET datamap.serving.enabled=false);
+  * the engine cannot start (below);
   * the query is outside the allow-list (proxy/serving/translate.py), e.g. a query-delta
     join of a datamap with a base table;
   * a datamap's files are not readable here (remote mode with a warehouse on HDFS or an
@@ -10,6 +11,14 @@ Plan for the local engine, or says why Spark answers instead:
     read are over [serving] max_datamap_bytes.
 `ServingTier.answer(plan, conf)` runs it: the result cache first, then the engine; any
 engine failure or timeout returns None and the caller forwards the rewritten SQL to Spark.
+
+The engine's life (EngineState): NOT_STARTED -> UP, or -> DOWN when it cannot start
+(EngineUnavailable: cause and fix, logged once as an ERROR). serve starts it in the
+background (warm) and, while it is DOWN, tries again every RETRY_S (retry, a periodic
+task): never on a client's statement, where a failed start would cost each query tens
+of milliseconds. While DOWN, plan() says so ("local engine unavailable: <cause>"), so
+EXPLAIN, the statement log and the answer agree; engine_status() is what the metrics and
+the console show.
 
 The files of every visible segment come from the catalog, read again whenever the
 catalog's version changes (a publish, a compaction, a drop), like the rewriter's index.
@@ -21,6 +30,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import Callable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
@@ -28,7 +38,7 @@ from proxy.classify import CACHE_KEY, SERVING_KEY
 from proxy.config import ServingSettings
 from proxy.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
-from proxy.serving.engine import EngineFailure, LocalEngine
+from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
 from proxy.serving.translate import NotServable, Plan, translate
 from proxy.session import switched_on
 from rewriter.api import STORAGE_SUFFIX, storage_table
@@ -63,6 +73,44 @@ _LOG_LINES = {"local cache=hit": "answer computed in-process by the proxy, from 
 def log_line(how: str) -> str:
     """The operation log's line for a served answer, from answer()'s `how`."""
     return _LOG_LINES.get(how, "answer computed in-process by the proxy")
+
+
+RETRY_S = 60.0          # a DOWN engine is started again this often (in the background)
+
+
+class EngineState(Enum):
+    NOT_STARTED = "not started"
+    UP = "up"                  # started, and answered its check query
+    DOWN = "down"              # the last start failed: EngineStatus.cause
+    CLOSED = "closed"
+
+
+# the moves start / retry / close make (anything else is a bug: _move raises)
+_MOVES = {EngineState.NOT_STARTED: {EngineState.UP, EngineState.DOWN, EngineState.CLOSED},
+          EngineState.DOWN: {EngineState.UP, EngineState.DOWN, EngineState.CLOSED},
+          EngineState.UP: {EngineState.CLOSED},
+          EngineState.CLOSED: set()}
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """The engine's state; when DOWN, why (`cause`, `fix`) and since when (epoch s)."""
+    state: EngineState
+    cause: str = ""
+    fix: str = ""
+    since: float | None = None
+    engine: str = "DuckDB"     # with its version once known
+
+    @property
+    def up(self) -> bool:
+        return self.state is EngineState.UP
+
+
+def start_error_line(e: EngineUnavailable) -> str:
+    """serve's ERROR line for an engine that cannot start."""
+    return (f"the serving engine ({e.engine}) could not start: {e.cause}; fix: {e.fix}; "
+            f"datamap answers come from Spark until it starts (tried again every "
+            f"{RETRY_S:g} s)")
 
 
 @dataclass(frozen=True)
@@ -111,6 +159,8 @@ class ServingTier:
         self.settings = settings
         self._engine = engine
         self._engine_lock = threading.Lock()
+        self._status = EngineStatus(EngineState.UP if engine is not None
+                                    else EngineState.NOT_STARTED)
         self.cache = ResultCache(settings.cache_bytes, settings.cache_max_result_bytes)
         self._snapshot: _Snapshot | None = None
         self._snap_lock = threading.Lock()
@@ -132,6 +182,9 @@ class ServingTier:
         off = self.enabled(conf)
         if off is not None:
             return off
+        status = self._status
+        if status.state is EngineState.DOWN:
+            return f"local engine unavailable: {status.cause}"
         snap = self._current()
         zone = snap.zone if self._zone_problem() is None else None
         key = (result.sql, snap.version, zone)
@@ -207,13 +260,14 @@ class ServingTier:
                 return hit, "local cache=hit"
         t0 = time.monotonic()
         try:
-            rows = await self.engine().run(served.plan, self.settings.timeout)
+            engine = self.engine()
+        except EngineUnavailable as e:      # logged as an ERROR when it failed to start
+            return None, f"spark (local engine unavailable: {e.cause})"
+        try:
+            rows = await engine.run(served.plan, self.settings.timeout)
         except EngineFailure as e:
             log.info("local engine did not answer (%s); Spark answers", e)
             return None, f"spark (local engine: {e})"
-        except Exception as e:  # noqa: BLE001 - e.g. DuckDB not importable: Spark answers
-            log.warning("local engine unavailable; Spark answers", exc_info=True)
-            return None, f"spark (local engine unavailable: {type(e).__name__})"
         result = LocalResult(served.plan.columns, rows)
         how = "local cache=bypassed" if cache_off else "local cache=miss"
         if cache_off is None:
@@ -223,26 +277,102 @@ class ServingTier:
         log.debug("served locally in %.1f ms", (time.monotonic() - t0) * 1000)
         return result, how
 
+    # ------------------------------------------------------------------ the engine's life
     def engine(self) -> LocalEngine:
-        if self._engine is None:
-            with self._engine_lock:
-                if self._engine is None:
-                    s = self.settings
-                    self._engine = LocalEngine(s.threads, s.memory_limit, s.workers)
-        return self._engine
+        """The started engine (started now if it never was); EngineUnavailable while it
+        is DOWN (retry() starts it again, not this)."""
+        engine = self._engine
+        if engine is not None and self._status.state is EngineState.UP:
+            return engine
+        with self._engine_lock:
+            if self._status.state is EngineState.NOT_STARTED:
+                self._start()
+            status = self._status
+            if status.state is EngineState.UP:
+                return self._engine
+        if status.state is EngineState.CLOSED:
+            raise EngineUnavailable("the local engine is closed", "")
+        raise EngineUnavailable(status.cause, status.fix)
+
+    def engine_status(self) -> EngineStatus:
+        """What the metrics and the console show; never starts the engine."""
+        return self._status
+
+    def engine_problem(self, start: bool = False) -> str | None:
+        """None when the engine is up (or, unless `start`, not started yet), else why it
+        is not. `start`: start it first if it never was (blocks: worker threads only)."""
+        if start and self._status.state is EngineState.NOT_STARTED:
+            try:
+                self.engine()
+            except EngineUnavailable:
+                pass
+        status = self._status
+        if status.state in (EngineState.UP, EngineState.NOT_STARTED):
+            return None
+        return status.cause or status.state.value
 
     def warm(self) -> None:
         """Start the engine now (serve calls it in the background): the first datamap
-        hit then does not pay for importing and opening DuckDB."""
+        hit then does not pay for importing and opening DuckDB. A failure is logged (an
+        ERROR naming the cause and the fix) and kept: retry() tries again."""
         try:
             self.engine()
-        except Exception:  # noqa: BLE001 - the first hit tries again, or Spark answers
-            log.warning("the local engine could not start; datamap answers come from Spark "
-                        "until it can", exc_info=True)
+        except EngineUnavailable:
+            pass
+
+    def retry(self) -> None:
+        """Start a DOWN engine again (serve's periodic task, every RETRY_S): a fix made
+        while the proxy runs (numpy installed) takes effect without a restart."""
+        if self._status.state is not EngineState.DOWN:
+            return
+        with self._engine_lock:
+            if self._status.state is EngineState.DOWN:
+                self._start()
+
+    def _start(self) -> None:
+        """NOT_STARTED or DOWN -> UP or DOWN; under _engine_lock."""
+        was = self._status
+        engine = None
+        try:
+            engine = self._make_engine()
+            engine.check()
+        except Exception as e:  # noqa: BLE001 - any failure to start: Spark answers
+            if engine is not None:
+                engine.close()
+            failure = e if isinstance(e, EngineUnavailable) else EngineUnavailable(
+                f"{type(e).__name__}: {e}"[:200], "see the DEBUG log line for the traceback; "
+                "[serving] enabled = false turns in-process serving off")
+            same = was.state is EngineState.DOWN and was.cause == failure.cause
+            self._move(EngineStatus(EngineState.DOWN, failure.cause, failure.fix,
+                                    was.since if same else time.time(), failure.engine))
+            if same:
+                log.debug("the serving engine still cannot start: %s", failure.cause)
+            else:
+                log.error("%s", start_error_line(failure))
+            log.debug("the serving engine's start failed", exc_info=e)
+            return
+        self._engine = engine
+        self._move(EngineStatus(EngineState.UP, engine=f"DuckDB {engine.version}"))
+        if was.state is EngineState.DOWN:
+            log.info("the serving engine (DuckDB %s) started: datamap answers are computed "
+                     "in-process again", engine.version)
+
+    def _make_engine(self) -> LocalEngine:
+        s = self.settings
+        return LocalEngine(s.threads, s.memory_limit, s.workers)
+
+    def _move(self, to: EngineStatus) -> None:
+        if to.state not in _MOVES[self._status.state]:
+            raise RuntimeError(f"serving engine: {self._status.state.value} -> "
+                               f"{to.state.value} is not a move it makes")
+        self._status = to
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.close()
+        with self._engine_lock:
+            if self._status.state is not EngineState.CLOSED:
+                self._move(EngineStatus(EngineState.CLOSED))
+            if self._engine is not None:
+                self._engine.close()
 
     # ------------------------------------------------------------------ catalog snapshot
     def _current(self) -> _Snapshot:

@@ -118,6 +118,7 @@ def test_main_embedded_mode_passes_and_bad_flags_exit_2(tmp_path: Path, capsys):
     assert rc == 0, out
     assert "[PASS] java" in out and "embedded" in out and out.rstrip().endswith(
         "all checks passed")
+    assert "[PASS] serving engine" in out and "started and answered a query" in out
     assert doctor.main(["--upstream", "no-port-here"]) == 2
     assert "expected HOST:PORT" in capsys.readouterr().err
 
@@ -134,3 +135,15 @@ def test_upstream_refusing_the_login_asks_for_credentials(tmp_path: Path):
     [bad] = _check_against(tmp_path, refuse)
     assert bad.status == FAIL and "PLAIN authentication failed" in bad.detail, bad
     assert "[upstream] user/password" in bad.fix
+
+
+def test_serving_engine_is_started_as_serve_starts_it():
+    """A failure to start for real (DuckDB refuses the setting); a missing numpy, the other
+    real one: tests/proxy/serving/test_engine_down.py."""
+    ok = doctor.check_serving_engine(True, 1, "256MB")
+    assert ok.status == PASS and "threads=1, memory_limit=256MB" in ok.detail
+    off = doctor.check_serving_engine(enabled=False)
+    assert off.status == PASS and "not checked" in off.detail
+    bad = doctor.check_serving_engine(memory_limit="lots")
+    assert bad.status == FAIL and "could not start: Memory must have a number" in bad.detail
+    assert "[serving] threads and memory_limit" in bad.fix

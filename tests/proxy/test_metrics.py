@@ -207,7 +207,7 @@ def test_every_metric_is_documented_and_every_documented_one_exported(tmp_path):
     from pathlib import Path
 
     from proxy.recovery import UpstreamHealth
-    from proxy.serving.cache import ResultCache
+    from proxy.serving import ServingTier
     doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     documented = {re.sub(r"_total$", "", n) for row in doc.splitlines()
                   if row.startswith("| `datamap_proxy_")
@@ -218,7 +218,7 @@ def test_every_metric_is_documented_and_every_documented_one_exported(tmp_path):
     class Totals:
         def datamap_totals(self):
             return {"default.agg": (1, 2.0)}
-    serving = type("Tier", (), {"cache": ResultCache(1 << 20, 1 << 16)})()
+    serving = ServingTier(catalog)
     health = UpstreamHealth("sts:10000")
     m = Metrics(DatamapCollector(catalog, serving, Totals(), lambda: health))
     m.connection("open", "binary")
