@@ -50,9 +50,12 @@ def test_the_sdist_carries_docs(built):
 
 def test_datamap_proxy_docs_finds_the_installed_pages(built, tmp_path):
     """Installed (not a checkout): the pages are found through the distribution's files."""
+    # --ignore-installed: with --prefix alone, pip first uninstalls the datamap-proxy of
+    # the environment running the tests (a developer's editable install)
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q",
-                           "--prefix", str(tmp_path / "prefix"), "--no-warn-script-location",
-                           str(built["wheel"])], capture_output=True, text=True, timeout=300)
+                           "--ignore-installed", "--prefix", str(tmp_path / "prefix"),
+                           "--no-warn-script-location", str(built["wheel"])],
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     site = next((tmp_path / "prefix").glob("lib/python*/site-packages"))
     proc = subprocess.run(
