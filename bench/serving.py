@@ -1,5 +1,6 @@
-"""Datamap serving figures (issue 12), measured in one run of the embedded `python -m proxy serve`
-(Spark local[2]) on a TPC-H dashboard workload (data from the `tpchgen-cli` PyPI package):
+"""Datamap serving figures, measured in one run of the embedded `python -m proxy serve`
+(Spark local[2]) on a TPC-H dashboard workload (data from the `tpchgen-cli` PyPI package,
+in the `bench` extra: `pip install -e '.[bench]'`):
 
   4 datamaps (star joins lineitem/orders/customer/nation/region, lineitem/part/supplier/nation,
   orders/customer, a lineitem rollup; time buckets timeseries(col, 'month') and year(col)) and
