@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.support import Conn
-from tests.support.clients import BEELINE, BEELINE_JVM_OPTS
+from tests.support.clients import BEELINE_JVM_OPTS, beeline
 from tests.support.sqldoc import ROOT, SQL_DOC, walk
 from tests.support.sts import spark_env
 
@@ -94,7 +94,7 @@ def test_beeline_prints_the_proxys_ddl_answer_as_it_prints_sparks(shared_serve, 
     env = spark_env()
     env["JAVA_TOOL_OPTIONS"] = BEELINE_JVM_OPTS
     proc = subprocess.run(
-        [str(BEELINE), "-u", url, "-n", "me", "-p", "x", "-e",
+        [str(beeline()), "-u", url, "-n", "me", "-p", "x", "-e",
          "CREATE TABLE e17_bl (a INT) USING parquet; "
          "CREATE DATAMAP e17_bl_dm AS SELECT a, count(*) AS n FROM e17_bl GROUP BY a; "
          "DROP DATAMAP e17_bl_dm; DROP TABLE e17_bl;"],

@@ -24,7 +24,8 @@ from proxy.router import StatementContext
 from proxy.doctor import PASS, WARN, Target, check_upstream
 from proxy.timezone import TIME_ZONE_KEY, upstream_time_zone
 from tests.support.clients import pyhive_connect, pyhive_execute
-from tests.support.sts import free_port, start_sts
+from tests.support.ports import free_port
+from tests.support.sts import start_sts
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -125,7 +125,7 @@ def test_a_sighup_while_starting_does_not_kill_the_proxy(tmp_path):
     import threading
 
     from tests.support.proxy_proc import start_proxy
-    from tests.support.sts import free_port
+    from tests.support.ports import free_port
 
     silent = socket.create_server(("127.0.0.1", 0))
     held = []

@@ -11,7 +11,7 @@ import pytest
 from proxy import doctor
 from proxy.doctor import FAIL, PASS, WARN, Check, Target
 from proxy.engine import _StateLock
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 
 def _target(tmp_path: Path, **kw) -> Target:

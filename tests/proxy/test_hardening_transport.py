@@ -20,7 +20,7 @@ from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.test_gateway import Raw
 from tests.support.clients import pyhive_connect
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

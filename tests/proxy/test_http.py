@@ -16,7 +16,7 @@ from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy import test_hardening_transport as hardening
 from tests.proxy.test_hardening_transport import _closed_by_peer, _login
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 proxy_without_spark = hardening.proxy_without_spark      # the same fixture, shared

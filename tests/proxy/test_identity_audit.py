@@ -23,7 +23,7 @@ from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
 from proxy.session import Session
 from proxy.upstream import UpstreamSession
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 # --------------------------------------------------------------------------- identity
 

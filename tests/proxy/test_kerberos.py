@@ -19,7 +19,7 @@ from proxy.kerberos import Acceptor, KerberosError, expand_host, short_name
 from proxy.thrift import sasl
 from tests.proxy.conftest import kerberos_env
 from tests.support.proxy_proc import ProxyStartError, start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 SPNEGO = gssapi.OID.from_int_seq("1.3.6.1.5.5.2")

@@ -20,7 +20,7 @@ from proxy.thrift import sasl
 from tests.proxy.test_hardening_transport import _login
 from tests.support import slapd as sd
 from tests.support.proxy_proc import ProxyStartError, start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.timeout(120)]
 

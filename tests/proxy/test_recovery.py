@@ -23,7 +23,8 @@ from proxy.doctor import check_upstream_health
 from tests.support.clients import (ClientError, RawHS2, jdbc_url, pyhive_connect,
                                    pyhive_execute, run_beeline)
 from tests.support.proxy_proc import REPO_ROOT, start_proxy
-from tests.support.sts import free_port, start_sts
+from tests.support.ports import free_port
+from tests.support.sts import start_sts
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

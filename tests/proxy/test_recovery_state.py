@@ -222,7 +222,7 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     from proxy.router import PassThrough, Router
     from proxy.service import ClientConnection, Service
     from proxy.upstream import UpstreamSession
-    from tests.support.sts import free_port
+    from tests.support.ports import free_port
 
     ended = []
 

@@ -10,7 +10,7 @@ from proxy import leader
 from proxy.datamaps.catalog import Catalog
 from tests.support.lease_worker import wait_until
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import _signal_group, free_port
+from tests.support.ports import free_port, signal_group
 
 TTL_S = 2.0
 
@@ -37,7 +37,7 @@ def test_two_replicas_share_one_leader(tmp_path, postgres):
         by_pid = {r.pid: r for r in replicas}
         assert _pid_of(first) in by_pid
         survivor = next(r for r in replicas if r.pid != _pid_of(first))
-        _signal_group(_pid_of(first), signal.SIGKILL)        # no release: the lease expires
+        signal_group(_pid_of(first), signal.SIGKILL)        # no release: the lease expires
         wait_until("the survivor to lead",
                   lambda: (_holder(catalog) or ":0:").split(":")[-2] == str(survivor.pid))
         assert survivor.stop() == 0

@@ -13,7 +13,7 @@ from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.conftest import Relay
 from tests.proxy.test_gateway import Raw
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

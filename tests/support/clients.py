@@ -24,9 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.sts import SPARK_HOME, spark_env
+from tests.support.sts import spark_env, spark_home
 
-BEELINE = SPARK_HOME / "bin" / "beeline"
+
+def beeline() -> Path:
+    """The installed pyspark's beeline (looked up at first use: pyspark may not be there)."""
+    return spark_home() / "bin" / "beeline"
+
+
 BEELINE_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -111,7 +116,7 @@ def run_beeline(url: str, statements: list[str], *, user: str = "me", password: 
     workdir.mkdir(parents=True, exist_ok=True)
     script_path = workdir / f"beeline-{token}.sql"
     script_path.write_text("\n".join(script) + "\n")
-    cmd = [str(BEELINE), "-u", url, "-n", user, "-p", password, "--outputformat=csv2",
+    cmd = [str(beeline()), "-u", url, "-n", user, "-p", password, "--outputformat=csv2",
            f"--silent={str(silent).lower()}", "--showHeader=true", "--force=true", "-f", str(script_path)]
     extra = dict(env or {})
     env = spark_env()

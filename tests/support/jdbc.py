@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 
-from tests.support.sts import SPARK_HOME
+from tests.support.sts import spark_home
 
 _CHILD = r"""
 import glob, json, sys
@@ -35,7 +35,7 @@ print("JDBC-RESULT " + json.dumps(out))
 
 def run_jdbc(calls: list[tuple[str, str, str, str]], timeout: float = 180.0) -> list[dict]:
     """Each (url, user, password, sql) on a connection of its own, in one JVM."""
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(SPARK_HOME)],
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(spark_home())],
                           input=json.dumps(calls), capture_output=True, text=True,
                           timeout=timeout)
     for line in proc.stdout.splitlines():

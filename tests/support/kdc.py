@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.sts import _port_accepts, free_port, log_tail
+from tests.support.ports import free_port, log_tail, port_accepts
 
 REALM = "DMP.TEST"
 USERS = ("alice", "bob")
@@ -191,7 +191,7 @@ def start_kdc(workdir: Path, realm: str = REALM) -> Kdc:
     log.close()
     kdc = Kdc(realm, port, workdir, workdir / "krb5.conf", keytab, workdir / "ccache", proc)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while not _port_accepts("127.0.0.1", port):
+    while not port_accepts("127.0.0.1", port):
         if proc.poll() is not None or time.monotonic() > deadline:
             kdc.stop()
             raise KdcStartError(f"krb5kdc did not listen on 127.0.0.1:{port}:\n"

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.support.sts import free_port, log_tail
+from tests.support.ports import free_port, log_tail
 
 USER = "test"
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.sts import _port_accepts, _signal_group, free_port, log_tail
+from tests.support.ports import free_port, log_tail, port_accepts, signal_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_RE = re.compile(rb"\bready\b", re.IGNORECASE)
@@ -83,14 +83,14 @@ class ProxyProc:
         signal). With check=True, raise ProxyExitError unless it exited 0 after SIGTERM."""
         killed = False
         if self._proc.poll() is None:
-            _signal_group(self.pid, signal.SIGTERM)
+            signal_group(self.pid, signal.SIGTERM)
             try:
                 self._proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 killed = True
-                _signal_group(self.pid, signal.SIGKILL)
+                signal_group(self.pid, signal.SIGKILL)
                 self._proc.wait(10)
-        _signal_group(self.pid, signal.SIGKILL)
+        signal_group(self.pid, signal.SIGKILL)
         log = getattr(self._proc, "_log_file", None)
         if log is not None and not log.closed:
             log.close()
@@ -136,7 +136,7 @@ def _wait_ready(proc: subprocess.Popen, log_path: Path, host: str, port: int,
             raise ProxyStartError(
                 f"proxy exited with code {proc.returncode} during start-up "
                 f"({' '.join(argv[1:])}); output:\n{log_tail(log_path)}")
-        if READY_RE.search(log_path.read_bytes()) and _port_accepts(host, port):
+        if READY_RE.search(log_path.read_bytes()) and port_accepts(host, port):
             return
         if time.monotonic() > deadline:
             raise ProxyStartError(
@@ -249,7 +249,7 @@ class ServeProc:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def stop(self, timeout: float = 90.0) -> int:
-        _signal_group(self.proc.pid, signal.SIGTERM)
+        signal_group(self.proc.pid, signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
         finally:
@@ -257,7 +257,7 @@ class ServeProc:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            _signal_group(self.proc.pid, signal.SIGKILL)
+            signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
         if not self._log.closed:
             self._log.close()

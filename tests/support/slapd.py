@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.sts import _port_accepts, free_port, log_tail
+from tests.support.ports import free_port, log_tail, port_accepts
 
 SLAPD = Path("/usr/sbin/slapd")
 SLAPADD = Path("/usr/sbin/slapadd")
@@ -104,8 +104,8 @@ class Slapd:
             start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
-        while not (_port_accepts("127.0.0.1", self.port)
-                   and _port_accepts("127.0.0.1", self.ldaps_port)):
+        while not (port_accepts("127.0.0.1", self.port)
+                   and port_accepts("127.0.0.1", self.ldaps_port)):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"slapd did not start; log:\n"

@@ -11,45 +11,37 @@ because STS opens the port a little before the Hive session machinery is usable.
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyspark
+from tests.support.ports import free_port, log_tail, port_accepts, signal_group
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
 START_TIMEOUT_S = 180.0     # ~25 s on an idle machine; several times that under load
 # C1-only JIT: halves start-up CPU and wall time (measured 49 s vs 110 s under load) at the
 # cost of slower long-running queries. For test servers, never for benchmarks.
 FAST_START_JVM_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
+@functools.cache
+def spark_home() -> Path:
+    """The installed pyspark's directory (bin/spark-submit, bin/beeline, jars/). Imported
+    here, at first use, so that this module loads where pyspark is not installed."""
+    import pyspark
+    return Path(pyspark.__file__).resolve().parent
+
+
 class StsStartError(RuntimeError):
     """The Thrift server did not come up; the message carries its log tail."""
 
 
-def free_port() -> int:
-    """An ephemeral port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def log_tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as exc:
-        return f"<no log: {exc}>"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def spark_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["SPARK_HOME"] = str(SPARK_HOME)
+    env["SPARK_HOME"] = str(spark_home())
     # Keep the JVM from picking up a stray config from the caller's environment.
     env.pop("SPARK_CONF_DIR", None)
     env.pop("PYSPARK_SUBMIT_ARGS", None)
@@ -82,14 +74,14 @@ class Sts:
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM the server's process group, then SIGKILL if it lingers. Idempotent."""
         if self._proc.poll() is None:
-            _signal_group(self.pid, signal.SIGTERM)
+            signal_group(self.pid, signal.SIGTERM)
             try:
                 self._proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                _signal_group(self.pid, signal.SIGKILL)
+                signal_group(self.pid, signal.SIGKILL)
                 self._proc.wait(10)
         # Children that outlived the leader (none expected: spark-class execs java).
-        _signal_group(self.pid, signal.SIGKILL)
+        signal_group(self.pid, signal.SIGKILL)
         log = getattr(self._proc, "_log_file", None)
         if log is not None and not log.closed:
             log.close()
@@ -98,24 +90,9 @@ class Sts:
         """SIGKILL the whole server at once, like a crash: no shutdown hook runs, every
         client connection drops. `start_sts(sts.workdir, port=sts.port)` starts it again
         on the same port and metastore."""
-        _signal_group(self.pid, signal.SIGKILL)
+        signal_group(self.pid, signal.SIGKILL)
         self._proc.wait(30)
         self.stop()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _port_accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def probe_query(host: str, port: int, auth: str, timeout: float = 30.0,
@@ -178,7 +155,7 @@ def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, 
     for sub in ("scratch", "scratch-local", "oplogs", "tmp"):
         (workdir / sub).mkdir(exist_ok=True)
     cmd = [
-        str(SPARK_HOME / "bin" / "spark-submit"),
+        str(spark_home() / "bin" / "spark-submit"),
         "--master", "local[2]",
         "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
         "--name", f"test-sts-{port}",
@@ -225,7 +202,7 @@ def _start_once(workdir: Path, auth: str, timeout: float, extra_conf: dict[str, 
                     f"{log_tail(log_path)}")
             if "Address already in use" in log_tail(log_path, 200):
                 raise StsStartError(f"port {port}: Address already in use\n{log_tail(log_path)}")
-            if _port_accepts(host, port):
+            if port_accepts(host, port):
                 try:
                     probe_query(host, port, auth, http=http)
                     return sts

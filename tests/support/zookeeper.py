@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.proxy_proc import ProxyProc, start_proxy
-from tests.support.sts import _port_accepts, free_port, log_tail
+from tests.support.ports import free_port, log_tail, port_accepts
 
 JARS = Path("/usr/share/java")
 ZOOKEEPER_JAR = JARS / "zookeeper.jar"
@@ -85,7 +85,7 @@ class ZooKeeper:
         """`stat` names the mode only once the server serves requests (`ruok` answers
         earlier, while the database is still loading)."""
         import socket
-        if not _port_accepts(self.host, self.port):
+        if not port_accepts(self.host, self.port):
             return False
         try:
             with socket.create_connection((self.host, self.port), timeout=1) as s:

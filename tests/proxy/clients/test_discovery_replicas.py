@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from proxy.discovery import connect
-from tests.support.clients import BEELINE, BEELINE_JVM_OPTS, impyla_connect, pyhive_connect
+from tests.support.clients import BEELINE_JVM_OPTS, beeline, impyla_connect, pyhive_connect
 from tests.support.sts import spark_env
 from tests.support.zookeeper import registered, registered_proxy, wait_for
 
@@ -55,7 +55,7 @@ def beeline_connects(url: str, n: int, workdir) -> tuple[int, str]:
     env = spark_env()
     env["JAVA_TOOL_OPTIONS"] = BEELINE_JVM_OPTS
     proc = subprocess.run(
-        [str(BEELINE), "-u", url, "-n", "me", "-p", "x", "--outputformat=csv2", "--silent=true",
+        [str(beeline()), "-u", url, "-n", "me", "-p", "x", "--outputformat=csv2", "--silent=true",
          "-f", str(path)], cwd=workdir, env=env, capture_output=True, timeout=180)
     return proc.returncode, proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
 

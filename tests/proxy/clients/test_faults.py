@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.clients import ClientError, pyhive_connect, pyhive_execute, pyhive_query
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 
 def _wait_sessions(sts, predicate, timeout: float = 30.0) -> int:

@@ -3,6 +3,7 @@ runner's start-failure report, and the STS session counter."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,9 @@ def test_run_beeline_splits_results_and_errors(monkeypatch, tmp_path):
         return P()
 
     monkeypatch.setattr(clients.subprocess, "run", fake_run)
+    # no JVM runs, so no installed Spark is needed either
+    monkeypatch.setattr(clients, "beeline", lambda: Path("beeline"))
+    monkeypatch.setattr(clients, "spark_env", lambda: {})
     run = clients.run_beeline("jdbc:hive2://h:1/default", ["SELECT 1 AS a", "SELECT * FROM nope",
                                                            "!tables"], workdir=tmp_path)
     assert recorded["script"][0] == "SELECT 1 AS a;" and recorded["script"][4] == "!tables"

@@ -12,7 +12,7 @@ import pytest
 from tests.proxy.engine.driver_client import DriverError, SparkDriver
 from tests.support.clients import jdbc_url, pyhive_connect, pyhive_execute, run_beeline
 from tests.support.proxy_proc import ServeProc
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ import pytest
 
 from tests.proxy.engine.driver_client import SparkDriver
 from tests.support.clients import pyhive_connect, pyhive_execute
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 

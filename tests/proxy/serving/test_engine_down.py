@@ -21,7 +21,7 @@ from proxy.serving.engine import start_failure
 from tests.support.engine_down import no_numpy_env
 from tests.support.lease_worker import wait_until
 from tests.support.proxy_proc import REPO_ROOT, start_proxy
-from tests.support.sts import free_port
+from tests.support.ports import free_port
 
 NUMPY = "'numpy' is required for this operation, but it wasn't installed"
 
