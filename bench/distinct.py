@@ -1,4 +1,4 @@
-"""Distinct-count error and time (issue 14, item 4), measured in one run of a local Spark
+"""Distinct-count error and time (docs/distinct.md), measured in one run of a local Spark
 (a script, not a test).
 
     python bench/distinct.py [--cardinalities 1000,10000,100000,1000000] [--groups 8]

@@ -1,4 +1,4 @@
-"""Generated detail records for issue 15's external-format tables: wide CSV files (100+
+"""Generated detail records for the external-format tables (docs/external.md): wide CSV files (100+
 columns, some gzip- or bzip2-compressed), deterministic for a seed, written in parallel.
 
 Layout: `<out>/csv/batch_<b>/part-<i>.csv[.gz|.bz2]`, the files split into `batches` contiguous

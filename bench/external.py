@@ -1,4 +1,4 @@
-"""External-format tables (issue 15), measured in one run of the embedded `python -m proxy serve`
+"""External-format tables (docs/external.md), measured in one run of the embedded `python -m proxy serve`
 (Spark local[2]) over wide CSV from bench/extdata.py (default 2 GB, 200 files, 110 columns,
 every 4th file gzip):
 

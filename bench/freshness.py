@@ -1,4 +1,4 @@
-"""Freshness guard figures (issue 13), measured in one run.
+"""Freshness guard figures (its added latency and its listing costs), measured in one run.
 
 Part 1, in-process: the guard's added latency per datamap-answered query, FreshnessGuard.check
 over one base table whose files are real files on local disk, covered by the datamap:

@@ -1,4 +1,4 @@
-"""Durations of the freshness contract (issue 13, item 3): how old a datamap's data may
+"""Durations of the freshness contract (docs/freshness.md): how old a datamap's data may
 be before the query-time freshness guard must list the base tables' files again.
 
 One grammar wherever a duration is written: `[datamaps] max_staleness` (TOML, env),

@@ -1,5 +1,5 @@
 """Distinct counts read off a datamap: exact ones from its grouping columns, approximate
-ones from a stored HLL sketch (issue 14, item 4).
+ones from a stored HLL sketch (docs/distinct.md).
 
 Exact (no setting needed; rules/rollup_aggregate.py handles count(DISTINCT e)):
   approx_count_distinct(e[, rsd]) -> approx_count_distinct(e'[, rsd]) over the datamap rows,

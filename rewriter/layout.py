@@ -1,6 +1,6 @@
 """Datamap layout: definition SELECT -> stored columns, and the SELECT that builds them.
 
-Layout rules (issue 3, item 1):
+Layout rules (what a datamap's storage table holds):
   * every grouping expression is a stored column (role group), named after the user's alias,
     else the column name, else expr_<n>;
   * every aggregate call found in the projection is stored once, re-aggregatable:

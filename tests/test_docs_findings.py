@@ -1,5 +1,5 @@
-"""Issue 17's findings that need no Spark: the shape of the proxy's DDL answers and what
-SHOW SEGMENTS shows of a base table's load. Their Spark side is
+"""What a user saw of the proxy's answers, checked without Spark: the shape of the proxy's
+DDL answers and what SHOW SEGMENTS shows of a base table's load. Their Spark side is
 tests/e2e/test_sql_reference.py."""
 from __future__ import annotations
 

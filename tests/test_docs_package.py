@@ -84,8 +84,8 @@ def test_the_index_lists_every_page():
 
 
 def test_the_readme_links_docs_not_the_shared_contract():
-    """Issue 17: the README pointed to contract.md "in the shared docs", which a user of
-    the project does not have."""
+    """The README must not point to contract.md "in the shared docs", which a user of the
+    project does not have."""
     readme = (ROOT / "README.md").read_text()
     assert "contract.md" not in readme and "shared docs" not in readme
     named = set(re.findall(r"docs/([\w.-]+\.md)", readme))

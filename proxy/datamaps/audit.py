@@ -1,4 +1,4 @@
-"""Online correctness audit of datamap answers (issue 13, item 5; docs/audit.md).
+"""Online correctness audit of datamap answers (docs/audit.md).
 
     auditor = Auditor(service, rate, serving)   # proxy/app.py; rate: [datamaps] audit_sample_rate
     auditor.start(background)                   # the worker thread that runs sampled audits

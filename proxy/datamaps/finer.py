@@ -1,4 +1,4 @@
-"""Building a coarse datamap from a finer one (issue 14 item 6; docs/stacked.md).
+"""Building a coarse datamap from a finer one (docs/stacked.md).
 
 A day rollup of `lineitem` and an hour rollup with the same dimensions and re-aggregable
 measures hold the same information at two grains: the day datamap's full build can read

@@ -1,5 +1,5 @@
 """One embedded `serve` (one Spark, ~40 s to start) shared by the e2e modules that only
-add tables of their own names to it (test_table_formats, test_write_matrix, and issue 17's
+add tables of their own names to it (test_table_formats, test_write_matrix, and the
 metrics, console, advisor and docs tests: it serves [metrics] and [console] ports too). Modules that
 need a server of their own settings or state (restarts, time zones) start their own.
 

@@ -36,7 +36,7 @@ class Conn:
         try:
             self.run(sql)
         except ClientError as e:
-            # issue 9: an error never comes without its reason ("... failed: " and nothing)
+            # an error never comes without its reason ("... failed: " and nothing after it)
             assert e.message.strip() and not e.message.rstrip().endswith(":"), (sql, e)
             return e
         raise AssertionError(f"expected an error from: {sql}")

@@ -1,4 +1,4 @@
-"""Issue 15's scenario (CarbonData's "Support External DataSource", the design in the issue),
+"""The external-format tables scenario (CarbonData's "Support External DataSource" design),
 step by step through one embedded proxy (shared: tests/e2e/conftest.py), beeline for the DDL
 and PyHive for the queries, over tiny CSV from bench/extdata.py: 7 files (plain, gzip and
 bzip2) in three batch directories.

@@ -1,4 +1,4 @@
-"""Prometheus metrics end to end (issue 17, item 1): a known workload through the shared
+"""Prometheus metrics end to end (docs/metrics.md): a known workload through the shared
 embedded `serve` (datamap hits served in-process and on Spark, misses, a load that
 refreshes the datamap, an error), then the `[metrics] port` scraped with urllib and parsed
 with prometheus_client's own parser. The shared server serves other modules too, so every

@@ -177,7 +177,7 @@ def test_lazy_datamap_disabled_until_rebuild(env):
 
 
 def assert_live_table(env) -> int:
-    """Issue 13, item 6: agg_sales_table holds exactly the live rows (its visible segments'),
+    """agg_sales_table holds exactly the live rows (its visible segments'),
     read through the proxy (rewriting on and off) and straight from the Spark Thrift
     Server. Returns the rows of its storage table, superseded segments included."""
     c: Pair = env["c"]

@@ -2,7 +2,7 @@
 workload through real clients, then its entries read from the state directory's catalog
 with a QueryLog reader (the proxy's writer commits within ~0.2 s; read with a deadline).
 
-Also the finding of issue 17: the statement log's duration of a forwarded query was its
+Also a regression: the statement log's duration of a forwarded query was once its
 call time (0.004 s for a 7 s query). A 3 s query, polled by PyHive and run synchronously,
 has >= 3 s in the `proxy.statement` line, the audit line and the query log."""
 from __future__ import annotations

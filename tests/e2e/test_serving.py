@@ -1,4 +1,4 @@
-"""The serving tier end to end (issue 12): one embedded `serve`, a datamap over a table
+"""The serving tier (answers computed in-process by DuckDB) end to end: one embedded `serve`, a datamap over a table
 loaded in several segments, queries answered in-process by DuckDB and compared with Spark
 answering the original query directly (the engine's own Thrift port): column names, types
 (with decimal precision and scale) and rows as the client decodes them. Then freshness of

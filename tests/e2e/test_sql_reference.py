@@ -1,7 +1,7 @@
 """docs/sql.md and the README's SQL run as written through the shared embedded `serve`
 (tests/e2e/conftest.py), one session each, statement by statement: every statement
 succeeds, and each entry's own statements return exactly the output columns (names and
-types) of the entry's table. On the way, issue 17's findings: the proxy's DDL answers look
+types) of the entry's table. On the way, what a user saw: the proxy's DDL answers look
 like Spark's (one `Result` column, no rows; beeline prints Spark's box), and SHOW SEGMENTS
 of a base table shows each load's rows and time."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Datamaps on datamaps (issue 14 item 6; docs/stacked.md), end to end through the shared
+"""Datamaps on datamaps (docs/stacked.md), end to end through the shared
 embedded `serve` (tests/e2e/conftest.py): an hour datamap over a base table, a day datamap
 over the same base table (its full builds read the hour datamap's rows), and a datamap
 stacked on the hour datamap's table. After each load every datamap equals what Spark

@@ -1,6 +1,6 @@
-"""The write-path matrix of issue 13, "through the proxy" column: the statement forms of
-item 1 that Spark's default tables allow (a Hive `STORED AS PARQUET` table `s`, a
-`USING parquet` partitioned table `sp`), run THROUGH the proxy, then at once the queries
+"""The write-path matrix, "through the proxy" column: every statement form that changes a
+base table's rows or files and that Spark's default tables allow (a Hive `STORED AS
+PARQUET` table `s`, a `USING parquet` partitioned table `sp`), run THROUGH the proxy, then at once the queries
 of every datamap over the written table (aggregate with a timeseries rollup, projection,
 join) through the proxy, compared with Spark answering them from the base tables in a new
 session with rewriting off. Before the classifier knew them, `WITH ... INSERT` and

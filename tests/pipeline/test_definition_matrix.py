@@ -1,5 +1,5 @@
 """Every grouping/projection expression a dashboard buckets by, as a datamap definition on
-real Spark (issue 9): each either builds and answers exactly what Spark answers (names,
+real Spark: each either builds and answers exactly what Spark answers (names,
 types, rows), or is refused at CREATE with a reason naming the expression.
 
 Each expression E is tried alone (`GROUP BY E`) and with another grouping column

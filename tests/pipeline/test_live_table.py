@@ -1,4 +1,4 @@
-"""`<name>_table` holds exactly the live rows (issue 13, item 6): the rows of the visible
+"""`<name>_table` holds exactly the live rows, never a superseded or unpublished one: the rows of the visible
 segments, after incremental refreshes, while a segment is written but not yet published,
 after COMPACT within the grace period (the superseded partitions still in the storage
 table), after a refresh that failed midway, and when replacing the view failed at a

@@ -1,4 +1,4 @@
-"""Classifying a statement costs time linear in its size (issue 10, defect 2): hostile
+"""Classifying a statement costs time linear in its size, never quadratic: hostile
 inputs through the gateway's handlers, the datamap handlers (a real catalog with schemas
 given as data, no Spark) and the session-state tracking that runs after upstream."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Statements that are costly for the proxy itself to look at (issue 10, defects 2 and 7),
+"""Statements that are costly for the proxy itself to look at (size, nesting),
 on the real stack: the shared Spark Thrift Server, proxies as subprocesses, clients on
 sockets.
 

@@ -1,5 +1,5 @@
 """Long statements are decided in owned worker threads, off the event loop, by size, so
-that one slow decision holds up neither the loop nor short statements (issue 10, defect 2)."""
+that one slow decision holds up neither the loop nor short statements."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""The freshness contract's settings (issue 13, item 3): durations, `[datamaps]
+"""The freshness contract's settings (how old a datamap's data may be): durations, `[datamaps]
 max_staleness`, `SET datamap.max_staleness`, the OpenSession configuration and
 `staleness_budget`. Pure logic, no Spark."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Caches on the statement path are bounded in bytes, not entries (pure logic, no Spark):
-distinct megabyte statements must not pile up (issue 10, defect 3)."""
+distinct megabyte statements must not pile up."""
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,4 @@
-"""Union compensation, differential vs Spark (issue 13): hypothesis draws appends between
+"""Union compensation (rows appended since the refresh), differential vs Spark: hypothesis draws appends between
 a datamap's refresh and a query, and the compensated rewrite must answer what Spark
 answers from all the base rows.
 

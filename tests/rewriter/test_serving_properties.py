@@ -1,4 +1,4 @@
-"""The hypothesis suite through the serving tier (issue 12): random aggregate queries over
+"""The hypothesis suite through the serving tier (in-process DuckDB): random aggregate queries over
 the random datamap pool of test_properties.py, rewritten onto datamaps stored as Parquet
 segments (test_serving_equivalence.ParquetDatamaps: one row per group, or three partial
 slices plus a hidden full copy that must never be read), answered by the in-process engine

@@ -1,4 +1,4 @@
-"""The freshness guard's parts without Spark (issue 13): the cached listing of a table's
+"""The freshness guard's parts without Spark: the cached listing of a table's
 files on local disk, and the verdicts over what a datamap covers. The layouts Spark would
 report are given as plain dicts; the files are real files in a temp directory."""
 from __future__ import annotations

@@ -142,7 +142,7 @@ async def test_explain(service):
     # no serving tier in this handler: EXPLAIN says Spark answers (docs/serving.md)
     assert lines[3:5] == ["Served by: spark (no local engine)",
                           "Result cache: bypassed (not served locally)"]
-    # the freshness guard's line (issue 13): this fake Spark cannot say where files live
+    # the freshness guard's line: this fake Spark cannot say where files live
     assert lines[5].startswith("Freshness: agg: not checked (cannot list db1.sales")
     assert lines[6] == "" and lines[7] == "== Physical Plan =="
     assert "Scan for: SELECT" not in lines[7] or "agg_table" in lines[7]

@@ -1,9 +1,9 @@
-"""Hostile statements through the datamap handlers (issue 10). No Spark: a real catalog,
-schemas given as data (the fixtures of test_handler.py).
+"""Hostile statements (huge or deeply nested) through the datamap handlers. No Spark: a real
+catalog, schemas given as data (the fixtures of test_handler.py).
 
-Over [datamaps] rewrite_max_sql_bytes (defect 2): not parsed; forwarded unchanged, or
+Over [datamaps] rewrite_max_sql_bytes: not parsed; forwarded unchanged, or
 rejected when it calls timeseries(). Nested too deeply for Python's recursion limit (5,000
-parentheses; defect 7): datamap DDL fails with 54001 "statement too complex", a query is
+parentheses): datamap DDL fails with 54001 "statement too complex", a query is
 forwarded unchanged, and neither logs an ERROR or a traceback."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DatamapLoadHandler's decisions for the statement forms of issue 13, item 1 that are not
+"""DatamapLoadHandler's decisions for the statement forms that change a base table but are not
 plain loads: writes whose targets cannot be told (MAYBE_WRITE), renames, CREATE TABLE over
 a base table's name. No Spark: a real catalog; after_load is recorded, not run."""
 from __future__ import annotations

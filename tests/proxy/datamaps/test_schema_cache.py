@@ -1,5 +1,5 @@
 """The rewriter's table-schema cache is bounded in bytes, and table names that failed to
-load (clients can make up any number) do not pile up (issue 10, defect 3). No Spark."""
+load (clients can make up any number) do not pile up. No Spark."""
 from __future__ import annotations
 
 from proxy.datamaps.schemas import SchemaCache

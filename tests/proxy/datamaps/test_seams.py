@@ -1,4 +1,4 @@
-"""The parts of proxy/datamaps talk through public names only (issue 11): a module that
+"""The parts of proxy/datamaps talk through public names only: a module that
 reads another object's `_private` couples itself to that object's insides. No Spark."""
 from __future__ import annotations
 
