@@ -224,14 +224,97 @@ def test_refresh_goes_before_what_spark_runs_and_the_session_remembers_it():
     assert d.fallback.before == refresh and d.settings == ()   # not refreshed when served
 
 
-def test_a_write_through_the_proxy_holds_its_tables_until_it_ends(tmp_path):
-    """Spark commits a job's files one by one: half an INSERT must not be compensated."""
+# -- writes through the proxy in flight (begin_write .. end_write) ---------------------------
+# The invariant: an answer is as of a moment between the statement's arrival and its
+# check. A file may be held back only when its write provably had not finished when the
+# statement arrived: it appeared after a hold that began after the statement arrived.
+
+
+def test_files_already_there_when_a_write_through_the_proxy_began_are_judged(tmp_path):
+    """An outside write that finished before the hold began is compensated, not hidden."""
     a = touch(tmp_path / "t" / "a.parquet")
     g, _ = guard_for(tmp_path)
+    outside = touch(tmp_path / "t" / "outside.parquet")
     token = g.begin_write(["db.t"])
-    touch(tmp_path / "t" / "b.parquet")
-    v = g.check("db.dm", covered([a]))
-    assert v.kind == FRESH and "in progress" in v.reason
+    v = g.check("db.dm", covered([a]), since=time.monotonic() - 10)
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (outside,)}, 0)
+    os.remove(a)                            # a removal is never held back
+    assert g.check("db.dm", covered([a]), since=time.monotonic() - 10).kind == CHANGED
+    g.end_write(token)
+
+
+def test_files_written_during_a_hold_are_held_back_from_statements_that_came_before(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    arrived = time.monotonic()              # a statement arrives ...
+    token = g.begin_write(["db.t"])         # ... then a write through the proxy begins
+    written = touch(tmp_path / "t" / "written.parquet")
+    v = g.check("db.dm", covered([a]), since=arrived)
+    assert (v.kind, v.held, v.reason) == (FRESH, 1, "")
+    # a statement that arrived after the hold began cannot tell the proxy's files from an
+    # outside write that finished meanwhile: they are judged
+    v = g.check("db.dm", covered([a]), since=time.monotonic())
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (written,)}, 0)
+    assert g.check("db.dm", covered([a])).kind == NEW          # since: now
     g.end_write(token)
     g.end_write(token)                      # idempotent
-    assert g.check("db.dm", covered([a])).kind == NEW
+    assert g.check("db.dm", covered([a]), since=arrived).kind == NEW
+
+
+def test_a_held_back_answer_earns_no_max_staleness_credit(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    arrived = time.monotonic()
+    token = g.begin_write(["db.t"])
+    touch(tmp_path / "t" / "written.parquet")
+    assert g.check("db.dm", covered([a]), since=arrived).held == 1
+    # fresh only as of before the write: a relaxed session must not take it for "now"
+    assert g.check("db.dm", covered([a]), budget_s=300).kind == NEW
+    g.end_write(token)
+
+
+def test_overlapping_holds_are_each_their_own(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    early = time.monotonic()
+    first = g.begin_write(["db.t"])
+    between = touch(tmp_path / "t" / "between.parquet")    # during the first only
+    middle = time.monotonic()
+    second = g.begin_write(["db.t"])
+    late = touch(tmp_path / "t" / "late.parquet")          # during both
+    v = g.check("db.dm", covered([a]), since=early)        # before both: as of the first
+    assert (v.kind, v.held) == (FRESH, 2)
+    v = g.check("db.dm", covered([a]), since=middle)       # between them: as of the second
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (between,)}, 1)
+    g.end_write(first)
+    v = g.check("db.dm", covered([a]), since=early)        # the second still holds `late`
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (between,)}, 1)
+    g.end_write(second)
+    v = g.check("db.dm", covered([a]), since=early)
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (between, late)}, 0)
+
+
+def test_a_hold_on_a_table_not_listed_when_it_began_holds_nothing_back(tmp_path):
+    """Which files it wrote cannot be told: every file is judged (never a stale answer)."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    spark = Spark({"db.t": {"hive": False, "roots": [f"file:{tmp_path}/t"], "cached": False}})
+    g = FreshnessGuard(spark.layout, spark.requested.append)
+    arrived = time.monotonic()
+    token = g.begin_write(["db.t"])         # layout not loaded yet: no listing
+    g.load_layouts(["db.t"])
+    b = touch(tmp_path / "t" / "b.parquet")
+    v = g.check("db.dm", covered([a]), since=arrived)
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (b,)}, 0)
+    g.end_write(token)
+
+
+def test_a_hold_never_ended_is_ignored_after_an_hour(tmp_path, monkeypatch):
+    import proxy.datamaps.freshness as freshness
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    arrived = time.monotonic()
+    g.begin_write(["db.t"])
+    touch(tmp_path / "t" / "b.parquet")
+    monkeypatch.setattr(freshness, "WRITE_HOLD_MAX_S", 0.0)
+    assert g.check("db.dm", covered([a]), since=arrived).kind == NEW
+
