@@ -29,6 +29,9 @@ Writes still going on (docs/freshness.md, "What a reader sees while a table is w
 an answer must be the base tables as of one moment between the statement's arrival and
 this check. New files may therefore be held back (left out, the datamap answering as of
 before them) only when their write provably had not finished when the statement arrived:
+  * files of a Spark job whose commit is still moving files in (Listing.pending_jobs: the
+    job's id in its files' names, some of them still in `_temporary/`), read before the
+    table's files;
   * files that appeared after a write through the proxy began (begin_write lists the
     table), for statements that arrived before it began.
 Anything else on disk is judged, whoever wrote it: a write through the proxy never hides
@@ -50,11 +53,12 @@ import logging
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from pipeline.files import quote_table
-from proxy.datamaps.listing import Listing, local_path
+from proxy.datamaps.listing import Listing, job_of, local_path
 
 log = logging.getLogger("proxy.datamaps")
 
@@ -241,6 +245,23 @@ class FreshnessGuard:
         with self._lock:
             self._invisible[table] = frozenset(f for f in (before or ()) if f not in spark)
 
+    def unfinished(self, table: str, spark_files: Iterable[str]) -> frozenset[str]:
+        """Of the files a sync just listed with Spark, those of a write job whose commit was
+        going on meanwhile (its files still pending in a staging directory now, or more of
+        its files on disk now than Spark listed): cutting them into a segment would make a
+        datamap cover part of one job. Empty when the table is not listed here."""
+        listing = self._listings.get(table)
+        if listing is None:
+            return frozenset()
+        listing.files()                      # the staging directories as of now
+        jobs = listing.pending_jobs()
+        on_disk = listing.files() - self._invisible.get(table, frozenset())
+        listed = {f: job_of(p) for f in spark_files for p in [local_path(f)] if p}
+        seen = Counter(j for j in listed.values() if j)
+        there = Counter(j for j in map(job_of, on_disk) if j in seen)
+        partial = {j for j, n in seen.items() if j in jobs or there[j] > n}
+        return frozenset(f for f, j in listed.items() if j in partial)
+
     def _layout(self, table: str) -> Layout | None:
         layout = self._layouts.get(table)
         if layout is None:
@@ -287,6 +308,16 @@ class FreshnessGuard:
                 unverified.append(f"{table} (its file locations are not known yet)")
                 continue
             removed, added = self._diff(name, table, files, listing)
+            if added and listing.staging():
+                # a job is writing into the table. Its pending files are read first, the
+                # table's files after: a job with a file still pending then had not finished
+                # its commit, and every file it moved in by the second look is held back
+                jobs = listing.pending_jobs()
+                removed, added = self._diff(name, table, files, listing)
+                committing = [f for f in added if job_of(f) in jobs] if jobs else ()
+                if committing:
+                    held += len(committing)
+                    added = tuple(f for f in added if f not in set(committing))
             if removed:
                 return self._changed(table, f"{removed} file{'s' if removed > 1 else ''} of "
                                             f"{table} removed or replaced")

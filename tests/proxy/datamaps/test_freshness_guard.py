@@ -318,3 +318,63 @@ def test_a_hold_never_ended_is_ignored_after_an_hour(tmp_path, monkeypatch):
     monkeypatch.setattr(freshness, "WRITE_HOLD_MAX_S", 0.0)
     assert g.check("db.dm", covered([a]), since=arrived).kind == NEW
 
+
+# -- a commit in progress: Spark moves a job's files into the table one by one -------------
+JOB = "bbbded7e-7125-4449-80b5-b305899f3e15"
+OTHER = "43bb276c-b4b7-49b1-9e91-3ad65652e85e"
+
+
+def test_files_of_a_job_still_committing_are_held_back(tmp_path):
+    """What Spark 4 leaves on disk mid-commit: the job's moved files in the table, the rest
+    under _temporary/0/task_*; both named part-NNNNN-<job uuid>-c000."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    moved = touch(tmp_path / "t" / f"part-00000-{JOB}-c000.snappy.parquet")
+    pending = tmp_path / "t" / "_temporary" / "0" / "task_1_m_000001" / \
+        f"part-00001-{JOB}-c000.snappy.parquet"
+    touch(pending)
+    done = touch(tmp_path / "t" / f"part-00000-{OTHER}-c000.snappy.parquet")   # committed
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (done,)}, 1)
+    # the commit moves the last file (_temporary goes after): the whole job is read
+    os.rename(pending, tmp_path / "t" / pending.name)
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, v.held) == (NEW, 0)
+    assert set(v.new["db.t"]) == {moved, done, str(tmp_path / "t" / pending.name)}
+
+
+def test_a_job_only_writing_its_tasks_holds_nothing_back(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    touch(tmp_path / "t" / "_temporary" / "0" / "_temporary" / "attempt_1" /
+          f"part-00000-{JOB}-c000.snappy.parquet")
+    assert g.check("db.dm", covered([a])).kind == FRESH
+    copied = touch(tmp_path / "t" / "copied.parquet")        # no job id: read at once
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (copied,)}, 0)
+
+
+def test_staging_directories_of_partitions_and_hive_writes_are_read(tmp_path):
+    a = touch(tmp_path / "t" / "p=1" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    touch(tmp_path / "t" / "p=1" / f"part-00000-{JOB}-c000")
+    touch(tmp_path / "t" / ".hive-staging_hive_2026-11-27_1" / "-ext-10000" /
+          f"part-00001-{JOB}-c000")
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, v.held) == (FRESH, 1)
+
+
+def test_a_sync_leaves_the_files_of_a_commit_going_on_to_the_next_one(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    moved = touch(tmp_path / "t" / f"part-00000-{JOB}-c000.snappy.parquet")
+    pending = touch(tmp_path / "t" / "_temporary" / "0" / "task_1" /
+                    f"part-00001-{JOB}-c000.snappy.parquet")
+    done = touch(tmp_path / "t" / f"part-00000-{OTHER}-c000.snappy.parquet")
+    spark = {f"file:{p}" for p in (a, moved, done)}
+    assert g.unfinished("db.t", spark) == {f"file:{moved}"}
+    # the commit ended while Spark listed: Spark saw one of its two files
+    os.rename(pending, tmp_path / "t" / os.path.basename(pending))
+    assert g.unfinished("db.t", spark) == {f"file:{moved}"}
+    spark.add(f"file:{tmp_path}/t/{os.path.basename(pending)}")
+    assert g.unfinished("db.t", spark) == frozenset()
