@@ -314,10 +314,10 @@ class FreshnessGuard:
                 # its commit, and every file it moved in by the second look is held back
                 jobs = listing.pending_jobs()
                 removed, added = self._diff(name, table, files, listing)
-                committing = [f for f in added if job_of(f) in jobs] if jobs else ()
+                committing = {f for f in added if job_of(f) in jobs} if jobs else set()
                 if committing:
                     held += len(committing)
-                    added = tuple(f for f in added if f not in set(committing))
+                    added = tuple(f for f in added if f not in committing)
             if removed:
                 return self._changed(table, f"{removed} file{'s' if removed > 1 else ''} of "
                                             f"{table} removed or replaced")
