@@ -256,31 +256,36 @@ def race(env, seed: int) -> dict:
     errors: list[BaseException] = []
     stop = threading.Event()
 
-    def reader() -> None:
-        with RawHS2("127.0.0.1", port) as c:
-            query = RACE_QUERY.format(t=table)
-            while not stop.is_set():
-                began = time.monotonic()
-                row = c.execute(query).rows[0]
-                reads.append(Read(began, time.monotonic(), row[0], row[1]))
-                time.sleep(READ_PAUSE_S)    # leave the two cores to the writes as well
+    def reader(c: RawHS2) -> None:
+        query = RACE_QUERY.format(t=table)
+        while not stop.is_set():
+            began = time.monotonic()
+            row = c.execute(query).rows[0]
+            reads.append(Read(began, time.monotonic(), row[0], row[1]))
+            time.sleep(READ_PAUSE_S)    # leave the two cores to the writes as well
 
-    def guarded(fn):
+    def guarded(fn, *args):
         def run():
             try:
-                fn()
+                fn(*args)
             except BaseException as e:  # noqa: BLE001 - reported by the test
                 errors.append(e)
                 stop.set()
         return run
 
-    threads = [threading.Thread(target=guarded(reader), name=f"race-reader-{i}", daemon=True)
-               for i in range(RACE_READERS)]
-    for t in threads:
-        t.start()
-    via_proxy = RawHS2("127.0.0.1", port)
-    via_spark = RawHS2("127.0.0.1", env["srv"].engine_port)
+    # every session is opened here, one after another, before any thread starts: a failed
+    # open then leaves no reader behind
+    clients: list[RawHS2] = []
+    threads: list[threading.Thread] = []
     try:
+        for _ in range(RACE_READERS + 1):
+            clients.append(RawHS2("127.0.0.1", port))
+        clients.append(RawHS2("127.0.0.1", env["srv"].engine_port))
+        *readers, via_proxy, via_spark = clients
+        threads = [threading.Thread(target=guarded(reader, c), name=f"race-reader-{i}",
+                                    daemon=True) for i, c in enumerate(readers)]
+        for t in threads:
+            t.start()
         deadline = time.monotonic() + RACE_SECONDS
         b = 1
         while time.monotonic() < deadline and not stop.is_set() and b < 60:
@@ -298,8 +303,8 @@ def race(env, seed: int) -> dict:
         stop.set()
         for t in threads:
             t.join(60)
-        via_proxy.close()
-        via_spark.close()
+        for c in clients:
+            c.close()
     assert not errors, errors
     stale, torn, wrong = [], [], []
     for r in reads:
