@@ -327,7 +327,7 @@ def test_concurrent_writes_never_give_a_stale_answer(env, seed):
           f"({sum(1 for d in got['done'] if d[3] == 'proxy')} through the proxy), "
           f"{len(got['stale'])} stale, {len(got['torn'])} torn, {len(got['wrong'])} wrong; "
           "writes: " + " ".join(f"{d[3][0]}{d[2] - d[1]:.1f}s" for d in got["done"][1:]))
-    assert got["reads"] >= 100, got["reads"]
+    assert got["reads"] >= 50, got["reads"]     # ~120-560 seen on 2 busy cores
     assert not got["stale"], (got["stale"][:5], got["done"])
     assert not got["wrong"], (got["wrong"][:5], got["done"])
     assert not got["torn"], (got["torn"][:5], got["done"])
