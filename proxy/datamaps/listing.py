@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 RACY_NS = 2_000_000_000
+ABANDONED_NS = 60_000_000_000
 # a write job's staging directories (hidden names) and the job id in Spark's file names
 _STAGING = re.compile(r"_temporary|\.spark-staging-.*|\.hive-staging.*")
 _JOB = re.compile(r"part-\d+-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -121,11 +122,22 @@ class Listing:
     def pending_jobs(self) -> frozenset[str]:
         """The ids of write jobs with files still under a staging directory now: files of
         these jobs in the table are part of a commit in progress. Read again at every call
-        (a staging directory exists only while a job writes)."""
+        (a staging directory exists only while a job writes). A staging tree in which no
+        directory changed for ABANDONED_NS is left over from a job that died (Spark's
+        readers see the files it moved in, so the proxy must too): its jobs do not count.
+        A commit going on renames files out of its directories all the time."""
         jobs: set[str] = set()
+        now = time.time_ns()
         for top in self._staging:
-            for _dirpath, _dirs, names in os.walk(top):
-                jobs.update(j for j in map(job_of, names) if j)
+            newest, found = 0, set()
+            for dirpath, _dirs, names in os.walk(top):
+                try:
+                    newest = max(newest, os.stat(dirpath).st_mtime_ns)
+                except OSError:          # emptied and removed meanwhile
+                    pass
+                found.update(j for j in map(job_of, names) if j)
+            if found and now - newest < ABANDONED_NS:
+                jobs |= found
         return frozenset(jobs)
 
     def _look(self, path: str, seen: set[str], inodes: set[tuple[int, int]]) -> bool:

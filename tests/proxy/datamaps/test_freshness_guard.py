@@ -343,6 +343,18 @@ def test_files_of_a_job_still_committing_are_held_back(tmp_path):
     assert set(v.new["db.t"]) == {moved, done, str(tmp_path / "t" / pending.name)}
 
 
+def test_a_staging_directory_left_by_a_job_that_died_holds_nothing_back(tmp_path):
+    """Spark's readers see what a job moved in before it died: so must the datamaps."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    moved = touch(tmp_path / "t" / f"part-00000-{JOB}-c000.snappy.parquet")
+    touch(tmp_path / "t" / "_temporary" / "0" / "task_1" / f"part-00001-{JOB}-c000.snappy.parquet")
+    staging = tmp_path / "t" / "_temporary"
+    settle(staging, staging / "0", staging / "0" / "task_1", seconds=120)
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (moved,)}, 0)
+
+
 def test_a_job_only_writing_its_tasks_holds_nothing_back(tmp_path):
     a = touch(tmp_path / "t" / "a.parquet")
     g, _ = guard_for(tmp_path)
