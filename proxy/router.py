@@ -75,6 +75,7 @@ class StatementContext:
     conf: Mapping[str, str]         # session-level settings the proxy tracks (SET k=v it saw)
     protocol_version: int
     opened: float = 0.0             # time.monotonic() when the session was opened
+    arrived: float | None = None    # time.monotonic() when the statement arrived (None: unknown)
 
 
 @dataclass(frozen=True)

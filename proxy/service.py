@@ -205,9 +205,11 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
             # this statement alone runs under other result-affecting settings
             conf = {**conf, BLOCKED_KEY: "the statement's confOverlay changes a setting "
                                          "datamaps were not built with"}
+        facts = statement_facts.current()
         ctx = StatementContext(session_id=session.id, user=session.user,
                                current_db=session.current_db, conf=conf,
-                               protocol_version=session.protocol, opened=session.created)
+                               protocol_version=session.protocol, opened=session.created,
+                               arrived=facts.arrived if facts is not None else None)
         try:
             decision = await self.router.decide_async(ctx, statement)
         except ProxyError:

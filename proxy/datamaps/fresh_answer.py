@@ -52,25 +52,27 @@ def refresh_statements(tables) -> tuple[str, ...]:
                  for t in dict.fromkeys(tables))
 
 
-def datamaps_below(provider, covered) -> dict[str, str]:
-    """The datamap tables `covered` reads -> their datamaps ("db.name"), among those the
-    current index offers."""
+def datamaps_below(provider, covered, index=None) -> dict[str, str]:
+    """The datamap tables `covered` reads -> their datamaps ("db.name"), among those
+    `index` (None: the current index) offers."""
     lower = {t: t.removesuffix("_table") for t in covered.files if t.endswith("_table")}
-    return {t: n for t, n in lower.items() if provider.covered(n)}
+    return {t: n for t, n in lower.items() if provider.covered(n, index)}
 
 
 def stacked_check(guard, provider, name: str, covered, allowed: float, compensable,
-                  below: tuple[str, ...] = ()) -> Verdict:
+                  below: tuple[str, ...] = (), since: float | None = None,
+                  index=None) -> Verdict:
     """guard.check, for a datamap stacked on others (proxy/datamaps/stacking.py) too: the
     lower datamap's table is not a directory the guard can list, and the stacked datamap
     is fresh only while each datamap below it is fresh for its own base files, so those
     are judged in its place (a lower one that is not makes this one CHANGED: the query
     goes to Spark, and the lower one's sync was requested)."""
-    lower = {t: n for t, n in datamaps_below(provider, covered).items() if n not in below}
+    lower = {t: n for t, n in datamaps_below(provider, covered, index).items()
+             if n not in below}
     answered = []
     for low in lower.values():
-        v = stacked_check(guard, provider, low, provider.covered(low), allowed, compensable,
-                          below + (name,))
+        v = stacked_check(guard, provider, low, provider.covered(low, index), allowed,
+                          compensable, below + (name,), since, index)
         if v.kind in (NEW, CHANGED):
             return Verdict(CHANGED, f"datamap {low} below it is not fresh: "
                                     f"{v.reason or v.files_line()}")
@@ -78,7 +80,7 @@ def stacked_check(guard, provider, name: str, covered, allowed: float, compensab
     if lower:
         covered = dataclasses.replace(covered, files={
             t: f for t, f in covered.files.items() if t not in lower})
-    v = guard.check(name, covered, allowed, compensable)
+    v = guard.check(name, covered, allowed, compensable, since)
     if v.kind in (NEW, CHANGED):
         return v
     # the least checked verdict of all stands: UNVERIFIED, then FRESH for a reason other
@@ -88,15 +90,22 @@ def stacked_check(guard, provider, name: str, covered, allowed: float, compensab
 
 def check(service, result: RewriteResult, statement: str, current_db: str,
           conf: Mapping[str, str], default_budget_s: float = 0.0,
-          display=lambda name: name) -> Checked:
-    """Run the guard over the datamaps `result` uses."""
+          display=lambda name: name, index=None, since: float | None = None) -> Checked:
+    """Run the guard over the datamaps `result` uses. `index`: the DatamapIndex that
+    rewrote it (None: the current one). What each datamap covers is taken from that same
+    index: a datamap refreshed in between would otherwise be judged by its new segments
+    while `result` reads its old ones. `since`: when the statement arrived
+    (time.monotonic()), for FreshnessGuard.check."""
     from pipeline import plan_delta
     guard, provider = service.guard, service.rewrite_index
+    index = index if index is not None else service.index()
     allowed = staleness_budget(conf, default_budget_s)
     verdicts: dict[str, Verdict] = {}
     for name in result.used:
-        covered = provider.covered(name)
-        if covered is None:          # the index changed under us: judge it next time
+        covered = provider.covered(name, index)
+        if covered is None:          # that index is gone: cannot tell, the base tables answer
+            verdicts[name] = Verdict(CHANGED, "the datamap changed while the statement was "
+                                              "rewritten")
             continue
 
         def compensable(table, definition=covered.definition):
@@ -104,7 +113,7 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
             return plan.reason if plan.full_rebuild else None
         try:
             verdicts[name] = stacked_check(guard, provider, name, covered, allowed,
-                                           compensable)
+                                           compensable, since=since, index=index)
         except Exception as e:  # noqa: BLE001 - cannot tell: the base tables answer
             log.warning("freshness check of %s failed; the base tables answer", name,
                         exc_info=True)
@@ -118,14 +127,14 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     explain = [f"Freshness: {display(n)}: " + {
         FRESH: "base table files unchanged" if not v.reason else f"not checked ({v.reason})",
         UNVERIFIED: f"not checked ({v.reason})",
-        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind] + _through(provider, n, display)
-        for n, v in verdicts.items()]
+        NEW: f"{v.files_line()} (a refresh was started)"}[v.kind] + _held(v)
+        + _through(provider, n, display, index) for n, v in verdicts.items()]
     new = {n: v for n, v in verdicts.items() if v.kind == NEW}
     if not new:
         return Checked(result, explain=tuple(explain), verdicts=verdicts)
     deltas = {n: tuple((t, guard.relation(t, files)) for t, files in v.new.items())
               for n, v in new.items()}
-    index = provider.compensated(service.index(), deltas)
+    index = provider.compensated(index, deltas)
     try:
         again = index.rewrite(statement, current_db, approximate_on(conf))
     except Exception:  # noqa: BLE001 - the base tables answer instead
@@ -141,10 +150,18 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
                    note="compensated:" + ",".join(display(n) for n in new))
 
 
-def _through(provider, name: str, display) -> str:
+def _held(v: Verdict) -> str:
+    """EXPLAIN's note of files held back (FreshnessGuard._held_back)."""
+    if not v.held:
+        return ""
+    return (f"; {v.held} new file{'s' if v.held != 1 else ''} of writes still in progress "
+            "not read")
+
+
+def _through(provider, name: str, display, index=None) -> str:
     """EXPLAIN's note that a stacked datamap was judged by the datamaps below it."""
-    covered = provider.covered(name)
-    below = sorted(datamaps_below(provider, covered).values()) if covered else []
+    covered = provider.covered(name, index)
+    below = sorted(datamaps_below(provider, covered, index).values()) if covered else []
     return f" (judged by datamap {', '.join(map(display, below))} below it)" if below else ""
 
 

@@ -25,6 +25,18 @@ Spark session listed the table before is sent `REFRESH TABLE` once before its ne
 statement on it (fresh_answer.with_refresh): Spark keeps a session's file list, and the
 compensation's file filter, or the base tables answering, must see the new files.
 
+Writes still going on (docs/freshness.md, "What a reader sees while a table is written"):
+an answer must be the base tables as of one moment between the statement's arrival and
+this check. New files may therefore be held back (left out, the datamap answering as of
+before them) only when their write provably had not finished when the statement arrived:
+  * files of a Spark job whose commit is still moving files in (Listing.pending_jobs: the
+    job's id in its files' names, some of them still in `_temporary/`), read before the
+    table's files;
+  * files that appeared after a write through the proxy began (begin_write lists the
+    table), for statements that arrived before it began.
+Anything else on disk is judged, whoever wrote it: a write through the proxy never hides
+an outside write that finished before the statement arrived.
+
 Bounded staleness (`[datamaps] max_staleness`, `SET datamap.max_staleness`): while a
 datamap's data is younger than the budget (its newest segment read the base tables, or the
 guard last found it fresh, within the budget) the listing is skipped.
@@ -41,11 +53,12 @@ import logging
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from pipeline.files import quote_table
-from proxy.datamaps.listing import Listing, local_path
+from proxy.datamaps.listing import Listing, job_of, local_path
 
 log = logging.getLogger("proxy.datamaps")
 
@@ -81,11 +94,19 @@ class Verdict:
     reason: str = ""
     new: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # table -> new files
     tables: tuple[str, ...] = ()      # changed base tables (REFRESH TABLE before answering)
+    held: int = 0                     # new files held back: their writes were still going on
 
     def files_line(self) -> str:
         """"2 new files compensated from default.sales"."""
         return "; ".join(f"{len(files)} new file{'s' if len(files) != 1 else ''} compensated "
                          f"from {table}" for table, files in self.new.items())
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """One write through the proxy to one table (begin_write .. end_write)."""
+    started: float                      # time.monotonic(), taken before `before`
+    before: frozenset[str] | None       # the table's files then; None: not listable then
 
 
 @dataclass(frozen=True)
@@ -110,21 +131,28 @@ class FreshnessGuard:
         self._loading: set[str] = set()
         self._memo: dict[tuple[str, str], tuple] = {}
         self._changed_at: dict[str, float] = {}      # table -> monotonic time of a change
-        self._writing: dict[str, dict[object, float]] = {}   # table -> write tokens -> start
+        self._writing: dict[str, dict[object, _Hold]] = {}   # table -> write token -> hold
         self._names: re.Pattern | None = None        # their bare names, for a text match
         self._lock = threading.Lock()
 
     # -- writes through the proxy in flight -------------------------------------------------
     def begin_write(self, tables: Iterable[str]) -> object:
-        """A write to `tables` is being forwarded: until end_write(token), their files are
-        not judged. Spark commits a job's files one by one, so a look in between could
-        compensate half of one INSERT; the datamaps answer as of before it instead, and the
-        load's own refresh follows. Entries older than WRITE_HOLD_MAX_S are ignored (a
-        decision that was never executed must not hold a table for ever)."""
+        """A write to `tables` is about to be forwarded: until end_write(token), files that
+        appear in them may be held back from statements that arrived before it began
+        (check's `since`). Each table's files are remembered now (the cached listing);
+        a table whose files cannot be listed now holds nothing back. Entries older than
+        WRITE_HOLD_MAX_S are ignored (a decision that was never executed must not hold a
+        table for ever). Several holds on one table are each their own."""
         token = object()
-        with self._lock:
-            for table in dict.fromkeys(tables):
-                self._writing.setdefault(table, {})[token] = time.monotonic()
+        for table in dict.fromkeys(tables):
+            started = time.monotonic()      # before the look: every file not in it is newer
+            listing = self._listings.get(table)
+            try:
+                before = listing.files() if listing is not None else None
+            except OSError:
+                before = None
+            with self._lock:
+                self._writing.setdefault(table, {})[token] = _Hold(started, before)
         return token
 
     def end_write(self, token: object) -> None:
@@ -135,12 +163,22 @@ class FreshnessGuard:
                 if not self._writing[table]:
                     del self._writing[table]
 
-    def _being_written(self, table: str) -> bool:
-        tokens = self._writing.get(table)
-        if not tokens:
-            return False
+    def _held_back(self, table: str, added: tuple[str, ...], since: float) -> frozenset[str]:
+        """The files of `added` that appeared after a hold on `table` began, of holds that
+        began after `since` (the statement's arrival): their writes had not finished when
+        the statement arrived, so an answer without them is as of a moment during it.
+        A file that appeared during a hold that began before the statement arrived is not
+        held back: nothing tells the proxy's own write from another writer that finished
+        meanwhile (that one must be seen)."""
+        holds = self._writing.get(table)
+        if not holds:
+            return frozenset()
         oldest = time.monotonic() - WRITE_HOLD_MAX_S
-        return any(at > oldest for at in list(tokens.values()))
+        held: set[str] = set()
+        for hold in list(holds.values()):
+            if hold.before is not None and hold.started >= since and hold.started > oldest:
+                held.update(f for f in added if f not in hold.before)
+        return frozenset(held)
 
     # -- Spark sessions' cached file lists ---------------------------------------------------
     def note_change(self, table: str) -> None:
@@ -207,6 +245,23 @@ class FreshnessGuard:
         with self._lock:
             self._invisible[table] = frozenset(f for f in (before or ()) if f not in spark)
 
+    def unfinished(self, table: str, spark_files: Iterable[str]) -> frozenset[str]:
+        """Of the files a sync just listed with Spark, those of a write job whose commit was
+        going on meanwhile (its files still pending in a staging directory now, or more of
+        its files on disk now than Spark listed): cutting them into a segment would make a
+        datamap cover part of one job. Empty when the table is not listed here."""
+        listing = self._listings.get(table)
+        if listing is None:
+            return frozenset()
+        listing.files()                      # the staging directories as of now
+        jobs = listing.pending_jobs()
+        on_disk = listing.files() - self._invisible.get(table, frozenset())
+        listed = {f: job_of(p) for f in spark_files for p in [local_path(f)] if p}
+        seen = Counter(j for j in listed.values() if j)
+        there = Counter(j for j in map(job_of, on_disk) if j in seen)
+        partial = {j for j, n in seen.items() if j in jobs or there[j] > n}
+        return frozenset(f for f, j in listed.items() if j in partial)
+
     def _layout(self, table: str) -> Layout | None:
         layout = self._layouts.get(table)
         if layout is None:
@@ -227,18 +282,19 @@ class FreshnessGuard:
 
     # -- the check (the query path: stats only) ---------------------------------------------
     def check(self, name: str, covered: Covered, budget_s: float = 0.0,
-              compensable: Callable[[str], str | None] = lambda _t: None) -> Verdict:
+              compensable: Callable[[str], str | None] = lambda _t: None,
+              since: float | None = None) -> Verdict:
         """The verdict for datamap `name`. `compensable(table)`: why new files of `table`
-        alone cannot be answered by union compensation (outer join, self join), or None."""
+        alone cannot be answered by union compensation (outer join, self join), or None.
+        `since`: time.monotonic() when the statement arrived (None: now); files written by
+        a write through the proxy that began after it may be held back (_held_back)."""
         now = time.time()
         if budget_s > 0 and now - max(covered.as_of, self._verified.get(name, 0.0)) <= budget_s:
             return Verdict(FRESH, "within max_staleness")
+        since = time.monotonic() if since is None else since
         new: dict[str, tuple[str, ...]] = {}
         unverified = []
-        writing = [t for t in covered.files if self._being_written(t)]
-        if writing:
-            return Verdict(FRESH, "a write through the proxy to " + ", ".join(writing)
-                           + " is in progress; answered as of before it")
+        held = 0
         for table, files in covered.files.items():
             layout = self._layout(table)
             if layout is None:       # being loaded (a load failed at the last sync)
@@ -252,14 +308,32 @@ class FreshnessGuard:
                 unverified.append(f"{table} (its file locations are not known yet)")
                 continue
             removed, added = self._diff(name, table, files, listing)
+            if added and listing.staging():
+                # a job is writing into the table. Its pending files are read first, the
+                # table's files after: a job with a file still pending then had not finished
+                # its commit, and every file it moved in by the second look is held back
+                jobs = listing.pending_jobs()
+                removed, added = self._diff(name, table, files, listing)
+                committing = {f for f in added if job_of(f) in jobs} if jobs else set()
+                if committing:
+                    held += len(committing)
+                    added = tuple(f for f in added if f not in committing)
             if removed:
                 return self._changed(table, f"{removed} file{'s' if removed > 1 else ''} of "
                                             f"{table} removed or replaced")
+            if added and table in self._writing:
+                later = self._held_back(table, added, since)
+                if later:
+                    held += len(later)
+                    added = tuple(f for f in added if f not in later)
             if added:
                 new[table] = added
         if not new:
             if unverified:
-                return Verdict(UNVERIFIED, "cannot list " + ", ".join(sorted(unverified)))
+                return Verdict(UNVERIFIED, "cannot list " + ", ".join(sorted(unverified)),
+                               held=held)
+            if held:     # fresh as of before those writes, not now: no max_staleness credit
+                return Verdict(FRESH, held=held)
             self._verified[name] = now
             return Verdict(FRESH)
         tables = tuple(new)
@@ -272,7 +346,7 @@ class FreshnessGuard:
         if why:
             return Verdict(CHANGED, f"{len(files)} new files of {table}, not compensable: {why}",
                            tables=tables)
-        return Verdict(NEW, new=new, tables=tables)
+        return Verdict(NEW, new=new, tables=tables, held=held)
 
     def _diff(self, name: str, table: str, covered: frozenset[str],
               listing: Listing) -> tuple[int, tuple[str, ...]]:

@@ -141,6 +141,7 @@ class DatamapDdlHandler:
 
         async def run(upstream) -> LocalResult:
             result = RewriteResult(stmt.query, False)
+            index = None
             if not enabled and not too_long and _TIMESERIES.search(stmt.query):
                 sql = await asyncio.to_thread(translate_only, service, stmt.query, current_db)
                 result = RewriteResult(sql, sql != stmt.query)
@@ -165,7 +166,7 @@ class DatamapDdlHandler:
             if result.used:
                 checked = await asyncio.to_thread(
                     fresh_answer.check, service, result, stmt.query, current_db, conf,
-                    max_staleness_s, lambda n: display_name(n, current_db))
+                    max_staleness_s, lambda n: display_name(n, current_db), index)
                 fresh = checked.explain
                 if checked.result is None:
                     result = RewriteResult(stmt.query, False)
@@ -262,10 +263,11 @@ class DatamapSelectHandler:
         self.isolated.close()
 
     def _rewrite(self, statement: str, current_db: str, approximate: bool = False):
+        """(the DatamapIndex used, its RewriteResult)."""
         index = self.service.index()
         if self.isolated.wanted(index, statement):
-            return self.isolated.rewrite(index, statement, current_db, approximate)
-        return index.rewrite(statement, current_db, approximate)
+            return index, self.isolated.rewrite(index, statement, current_db, approximate)
+        return index, index.rewrite(statement, current_db, approximate)
 
     def __call__(self, ctx: StatementContext, statement: str) -> Decision | None:
         if classify(statement).kind is not Kind.QUERY:
@@ -289,7 +291,7 @@ class DatamapSelectHandler:
             # Spark reads the session's temporary view, not a base table
             return PassThrough(bypassed="reads a temporary view")
         try:
-            result = self._rewrite(statement, ctx.current_db, approximate_on(ctx.conf))
+            index, result = self._rewrite(statement, ctx.current_db, approximate_on(ctx.conf))
         except Exception as e:  # noqa: BLE001 - style.md: a rewriter failure forwards the original
             if getattr(e, "forward_quietly", False):   # e.g. the pipeline session is starting
                 log.info("not rewriting yet (%s); forwarding the original statement", e)
@@ -306,7 +308,7 @@ class DatamapSelectHandler:
             return miss(why_not=tuple(result.skipped.items()))
         checked = None
         if result.used:
-            checked = self._check(result, statement, ctx)
+            checked = self._check(result, statement, ctx, index)
             if checked.result is None:          # the base tables answer
                 return self._base_tables(statement, ctx, checked)
             result = checked.result
@@ -351,10 +353,11 @@ class DatamapSelectHandler:
                        settings=decision.settings, before=decision.before,
                        why_not=decision.why_not, bypassed=decision.bypassed)
 
-    def _check(self, result: RewriteResult, statement: str, ctx: StatementContext):
+    def _check(self, result: RewriteResult, statement: str, ctx: StatementContext, index):
         return fresh_answer.check(self.service, result, statement, ctx.current_db, ctx.conf,
                                   self.max_staleness_s,
-                                  lambda n: display_name(n, ctx.current_db))
+                                  lambda n: display_name(n, ctx.current_db), index,
+                                  ctx.arrived)
 
     def _base_tables(self, statement: str, ctx: StatementContext, checked) -> Decision:
         """The guard found a datamap stale: the statement goes to the base tables (its

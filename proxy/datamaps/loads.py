@@ -108,8 +108,8 @@ class DatamapLoadHandler:
         if not based:
             return None
         service = self.service
-        # until the write and its refresh are done, the freshness guard does not judge
-        # these tables' files (half a Spark job commit must not be compensated)
+        # until the write and its refresh are done, statements that arrived before it began
+        # do not see the files that appear meanwhile (the guard lists the tables now)
         token = service.guard.begin_write(based)
         started = time.time()       # the load's time in SHOW SEGMENTS runs from here
 

@@ -120,9 +120,14 @@ class Maintenance:
         with self._locks(f"base:{table}"):
             before = self.guard.files_now(table) if self.guard else None
             current = set(list_files(self._spark(), table))
+            unfinished: frozenset[str] = frozenset()
             if self.guard:
                 self.guard.listed(table, before, current)
+                unfinished = self.guard.unfinished(table, current)
             known = self.catalog.base_files(table)
+            # a job's files go into one segment together: those of a commit still going on
+            # are left to the next sync (until then the guard holds them back or compensates)
+            current -= unfinished - known
             added, removed = len(current - known), len(known - current)
             replaced = bool(removed or (rewritten and known))
             seg = None

@@ -16,6 +16,8 @@ from proxy.datamaps.zone_policy import TimeZonePolicy
 from rewriter.api import Candidate
 
 Unavailable = dict[str, tuple[tuple[str, ...], str]]   # "db.name" -> (base tables, reason)
+# indexes whose coverage is kept for statements still being decided with them
+_KEPT_INDEXES = 8
 
 
 class RewriteIndexProvider:
@@ -29,6 +31,9 @@ class RewriteIndexProvider:
         # "db.name" -> (visible segment ids, when the newest began reading its base data)
         self._freshness: dict[str, tuple[tuple[str, ...], float]] = {}
         self._covered: dict[str, Covered] = {}
+        # what each datamap covers, per index (by token): a statement is judged by the
+        # index that rewrote it, though a newer one may be built meanwhile
+        self._covered_by: dict[int, dict[str, Covered]] = {}
         # indexes whose candidates carry union compensation, by (index token, deltas)
         self._compensated: dict[tuple, object] = {}
         # Reentrant: the first index() in remote mode opens the pipeline session, whose
@@ -74,9 +79,15 @@ class RewriteIndexProvider:
             visible = self.catalog.visible_segments(rec.db, rec.name)
             freshness[rec.qualified] = (tuple(s.id for s in visible),
                                         max((s.load_start for s in visible), default=0.0))
+            # from the same read of the visible segments as the candidate: a publish in
+            # between must not make the guard judge segments the rewrite does not read
+            built_from: dict[str, set[str]] = {}
+            for seg in visible:
+                for t, ids in seg.extra_info.items():
+                    built_from.setdefault(t, set()).update(ids)
             covered[rec.qualified] = Covered(
                 {t: self._files_of(t, frozenset(ids), files_of) for t, ids in
-                 self.catalog.covered_base_segments(rec.db, rec.name).items()},
+                 built_from.items()},
                 freshness[rec.qualified][1], definition)
             out.append(Candidate(definition,
                                  rows=sum(s.rows or 0 for s in visible),
@@ -91,15 +102,21 @@ class RewriteIndexProvider:
         `memo` is this index build's: it also keeps each table's base segments."""
         key = (table, ids)
         if key not in memo:
-            if table not in memo:      # one catalog read per table, however many datamaps
+            if table not in memo or not ids <= {s.id for s in memo[table]}:
+                # one catalog read per table, however many datamaps; again when a segment
+                # published since that read was built from a base segment newer than it
                 memo[table] = self.catalog.base_segments(table)
             paths = [local_path(f) for s in memo[table] if s.id in ids for f in s.files]
             memo[key] = None if any(p is None for p in paths) else frozenset(paths)
         return memo[key]
 
-    def covered(self, name: str) -> Covered | None:
-        """What datamap "db.name" was built from, as the current index saw it."""
-        return self._covered.get(name)
+    def covered(self, name: str, index=None) -> Covered | None:
+        """What datamap "db.name" was built from, as `index` (None: the current index) saw
+        it; None when that index did not offer it or is too old to be known."""
+        if index is None:
+            return self._covered.get(name)
+        known = self._covered_by.get(index.token)
+        return known.get(name) if known is not None else None
 
     def compensated(self, index, deltas: dict[str, tuple[tuple[str, str], ...]]):
         """`index` with the candidates in `deltas` ("db.name" -> ((table, relation), ...))
@@ -152,5 +169,8 @@ class RewriteIndexProvider:
                 tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
                 self._index = DatamapIndex(cands, self._schemas.schemas(sorted(tables)),
                                            version)
+                self._covered_by[self._index.token] = self._covered
+                while len(self._covered_by) > _KEPT_INDEXES:
+                    self._covered_by.pop(next(iter(self._covered_by)))
                 self._built_for = key
             return self._index

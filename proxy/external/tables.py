@@ -109,8 +109,8 @@ class ExternalTables:
     @contextmanager
     def _writing(self, table: str):
         """As for an INSERT through the proxy: until the change and the datamaps' refresh
-        are done, the freshness guard does not judge the table's files (datamaps answer
-        as of before the statement)."""
+        are done, statements that arrived before it began do not see the files it maps
+        (FreshnessGuard.begin_write); later ones are judged on every file there."""
         guard = self.datamaps.guard if self.datamaps is not None else None
         token = guard.begin_write([table]) if guard else None
         try:

@@ -224,14 +224,169 @@ def test_refresh_goes_before_what_spark_runs_and_the_session_remembers_it():
     assert d.fallback.before == refresh and d.settings == ()   # not refreshed when served
 
 
-def test_a_write_through_the_proxy_holds_its_tables_until_it_ends(tmp_path):
-    """Spark commits a job's files one by one: half an INSERT must not be compensated."""
+# -- writes through the proxy in flight (begin_write .. end_write) ---------------------------
+# The invariant: an answer is as of a moment between the statement's arrival and its
+# check. A file may be held back only when its write provably had not finished when the
+# statement arrived: it appeared after a hold that began after the statement arrived.
+
+
+def test_files_already_there_when_a_write_through_the_proxy_began_are_judged(tmp_path):
+    """An outside write that finished before the hold began is compensated, not hidden."""
     a = touch(tmp_path / "t" / "a.parquet")
     g, _ = guard_for(tmp_path)
+    outside = touch(tmp_path / "t" / "outside.parquet")
     token = g.begin_write(["db.t"])
-    touch(tmp_path / "t" / "b.parquet")
-    v = g.check("db.dm", covered([a]))
-    assert v.kind == FRESH and "in progress" in v.reason
+    v = g.check("db.dm", covered([a]), since=time.monotonic() - 10)
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (outside,)}, 0)
+    os.remove(a)                            # a removal is never held back
+    assert g.check("db.dm", covered([a]), since=time.monotonic() - 10).kind == CHANGED
+    g.end_write(token)
+
+
+def test_files_written_during_a_hold_are_held_back_from_statements_that_came_before(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    arrived = time.monotonic()              # a statement arrives ...
+    token = g.begin_write(["db.t"])         # ... then a write through the proxy begins
+    written = touch(tmp_path / "t" / "written.parquet")
+    v = g.check("db.dm", covered([a]), since=arrived)
+    assert (v.kind, v.held, v.reason) == (FRESH, 1, "")
+    # a statement that arrived after the hold began cannot tell the proxy's files from an
+    # outside write that finished meanwhile: they are judged
+    v = g.check("db.dm", covered([a]), since=time.monotonic())
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (written,)}, 0)
+    assert g.check("db.dm", covered([a])).kind == NEW          # since: now
     g.end_write(token)
     g.end_write(token)                      # idempotent
-    assert g.check("db.dm", covered([a])).kind == NEW
+    assert g.check("db.dm", covered([a]), since=arrived).kind == NEW
+
+
+def test_a_held_back_answer_earns_no_max_staleness_credit(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    arrived = time.monotonic()
+    token = g.begin_write(["db.t"])
+    touch(tmp_path / "t" / "written.parquet")
+    assert g.check("db.dm", covered([a]), since=arrived).held == 1
+    # fresh only as of before the write: a relaxed session must not take it for "now"
+    assert g.check("db.dm", covered([a]), budget_s=300).kind == NEW
+    g.end_write(token)
+
+
+def test_overlapping_holds_are_each_their_own(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    early = time.monotonic()
+    first = g.begin_write(["db.t"])
+    between = touch(tmp_path / "t" / "between.parquet")    # during the first only
+    middle = time.monotonic()
+    second = g.begin_write(["db.t"])
+    late = touch(tmp_path / "t" / "late.parquet")          # during both
+    v = g.check("db.dm", covered([a]), since=early)        # before both: as of the first
+    assert (v.kind, v.held) == (FRESH, 2)
+    v = g.check("db.dm", covered([a]), since=middle)       # between them: as of the second
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (between,)}, 1)
+    g.end_write(first)
+    v = g.check("db.dm", covered([a]), since=early)        # the second still holds `late`
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (between,)}, 1)
+    g.end_write(second)
+    v = g.check("db.dm", covered([a]), since=early)
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (between, late)}, 0)
+
+
+def test_a_hold_on_a_table_not_listed_when_it_began_holds_nothing_back(tmp_path):
+    """Which files it wrote cannot be told: every file is judged (never a stale answer)."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    spark = Spark({"db.t": {"hive": False, "roots": [f"file:{tmp_path}/t"], "cached": False}})
+    g = FreshnessGuard(spark.layout, spark.requested.append)
+    arrived = time.monotonic()
+    token = g.begin_write(["db.t"])         # layout not loaded yet: no listing
+    g.load_layouts(["db.t"])
+    b = touch(tmp_path / "t" / "b.parquet")
+    v = g.check("db.dm", covered([a]), since=arrived)
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (b,)}, 0)
+    g.end_write(token)
+
+
+def test_a_hold_never_ended_is_ignored_after_an_hour(tmp_path, monkeypatch):
+    import proxy.datamaps.freshness as freshness
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    arrived = time.monotonic()
+    g.begin_write(["db.t"])
+    touch(tmp_path / "t" / "b.parquet")
+    monkeypatch.setattr(freshness, "WRITE_HOLD_MAX_S", 0.0)
+    assert g.check("db.dm", covered([a]), since=arrived).kind == NEW
+
+
+# -- a commit in progress: Spark moves a job's files into the table one by one -------------
+JOB = "bbbded7e-7125-4449-80b5-b305899f3e15"
+OTHER = "43bb276c-b4b7-49b1-9e91-3ad65652e85e"
+
+
+def test_files_of_a_job_still_committing_are_held_back(tmp_path):
+    """What Spark 4 leaves on disk mid-commit: the job's moved files in the table, the rest
+    under _temporary/0/task_*; both named part-NNNNN-<job uuid>-c000."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    moved = touch(tmp_path / "t" / f"part-00000-{JOB}-c000.snappy.parquet")
+    pending = tmp_path / "t" / "_temporary" / "0" / "task_1_m_000001" / \
+        f"part-00001-{JOB}-c000.snappy.parquet"
+    touch(pending)
+    done = touch(tmp_path / "t" / f"part-00000-{OTHER}-c000.snappy.parquet")   # committed
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (done,)}, 1)
+    # the commit moves the last file (_temporary goes after): the whole job is read
+    os.rename(pending, tmp_path / "t" / pending.name)
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, v.held) == (NEW, 0)
+    assert set(v.new["db.t"]) == {moved, done, str(tmp_path / "t" / pending.name)}
+
+
+def test_a_staging_directory_left_by_a_job_that_died_holds_nothing_back(tmp_path):
+    """Spark's readers see what a job moved in before it died: so must the datamaps."""
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    moved = touch(tmp_path / "t" / f"part-00000-{JOB}-c000.snappy.parquet")
+    touch(tmp_path / "t" / "_temporary" / "0" / "task_1" / f"part-00001-{JOB}-c000.snappy.parquet")
+    staging = tmp_path / "t" / "_temporary"
+    settle(staging, staging / "0", staging / "0" / "task_1", seconds=120)
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (moved,)}, 0)
+
+
+def test_a_job_only_writing_its_tasks_holds_nothing_back(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    touch(tmp_path / "t" / "_temporary" / "0" / "_temporary" / "attempt_1" /
+          f"part-00000-{JOB}-c000.snappy.parquet")
+    assert g.check("db.dm", covered([a])).kind == FRESH
+    copied = touch(tmp_path / "t" / "copied.parquet")        # no job id: read at once
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, dict(v.new), v.held) == (NEW, {"db.t": (copied,)}, 0)
+
+
+def test_staging_directories_of_partitions_and_hive_writes_are_read(tmp_path):
+    a = touch(tmp_path / "t" / "p=1" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    touch(tmp_path / "t" / "p=1" / f"part-00000-{JOB}-c000")
+    touch(tmp_path / "t" / ".hive-staging_hive_2026-11-27_1" / "-ext-10000" /
+          f"part-00001-{JOB}-c000")
+    v = g.check("db.dm", covered([a]))
+    assert (v.kind, v.held) == (FRESH, 1)
+
+
+def test_a_sync_leaves_the_files_of_a_commit_going_on_to_the_next_one(tmp_path):
+    a = touch(tmp_path / "t" / "a.parquet")
+    g, _ = guard_for(tmp_path)
+    moved = touch(tmp_path / "t" / f"part-00000-{JOB}-c000.snappy.parquet")
+    pending = touch(tmp_path / "t" / "_temporary" / "0" / "task_1" /
+                    f"part-00001-{JOB}-c000.snappy.parquet")
+    done = touch(tmp_path / "t" / f"part-00000-{OTHER}-c000.snappy.parquet")
+    spark = {f"file:{p}" for p in (a, moved, done)}
+    assert g.unfinished("db.t", spark) == {f"file:{moved}"}
+    # the commit ended while Spark listed: Spark saw one of its two files
+    os.rename(pending, tmp_path / "t" / os.path.basename(pending))
+    assert g.unfinished("db.t", spark) == {f"file:{moved}"}
+    spark.add(f"file:{tmp_path}/t/{os.path.basename(pending)}")
+    assert g.unfinished("db.t", spark) == frozenset()

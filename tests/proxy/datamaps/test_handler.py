@@ -37,6 +37,23 @@ async def _upstream(sql):
     return LocalResult((("plan", "string"),), [(f"== Physical Plan ==\nScan for: {sql[8:]}",)])
 
 
+def test_a_statement_is_judged_by_what_the_index_that_rewrote_it_covers(service):
+    """A refresh publishing between the rewrite and the freshness check must not make the
+    guard judge the new segment's files while the rewritten SQL reads the old segments."""
+    _add_built_datamap(service)
+    provider, c = service.rewrite_index, service.catalog
+    old = service.index()
+    seg = c.add_base_segment("db1.sales", ["file:/w/db1.sales/b.parquet"])
+    sid = c.begin_segment("db1", "agg", {"db1.sales": [seg.id]})
+    c.publish_segment("db1", "agg", sid, rows=1, kind="refreshed")
+    new = service.index()
+    assert new is not old
+    assert provider.covered("db1.agg", old).files["db1.sales"] == {"/w/db1.sales/a.parquet"}
+    assert provider.covered("db1.agg", new).files["db1.sales"] == {
+        "/w/db1.sales/a.parquet", "/w/db1.sales/b.parquet"}
+    assert provider.covered("db1.agg") == provider.covered("db1.agg", new)
+
+
 def test_ddl_decisions(service):
     h = DatamapDdlHandler(service)
     assert h(_ctx(), "SELECT 1") is None

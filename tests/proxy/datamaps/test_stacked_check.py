@@ -10,7 +10,7 @@ DAY = Covered({"d.hour_table": frozenset({"/hour/1"})}, 0.0, None)
 
 
 class Provider:
-    def covered(self, name):
+    def covered(self, name, index=None):
         return {"d.hour": HOUR, "d.day": DAY}.get(name)
 
 
@@ -18,7 +18,7 @@ class Guard:
     def __init__(self, **verdicts):
         self.verdicts, self.asked = verdicts, []
 
-    def check(self, name, covered, allowed, compensable):
+    def check(self, name, covered, allowed, compensable, since=None):
         self.asked.append((name, dict(covered.files)))
         return self.verdicts.get(name.split(".")[1], Verdict(FRESH))
 
