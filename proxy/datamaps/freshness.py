@@ -1,5 +1,5 @@
 """The freshness guard: before a datamap answers, check that its base tables' files are
-still the ones its visible segments were built from (issue 13).
+still the ones its visible segments were built from.
 
 Writes through the proxy are seen at once (the load handler refreshes before the client
 sees FINISHED); writes elsewhere (a Spark job, the Thrift server used directly, files

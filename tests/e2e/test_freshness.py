@@ -1,4 +1,4 @@
-"""Never a stale answer (issue 13): writes the proxy did not see (straight to the Spark
+"""Never a stale answer: writes the proxy did not see (straight to the Spark
 Thrift Server, files copied into a table's directory) are caught by the freshness guard at
 query time. New files only -> the datamap answers with its definition over just the new
 files (union compensation); files removed -> the base tables answer. Either way the next

@@ -1,4 +1,4 @@
-"""Timestamps served in fixed-offset session time zones, against Spark (issue 12).
+"""Timestamps served in fixed-offset session time zones, against Spark.
 
 One table of instants near day, month and year boundaries (with fractions of a second and
 a NULL), written as Parquet by Spark; for each zone Spark's session time zone is set and
