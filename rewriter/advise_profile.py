@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from rewriter.facts import Facts, Unsupported, extract, is_aggregate_call
+from rewriter.aggregates import is_aggregate_call
+from rewriter.facts import Facts, Unsupported, extract
 from rewriter.normalize import (DIALECT, NormalizeError, column_key, key_of, make_schema, parse,
                                 qualify_tree, spark_output_name)
 

@@ -31,6 +31,7 @@ from sqlglot import exp
 from rewriter import derived
 from rewriter import ranges as R
 from rewriter import subtotals
+from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import (DIALECT, canonical_expr, canonical_predicate, column_key,
                                 conjuncts, is_constant, key_of, nondeterministic)
 
@@ -90,30 +91,9 @@ class Facts:
         return {e.alias: e.table for e in self.edges}
 
 
-# Spark aggregate functions sqlglot may parse as anonymous calls: never treat them as scalar.
-AGG_NAMES = frozenset({
-    "count_if", "bool_and", "bool_or", "every", "any", "some", "collect_list", "collect_set",
-    "percentile", "percentile_approx", "approx_percentile", "first", "first_value", "last",
-    "last_value", "mode", "median", "kurtosis", "skewness", "var_pop", "var_samp", "variance",
-    "stddev", "stddev_pop", "stddev_samp", "std", "bit_and", "bit_or", "bit_xor", "max_by",
-    "min_by", "try_sum", "try_avg", "histogram_numeric", "count_min_sketch", "hll_sketch_agg",
-    "hll_union_agg", "array_agg", "regr_count", "regr_avgx", "regr_avgy", "regr_sxx", "regr_sxy",
-    "regr_syy", "regr_slope", "regr_intercept", "regr_r2", "corr", "covar_pop", "covar_samp",
-    "approx_count_distinct", "listagg", "string_agg", "grouping", "grouping_id", "mean",
-    "product", "any_value", "sum_distinct",
-})
-
 _UNSUPPORTED_ARGS = ("exclude", "operation_modifiers", "for_", "laterals", "pivots", "qualify", "windows", "sort", "cluster",
                      "distribute", "into", "prewhere", "connect", "match", "kind", "locks",
                      "sample", "settings", "format", "options")
-
-
-def is_aggregate_call(node: exp.Expression) -> bool:
-    """An aggregate applied to the block's groups (not a window function)."""
-    if isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous) and node.name.lower() in AGG_NAMES):
-        parent = node.parent
-        return not (isinstance(parent, exp.Window) and parent.this is node)
-    return False
 
 
 def has_aggregate(e: exp.Expression) -> bool:
@@ -198,7 +178,7 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
     sub = None
     if subtotals.has_subtotals(group_node):
         try:
-            sub = subtotals.prepare(select, is_aggregate_call)
+            sub = subtotals.prepare(select)
         except subtotals.SubtotalError as e:
             raise Unsupported(str(e)) from None
         group = [canon_cols(g) for g in sub.leaves]

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from rewriter import distinct, sparktypes, timeseries
+from rewriter.aggregates import is_aggregate_call
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
-from rewriter.facts import Facts, Unsupported, extract, has_aggregate, is_aggregate_call
+from rewriter.facts import Facts, Unsupported, extract, has_aggregate
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
                                 ident, parse, qualify_tree, quote_unsafe, spark_output_name)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import DIALECT, canonical_expr, ident, is_constant, key_of
 from rewriter.precedence import wrap_operands
 
@@ -76,7 +77,7 @@ def marker_index(node: exp.Expression) -> int | None:
     return None
 
 
-def prepare(select: exp.Select, is_aggregate_call) -> Subtotals:
+def prepare(select: exp.Select) -> Subtotals:
     """Marked copies of a qualified block with subtotals (raises SubtotalError)."""
     group = select.args["group"]
     if group.args.get("totals"):
@@ -205,7 +206,6 @@ class SubtotalDeriver:
             return self.leaves[i].copy()
         if isinstance(node, (exp.Grouping, exp.GroupingId)):
             return self._fill(node.copy())
-        from rewriter.facts import is_aggregate_call
         if is_aggregate_call(node) or isinstance(node, exp.Filter):
             return self.derive(node, ctx)
         if isinstance(node, exp.Column):

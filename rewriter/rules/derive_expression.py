@@ -14,7 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.derived import MARK
-from rewriter.facts import is_aggregate_call
+from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import ident, key_of
 from rewriter.precedence import wrap_operands
 
