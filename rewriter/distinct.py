@@ -120,7 +120,7 @@ def is_distinct_estimate(node: exp.Expression) -> bool:
 
 def derive_estimate(node: exp.Expression, ctx) -> exp.Expression:
     """approx_count_distinct / hll_sketch_agg of a query over the datamap (module docstring)."""
-    from rewriter.rules.derive_expression import NoDerive
+    from rewriter.rules.refusals import NoDerive
     text = node.sql(DIALECT)
     sketch = is_sketch_agg(node)
     arg = node.expressions[0] if sketch else node.this
@@ -153,8 +153,8 @@ def derive_estimate(node: exp.Expression, ctx) -> exp.Expression:
 
 def _over_groups(node: exp.ApproxDistinct, arg: exp.Expression, ctx) -> exp.Expression | None:
     from rewriter import sparktypes
-    from rewriter.rules.derive_expression import NoDerive, derive_expression
-    from rewriter.rules.rollup_aggregate import NeedsReaggregation
+    from rewriter.rules.derive_expression import derive_expression
+    from rewriter.rules.refusals import NeedsReaggregation, NoDerive
     try:
         inner = derive_expression(arg, ctx, groups_only=True)
     except NoDerive:

@@ -30,9 +30,9 @@ from rewriter.narrow import widen
 from rewriter.normalize import ident, key_of, parse
 from rewriter.outer_joins import inner_form
 from rewriter.rules.compensate_filters import compensate_filters
-from rewriter.rules.derive_expression import NoDerive, derive_expression
+from rewriter.rules.derive_expression import derive_expression
 from rewriter.rules.match_tables import match_tables
-from rewriter.rules.rollup_aggregate import NeedsReaggregation
+from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 from rewriter.subtotals import SubtotalDeriver
 
 

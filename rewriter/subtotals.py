@@ -34,6 +34,7 @@ from sqlglot import exp
 from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import DIALECT, canonical_expr, ident, is_constant, key_of
 from rewriter.precedence import wrap_operands
+from rewriter.rules.refusals import NoDerive
 
 MARK = "__dm_group"
 _CONTAINERS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple)
@@ -281,5 +282,4 @@ _HAVING, _ORDER, _INNER = "dm_having", "dm_order_", "dm_subtotals"
 
 
 def raise_no_derive(reason: str):
-    from rewriter.rules.derive_expression import NoDerive
     raise NoDerive(reason)

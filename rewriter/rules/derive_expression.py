@@ -17,12 +17,9 @@ from rewriter.derived import MARK
 from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import ident, key_of
 from rewriter.precedence import wrap_operands
+from rewriter.rules.refusals import NoDerive
 
 _LEAVES = (exp.Literal, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Null, exp.Boolean)
-
-
-class NoDerive(Exception):
-    """The expression cannot be computed from the datamap; the message is the reason."""
 
 
 def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> exp.Expression:

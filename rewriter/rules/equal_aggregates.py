@@ -38,7 +38,8 @@ from sqlglot import exp
 from rewriter import sparktypes
 from rewriter.normalize import ident, key_of
 from rewriter.precedence import parenthesize
-from rewriter.rules.derive_expression import NoDerive, derive_expression
+from rewriter.rules.derive_expression import derive_expression
+from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 
 _INTEGRAL = ["tinyint", "smallint", "int", "bigint"]
 
@@ -76,7 +77,6 @@ def derive_equal(node: exp.Expression, ctx) -> exp.Expression | None:
         raise NoDerive(f"{name}: datamap {ctx.name} has no grouping columns (its one row "
                        "exists even over no input)")
     if not ctx.reagg:
-        from rewriter.rules.rollup_aggregate import NeedsReaggregation
         raise NeedsReaggregation()
     vtype = _value_type([v for _, v in branches], ctx)
     if vtype is None:

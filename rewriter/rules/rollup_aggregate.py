@@ -27,11 +27,8 @@ from sqlglot import exp
 
 from rewriter import distinct, sparktypes
 from rewriter.normalize import ident, key_of
-from rewriter.rules.derive_expression import NoDerive, derive_expression
-
-
-class NeedsReaggregation(Exception):
-    """Raised on an exact-grain attempt when an aggregate can only be rolled up."""
+from rewriter.rules.derive_expression import derive_expression
+from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 
 
 def _col(ctx, name: str) -> exp.Column:
