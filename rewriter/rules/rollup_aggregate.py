@@ -13,7 +13,7 @@ is also why partial per-segment rows are fine):
                        Spark's Average does, cast to decimal(p+4,s+4)
   agg(DISTINCT e)   -> agg(DISTINCT e') when e is computable from grouping columns: every
                        datamap row stands for ≥ 1 base rows with those grouping values
-  approx_count_distinct, hll_sketch_agg -> rewriter/distinct.py (exact over grouping
+  approx_count_distinct, hll_sketch_agg -> rules/rollup_distinct.py (exact over grouping
                        columns; from a stored sketch only when the session allows it)
 On an exact grain match (ctx.reagg False) the stored column is used directly. Anything
 else (stddev, percentile, avg of a stored avg, count(DISTINCT) of a non-grouping column)
@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from rewriter import distinct, sparktypes
 from rewriter.normalize import ident, key_of
+from rewriter.rules import rollup_distinct
 from rewriter.rules.derive_expression import derive_expression
 from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 
@@ -86,7 +87,7 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
     name = _Lazy(node)
     arg = node.this if isinstance(node, exp.AggFunc) else None
     if distinct.is_distinct_estimate(node):
-        return distinct.derive_estimate(node, ctx)
+        return rollup_distinct.derive_estimate(node, ctx)
     if not isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)):
         raise NoDerive(f"aggregate {name} cannot be derived from a datamap")
     if node.args.get("ignore_nulls") is not None or (isinstance(node, exp.Count) and node.args.get("big_int") is False):
