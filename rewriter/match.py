@@ -19,6 +19,7 @@ functions on top.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from sqlglot import exp
 
@@ -47,6 +48,9 @@ class Ctx:
     datamap_is_aggregate: bool
     reagg: bool
     global_agg: bool
+    # derive_expression, handed to the rules it calls (rules/rollup_aggregate.py and those
+    # below it), which derive the arguments of an aggregate through it without importing it
+    derive: Callable[..., exp.Expression]
     column_types: dict = field(default_factory=dict)
     filter_ctx: "Ctx | None" = None
     buckets: list = field(default_factory=list)     # (column key, granularity, view column, type)
@@ -102,7 +106,7 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     ctx = Ctx(name=comp.definition.name, rep=rep, view_alias=view_alias, view_map=view_map,
               agg_map=agg_map, extra_aliases={e.table: e.alias for e in extra},
               datamap_is_aggregate=comp.definition.is_aggregate, reagg=not exact,
-              global_agg=not q.group, column_types=q.column_types)
+              global_agg=not q.group, derive=derive_expression, column_types=q.column_types)
     ctx.buckets = _buckets(comp, rep, q.column_types)
     # Compensating conjuncts are derived with the datamap's own equivalences only: the
     # query's may rest on the very conjunct being compensated (a = b would become a = a).
@@ -110,7 +114,8 @@ def match(q: Facts, comp: Compiled, cand: Candidate, view_alias: str) -> Match |
     ctx.filter_ctx = Ctx(name=ctx.name, rep=drep, view_alias=view_alias,
                          view_map=_maps(comp, drep)[0], agg_map={},
                          extra_aliases=ctx.extra_aliases, datamap_is_aggregate=ctx.datamap_is_aggregate,
-                         reagg=ctx.reagg, global_agg=ctx.global_agg, column_types=q.column_types,
+                         reagg=ctx.reagg, global_agg=ctx.global_agg, derive=derive_expression,
+                         column_types=q.column_types,
                          buckets=_buckets(comp, drep, q.column_types))
     try:
         try:

@@ -18,6 +18,7 @@ from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import ident, key_of
 from rewriter.precedence import wrap_operands
 from rewriter.rules.refusals import NoDerive
+from rewriter.rules.rollup_aggregate import derive_filtered, rollup_aggregate
 
 _LEAVES = (exp.Literal, exp.Identifier, exp.DataType, exp.Star, exp.Var, exp.Null, exp.Boolean)
 
@@ -36,13 +37,11 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
     if isinstance(node, exp.Filter) and ctx.datamap_is_aggregate:
         if groups_only:
             raise NoDerive(f"aggregate {node.sql('spark')} where a grouping expression is needed")
-        from rewriter.rules.equal_aggregates import derive_filtered
         return derive_filtered(node, ctx)
     if is_aggregate_call(node):
         if groups_only:
             raise NoDerive(f"aggregate {node.sql('spark')} where a grouping expression is needed")
         if ctx.datamap_is_aggregate:
-            from rewriter.rules.rollup_aggregate import rollup_aggregate
             return rollup_aggregate(node, ctx)
         return _rebuild(node, ctx, groups_only)
     if isinstance(node, exp.Column):

@@ -3,8 +3,9 @@
 Tableau counts records as SUM(1), Metabase and dbt count and sum "where" as
 SUM(CASE WHEN p THEN 1 ELSE 0 END) / count_if(p) / SUM(CASE WHEN p THEN m ELSE 0 END),
 Looker's filtered measures are COUNT(CASE WHEN p THEN 1 ELSE NULL END), hand-written
-dashboards use agg(x) FILTER (WHERE p). None of them names a stored aggregate, but each
-is a merge of per-datamap-row partials:
+dashboards use agg(x) FILTER (WHERE p) (rewritten to agg(CASE WHEN p THEN x END) by
+derive_filtered in rules/rollup_aggregate.py, which then calls derive_equal). None of them
+names a stored aggregate, but each is a merge of per-datamap-row partials:
 
 A datamap row stands for one or more base rows that share every grouping value. When the
 conditions of a CASE (IF, count_if, FILTER) read grouping values only, all base rows of
@@ -30,6 +31,8 @@ Refused with a reason: a condition on a non-grouping column, g * rows for a floa
 (repeated addition of a double is not a multiplication), a sum of a value cast to
 double or float (a double sum rounds as it goes, in an order Spark does not fix),
 DISTINCT inside FILTER.
+Grouping expressions are derived through ctx.derive (derive_expression, set by match.py):
+this module imports no rule above it.
 """
 from __future__ import annotations
 
@@ -38,27 +41,10 @@ from sqlglot import exp
 from rewriter import sparktypes
 from rewriter.normalize import ident, key_of
 from rewriter.precedence import parenthesize
-from rewriter.rules.derive_expression import derive_expression
+from rewriter.rules.arith import average
 from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 
 _INTEGRAL = ["tinyint", "smallint", "int", "bigint"]
-
-
-def derive_filtered(node: exp.Filter, ctx) -> exp.Expression:
-    """agg(x) FILTER (WHERE p) = agg(CASE WHEN p THEN x END); count(*) FILTER (WHERE p)
-    = count(CASE WHEN p THEN 1 END): a row the filter drops is a NULL the aggregate skips."""
-    from rewriter.rules.rollup_aggregate import rollup_aggregate
-    agg, cond = node.this, node.expression.this
-    what = node.sql("spark")
-    if not isinstance(agg, (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)) \
-            or isinstance(agg.this, exp.Distinct) or agg.args.get("ignore_nulls") is not None:
-        raise NoDerive(f"aggregate FILTER clause in {what}: only sum, count, min, max and avg "
-                       "without DISTINCT are derived")
-    if isinstance(agg, exp.Count) and (agg.this is None or isinstance(agg.this, exp.Star)):
-        return rollup_aggregate(exp.CountIf(this=cond), ctx)
-    case = exp.Case(ifs=[exp.If(this=cond, true=agg.this)])
-    new = type(agg)(this=case, **({"big_int": True} if isinstance(agg, exp.Count) else {}))
-    return rollup_aggregate(new, ctx)
 
 
 def derive_equal(node: exp.Expression, ctx) -> exp.Expression | None:
@@ -83,7 +69,6 @@ def derive_equal(node: exp.Expression, ctx) -> exp.Expression | None:
         raise NoDerive(f"{name}: cannot determine the type of its argument")
     p = _Partials(kind if kind != "avg" else "sum", ctx, name)
     if kind == "avg":
-        from rewriter.rules.rollup_aggregate import average
         num = exp.Sum(this=p.case(branches))
         den = exp.Sum(this=_Partials("count", ctx, name).case(branches))
         if sparktypes.avg_type(vtype) is None:
@@ -133,7 +118,7 @@ def _worth_it(value: exp.Expression, ctx) -> bool:
     if _literal(value) is not None or isinstance(value, exp.Cast):
         return True
     try:
-        derive_expression(value, ctx, groups_only=True)
+        ctx.derive(value, ctx, groups_only=True)
         return True
     except NoDerive:
         return False
@@ -242,7 +227,7 @@ class _Partials:
         ifs = []
         for cond, v in branches[:-1]:
             try:
-                c = derive_expression(cond, self.ctx, groups_only=True)
+                c = self.ctx.derive(cond, self.ctx, groups_only=True)
             except NoDerive as e:
                 raise NoDerive(f"{self.name}: its condition {cond.sql('spark')} reads a column that "
                                f"is not a grouping column of datamap {self.ctx.name} ({e})")
@@ -261,7 +246,7 @@ class _Partials:
             return None
         m = test.this
         try:
-            derive_expression(m, self.ctx, groups_only=True)
+            self.ctx.derive(m, self.ctx, groups_only=True)
             return None                   # a grouping value: the general CASE handles it
         except NoDerive:
             pass
@@ -346,7 +331,7 @@ class _Partials:
                 return lit.copy()
             return self._mul(lit, self.rows())
         try:
-            g = derive_expression(v, self.ctx, groups_only=True)
+            g = self.ctx.derive(v, self.ctx, groups_only=True)
         except NoDerive:
             return self._measure(v)
         return self._grouping(v, g)

@@ -21,28 +21,18 @@ fails with a reason.
 """
 from __future__ import annotations
 
-import functools
-
 from sqlglot import exp
 
 from rewriter import distinct, sparktypes
 from rewriter.normalize import ident, key_of
 from rewriter.rules import rollup_distinct
-from rewriter.rules.derive_expression import derive_expression
+from rewriter.rules.arith import average, cast
+from rewriter.rules.equal_aggregates import derive_equal
 from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 
 
 def _col(ctx, name: str) -> exp.Column:
     return exp.Column(this=ident(name), table=ident(ctx.view_alias))
-
-
-@functools.lru_cache(maxsize=256)
-def _datatype(t: str) -> exp.DataType:
-    return exp.DataType.build(t, dialect="spark")
-
-
-def _cast(e: exp.Expression, t: str) -> exp.Expression:
-    return exp.Cast(this=e, to=_datatype(t).copy())
 
 
 class _Lazy:
@@ -59,7 +49,6 @@ class _Lazy:
 
 
 def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
-    from rewriter.rules.equal_aggregates import derive_equal
     if isinstance(node, exp.Count) and isinstance(node.this, (exp.Case, exp.If)):
         # Looker's COUNT(CASE WHEN p THEN 1 ELSE NULL END): the count(g) rule below would
         # answer too, through a CASE nested in a CASE
@@ -83,6 +72,22 @@ def rollup_aggregate(node: exp.Expression, ctx) -> exp.Expression:
         return new
 
 
+def derive_filtered(node: exp.Filter, ctx) -> exp.Expression:
+    """agg(x) FILTER (WHERE p) = agg(CASE WHEN p THEN x END); count(*) FILTER (WHERE p)
+    = count(CASE WHEN p THEN 1 END): a row the filter drops is a NULL the aggregate skips."""
+    agg, cond = node.this, node.expression.this
+    what = node.sql("spark")
+    if not isinstance(agg, (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)) \
+            or isinstance(agg.this, exp.Distinct) or agg.args.get("ignore_nulls") is not None:
+        raise NoDerive(f"aggregate FILTER clause in {what}: only sum, count, min, max and avg "
+                       "without DISTINCT are derived")
+    if isinstance(agg, exp.Count) and (agg.this is None or isinstance(agg.this, exp.Star)):
+        return rollup_aggregate(exp.CountIf(this=cond), ctx)
+    case = exp.Case(ifs=[exp.If(this=cond, true=agg.this)])
+    new = type(agg)(this=case, **({"big_int": True} if isinstance(agg, exp.Count) else {}))
+    return rollup_aggregate(new, ctx)
+
+
 def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
     name = _Lazy(node)
     arg = node.this if isinstance(node, exp.AggFunc) else None
@@ -96,7 +101,7 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
         if not ctx.reagg:
             raise NeedsReaggregation()
         try:
-            inner = [derive_expression(x, ctx, groups_only=True) for x in arg.expressions]
+            inner = [ctx.derive(x, ctx, groups_only=True) for x in arg.expressions]
         except NoDerive:
             raise NoDerive(f"{name}: DISTINCT argument is not a datamap grouping column")
         return type(node)(this=exp.Distinct(expressions=inner))
@@ -115,7 +120,7 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
             # count(g) of a grouping expression g: the rows of a datamap row all share g,
             # so they count fully when g is not NULL and not at all when it is
             try:
-                g = derive_expression(arg, ctx, groups_only=True)
+                g = ctx.derive(arg, ctx, groups_only=True)
             except NoDerive:
                 g = None
             if g is not None:
@@ -135,7 +140,7 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
         if not ctx.reagg:
             raise NeedsReaggregation()
         try:
-            return type(node)(this=derive_expression(arg, ctx, groups_only=True))
+            return type(node)(this=ctx.derive(arg, ctx, groups_only=True))
         except NoDerive:
             raise NoDerive(f"{name} is not stored in datamap {ctx.name}")
     arg_type = sparktypes.infer(arg, ctx.column_type)
@@ -149,7 +154,7 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
         if st is None:
             raise NoDerive(f"{name}: cannot determine its type")
         total = exp.Sum(this=_col(ctx, col))
-        return _cast(total, st) if st.startswith("decimal") else total
+        return cast(total, st) if st.startswith("decimal") else total
     # avg
     s, c = stored("sum"), stored("count")
     if s is None or c is None:
@@ -159,14 +164,3 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
     if ctx.reagg:
         return average(exp.Sum(this=_col(ctx, s)), exp.Sum(this=_col(ctx, c)), arg_type, True)
     return average(_col(ctx, s), _col(ctx, c), arg_type, False)
-
-
-def average(num: exp.Expression, den: exp.Expression, arg_type: str, reagg: bool) -> exp.Expression:
-    """avg as Spark computes it from a sum and a count of its argument (type arg_type)."""
-    at = sparktypes.avg_type(arg_type)
-    if at.startswith("decimal"):
-        st = sparktypes.sum_type(arg_type)
-        num = _cast(num, st) if reagg else num
-        div = exp.Div(this=num, expression=_cast(den, "decimal(20,0)"))
-        return _cast(div, at)
-    return exp.Div(this=num, expression=den)

@@ -16,7 +16,6 @@ from rewriter import sparktypes
 from rewriter.distinct import (APPROXIMATE, APPROXIMATE_KEY, MAX_LGK, MIN_LGK, SKETCH_KIND,
                                is_sketch_agg, sketch_lgk)
 from rewriter.normalize import DIALECT, ident, key_of
-from rewriter.rules.derive_expression import derive_expression
 from rewriter.rules.refusals import NeedsReaggregation, NoDerive
 
 _FLOATING = ("float", "double")
@@ -56,7 +55,7 @@ def derive_estimate(node: exp.Expression, ctx) -> exp.Expression:
 
 def _over_groups(node: exp.ApproxDistinct, arg: exp.Expression, ctx) -> exp.Expression | None:
     try:
-        inner = derive_expression(arg, ctx, groups_only=True)
+        inner = ctx.derive(arg, ctx, groups_only=True)
     except NoDerive:
         return None
     arg_type = sparktypes.infer(arg, ctx.column_type)
