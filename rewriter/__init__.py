@@ -39,8 +39,12 @@ from rewriter.api import (  # noqa: F401
     SEGMENT_COLUMN, Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult, Schemas,
     StoredColumn,
 )
-from rewriter.build import build_sql  # noqa: F401,E402
 from rewriter.index import DatamapIndex, compile_datamap, rewrite  # noqa: F401,E402
+
+
+def build_sql(definition: DatamapDefinition, sources=None) -> str:
+    """definition.build_sql(sources): the SELECT producing exactly its columns."""
+    return definition.build_sql(sources)
 
 
 def translate_timeseries(sql: str, schemas=None, current_db: str = "default") -> str:

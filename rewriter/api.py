@@ -2,7 +2,8 @@
 
 Everything here is plain data. `compile_datamap` and `DatamapIndex` live in
 rewriter/__init__.py (implemented by the rewriter modules); this file only fixes the
-shapes that the catalog stores, the pipeline builds from, and the proxy passes in.
+shapes that the catalog stores, the pipeline builds from, and the proxy passes in (and
+`DatamapDefinition.build_sql`, whose SQL work is rewriter/build.py's).
 
 Names: databases, tables and columns are lower-case; a table is always "db.table".
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
+
+from rewriter.build import swap_sources
 
 # db -> table -> column -> Spark type string ("int", "decimal(10,2)", "timestamp", ...).
 # Column order is the table's column order.
@@ -83,8 +86,9 @@ class DatamapDefinition:
         """SELECT that produces exactly `columns` (same names, order, types) from the base
         tables. `sources` maps "db.table" to the relation to read instead (a table or temp
         view name), which is how incremental and delta-join builds read only new files."""
-        from rewriter import build_sql  # implemented next to the layout logic
-        return build_sql(self, sources or {})
+        if not self.build_select:
+            raise DatamapDefinitionError(f"datamap {self.name}: definition was not compiled", "HY000")
+        return swap_sources(self.build_select, sources or {})
 
 
 @dataclass(frozen=True)

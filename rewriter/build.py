@@ -1,20 +1,20 @@
 """A compiled definition's build SELECT, with base tables swapped for other sources (a
-view, a subquery of new files, a finer datamap's storage)."""
+view, a subquery of new files, a finer datamap's storage). DatamapDefinition.build_sql
+(api.py) calls it; it imports nothing of the rewriter above normalize.py."""
 from __future__ import annotations
+
+from typing import Mapping
 
 from sqlglot import exp
 
-from rewriter.api import DatamapDefinition, DatamapDefinitionError
 from rewriter.normalize import DIALECT, parse
 
 
-def build_sql(definition: DatamapDefinition, sources) -> str:
-    """The SELECT producing exactly definition.columns from the base tables, reading
-    sources[db.table] instead of a base table where given: a table or view name, or a
-    parenthesised SELECT (a subquery)."""
-    if not definition.build_select:
-        raise DatamapDefinitionError(f"datamap {definition.name}: definition was not compiled", "HY000")
-    tree = parse(definition.build_select)
+def swap_sources(build_select: str, sources: Mapping[str, str]) -> str:
+    """build_select (a compiled definition's build SELECT) reading sources[db.table]
+    instead of a base table where given: a table or view name, or a parenthesised SELECT
+    (a subquery). The table's alias is kept."""
+    tree = parse(build_select)
     for t in list(tree.find_all(exp.Table)):
         full = f"{t.db}.{t.name}"
         if full in (sources or {}):
