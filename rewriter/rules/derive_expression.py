@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter.derived import MARK
 from rewriter.aggregates import is_aggregate_call
+from rewriter.derived import MARK
 from rewriter.normalize import ident, key_of
 from rewriter.precedence import wrap_operands
 from rewriter.rules.refusals import NoDerive
