@@ -161,7 +161,8 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     # takes a minute) is kept, and the reload runs once serving
     early_reload = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early_reload.set)
-    from proxy.auth import AuthError, build_authenticator
+    from proxy.auth import build_authenticator
+    from proxy.auth_base import AuthError
     from proxy.server import ProxyServer
 
     from proxy.audit_log import AuditLog, AuditLogError
@@ -288,7 +289,8 @@ def _register(settings: cfg.Settings, port: int, http_address: tuple[str, int] |
 
 
 def _users_add(a: argparse.Namespace) -> int:
-    from proxy.auth import AuthError, add_user
+    from proxy.auth import add_user
+    from proxy.auth_base import AuthError
     settings = cfg.load(a.config)
     path = a.users_file or settings.server.users_file or str(Path(settings.state.dir) / "users")
     if sys.stdin.isatty():
