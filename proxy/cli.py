@@ -12,6 +12,7 @@ from pathlib import Path
 
 from proxy import advise_cli
 from proxy import config as cfg
+from proxy.auth_base import AuthError
 from proxy.cli_remote import _target, run_statements
 
 log = logging.getLogger("proxy")
@@ -162,7 +163,6 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     early_reload = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early_reload.set)
     from proxy.auth import build_authenticator
-    from proxy.auth_base import AuthError
     from proxy.server import ProxyServer
 
     from proxy.audit_log import AuditLog, AuditLogError
@@ -290,7 +290,6 @@ def _register(settings: cfg.Settings, port: int, http_address: tuple[str, int] |
 
 def _users_add(a: argparse.Namespace) -> int:
     from proxy.auth import add_user
-    from proxy.auth_base import AuthError
     settings = cfg.load(a.config)
     path = a.users_file or settings.server.users_file or str(Path(settings.state.dir) / "users")
     if sys.stdin.isatty():
