@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from proxy.cli import _target, run_statements
+from proxy.cli_remote import _target, run_statements
 
 
 def add_parser(sub, client_flags) -> None:

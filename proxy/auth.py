@@ -17,34 +17,10 @@ import os
 import secrets
 import threading
 from pathlib import Path
-from typing import Protocol
+
+from proxy.auth_base import AllowAll, Authenticator, AuthError
 
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 14, 8, 1
-
-
-class AuthError(Exception):
-    pass
-
-
-class AuthUnavailable(AuthError):
-    """The password could not be checked (e.g. the directory is down): the login is refused,
-    and it is not counted as a failed login. The message (hosts, the service account, TLS
-    errors) goes to the log; the client, not logged in yet, is told only `public`."""
-
-    def __init__(self, message: str, public: str = "LDAP directory unavailable"):
-        super().__init__(message)
-        self.public = public
-
-
-class Authenticator(Protocol):
-    def check(self, user: str, password: str) -> str | None: ...
-
-
-class AllowAll:
-    """auth=none without a users file: any non-empty user and password (like HS2 NONE)."""
-
-    def check(self, user: str, password: str) -> str | None:
-        return None
 
 
 class DenyAll:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
+from proxy.kinds import Kind, Statement
 from proxy.sqlscan import Cursor, StatementError, Token, bare
 from proxy.staleness import MAX_STALENESS_KEY, parse_duration
 
@@ -46,36 +47,6 @@ PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY, PRUNE_KEY)   # switches: true
 APPROXIMATE_KEY = "datamap.rewrite.approximate"
 SESSION_KEYS = PROXY_KEYS + (MAX_STALENESS_KEY, APPROXIMATE_KEY)  # every SET the proxy answers
 TIME_ZONE_SETTING = "spark.sql.session.timeZone"
-
-
-class Kind(Enum):
-    QUERY = "query"                # SELECT / WITH / FROM / ( ...: what the rewriter reads
-    SET = "set"                    # SET [k = v], SET TIME ZONE ...
-    SET_REWRITE = "set_rewrite"    # SET <one of SESSION_KEYS> [= value]: the proxy's own
-    USE = "use"
-    WRITE = "write"                # rows of `tables` change: INSERT, LOAD DATA, TRUNCATE
-    MAYBE_WRITE = "maybe_write"    # may write, tables unknown (unparseable or too long)
-    FILES = "files"                # data files of `tables` may change: partition DDL, MSCK
-    ALTER_TABLE = "alter_table"    # any other ALTER TABLE (columns, properties, rename:
-                                   # `tables` is (old, new))
-    DROP_TABLE = "drop_table"
-    DROP_VIEW = "drop_view"        # a view: never a base table's rows (a temporary view may
-                                   # shadow one), but a datamap's live table is one
-    CREATE_TABLE = "create_table"  # CREATE [OR REPLACE] TABLE, REPLACE TABLE (overwrite)
-    DATAMAP = "datamap"            # datamap DDL or EXPLAIN: proxy/datamaps/ddl.py parses it
-    OTHER = "other"
-
-
-@dataclass(frozen=True)
-class Statement:
-    kind: Kind
-    tables: tuple[str, ...] = ()   # "db.table", lower-cased, qualified with current_db
-    overwrite: bool = False        # replaces contents: a listing diff cannot see the change
-    key: str | None = None         # SET: the key as written (time zone: TIME_ZONE_SETTING)
-    value: str | None = None       # SET k = v: v as written; SET_REWRITE: "true" / "false",
-                                   # max_staleness: seconds ("300")
-    database: str | None = None    # USE
-    error: str | None = None       # SET_REWRITE with a bad value: the message (42000)
 
 
 NAME, STRING = "<name>", "<string>"

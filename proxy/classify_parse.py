@@ -12,7 +12,7 @@ from typing import Iterable
 import sqlglot
 from sqlglot import exp
 
-from proxy.classify import Kind, Statement
+from proxy.kinds import Kind, Statement
 
 # A word of SQL text; a name with other characters is only ever written backquoted, and its
 # backquotes are where the word stops.

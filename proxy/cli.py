@@ -10,7 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
+from proxy import advise_cli
 from proxy import config as cfg
+from proxy.auth_base import AuthError
+from proxy.cli_remote import _target, run_statements
 
 log = logging.getLogger("proxy")
 
@@ -117,8 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                    help="how long one sync may take (default 3600)")
 
-    from proxy.advise_cli import add_parser
-    add_parser(sub, _client_flags)
+    advise_cli.add_parser(sub, _client_flags)
 
     sub.add_parser("doctor", help="check the installation", add_help=False)
     sub.add_parser("docs", help="print where the documentation pages are installed")
@@ -160,7 +162,7 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
     # takes a minute) is kept, and the reload runs once serving
     early_reload = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early_reload.set)
-    from proxy.auth import AuthError, build_authenticator
+    from proxy.auth import build_authenticator
     from proxy.server import ProxyServer
 
     from proxy.audit_log import AuditLog, AuditLogError
@@ -287,7 +289,7 @@ def _register(settings: cfg.Settings, port: int, http_address: tuple[str, int] |
 
 
 def _users_add(a: argparse.Namespace) -> int:
-    from proxy.auth import AuthError, add_user
+    from proxy.auth import add_user
     settings = cfg.load(a.config)
     path = a.users_file or settings.server.users_file or str(Path(settings.state.dir) / "users")
     if sys.stdin.isatty():
@@ -304,61 +306,6 @@ def _users_add(a: argparse.Namespace) -> int:
         return 1
     print(f"user {a.name} written to {path}", file=sys.stderr)
     return 0
-
-
-def _target(a: argparse.Namespace, command: str, statement: str):
-    """Where and as whom a client command (sync, advise) reaches the running proxy:
-    (UpstreamSettings, user, password), or an exit code after printing why not."""
-    try:
-        settings = cfg.load(a.config)
-    except cfg.ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if settings.server.tls_cert:
-        print(f"error: the proxy serves TLS ([server] tls_cert); datamap-proxy {command} speaks "
-              f"plain TCP only: run {statement} from a TLS client (beeline) instead",
-              file=sys.stderr)
-        return 2
-    host = a.host or settings.server.host
-    if host in ("0.0.0.0", "", "::"):
-        host = "127.0.0.1"
-    port = settings.server.port if a.port is None else a.port
-    auth = a.auth or ("nosasl" if settings.server.auth == "nosasl" else "plain")
-    try:
-        user = a.user or getpass.getuser()
-    except (KeyError, OSError):     # no login name (a bare container)
-        user = "datamap-proxy"
-    password = a.password
-    if password is None and settings.server.users_file and auth == "plain" and sys.stdin.isatty():
-        password = getpass.getpass(f"Password for {user}: ")
-    return cfg.UpstreamSettings(host=host, port=port, auth=auth, connect_timeout=10.0,
-                                call_timeout=a.timeout), user, password
-
-
-async def _open_session(up: cfg.UpstreamSettings, user: str, password: str | None):
-    """A HiveServer2 session on the proxy, or None after printing why not."""
-    from proxy.errors import UpstreamError
-    from proxy.upstream import UpstreamSession
-    from proxy.thrift.gen.TCLIService import ttypes as T
-
-    session = UpstreamSession(up)
-    session.conn.peer = "datamap-proxy"
-    session.conn.nosasl_hint = "--auth nosasl"
-    try:
-        resp = await session.open(user, password or "",
-                                  T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10, None)
-    except UpstreamError as e:
-        print(f"error: no datamap-proxy answers at {up.host}:{up.port}: {e}. Is `datamap-proxy "
-              "serve` running? (--host/--port, or the [server] settings of --config)",
-              file=sys.stderr)
-        return None
-    if session.handle is None:
-        st = resp.status
-        print(f"error: the proxy at {up.host}:{up.port} refused the session: "
-              f"{(st.errorMessage if st else None) or 'no reason given'}"
-              f"{f' (SQLSTATE {st.sqlState})' if st and st.sqlState else ''}", file=sys.stderr)
-        return False
-    return session
 
 
 def _sync(a: argparse.Namespace) -> int:
@@ -384,36 +331,6 @@ def _sync(a: argparse.Namespace) -> int:
     statements = ["SYNC DATAMAPS" + (f" ON TABLE {_quote_table(t)}" if t else "")
                   for t in tables]
     return run_statements(up, user, password, statements, show)
-
-
-def run_statements(up: cfg.UpstreamSettings, user: str, password: str | None,
-                   statements: list[str], show) -> int:
-    """Run each statement on one session of the proxy; `show(result)` prints a result and
-    returns 1 when it reports a failure. Exit code: 0, 1 (a statement failed), 2 (no
-    proxy answered)."""
-    from proxy.errors import UpstreamError
-    logging.getLogger("proxy").setLevel(logging.CRITICAL)   # errors are printed below
-
-    async def run() -> int:
-        session = await _open_session(up, user, password)
-        if session is None or session is False:
-            return 2 if session is None else 1
-        rc = 0
-        try:
-            for sql in statements:
-                try:
-                    result = await session.run_sql(sql)
-                except UpstreamError as e:
-                    print(f"error: {sql[:200]}: {e} (SQLSTATE {e.sqlstate})", file=sys.stderr)
-                    rc = 1
-                    if session.conn.broken:
-                        break
-                    continue
-                rc = max(rc, show(result))
-        finally:
-            await session.close()
-        return rc
-    return asyncio.run(run())
 
 
 def _has_failed(actions) -> bool:
@@ -457,8 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "sync":
         return _sync(a)
     if a.command == "advise":
-        from proxy.advise_cli import advise
-        return advise(a)
+        return advise_cli.advise(a)
     if a.command == "docs":
         from proxy.docs import main as docs_main
         return docs_main()

@@ -20,15 +20,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from proxy import httpwire as hw
 from proxy.logsafe import safe
-from proxy.service import ClientConnection
+from proxy.service import ClientConnection, Service
 from proxy.thrift import codec
 
 if TYPE_CHECKING:
-    from proxy.server import ProxyServer
+    from proxy.config import Settings
 
 log = logging.getLogger("proxy.http")
 
@@ -41,11 +41,23 @@ _ONE_WRITE = 1 << 16
 _NO_CREDENTIALS = "Authentication Error: Authorization header received from the client is empty."
 
 
+class TransportOwner(Protocol):
+    """What the transport uses of its ProxyServer (proxy/server.py, which imports this
+    module): the settings, the service, the binary port's login check and login pool."""
+    settings: Settings
+    service: Service
+
+    async def _authenticate(self, conn, address: str, user: str,
+                            password: str) -> str | None: ...
+
+    async def auth_call(self, fn, *args): ...
+
+
 class HttpTransport:
     """Serves HTTP connections for one ProxyServer (its service, authenticator, throttle,
     settings and, under auth=kerberos, its SPNEGO acceptor)."""
 
-    def __init__(self, server: ProxyServer):
+    def __init__(self, server: TransportOwner):
         self.server = server
         s = server.settings.server
         self.path = "/" + s.http_path.strip("/")

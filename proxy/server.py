@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from proxy.admission import ConnectionLimits, LoginThrottle
-from proxy.auth import AllowAll, Authenticator, AuthUnavailable
+from proxy.auth_base import AllowAll, Authenticator, AuthUnavailable
 from proxy.config import Settings
 from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
 from proxy.http import HttpTransport

@@ -45,6 +45,7 @@ from proxy.datamaps.audit_ring import RecentQueries
 from proxy.datamaps.audit_state import State, changed, read_state
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
 from proxy.datamaps.records import CatalogError
+from proxy.datamaps.spark_sql import translate_only
 from proxy.router import LocalResult
 
 if TYPE_CHECKING:
@@ -247,7 +248,6 @@ class Auditor:
 
         base_sql = sql
         if "timeseries" in sql.lower():      # proxy SQL: Spark reads its translation
-            from proxy.datamaps.handler import translate_only
             base_sql = translate_only(self.service, sql, db)
 
         def run(session):

@@ -23,8 +23,10 @@ from typing import Literal
 
 from pipeline import properties
 from proxy.classify import Kind, classify
+from proxy.datamaps.ddl_words import GRANULARITIES, DdlError, Name
+from proxy.datamaps.legacy import translate_legacy
 from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
-from proxy.sqlscan import Cursor, StatementError
+from proxy.sqlscan import Cursor
 
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "CreateIndexDatamap", "DropDatamap",
@@ -35,22 +37,6 @@ __all__ = [
 
 Syntax = Literal["datamap", "mv"]        # CarbonData 1.x DATAMAP words or 2.x MATERIALIZED VIEW
 PROVIDERS = ("mv", "preaggregate", "timeseries")
-GRANULARITIES = ("year", "month", "week", "day", "hour", "thirty_minute", "fifteen_minute",
-                 "ten_minute", "five_minute", "minute", "second")
-DdlError = StatementError       # the name callers and tests know
-
-
-@dataclass(frozen=True)
-class Name:
-    """A possibly db-qualified name, lower-cased (Spark's catalog is case-insensitive)."""
-    name: str
-    db: str | None = None
-
-    def qualified(self, current_db: str) -> str:
-        return f"{self.db or current_db}.{self.name}"
-
-    def __str__(self) -> str:
-        return f"{self.db}.{self.name}" if self.db else self.name
 
 
 @dataclass(frozen=True)
@@ -305,7 +291,6 @@ def _create(cur: Cursor) -> CreateDatamap | CreateIndexDatamap:
     query = _query(cur, "AS")
     select_sql = query
     if provider != "mv":
-        from proxy.datamaps.legacy import translate_legacy
         select_sql = translate_legacy(provider, name, on_table, dict(props), query)
     return CreateDatamap(name, provider, select_sql, query, on_table, if_not_exists, lazy,
                          props, "datamap")

@@ -44,6 +44,7 @@ from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
 from proxy.datamaps.records import display_name
 from proxy.datamaps.service import DatamapService, referenced_tables
+from proxy.datamaps.spark_sql import translate_only
 from proxy.errors import ClientError
 from proxy.logsafe import safe
 from proxy.router import (
@@ -412,18 +413,3 @@ _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
 def miss(why_not: tuple[tuple[str, str], ...] = ()) -> PassThrough | None:
     """Forward as written; None (the next handler decides) when there is nothing to say."""
     return PassThrough(why_not=why_not) if why_not else None
-
-
-def translate_only(service: DatamapService, statement: str, current_db: str) -> str:
-    """timeseries() -> Spark SQL, no datamaps; the original on any failure (logged)."""
-    from rewriter import translate_timeseries
-    schemas = service.known_schemas()   # only what is known: no Spark call
-    try:
-        return translate_timeseries(statement, schemas, current_db)
-    except RecursionError:
-        log.warning("statement of %d characters is nested too deeply to translate "
-                    "timeseries(); forwarding the original", len(statement))
-        return statement
-    except Exception:  # noqa: BLE001 - forward the original; Spark reports the function
-        log.warning("timeseries translation failed; forwarding the original", exc_info=True)
-        return statement

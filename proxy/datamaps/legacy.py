@@ -8,17 +8,12 @@ there is one maintenance and matching path for all three providers.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from proxy.datamaps.ddl import GRANULARITIES, DdlError
-
-if TYPE_CHECKING:
-    from proxy.datamaps.ddl import Name
+from proxy.datamaps.ddl_words import GRANULARITIES, DdlError, Name
 
 _AGGS = ("sum", "count", "avg", "min", "max")
 
 
-def translate_legacy(provider: str, name: "Name", on_table: "Name | None",
+def translate_legacy(provider: str, name: Name, on_table: Name | None,
                      props: dict[str, str], query: str) -> str:
     import sqlglot
     from sqlglot import exp

@@ -1,7 +1,7 @@
 """Handle registry, operation transitions, session defaults, users file."""
 import pytest
 
-from proxy import auth
+from proxy import auth, auth_base
 from proxy.errors import InternalError, InvalidHandle, UpstreamError, ClientError, to_status
 from proxy.handles import HandleRegistry, mint
 from proxy.operations import TRANSITIONS, OpKind, OpState, Operation, can_move
@@ -70,11 +70,11 @@ def test_users_file(tmp_path):
     assert uf.check("alice", "new") is None
     assert uf.check("alice", "s3cret") is not None
     assert uf.check("carol", "x") is not None
-    with pytest.raises(auth.AuthError):
+    with pytest.raises(auth_base.AuthError):
         auth.add_user(path, "bad:name", "x")
-    with pytest.raises(auth.AuthError):
+    with pytest.raises(auth_base.AuthError):
         auth.add_user(path, "x", "")
     (tmp_path / "broken").write_text("garbage\n")
-    with pytest.raises(auth.AuthError, match="line 1"):
+    with pytest.raises(auth_base.AuthError, match="line 1"):
         auth.UsersFile(tmp_path / "broken")
-    assert auth.AllowAll().check("any", "x") is None
+    assert auth_base.AllowAll().check("any", "x") is None
