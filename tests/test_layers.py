@@ -89,16 +89,6 @@ ALLOWED_CYCLES = {
     # the session managers replace the mixins: ClientConnection leaves service.py (imported
     # by calls/sessions.py for type checking) and Service stops inheriting SessionCalls
     frozenset({"proxy.calls.sessions", "proxy.service"}),
-    # the rewriter knot: is_aggregate_call / AGG_NAMES and the refusals (NoDerive,
-    # NeedsReaggregation) move to leaves, derive_estimate leaves distinct.py, and the rules
-    # reach derive_expression through the rewrite context instead of importing it
-    frozenset({"rewriter.distinct", "rewriter.facts", "rewriter.rules.derive_expression",
-               "rewriter.rules.equal_aggregates", "rewriter.rules.rollup_aggregate",
-               "rewriter.subtotals"}),
-    # the rewriter's face and api: Datamap.build_sql (api.py) imports rewriter lazily;
-    # building the SQL becomes a function of rewriter/build.py that callers use directly
-    frozenset({"rewriter", "rewriter.api", "rewriter.build", "rewriter.compensation",
-               "rewriter.index", "rewriter.layout", "rewriter.match", "rewriter.narrow"}),
 }
 
 
