@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import sys
 import time
 
 import pytest
@@ -243,3 +244,11 @@ def test_a_rotated_keytab_is_used_without_a_restart(kdc, tmp_path):
         assert login("c3") == (sasl.COMPLETE, b"")
     finally:
         assert p.stop(check=True) == 0
+
+
+def test_without_python_gssapi_auth_kerberos_names_the_extra_to_install(monkeypatch):
+    """python-gssapi is the optional `kerberos` extra, imported only when auth = kerberos
+    starts: without it the proxy refuses with what to install, not an ImportError."""
+    monkeypatch.setitem(sys.modules, "gssapi", None)     # `import gssapi` raises ImportError
+    with pytest.raises(KerberosError, match=r"pip install 'datamap-proxy\[kerberos\]'"):
+        Acceptor(ServerSettings(auth="kerberos"))
