@@ -3,6 +3,7 @@ wheel build read, without the checkout's build/ or egg-info) and a new virtual e
 with it installed, for the tests that check what an install ships and does."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,15 +33,21 @@ def fresh_venv(path: Path, source: Path, timeout: float = 1200.0) -> Path:
     python = path / "bin" / "python"
     proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                            "."], cwd=source, capture_output=True, text=True, timeout=timeout,
-                          env=_clean_env())
+                          env=outside_env())
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return path
 
 
-def _clean_env() -> dict[str, str]:
-    import os
+def outside_env(venv: Path | None = None) -> dict[str, str]:
+    """This process's environment with nothing of the tests' own Python in it (no
+    PYTHONPATH, its bin off PATH); with `venv`, as that environment's own install runs:
+    its bin first on PATH."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
-    mine = str(Path(sys.prefix) / "bin")
-    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if d != mine)
+    mine = Path(sys.prefix) / "bin"
+    path = [d for d in env.get("PATH", "").split(os.pathsep) if d and Path(d) != mine]
+    if venv is not None:
+        path.insert(0, str(venv / "bin"))
+        env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = os.pathsep.join(path)
     return env

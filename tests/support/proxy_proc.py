@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.package import outside_env
 from tests.support.ports import free_port, log_tail, port_accepts, signal_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -107,17 +108,12 @@ def _spawn(argv: list[str], cwd: Path, log_path: Path,
     """`argv` in its own process group, output to `log_path`: from this checkout, or, with
     `installed` (a virtual environment), as that environment's own install runs it: its
     bin first on PATH, nothing of this checkout or of the tests' environment importable."""
-    full = dict(os.environ)
     if installed is None:
+        full = dict(os.environ)
         full["PYTHONPATH"] = os.pathsep.join(
             [str(REPO_ROOT)] + ([full["PYTHONPATH"]] if full.get("PYTHONPATH") else []))
     else:
-        for key in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
-            full.pop(key, None)
-        mine = Path(sys.prefix) / "bin"
-        rest = [d for d in full.get("PATH", "").split(os.pathsep) if d and Path(d) != mine]
-        full["PATH"] = os.pathsep.join([str(installed / "bin"), *rest])
-        full["VIRTUAL_ENV"] = str(installed)
+        full = outside_env(installed)
     full["PYTHONUNBUFFERED"] = "1"
     full.update(env or {})
     log = open(log_path, "wb")
