@@ -23,6 +23,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from proxy.serving.timestamps import ZONE_MACROS
 from proxy.serving.translate import Plan
 
 log = logging.getLogger("proxy.serving")
@@ -124,10 +125,13 @@ class LocalEngine:
                 "autoinstall_known_extensions": False, "autoload_known_extensions": False})
         except Exception as e:  # noqa: BLE001 - reported with its cause and fix
             raise start_failure("open", e, version) from e
-        try:    # instants become local times by the offset translate.py adds, never by
-            self._db.execute("SET TimeZone = 'UTC'")   # the machine's zone (with ICU)
-        except duckdb.Error:
-            pass        # without ICU, DuckDB's time zone is UTC already
+        try:    # served SQL computes on instants as UTC times (proxy/serving/timestamps.py),
+            self._db.execute("SET TimeZone = 'UTC'")   # never in the machine's zone
+            for macro in ZONE_MACROS:       # named zones' conversions, over ICU's rules
+                self._db.execute(macro)
+        except duckdb.Error as e:   # without ICU (never in the wheel: statically linked)
+            self._db.close()
+            raise start_failure("register", e, version) from e
         try:
             self._db.create_function("spark_decimal_div", spark_decimal_div,
                                      [T.VARCHAR, T.VARCHAR, T.INTEGER, T.INTEGER], T.VARCHAR,

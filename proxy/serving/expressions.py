@@ -11,9 +11,9 @@ from sqlglot import exp
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
-    spark_type, timestamp_operand,
+    spark_type,
 )
-from proxy.serving.timestamps import TRUNC_UNITS
+from proxy.serving import dates
 from rewriter.sparktypes import INTEGRAL, norm
 
 
@@ -25,6 +25,9 @@ class Scope:
 
 
 class Expressions:
+    zone = None              # the session's timestamps.Zone, None when not served
+    zone_problem: str | None = None
+
     def condition(self, e: exp.Expression, scope: "Scope") -> str:
         sql, t = self.expr(e, scope)
         if t != "boolean":
@@ -90,6 +93,8 @@ class Expressions:
         return f"CAST(-({sql}) AS {duck_type(t)})", t
 
     def _arith(self, e: exp.Binary, scope):
+        if isinstance(e.this, exp.Interval) or isinstance(e.expression, exp.Interval):
+            return dates.interval(self, e, scope)
         l_sql, lt = self.expr(e.this, scope)
         r_sql, rt = self.expr(e.expression, scope)
         op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(e)]
@@ -158,9 +163,9 @@ class Expressions:
         elif at == "string" and bt == "date":
             a_sql = date_literal(a)
         elif at == "timestamp" and bt in ("string", "date"):
-            b_sql = timestamp_operand(b, b_sql, bt)
+            b_sql = dates.timestamp_operand(self, b, b_sql, bt)
         elif bt == "timestamp" and at in ("string", "date"):
-            a_sql = timestamp_operand(a, a_sql, at)
+            a_sql = dates.timestamp_operand(self, a, a_sql, at)
         elif is_num(at) and is_num(bt):
             if ("double" in (at, bt)) and (DEC.match(at) or DEC.match(bt)):
                 raise NotServable("comparison of a decimal and a double")
@@ -218,10 +223,9 @@ class Expressions:
             if not (isinstance(e.this, exp.Literal) and e.this.is_string):
                 raise NotServable(f"CAST from string to {dst}")
             return (date_literal(e.this) if dst == "date"
-                    else timestamp_operand(e.this, sql, "string")), dst
+                    else dates.timestamp_operand(self, e.this, sql, "string")), dst
         if (src, dst) in (("date", "timestamp"), ("timestamp", "date")):
-            self._local_times()
-            return f"CAST({sql} AS {duck_type(dst)})", dst     # local midnight / local date
+            return dates.cast_date_time(self, sql, src, dst), dst
         ok = ((src in INTEGRAL or DEC.match(src)) and (dst in INTEGRAL or DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
             or (dst == "string" and (src in INTEGRAL or DEC.match(src) or src == "date"))
@@ -291,36 +295,11 @@ class Expressions:
         t = common([p[1] for p in parts], "COALESCE")
         return f"COALESCE({', '.join(f'CAST({p[0]} AS {duck_type(t)})' for p in parts)})", t
 
-    def _date_part(self, e, scope):
-        arg = e.this
-        if isinstance(arg, exp.TsOrDsToDate) and not arg.args.get("format"):
-            arg = arg.this                 # sqlglot's wrapper of year(<date>)
-        sql, t = self.expr(arg, scope)
-        part = {exp.Year: "year", exp.Quarter: "quarter", exp.Month: "month",
-                exp.Day: "day", exp.DayOfMonth: "day", exp.Hour: "hour",
-                exp.Minute: "minute", exp.Second: "second"}[type(e)]
-        if t != "timestamp" and (t != "date" or part in ("hour", "minute", "second")):
-            raise NotServable(f"{e.key.upper()} of {t}")
-        return f"CAST(date_part('{part}', {sql}) AS INTEGER)", "int"
-
-    def _local_times(self) -> None:
-        # a date's local midnight is a timestamp too: served only where timestamps are (a
-        # fixed-offset zone), else the answer is wall-clock time where Spark gives an instant
-        if getattr(self, "offset", None) is None:
-            raise NotServable(getattr(self, "zone_problem", None) or "the session time zone")
-
-    def _trunc(self, e: exp.TimestampTrunc, scope):
-        unit = e.args.get("unit")
-        name = (unit.name if isinstance(unit, (exp.Var, exp.Literal)) else "").lower()
-        if name not in TRUNC_UNITS or e.args.get("zone"):
-            raise NotServable(f"date_trunc unit {name or '?'}")
-        sql, t = self.expr(e.this, scope)
-        if t == "date":
-            self._local_times()
-            sql = f"CAST({sql} AS TIMESTAMP)"      # Spark: the date's local midnight
-        elif t != "timestamp":
-            raise NotServable(f"date_trunc of {t}")
-        return f"CAST(date_trunc('{TRUNC_UNITS[name]}', {sql}) AS TIMESTAMP)", "timestamp"
+    def _anonymous(self, e: exp.Anonymous, scope):
+        fn = ANONYMOUS.get(e.name.lower())
+        if fn is None:
+            raise NotServable(f"function {e.name.lower()}")
+        return fn(self, e, scope)
 
 
 _T = Expressions
@@ -333,8 +312,8 @@ DISPATCH: dict[type, Callable] = {
     exp.And: _T._logic, exp.Or: _T._logic, exp.Not: _T._not, exp.Is: _T._is, exp.In: _T._in,
     exp.Between: _T._between, exp.Cast: _T._cast, exp.TryCast: _T._cast,
     exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg,
-    exp.Case: _T._case, exp.Coalesce: _T._coalesce,
-    exp.Year: _T._date_part, exp.Quarter: _T._date_part, exp.Month: _T._date_part,
-    exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part, exp.Hour: _T._date_part,
-    exp.Minute: _T._date_part, exp.Second: _T._date_part, exp.TimestampTrunc: _T._trunc,
+    exp.Case: _T._case, exp.Coalesce: _T._coalesce, exp.Anonymous: _T._anonymous,
+    **dates.DISPATCH,
 }
+# functions sqlglot leaves anonymous, by lower-case name
+ANONYMOUS: dict[str, Callable] = {**dates.ANONYMOUS}

@@ -8,11 +8,10 @@ from datetime import date
 
 from sqlglot import exp
 
-from proxy.serving.timestamps import timestamp_literal
 from rewriter.sparktypes import INTEGRAL, decimal_of, norm
 
 TYPES = ("boolean", "tinyint", "smallint", "int", "bigint", "double", "decimal", "string",
-         "date", "timestamp (in a fixed-offset session time zone)")
+         "date", "timestamp (in a fixed-offset or a checked named session time zone)")
 DUCK = {"boolean": "BOOLEAN", "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER",
          "bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "date": "DATE",
          "timestamp": "TIMESTAMP"}
@@ -129,19 +128,6 @@ def decimal_div_type(p1: int, s1: int, p2: int, s2: int) -> tuple[int, int]:
         return p, s
     int_digits = p - s
     return 38, max(38 - int_digits, min(s, 6))
-
-
-def timestamp_operand(e: exp.Expression, sql: str, t: str) -> str:
-    """A date or a timestamp literal string compared with (or cast to) a timestamp, as
-    Spark casts it: a date is its local midnight, a string is local wall-clock time."""
-    if t == "date":
-        return f"CAST({sql} AS TIMESTAMP)"
-    literal = (timestamp_literal(e.this) if isinstance(e, exp.Literal) and e.is_string
-               else None)
-    if literal is None:
-        raise NotServable("a timestamp compared with a string that is not a "
-                          "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' literal")
-    return literal
 
 
 def date_literal(e: exp.Expression) -> str:

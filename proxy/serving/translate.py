@@ -26,7 +26,7 @@ from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type
 )
 
 __all__ = ["ALLOWED", "NotServable", "Plan", "decimal_div_type", "duck_type", "translate"]
-from proxy.serving.timestamps import fixed_offset
+from proxy.serving.timestamps import session_zone
 from rewriter.api import SEGMENT_COLUMN
 
 # Column and result types the tier reads and returns. Everything else -> Spark.
@@ -66,7 +66,8 @@ FilesOf = Callable[[str, Sequence[str]], Sequence[str]]
 def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
               zone: str | None = None) -> Plan:
     """`zone`: the session time zone the datamaps were computed in and queries run in;
-    timestamps are served only when it is a fixed UTC offset (proxy/serving/timestamps.py)."""
+    timestamps are served only in a fixed UTC offset or a checked named zone
+    (proxy/serving/timestamps.py)."""
     if not isinstance(tree, exp.Select):
         raise NotServable("not a single SELECT")
     for node in tree.find_all(exp.ApproxDistinct, exp.Anonymous):
@@ -109,10 +110,12 @@ class _Translator(Expressions):
         self.tables = {k.lower(): v for k, v in tables.items()}
         self.files_of = files_of
         self.reads: list[tuple[str, tuple[str, ...]]] = []
-        self.offset, self.zone_problem = fixed_offset(zone)
+        self.zone, self.zone_problem = session_zone(zone)
 
     # ---------------------------------------------------------------- relations
-    def select(self, sel: exp.Select):
+    def select(self, sel: exp.Select, top: bool = True):
+        """`top`: the outermost SELECT, whose timestamps are sent as local wall-clock
+        times; a derived table's stay instants (proxy/serving/timestamps.py)."""
         for key, value in sel.args.items():
             if value in (None, [], False):
                 continue
@@ -128,6 +131,7 @@ class _Translator(Expressions):
         rel_sql = self.relation(from_.this, scope)
         outputs, out_cols, aggregate = [], [], False
         inner_of: dict[str, exp.Expression] = {}      # output name -> its expression
+        instants: list[str] = []                      # each output's SQL before local()
         for e in sel.expressions:
             if isinstance(e, exp.Alias):
                 name, inner = e.alias, e.this
@@ -137,17 +141,32 @@ class _Translator(Expressions):
                 raise NotServable("an output without a name (or *)")
             sql, typ = self.expr(inner, scope)
             aggregate = aggregate or bool(inner.find(exp.AggFunc))
+            instants.append(sql)
+            if typ == "timestamp" and top:
+                sql = self.zone.local(sql)
             # every output is cast to its Spark type: DuckDB's own may be wider
             outputs.append(f"CAST({sql} AS {duck_type(typ)}) AS {q(name)}")
             out_cols.append((name, typ))
             inner_of.setdefault(name.lower(), inner)
         if sel.args.get("distinct") and any(t == "double" for _, t in out_cols):
             raise NotServable(_DOUBLE_KEY)
-        parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") else "")
-                 + ", ".join(outputs), "FROM " + rel_sql]
+        # where two instants print alike (a fall-back's repeated hour), the outermost
+        # SELECT groups, orders and de-duplicates by instant, never by its printed value
+        by_instant = top and not (self.zone is None or self.zone.injective) \
+            and any(t == "timestamp" for _, t in out_cols)
+        group = sel.args.get("group")
+        distinct_keys = None
+        if sel.args.get("distinct") and by_instant:
+            if group or aggregate:
+                raise NotServable("SELECT DISTINCT of a timestamp with GROUP BY or aggregates "
+                                  "in a time zone with daylight saving time")
+            distinct_keys = instants          # DISTINCT is GROUP BY every output
+        parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") and distinct_keys is None
+                              else "") + ", ".join(outputs), "FROM " + rel_sql]
         if sel.args.get("where"):
             parts.append("WHERE " + self.condition(sel.args["where"].this, scope))
-        group = sel.args.get("group")
+        if distinct_keys is not None:
+            parts.append("GROUP BY " + ", ".join(distinct_keys))
         if group:
             if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
                 raise NotServable("GROUPING SETS / CUBE / ROLLUP")
@@ -156,8 +175,9 @@ class _Translator(Expressions):
                 if isinstance(g, exp.Literal) and not g.is_string:
                     if not (g.this.isdigit() and 1 <= int(g.this) <= len(out_cols)):
                         raise NotServable(f"GROUP BY {g.this}")
-                    keys.append(g.this)       # ordinal
                     typ = out_cols[int(g.this) - 1][1]
+                    keys.append(instants[int(g.this) - 1] if by_instant and typ == "timestamp"
+                                else g.this)       # ordinal
                 else:
                     sql, typ = self.expr(g, scope)
                     keys.append(sql)
@@ -168,8 +188,9 @@ class _Translator(Expressions):
             parts.append("HAVING " + self.condition(sel.args["having"].this, scope))
         order = sel.args.get("order")
         if order:
-            parts.append("ORDER BY " + ", ".join(self.ordered(o, scope, out_cols, inner_of)
-                                                 for o in order.expressions))
+            parts.append("ORDER BY " + ", ".join(
+                self.ordered(o, scope, out_cols, inner_of, instants if by_instant else None)
+                for o in order.expressions))
         limit = sel.args.get("limit")
         if limit is not None:
             n = limit.expression
@@ -182,13 +203,21 @@ class _Translator(Expressions):
         return " ".join(parts), out_cols
 
     def ordered(self, o: exp.Ordered, scope: _Scope, out_cols,
-                inner_of: Mapping[str, exp.Expression]) -> str:
+                inner_of: Mapping[str, exp.Expression], instants: list[str] | None) -> str:
+        """`instants`: each output's SQL, when a timestamp output is ordered by instant."""
         key = o.this
         names = {n.lower(): n for n, _ in out_cols}
+        index = [n.lower() for n, _ in out_cols]
         if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
             sql = key.this
+            i = int(sql) - 1
+            if instants is not None and 0 <= i < len(out_cols) and out_cols[i][1] == "timestamp":
+                sql = instants[i]
         elif isinstance(key, exp.Column) and not key.table and key.name.lower() in names:
             sql = q(names[key.name.lower()])       # an output's name
+            i = index.index(key.name.lower())
+            if instants is not None and out_cols[i][1] == "timestamp":
+                sql = instants[i]
         else:
             # Spark resolves a bare name inside an ORDER BY expression to the output of
             # that name before the input column (`SELECT m.k AS i ... ORDER BY -i` orders
@@ -219,7 +248,7 @@ class _Translator(Expressions):
         if read is not None:
             sql, cols = read
         else:                          # a derived table over a datamap read
-            sql, out = self.select(inner)
+            sql, out = self.select(inner, top=False)
             cols = {n.lower(): t for n, t in out}
             if len(cols) != len(out):
                 raise NotServable("a derived table with two columns of one name")
@@ -244,7 +273,7 @@ class _Translator(Expressions):
                 raise NotServable("a datamap read of something other than its columns")
             try:
                 t = spark_type(stored[e.name.lower()])
-                if t == "timestamp" and self.offset is None:
+                if t == "timestamp" and self.zone is None:
                     raise NotServable(self.zone_problem)
             except NotServable as why:    # only a query that uses it is refused
                 t = UNSERVED + str(why)
@@ -264,12 +293,9 @@ class _Translator(Expressions):
     def _read_column(self, name: str, spark_type: str) -> str:
         if spark_type != "timestamp":
             return q(name)
-        # an instant (INT96 or UTC-adjusted micros in the file) -> local wall-clock time
-        # in the session's fixed-offset zone (the engine's own TimeZone is UTC)
-        local = f"CAST({q(name)} AS TIMESTAMP)"
-        if self.offset:
-            local = f"({local} + INTERVAL ({self.offset}) SECOND)"
-        return f"CAST({local} AS TIMESTAMP) AS {q(name)}"
+        # an instant (INT96 or UTC-adjusted micros in the file) as its UTC wall-clock time
+        # (the engine's own TimeZone is UTC): served SQL computes on instants
+        return f"CAST({q(name)} AS TIMESTAMP) AS {q(name)}"
 
     # ---------------------------------------------------------------- expressions
 
