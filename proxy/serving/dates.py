@@ -280,9 +280,10 @@ def months_between(t, e: exp.MonthsBetween, scope):
 
 
 def interval(t, e: exp.Binary, scope):
-    """date/timestamp +/- INTERVAL 'n' unit (one unit, an integer n): a day-time interval
-    adds microseconds to an instant (a date plus whole days stays a date); months and
-    years move the local date-time (plusMonths) and keep the offset where it is valid."""
+    """date/timestamp +/- INTERVAL 'n' unit (one unit, an integer n): whole days and months
+    move the local date-time (plusDays, plusMonths) and keep the offset where it is valid,
+    the rest of a day-time interval adds microseconds to the instant; a date plus whole
+    days stays a date."""
     if isinstance(e.this, exp.Interval):
         if isinstance(e, exp.Sub):
             raise NotServable("an interval minus a date-time")
@@ -307,7 +308,15 @@ def interval(t, e: exp.Binary, scope):
         raise NotServable(f"{typ} + INTERVAL")
     z = zone(t)
     if unit in _DAY_TIME:
-        return f"CAST({sql} + to_microseconds({n * _DAY_TIME[unit]}) AS TIMESTAMP)", "timestamp"
+        # timestampAddDayTime: whole days move the local date (plusDays, keeping the
+        # offset where valid), the rest is added to the instant
+        total = n * _DAY_TIME[unit]
+        days = abs(total) // 86_400_000_000 * (1 if total >= 0 else -1)
+        rest = total - days * 86_400_000_000
+        if days:
+            local = f"CAST({z.local(sql)} + to_days({days}) AS TIMESTAMP)"
+            sql = z.instant_near(local, sql)
+        return f"CAST({sql} + to_microseconds({rest}) AS TIMESTAMP)", "timestamp"
     local = f"CAST({z.local(sql)} + to_months({n * _YEAR_MONTH[unit]}) AS TIMESTAMP)"
     return z.instant_near(local, sql), "timestamp"
 

@@ -76,26 +76,32 @@ OUT_OF_RANGE = (f"a timestamp outside {SERVED_FROM[:4]}-{int(SERVED_TO[:4]) - 1}
 # the served zones), so the offsets in play are those one day before and after (ob, oa):
 # ob is right if it is valid (in an overlap: the earlier instant) or if neither is (a
 # gap: java moves the local time forward by the gap, which is l - ob).
-ZONE_MACROS = (
-    "CREATE OR REPLACE MACRO spark_tz_local(z, i) AS CASE WHEN i < TIMESTAMP "
-    f"'{SERVED_FROM}' OR i >= TIMESTAMP '{SERVED_TO}' THEN error('{OUT_OF_RANGE}') "
-    "ELSE timezone(z, CAST(i AS TIMESTAMPTZ)) END",
-    "CREATE OR REPLACE MACRO spark_tz_off(z, i) AS spark_tz_local(z, i) - i",
-    "CREATE OR REPLACE MACRO spark_tz_pick(z, l, ob, oa) AS CASE WHEN spark_tz_off(z, l - ob) "
-    "<> ob AND spark_tz_off(z, l - oa) = oa THEN l - oa ELSE l - ob END",
-    "CREATE OR REPLACE MACRO spark_tz_instant(z, l) AS spark_tz_pick(z, l, "
-    "spark_tz_off(z, l - INTERVAL 1 DAY), spark_tz_off(z, l + INTERVAL 1 DAY))",
-    "CREATE OR REPLACE MACRO spark_tz_near(z, l, p) AS CASE WHEN spark_tz_off(z, l - p) = p "
-    "THEN l - p ELSE spark_tz_instant(z, l) END",
+ZONE_MACROS = (   # list_transform([x], lambda v: ...)[1] binds x once: macros are inlined
+    "CREATE OR REPLACE MACRO spark_tz_local(z, i) AS list_transform([i], lambda v: CASE WHEN "
+    f"v < TIMESTAMP '{SERVED_FROM}' OR v >= TIMESTAMP '{SERVED_TO}' THEN error('{OUT_OF_RANGE}') "
+    "ELSE timezone(z, CAST(v AS TIMESTAMPTZ)) END)[1]",
+    "CREATE OR REPLACE MACRO spark_tz_off(z, i) AS list_transform([i], lambda v: "
+    "spark_tz_local(z, v) - v)[1]",
+    "CREATE OR REPLACE MACRO spark_tz_pick(z, l, ob, oa) AS list_transform([{'l': l, 'ob': ob, "
+    "'oa': oa}], lambda s: CASE WHEN spark_tz_off(z, s.l - s.ob) <> s.ob AND "
+    "spark_tz_off(z, s.l - s.oa) = s.oa THEN s.l - s.oa ELSE s.l - s.ob END)[1]",
+    "CREATE OR REPLACE MACRO spark_tz_instant(z, l) AS list_transform([l], lambda v: "
+    "spark_tz_pick(z, v, spark_tz_off(z, v - INTERVAL 1 DAY), "
+    "spark_tz_off(z, v + INTERVAL 1 DAY)))[1]",
+    "CREATE OR REPLACE MACRO spark_tz_near(z, l, p) AS list_transform([{'l': l, 'p': p}], "
+    "lambda s: CASE WHEN spark_tz_off(z, s.l - s.p) = s.p THEN s.l - s.p "
+    "ELSE spark_tz_instant(z, s.l) END)[1]",
     # a gap holding midnight: java's start of day is the transition, l - ob when the gap
     # starts at midnight (the instant before it still has offset ob); else Spark answers
-    "CREATE OR REPLACE MACRO spark_tz_day_gap(z, l, ob, oa) AS CASE "
-    "WHEN spark_tz_off(z, l - ob) = ob OR spark_tz_off(z, l - oa) = oa THEN "
-    "spark_tz_pick(z, l, ob, oa) WHEN spark_tz_off(z, l - ob - INTERVAL 1 MICROSECOND) = ob "
-    "THEN l - ob ELSE error('midnight inside a time-zone gap that starts before it') END",
-    "CREATE OR REPLACE MACRO spark_tz_day(z, d) AS spark_tz_day_gap(z, CAST(d AS TIMESTAMP), "
-    "spark_tz_off(z, CAST(d AS TIMESTAMP) - INTERVAL 1 DAY), "
-    "spark_tz_off(z, CAST(d AS TIMESTAMP) + INTERVAL 1 DAY))",
+    "CREATE OR REPLACE MACRO spark_tz_day_gap(z, l, ob, oa) AS list_transform([{'l': l, "
+    "'ob': ob, 'oa': oa}], lambda s: CASE WHEN s.l IS NULL THEN NULL "
+    "WHEN spark_tz_off(z, s.l - s.ob) = s.ob OR spark_tz_off(z, s.l - s.oa) = s.oa THEN "
+    "spark_tz_pick(z, s.l, s.ob, s.oa) "
+    "WHEN spark_tz_off(z, s.l - s.ob - INTERVAL 1 MICROSECOND) = s.ob THEN s.l - s.ob "
+    "ELSE error('midnight inside a time-zone gap that starts before it') END)[1]",
+    "CREATE OR REPLACE MACRO spark_tz_day(z, d) AS list_transform([CAST(d AS TIMESTAMP)], "
+    "lambda v: spark_tz_day_gap(z, v, spark_tz_off(z, v - INTERVAL 1 DAY), "
+    "spark_tz_off(z, v + INTERVAL 1 DAY)))[1]",
 )
 
 
@@ -145,8 +151,8 @@ def session_zone(zone: str | None) -> tuple[Zone | None, str | None]:
     offset, problem = fixed_offset(zone)
     if offset is not None:
         return Zone(zone or "UTC", offset), None
-    if zone and zone.strip() in NAMED_ZONES:
-        return Zone(zone.strip()), None
+    if zone in NAMED_ZONES:       # spelled exactly as ZoneId.of takes it
+        return Zone(zone), None
     return None, problem
 
 

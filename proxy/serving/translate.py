@@ -43,9 +43,15 @@ ALLOWED = {
                  "truncating, to string from "
                  "integral/decimal/date/string; a date to a timestamp, a timestamp to a "
                  "date, a date or timestamp literal string to its type), CASE WHEN, "
-                 "COALESCE, year, quarter, month, day/dayofmonth over dates and timestamps, "
-                 "hour/minute/second and date_trunc(year|quarter|month|week|day|hour|minute|"
-                 "second) over timestamps",
+                 "COALESCE, year, quarter, month, day/dayofmonth, dayofweek, weekday, "
+                 "dayofyear, weekofyear, last_day, trunc(week|month|quarter|year and their "
+                 "aliases), EXTRACT / date_part (year, yearofweek, quarter, month, week, day, "
+                 "dow, dow_iso, doy; hour, minute, second of timestamps), next_day (a literal "
+                 "day name), date_add / date_sub / add_months (int, smallint, tinyint), "
+                 "make_date, months_between over dates and timestamps; hour/minute/second "
+                 "and date_trunc(microsecond ... year, every alias and casing) over "
+                 "timestamps; date/timestamp +/- INTERVAL 'n' of one unit (day, hour, "
+                 "minute, second, month, year)",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date, "
                 "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' against a timestamp",
 }

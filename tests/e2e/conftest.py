@@ -3,8 +3,8 @@ add tables of their own names to it (test_table_formats, test_write_matrix, and 
 metrics, console, advisor and docs tests: it serves [metrics] and [console] ports too). Modules that
 need a server of their own settings or state (restarts, time zones) start their own.
 
-Its settings suit both: TZ=UTC (timestamps are served in-process only in fixed-offset
-zones) and `[datamaps] rewrite_max_sql_bytes` = SHARED_PARSE_LIMIT, low enough that a
+Its settings suit both: TZ=UTC (timestamps are served in-process in fixed-offset zones and
+in the named zones of proxy/serving/timestamps.py) and `[datamaps] rewrite_max_sql_bytes` = SHARED_PARSE_LIMIT, low enough that a
 write of a few KB is one the proxy does not parse (test_write_matrix's MAYBE_WRITE step)."""
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def test_spark_decimal_div_overflow_raises(a, b, p, s):
         spark_decimal_div(a, b, p, s)
 
 
-# --- timestamps (proxy/serving/timestamps.py): served in fixed-offset zones only ---------
+# --- timestamps (proxy/serving/timestamps.py): fixed offsets and checked named zones ---
 
 TS_READ = "(SELECT country, ts, d, q FROM db.dm_table WHERE dm_segment_id IN ('0')) AS m"
 
@@ -134,28 +134,58 @@ def _translate_ts(sql: str, zone: str | None):
                      _files, zone)
 
 
+TS_QUERY = ("SELECT DATE_TRUNC('YEAR', m.ts) AS y, MAX(m.ts) AS mx, YEAR(m.ts) AS yr, "
+            "HOUR(m.ts) AS h, SUM(m.q) AS s FROM $m WHERE m.ts >= '2024-01-01' "
+            "AND m.ts < CAST('2025-01-01' AS DATE) AND m.d <= m.ts "
+            "GROUP BY DATE_TRUNC('YEAR', m.ts), YEAR(m.ts), HOUR(m.ts)")
+
+
 @pytest.mark.parametrize("zone, offset", [("UTC", None), ("Etc/UTC", None), ("GMT", None),
                                           ("+05:30", 19800), ("Etc/GMT+5", -18000),
                                           ("UTC-08:00", -28800)])
 def test_timestamps_in_fixed_offset_zones(zone, offset):
-    plan = _translate_ts("SELECT DATE_TRUNC('YEAR', m.ts) AS y, MAX(m.ts) AS mx, YEAR(m.ts) AS yr, "
-                         "HOUR(m.ts) AS h, SUM(m.q) AS s FROM $m WHERE m.ts >= '2024-01-01' "
-                         "AND m.ts < CAST('2025-01-01' AS DATE) AND m.d <= m.ts "
-                         "GROUP BY DATE_TRUNC('YEAR', m.ts), YEAR(m.ts), HOUR(m.ts)", zone)
+    plan = _translate_ts(TS_QUERY, zone)
     assert list(plan.columns) == [("y", "timestamp"), ("mx", "timestamp"), ("yr", "int"),
                                   ("h", "int"), ("s", "bigint")]
     assert "TIMESTAMP '2024-01-01'" in plan.sql and "date_trunc('year'" in plan.sql
+    assert "spark_tz_" not in plan.sql
     if offset is None:
         assert "INTERVAL" not in plan.sql
     else:
         assert f"INTERVAL ({offset}) SECOND" in plan.sql
 
 
-@pytest.mark.parametrize("zone", ["America/New_York", "Europe/Berlin", "Asia/Tokyo", None])
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/Berlin", "Asia/Kolkata",
+                                  "Australia/Lord_Howe"])
+def test_timestamps_in_named_zones_go_through_the_zone_macros(zone):
+    plan = _translate_ts(TS_QUERY, zone)
+    assert [t for _, t in plan.columns] == ["timestamp", "timestamp", "int", "int", "bigint"]
+    # literals and dates become instants; outputs local times; the filter compares instants
+    assert f"spark_tz_instant('{zone}', TIMESTAMP '2024-01-01')" in plan.sql
+    assert f"spark_tz_day('{zone}', " in plan.sql
+    assert f"CAST(spark_tz_local('{zone}', MAX(\"m\".\"ts\")) AS TIMESTAMP) AS \"mx\"" in plan.sql
+
+
+def test_a_fall_back_groups_orders_and_deduplicates_instants_not_printed_times():
+    plan = _translate_ts("SELECT DISTINCT DATE_TRUNC('HOUR', m.ts) AS h FROM $m ORDER BY h",
+                         "America/New_York")
+    assert "DISTINCT" not in plan.sql and "GROUP BY spark_tz_near(" in plan.sql
+    assert "ORDER BY spark_tz_near(" in plan.sql
+    plan = _translate_ts("SELECT DATE_TRUNC('HOUR', m.ts) AS h, COUNT(*) AS c FROM $m "
+                         "GROUP BY 1 ORDER BY 1", "Europe/Berlin")
+    assert "GROUP BY spark_tz_near(" in plan.sql and "ORDER BY spark_tz_near(" in plan.sql
+    with pytest.raises(NotServable, match="SELECT DISTINCT of a timestamp with GROUP BY"):
+        _translate_ts("SELECT DISTINCT MAX(m.ts) AS t FROM $m GROUP BY m.country",
+                      "Europe/Berlin")
+
+
+@pytest.mark.parametrize("zone", ["America/Sao_Paulo", "Africa/Casablanca", "Asia/Tokyo ",
+                                  "america/new_york", "EST", "Mars/Olympus", None])
 def test_timestamps_elsewhere_go_to_spark_but_only_when_used(zone):
     with pytest.raises(NotServable) as e:
         _translate_ts("SELECT MAX(m.ts) AS mx FROM $m", zone)
-    assert ("not a fixed UTC offset" if zone else "time zone is not known") in str(e.value)
+    assert ("neither a fixed UTC offset nor a named zone" if zone else
+            "time zone is not known") in str(e.value)
     # a query that does not use the timestamp column is served, and does not read it
     plan = _translate_ts("SELECT m.country AS c, SUM(m.q) AS s FROM $m GROUP BY m.country", zone)
     assert '"ts"' not in plan.sql
@@ -164,7 +194,15 @@ def test_timestamps_elsewhere_go_to_spark_but_only_when_used(zone):
 @pytest.mark.parametrize("sql, reason", [
     ("SELECT m.country AS c FROM $m WHERE m.ts > '2024-13-01'", "not a 'YYYY-MM-DD"),
     ("SELECT m.country AS c FROM $m WHERE m.ts > m.country", "not a 'YYYY-MM-DD"),
-    ("SELECT DATE_TRUNC('MILLISECOND', m.ts) AS t FROM $m", "date_trunc unit millisecond"),
+    ("SELECT DATE_TRUNC('NANOSECOND', m.ts) AS t FROM $m", "date_trunc unit nanosecond"),
+    ("SELECT TRUNC(m.d, 'DD') AS t FROM $m", "trunc unit dd"),
+    ("SELECT NEXT_DAY(m.d, 'Mo.') AS t FROM $m", "not a literal day name"),
+    ("SELECT DATE_ADD(m.d, m.q) AS t FROM $m", "date_add by a bigint"),
+    ("SELECT m.ts - m.ts AS t FROM $m", "- of timestamp and timestamp"),
+    ("SELECT m.ts + INTERVAL '1 2' DAY TO HOUR AS t FROM $m", "INTERVAL"),
+    ("SELECT EXTRACT(HOUR FROM m.d) AS h FROM $m", "EXTRACT HOUR of date"),
+    ("SELECT date_part('EPOCH', m.ts) AS h FROM $m", "EXTRACT field EPOCH"),
+    ("SELECT months_between(m.ts, m.d, m.q > 1) AS h FROM $m", "roundOff that is not a literal"),
     ("SELECT CAST(m.ts AS STRING) AS t FROM $m", "CAST from timestamp to string"),
     ("SELECT HOUR(m.d) AS h FROM $m", "HOUR of date"),
 ])
@@ -172,3 +210,29 @@ def test_timestamp_refusals(sql, reason):
     with pytest.raises(NotServable) as e:
         _translate_ts(sql, "UTC")
     assert reason in str(e.value)
+
+
+def test_the_docs_list_exactly_the_named_zones_served():
+    from proxy.serving.timestamps import NAMED_ZONES
+    text = (Path(__file__).parents[3] / "docs/serving.md").read_text()
+    listed = text.split("Served zones: any fixed UTC offset, and these named zones (spelled as "
+                        "here):")[1].split(". Their rules")[0]
+    assert {z.strip() for z in listed.replace("\n", " ").split(",")} == set(NAMED_ZONES)
+
+
+# --- date functions (proxy/serving/dates.py): Spark's result types ---------------------
+
+@pytest.mark.parametrize("expr, typ", [
+    ("DAYOFWEEK(m.d)", "int"), ("WEEKDAY(m.ts)", "int"), ("DAYOFYEAR(m.d)", "int"),
+    ("WEEKOFYEAR(m.ts)", "int"), ("LAST_DAY(m.d)", "date"), ("TRUNC(m.ts, 'MM')", "date"),
+    ("DATE_ADD(m.d, 1)", "date"), ("DATE_SUB(m.d, -1)", "date"), ("ADD_MONTHS(m.d, 2)", "date"),
+    ("NEXT_DAY(m.d, 'TU')", "date"), ("MAKE_DATE(2024, 2, 29)", "date"),
+    ("MONTHS_BETWEEN(m.ts, m.d)", "double"), ("EXTRACT(SECOND FROM m.ts)", "decimal(8,6)"),
+    ("DATE_PART('dow', m.d)", "int"), ("m.ts + INTERVAL '1' DAY", "timestamp"),
+    ("m.d + INTERVAL '1' DAY", "date"), ("m.d - INTERVAL 2 MONTHS", "date"),
+    ("m.d + INTERVAL '3' HOUR", "timestamp"), ("DATE_TRUNC('MILLISECOND', m.ts)", "timestamp"),
+    ("DATE_TRUNC('dd', m.d)", "timestamp"),
+])
+def test_date_functions_have_sparks_types(expr, typ):
+    plan = _translate_ts(f"SELECT {expr} AS x FROM $m", "Europe/Berlin")
+    assert plan.columns == (("x", typ),)

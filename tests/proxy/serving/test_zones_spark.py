@@ -114,7 +114,8 @@ ZONED = [   # zone-dependent: run in every zone
     "SELECT m.k AS k, months_between(m.ts, CAST(m.d AS TIMESTAMP)) AS a, "
     "months_between(m.d, m.ts, false) AS b, months_between(m.ts, m.d, true) AS c, "
     "m.ts + INTERVAL '1' DAY AS p1, m.ts - INTERVAL '2' HOUR AS p2, m.ts + INTERVAL '1' MONTH AS p3, "
-    "m.ts - INTERVAL '1' YEAR AS p4, m.d + INTERVAL '3' HOUR AS p5, m.ts + INTERVAL '90' MINUTE AS p6 "
+    "m.ts - INTERVAL '1' YEAR AS p4, m.d + INTERVAL '3' HOUR AS p5, m.ts + INTERVAL '90' MINUTE AS p6, "
+    "m.ts - INTERVAL '49' HOUR AS p7, m.ts + INTERVAL '2' DAYS AS p8 "
     "FROM {m} WHERE " + IN_YEARS,
 ]
 DATED = [   # dates only: one zone
@@ -127,7 +128,7 @@ DATED = [   # dates only: one zone
     "EXTRACT(DOW FROM m.d) AS ew, day(m.d) AS dd FROM {m}",
     "SELECT m.k AS k, next_day(m.d, 'Mon') AS a, next_day(m.d, 'su') AS b, "
     "next_day(m.d, 'FRIDAY') AS c, m.d + INTERVAL '3' DAY AS p1, m.d - INTERVAL '1' MONTH AS p2, "
-    "m.d + INTERVAL '1' YEAR AS p3, make_date(2024, 2, day(m.d) % 29 + 1) AS md "
+    "m.d + INTERVAL '1' YEAR AS p3, make_date(year(m.d), 2, 28) AS md, m.ts + INTERVAL '25' HOUR AS p4 "
     "FROM {m} WHERE m.d BETWEEN '0002-01-01' AND '9999-11-30'",
 ]
 CASES = [(q, z) for q in ZONED for z in ZONES] + [(q, "UTC") for q in DATED]
