@@ -13,7 +13,7 @@ from proxy.serving.sqltypes import (
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
     spark_type,
 )
-from proxy.serving import dates
+import proxy.serving.dates as dates
 from rewriter.sparktypes import INTEGRAL, norm
 
 
