@@ -10,7 +10,7 @@ query log and the advisor, plus a few safe actions, behind the proxy's own sign-
     actions.py   REBUILD, COMPACT, ENABLE/DISABLE QUERY REWRITE: the SQL statements'
                  own code path, audited
 
-`start_console(...)` is what `serve` calls once the proxy listens (proxy/cli.py)."""
+`start_console(...)` is what `serve` calls once the proxy listens (proxy/cli/main.py)."""
 from __future__ import annotations
 
 from proxy.console.login import Login

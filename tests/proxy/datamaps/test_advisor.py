@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from proxy.advise_cli import _format_suggestions, _split_statements
+from proxy.cli.advise import _format_suggestions, _split_statements
 from proxy.advisor import Advisor
 from proxy.config import AdvisorSettings
 from proxy.datamaps import ddl

@@ -10,10 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
-from proxy import advise_cli
+from proxy.cli import advise as advise_cli
 from proxy import config as cfg
 from proxy.auth_base import AuthError
-from proxy.cli_remote import _target, run_statements
+from proxy.cli.remote import _target, run_statements
 
 log = logging.getLogger("proxy")
 
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "advise":
         return advise_cli.advise(a)
     if a.command == "docs":
-        from proxy.docs import main as docs_main
+        from proxy.cli.docs import main as docs_main
         return docs_main()
     logging.basicConfig(level=getattr(logging, str(a.log_level).upper(), logging.INFO),
                         stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -31,7 +31,7 @@ def installed_dir() -> Path | None:
 
 def checkout_dir() -> Path | None:
     """docs/ of the source tree this package was imported from."""
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     return docs if (docs / INDEX).is_file() else None
 
 

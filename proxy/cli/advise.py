@@ -1,12 +1,12 @@
 """`datamap-proxy advise`: the advisor of the running proxy, over HiveServer2 (like `sync`,
-proxy/cli.py): SHOW DATAMAP SUGGESTIONS, or EXPLAIN WHATIF of each statement of a file."""
+proxy/cli/main.py): SHOW DATAMAP SUGGESTIONS, or EXPLAIN WHATIF of each statement of a file."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from proxy.cli_remote import _target, run_statements
+from proxy.cli.remote import _target, run_statements
 
 
 def add_parser(sub, client_flags) -> None:
