@@ -72,8 +72,9 @@ SparkSession), startup.py (recovery, index warm-up, remote-mode on-open), pipeli
 (the pipeline's time zone against the upstream's), background.py (every thread and task
 serve starts, stopped and joined at shutdown); engine.py runs embedded Spark, sparkconf.py
 is its pure half (settings check, Spark conf, state paths).
-cli.py: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `sync` (runs
-SYNC DATAMAPS on the running proxy through upstream.py's client), `users add`, `doctor`.
+cli/: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `sync` (runs
+SYNC DATAMAPS on the running proxy through upstream.py's client), `advise`, `users add`,
+`doctor`, `docs`: one module per command, cli/main.py dispatches.
 
 Lifecycle
 ---------

@@ -1,15 +1,15 @@
 """`datamap-proxy advise`: the advisor of the running proxy, over HiveServer2 (like `sync`,
-proxy/cli/main.py): SHOW DATAMAP SUGGESTIONS, or EXPLAIN WHATIF of each statement of a file."""
+proxy/cli/sync.py): SHOW DATAMAP SUGGESTIONS, or EXPLAIN WHATIF of each statement of a file."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from proxy.cli.remote import _target, run_statements
+from proxy.cli.remote import _target, client_flags, run_statements
 
 
-def add_parser(sub, client_flags) -> None:
+def add_parser(sub) -> None:
     v = sub.add_parser("advise", help="the datamap advisor's suggestions, or a what-if replay",
                        description="Connects to the running proxy and prints SHOW DATAMAP "
                                    "SUGGESTIONS, or with --what-if FILE the EXPLAIN WHATIF of "
@@ -23,7 +23,7 @@ def add_parser(sub, client_flags) -> None:
                    help="how long one answer may take (default 600)")
 
 
-def advise(a: argparse.Namespace) -> int:
+def run(a: argparse.Namespace) -> int:
     """`datamap-proxy advise`: SHOW DATAMAP SUGGESTIONS or EXPLAIN WHATIF on the running
     proxy (the advisor reads the proxy's query log and catalog)."""
     statements = ["SHOW DATAMAP SUGGESTIONS"]

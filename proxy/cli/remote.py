@@ -11,6 +11,17 @@ import sys
 from proxy import config as cfg
 
 
+def client_flags(p: argparse.ArgumentParser) -> None:
+    """How a client command (sync, advise) reaches the running proxy: see _target."""
+    p.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
+    p.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
+    p.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
+    p.add_argument("--auth", choices=["plain", "nosasl"],
+                   help="transport (default: plain, or nosasl when [server] auth is nosasl)")
+    p.add_argument("--user", help="user name (default: the login name)")
+    p.add_argument("--password", help="password (needed when the proxy has a users file)")
+
+
 def _target(a: argparse.Namespace, command: str, statement: str):
     """Where and as whom a client command (sync, advise) reaches the running proxy:
     (UpstreamSettings, user, password), or an exit code after printing why not."""
