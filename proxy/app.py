@@ -82,7 +82,6 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     dm = settings.datamaps
     log.info("datamap catalog: %s", catalog.path)     # the URL without its password
     leases = leader.LeaseKeeper(catalog, settings.state.lease_ttl_s)
-    leader.install(leases)
     await asyncio.to_thread(leases.want, leader.LEADER)
 
     if engine is not None:
@@ -165,7 +164,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         log.info("datamap sync every %gs", dm.sync_interval_s)
 
         def sync_if_leader() -> None:
-            if leader.is_leader():      # one replica syncs; the others see its commits
+            if leases.holds(leader.LEADER):   # one replica syncs; the others see its commits
                 service.sync_all()
         background.periodic("datamap-sync", dm.sync_interval_s, sync_if_leader,
                             "periodic datamap sync", SYNC_STOP_GRACE_S)
@@ -193,7 +192,6 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         service.close()
         if engine is None:       # the engine's own session is the engine's to stop
             await asyncio.to_thread(spark.close)
-        leader.install(None)
         await asyncio.to_thread(leases.stop)
         catalog.close()
     return router, closer

@@ -8,13 +8,13 @@ any other replica may take it over.
 
     keeper = LeaseKeeper(catalog, ttl=15)
     keeper.want(LEADER)            # compete for leadership every renewal round
-    is_leader()                    # this process holds the leader lease now
+    keeper.holds(LEADER)           # this process holds the leader lease now
     keeper.take("job:db.name")     # blocks until held (locks.py uses it)
     keeper.give_back("job:db.name")
     keeper.stop()                  # releases everything
 
 Periodic maintenance (sync, auto-compaction run from it, segment garbage) runs only where
-`is_leader()` is true. With the SQLite catalog the same lease works across processes
+`keeper.holds(LEADER)`: the keeper is handed to its users (proxy/app.py), no global. With the SQLite catalog the same lease works across processes
 sharing the file; a lone process always wins it.
 """
 from __future__ import annotations
@@ -144,18 +144,3 @@ class LeaseKeeper:
                 self.catalog.release_lease(name, self.holder)
             except CatalogError:
                 pass
-
-
-_current: LeaseKeeper | None = None
-
-
-def install(keeper: LeaseKeeper | None) -> None:
-    """The keeper `is_leader()` asks (proxy/app.py installs one per serve run)."""
-    global _current
-    _current = keeper
-
-
-def is_leader() -> bool:
-    """Does this process hold the leader lease? True without a keeper (one process)."""
-    keeper = _current
-    return keeper is None or keeper.holds(LEADER)
