@@ -90,8 +90,7 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         from proxy import engine as engine_mod
         spark = LazySpark(lambda: engine_mod.open_pipeline_session(state_dir, settings.spark),
                           closer=engine_mod.close_pipeline_session, background=background)
-    service = DatamapService(catalog, spark)
-    service.locks.leases = leases
+    service = DatamapService(catalog, spark, leases=leases)
     service.auto_compaction = dm.auto_compaction
     service.indexes.max_bloom_bytes = settings.indexes.max_bloom_bytes
 

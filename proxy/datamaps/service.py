@@ -51,12 +51,15 @@ class DatamapService:
     Spark and cached until a datamap over the table is refreshed or rebuilt."""
 
     def __init__(self, catalog: Catalog, spark_provider: Callable[[], "SparkSession"],
-                 schemas_provider: Callable[[Iterable[str]], dict] | None = None):
+                 schemas_provider: Callable[[Iterable[str]], dict] | None = None, *,
+                 leases=None):
+        """leases: the serve run's proxy.leader.LeaseKeeper (replicas: each datamap's jobs
+        hold a lease), None in one process."""
         self.catalog = catalog
         self.spark_provider = spark_provider
         spark = self._spark    # the parts see a provider swapped in later (tests)
 
-        locks = self.locks = KeyedLocks()   # one per datamap / base table: jobs, audits
+        locks = self.locks = KeyedLocks(leases)   # one per datamap / base table: jobs, audits
         self.schema_cache = SchemaCache(spark, schemas_provider)
         self.garbage = SegmentGarbage(catalog, spark, LiveViews(catalog, spark))
         self.compaction = Compaction(catalog, spark, locks, self.garbage)

@@ -170,8 +170,7 @@ async def test_a_load_is_refreshed_once_by_two_replicas(pipeline_spark, pipe_db,
     replicas = []
     for _ in range(2):
         catalog = Catalog(url)
-        svc = DatamapService(catalog, lambda: spark)
-        svc.locks.leases = leader.LeaseKeeper(catalog, ttl=10)
+        svc = DatamapService(catalog, lambda: spark, leases=leader.LeaseKeeper(catalog, ttl=10))
         replicas.append(svc)
     a, b = replicas
     ctx = StatementContext("s", "me", pipe_db, {}, 10)
