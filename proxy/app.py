@@ -90,9 +90,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         from proxy import engine as engine_mod
         spark = LazySpark(lambda: engine_mod.open_pipeline_session(state_dir, settings.spark),
                           closer=engine_mod.close_pipeline_session, background=background)
-    service = DatamapService(catalog, spark, leases=leases)
-    service.auto_compaction = dm.auto_compaction
-    service.indexes.max_bloom_bytes = settings.indexes.max_bloom_bytes
+    service = DatamapService(catalog, spark, leases=leases, auto_compaction=dm.auto_compaction,
+                             max_bloom_bytes=settings.indexes.max_bloom_bytes)
 
     if engine is not None:
         await start_embedded(await asyncio.to_thread(spark.get), service, background)

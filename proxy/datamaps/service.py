@@ -34,7 +34,7 @@ from proxy.datamaps.sync import BackgroundSyncs, propagate
 from proxy.datamaps.schemas import SchemaCache, Schemas
 from proxy.datamaps.zone_policy import TimeZonePolicy
 from proxy.errors import ClientError
-from proxy.indexes.commands import IndexService
+from proxy.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.indexes.ddl import CreateIndexDatamap
 from proxy.router import LocalResult
 from rewriter.api import Candidate
@@ -52,9 +52,13 @@ class DatamapService:
 
     def __init__(self, catalog: Catalog, spark_provider: Callable[[], "SparkSession"],
                  schemas_provider: Callable[[Iterable[str]], dict] | None = None, *,
-                 leases=None):
+                 leases=None, auto_compaction: bool = False,
+                 max_bloom_bytes: int = DEFAULT_MAX_BLOOM_BYTES,
+                 on_indexed: Callable[[str], None] | None = None):
         """leases: the serve run's proxy.leader.LeaseKeeper (replicas: each datamap's jobs
-        hold a lease), None in one process."""
+        hold a lease), None in one process. auto_compaction: [datamaps] auto_compaction;
+        max_bloom_bytes: [indexes] max_bloom_bytes; on_indexed(table): an index datamap on
+        `table` was built (serve's pruner loads the table's shape then)."""
         self.catalog = catalog
         self.spark_provider = spark_provider
         spark = self._spark    # the parts see a provider swapped in later (tests)
@@ -62,7 +66,8 @@ class DatamapService:
         locks = self.locks = KeyedLocks(leases)   # one per datamap / base table: jobs, audits
         self.schema_cache = SchemaCache(spark, schemas_provider)
         self.garbage = SegmentGarbage(catalog, spark, LiveViews(catalog, spark))
-        self.compaction = Compaction(catalog, spark, locks, self.garbage)
+        self.compaction = Compaction(catalog, spark, locks, self.garbage,
+                                     auto_default=auto_compaction)
         self.maintenance = Maintenance(catalog, spark, self.schema_cache, locks, self.garbage,
                                        self.compaction)
         self.zones = TimeZonePolicy(catalog, self.schema_cache, locks, self.maintenance)
@@ -75,7 +80,8 @@ class DatamapService:
         self.maintenance.build_source = lambda rec, live: finer_source(
             catalog, self.rewrite_index.candidates, self.schema_cache.schemas, rec, live)
         self._syncs = BackgroundSyncs(self.maintenance)
-        self.indexes = IndexService(catalog, spark, locks)   # minmax / bloomfilter datamaps
+        self.indexes = IndexService(catalog, spark, locks, max_bloom_bytes,   # minmax, bloom
+                                    on_indexed=on_indexed)
 
     def _table_layout(self, table: str) -> dict:
         from pipeline import table_layout
