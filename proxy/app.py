@@ -109,21 +109,16 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
         indexes.on_segment_files, indexes.on_files_gone, indexes.on_compacted))
     await asyncio.to_thread(external.recover)
 
-    router = Router()
-    router.datamap_service = service      # the web console's (proxy/console)
-    statements.install(router)
     # called by `serve` (cli.py) with the protocol Service once it exists
-    router.with_service = []
-    router.querylog = None
+    with_service: list[Callable] = []
+    querylog = None
     if settings.querylog.enabled:
         location = settings.state.catalog or str(state_dir / "catalog.db")
         querylog = await asyncio.to_thread(QueryLog, location, settings.querylog,
                                            unavailable=service.unavailable)
-        router.querylog = querylog
-        router.with_service.append(lambda proto_service: proto_service.observers.add(querylog))
+        with_service.append(lambda proto_service: proto_service.observers.add(querylog))
     serving = ServingTier(catalog, settings.serving,
                           zone_problem=lambda: service.time_zone_problem)
-    router.serving = serving          # the web console's status line (proxy/console)
     if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
         background.thread("serving-warm", serving.warm)
         # an engine that could not start is tried again, off the clients' path
@@ -138,25 +133,28 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     indexes.on_indexed = lambda table: shapes.warm(indexed.read_as(table))
     pruner = Pruner(indexed, shapes)
     # the advisor reads the query log (docs/advisor.md); the console shows its suggestions
-    advisor = Advisor(service, router.querylog, settings.advisor)
-    router.advisor = advisor
+    advisor = Advisor(service, querylog, settings.advisor)
     select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
                                   audit=auditor, max_staleness_s=dm.max_staleness_s,
                                   pruner=pruner)
-    router.handlers += [watch_temp_views, ExternalHandler(external, dm.rewrite_max_sql_bytes),
-                        DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                          audit=auditor, max_staleness_s=dm.max_staleness_s,
-                                          pruner=pruner, advisor=advisor),
-                        DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
+    router = Router(handlers=[
+        *statements.HANDLERS, watch_temp_views,
+        ExternalHandler(external, dm.rewrite_max_sql_bytes),
+        DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving, audit=auditor,
+                          max_staleness_s=dm.max_staleness_s, pruner=pruner, advisor=advisor),
+        DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select])
+    # for the web console (proxy/console) and `serve` (cli.py)
+    router.datamap_service, router.serving, router.advisor = service, serving, advisor
+    router.querylog, router.with_service = querylog, with_service
 
     if metrics is not None:          # docs/metrics.md
-        collector = DatamapCollector(catalog, serving, querylog=router.querylog)
+        collector = DatamapCollector(catalog, serving, querylog=querylog)
         metrics.add_collector(collector)
 
         def observe(proto_service) -> None:
             proto_service.observers.add(metrics)
             collector.health = lambda: proto_service.health
-        router.with_service.append(observe)
+        with_service.append(observe)
 
     if dm.sync_interval_s > 0:
         log.info("datamap sync every %gs", dm.sync_interval_s)
@@ -178,8 +176,8 @@ async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
     async def closer() -> None:
         if metrics_endpoint is not None:
             await metrics_endpoint.close()
-        if router.querylog is not None:     # the server has stopped: write what it saw
-            await asyncio.to_thread(router.querylog.close)
+        if querylog is not None:     # the server has stopped: write what it saw
+            await asyncio.to_thread(querylog.close)
         auditor.close()          # before the threads are joined: its Spark jobs are cancelled
         await background.stop()
         router.close()

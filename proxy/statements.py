@@ -58,8 +58,12 @@ def watch_semantic_settings(ctx: StatementContext, statement: str) -> Remember |
                       f"the session changed {stmt.key}, which datamaps were not built with"),))
 
 
+# the gateway's own handlers, first in every Router (proxy/app.py builds serve's with them)
+HANDLERS = (set_rewrite_enabled, watch_semantic_settings)
+
+
 def install(router: Router) -> None:
-    """Put the gateway's own handlers first (idempotent)."""
-    for position, handler in enumerate((set_rewrite_enabled, watch_semantic_settings)):
+    """Put the gateway's own handlers first (idempotent: a Router built with HANDLERS)."""
+    for position, handler in enumerate(HANDLERS):
         if handler not in router.handlers:
             router.handlers.insert(position, handler)
