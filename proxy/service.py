@@ -28,6 +28,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from thrift.Thrift import TApplicationException
@@ -79,7 +80,11 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
     other calls are in proxy/calls/."""
 
     def __init__(self, settings: Settings, router: Router,
-                 upstream_factory: UpstreamFactory | None = None):
+                 upstream_factory: UpstreamFactory | None = None, *,
+                 observers: Observers | None = None, health_path: Path | None = None):
+        """observers: the query log and the metrics (proxy/observe.py; serve's App passes
+        them); health_path: where the upstream's health is kept for doctor
+        (proxy/recovery.py HEALTH_FILE in the state directory), None: in memory only."""
         self.settings = settings
         self.router = router
         statements.install(router)
@@ -95,15 +100,13 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
                                             s.limit_connections_per_user_ipaddress)
         self.run_gate = RunGate(s.max_running_operations, s.operation_queue_size,
                                 s.operation_queue_timeout)
-        # the serve command points it at the state directory for doctor (proxy/recovery.py)
-        self.health = UpstreamHealth(f"{up.host}:{up.port}")
+        self.health = UpstreamHealth(f"{up.host}:{up.port}", health_path)
         self.inflight = 0
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
         self.impersonation = ImpersonationPolicy(settings.server.impersonation)   # SIGHUP: update()
         self.audit = AuditLog(settings.server.audit_log)
-        # the query log and the metrics (proxy/observe.py); serve adds them
-        self.observers = Observers()
+        self.observers = observers if observers is not None else Observers()
         self._handlers: dict[str, Callable[..., Awaitable[Any]]] = {}
         for name in codec.METHODS:
             h = getattr(self, f"_h_{name}", None)

@@ -186,11 +186,14 @@ async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> in
         if engine is not None:
             await asyncio.to_thread(engine.stop)
         return 1
-    server = ProxyServer(settings, router, authenticator=authenticator, kerberos=kerberos)
+    from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
+    from proxy.service import Service
+    service = Service(settings, router, health_path=Path(settings.state.dir).expanduser().resolve()
+                      / HEALTH_FILE)
+    server = ProxyServer(settings, router, service, authenticator=authenticator,
+                         kerberos=kerberos)
     for hook in getattr(router, "with_service", ()):    # proxy/app.py: query log, metrics, ...
         hook(server.service)
-    from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
-    server.service.health.path = Path(settings.state.dir).expanduser().resolve() / HEALTH_FILE
     try:
         host, port = await server.start()
     except OSError as e:
