@@ -76,7 +76,6 @@ class ProxyServer:
         self.throttle = LoginThrottle(s.max_login_failures, s.max_login_failures_per_address,
                                       s.login_failure_window)
         self._sampler = Sampler(interval=10.0)
-        self.reloader = None      # proxy.reload.Reloader once serving (cli.py): register() on it
         self._reconfigured = asyncio.Event()
         # scrypt takes 16 MB per check: a pool of its own bounds that memory under a guessing
         # flood and leaves the default executor to everyone else. The semaphore keeps the

@@ -3,14 +3,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
-import signal
 import sys
-from pathlib import Path
 
 from proxy import config as cfg
-from proxy.auth_base import AuthError
 from proxy.logsafe import RedactingFilter
 
 log = logging.getLogger("proxy")
@@ -129,135 +125,15 @@ def _flags(a: argparse.Namespace) -> dict:
 
 async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> int:
     """reload_from: (config file, flags) that SIGHUP reads again (proxy/reload.py)."""
-    as_loaded = settings
-    # SIGHUP's default action ends the process: one sent while starting (an embedded Spark
-    # takes a minute) is kept, and the reload runs once serving
-    early_reload = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, early_reload.set)
-    from proxy.auth import build_authenticator
-    from proxy.server import ProxyServer
-
-    from proxy.audit_log import AuditLog, AuditLogError
-    from proxy.console import ConsoleRefused, check as check_console
+    from proxy.app import App, StartFailed     # the whole proxy: not for the other commands
     try:
-        AuditLog(settings.server.audit_log).close()    # an unwritable file stops us here
-        check_console(settings)                        # before a minute of Spark start
-        authenticator = await asyncio.to_thread(build_authenticator, settings)
-    except (AuthError, AuditLogError, ConsoleRefused) as e:
+        async with App(settings, reload_from=reload_from) as app:
+            code = await app.run()
+    except cfg.ConfigError as e:     # a setting that cannot be honoured
         log.error("%s", e)
         return 2
-    kerberos = None
-    if settings.server.auth == "kerberos":
-        from proxy.kerberos import Acceptor, KerberosError
-        try:
-            kerberos = Acceptor(settings.server)
-        except KerberosError as e:
-            log.error("%s", e)
-            return 2
-    engine = None
-    if settings.upstream.host is None:
-        try:
-            from proxy.engine import EmbeddedEngine
-        except ImportError as e:
-            log.error("no --upstream given and the embedded engine is unavailable (%s); "
-                      "start with --upstream HOST:PORT", e)
-            return 2
-        engine = EmbeddedEngine(Path(settings.state.dir), settings.spark)
-        log.info("starting embedded Spark (state dir %s)", settings.state.dir)
-        try:
-            host, port = await asyncio.to_thread(engine.start)
-        except Exception as e:  # noqa: BLE001 - report and exit non-zero
-            log.error("embedded Spark failed to start: %s", e)
-            await asyncio.to_thread(engine.stop)
-            return 1
-        settings = dataclasses.replace(settings, upstream=dataclasses.replace(
-            settings.upstream, host=host, port=port))
-    from proxy.app import build_router
-    from proxy.router import share_the_interpreter
-    try:
-        router, close_router = await build_router(settings, engine)
-    except cfg.ConfigError as e:      # a setting that cannot be honoured ([metrics] port)
+    except StartFailed as e:
         log.error("%s", e)
-        if engine is not None:
-            await asyncio.to_thread(engine.stop)
-        return 2
-    except Exception as e:  # noqa: BLE001 - e.g. an unreadable catalog: report, exit non-zero
-        log.error("cannot set up datamaps: %s", e)
-        if engine is not None:
-            await asyncio.to_thread(engine.stop)
         return 1
-    from proxy.recovery import HEALTH_FILE    # for doctor; build_router made the directory
-    from proxy.service import Service
-    service = Service(settings, router, health_path=Path(settings.state.dir).expanduser().resolve()
-                      / HEALTH_FILE)
-    server = ProxyServer(settings, router, service, authenticator=authenticator,
-                         kerberos=kerberos)
-    for hook in getattr(router, "with_service", ()):    # proxy/app.py: query log, metrics, ...
-        hook(server.service)
-    try:
-        host, port = await server.start()
-    except OSError as e:
-        log.error("cannot listen on %s:%s: %s", settings.server.host, settings.server.port, e.strerror or e)
-        await close_router()
-        if engine is not None:
-            await asyncio.to_thread(engine.stop)
-        return 1
-    console = None
-    if settings.console.port is not None:
-        from proxy.console import start_console
-        try:     # querylog / advisor / serving: set on the router by their wiring (proxy/app.py)
-            console = await start_console(settings, server, router.datamap_service,
-                                          getattr(router, "querylog", None),
-                                          getattr(router, "advisor", None),
-                                          getattr(router, "serving", None))
-        except OSError as e:
-            log.error("cannot listen for the web console on port %s: %s",
-                      settings.console.port, e.strerror or e)
-            await server.shutdown(0)
-            await close_router()
-            if engine is not None:
-                await asyncio.to_thread(engine.stop)
-            return 1
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    from proxy.reload import Reloader, apply_to_server
-    reloader = Reloader(settings, *(reload_from or (None, None)), loaded=as_loaded)
-    reloader.register(apply_to_server(server))
-    server.reloader = reloader        # other components register their own reload callbacks
-    loop.add_signal_handler(signal.SIGHUP, reloader.reload)
-    if early_reload.is_set():
-        log.info("SIGHUP received while starting: reloading the settings now")
-        reloader.reload()
-    log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port, settings.server.auth,
-             ", TLS" if settings.server.tls_cert else "", settings.upstream.host,
-             settings.upstream.port, settings.upstream.auth)
-    share_the_interpreter()
-    log.info("ready")
-    registration = _register(settings, port, server.http_address)
-    await stop.wait()
-    if registration is not None:
-        log.info("shutting down: leaving ZooKeeper first, so no new client is sent here")
-        await registration.deregister()
-    log.info("shutting down: draining for up to %.0fs", settings.server.shutdown_grace)
-    if console is not None:
-        await console.close()       # its running actions first: they use the datamaps
-    await server.shutdown()
-    await close_router()
-    if engine is not None:
-        await asyncio.to_thread(engine.stop)
     log.info("stopped")
-    return 0
-
-
-def _register(settings: cfg.Settings, port: int, http_address: tuple[str, int] | None):
-    """The ZooKeeper registration ([discovery] zookeeper), started once ready; None without.
-    It publishes the ports bound (http_port = 0 means any free one)."""
-    if not settings.discovery.zookeeper:
-        return None
-    from proxy.discovery import Registration
-    registration = Registration(settings.discovery, settings.server, port,
-                                http_port=http_address[1] if http_address else None)
-    registration.start()
-    return registration
+    return code

@@ -28,10 +28,10 @@
     handler.py  DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler: Router
                 StatementHandlers (register in that order, before the default)
 
-Wiring (done by proxy/app.py build_router for `serve`):
+Wiring (done by proxy/app.py's App for `serve`):
     catalog = Catalog.in_state_dir(state_dir)
-    service = DatamapService(catalog, lambda: engine_spark_session)
+    service = DatamapService(catalog, lambda: engine_spark_session, leases=keeper)
     await asyncio.to_thread(service.recover)        # once, before serving
-    router.handlers += [DatamapDdlHandler(service), DatamapLoadHandler(service),
-                        DatamapSelectHandler(service)]
+    router = Router(handlers=[..., DatamapDdlHandler(service), DatamapLoadHandler(service),
+                              DatamapSelectHandler(service)])
 """
