@@ -18,7 +18,7 @@
       commands.py      DatamapCommands: the DDL runners
       maintenance.py   Maintenance: refresh/build, after-load hooks, recovery; RefreshOutcome
       compaction.py    Compaction (COMPACT, auto-compaction), SegmentGarbage
-      zone_policy.py   TimeZonePolicy: the zone datamaps were computed under
+      zone_policy.py   ZoneReader (read), TimeZonePolicy (act): the zone datamaps were computed under
       rewrite_index.py RewriteIndexProvider: candidates and the rewriter's DatamapIndex
       locks.py         KeyedLocks: one lock per datamap / base table, shared by the parts
                        (and by replicas, through a catalog lease per key)

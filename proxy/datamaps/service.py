@@ -8,7 +8,8 @@ behind the interface the router handlers and proxy/app.py use.
     compaction.Compaction            COMPACT and auto-compaction; SegmentGarbage drops
                                      the partitions of hidden segments
     live_view.LiveViews              `<name>_table`: the view of the live segments
-    zone_policy.TimeZonePolicy       the zone the datamaps were computed under
+    zone_policy.ZoneReader, TimeZonePolicy  the zone the datamaps were computed under:
+                                     why one depends on it; acting on a change
     rewrite_index.RewriteIndexProvider  candidates and the rewriter's DatamapIndex
     stacking, finer                  datamaps on datamaps: the dependency graph, and
                                      full builds that read a finer datamap
@@ -32,7 +33,7 @@ from proxy.datamaps.rewrite_index import RewriteIndexProvider
 from proxy.datamaps.finer import finer_source
 from proxy.datamaps.sync import BackgroundSyncs, propagate
 from proxy.datamaps.schemas import SchemaCache, Schemas
-from proxy.datamaps.zone_policy import TimeZonePolicy
+from proxy.datamaps.zone_policy import TimeZonePolicy, ZoneReader
 from proxy.errors import ClientError
 from proxy.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.indexes.ddl import CreateIndexDatamap
@@ -70,8 +71,9 @@ class DatamapService:
                                      auto_default=auto_compaction)
         self.maintenance = Maintenance(catalog, spark, self.schema_cache, locks, self.garbage,
                                        self.compaction)
-        self.zones = TimeZonePolicy(catalog, self.schema_cache, locks, self.maintenance)
-        self.rewrite_index = RewriteIndexProvider(catalog, self.schema_cache, self.zones)
+        self.zone_reader = ZoneReader(self.schema_cache)
+        self.zones = TimeZonePolicy(catalog, self.zone_reader, locks, self.maintenance)
+        self.rewrite_index = RewriteIndexProvider(catalog, self.schema_cache, self.zone_reader)
         self.commands = DatamapCommands(catalog, spark, self.schema_cache, locks,
                                         self.maintenance, self.compaction)
         self.guard = FreshnessGuard(self._table_layout, self.request_sync)
@@ -118,11 +120,11 @@ class DatamapService:
 
     @property
     def time_zone_problem(self) -> str | None:
-        return self.zones.problem
+        return self.zone_reader.problem
 
     @time_zone_problem.setter
     def time_zone_problem(self, why: str | None) -> None:
-        self.zones.problem = why
+        self.zone_reader.problem = why
 
     # -- DDL (commands.py) ---------------------------------------------------------------
     # Index datamaps (proxy/indexes) share the DROP / SHOW / REBUILD statements and the
