@@ -19,6 +19,7 @@ unavailable; asyncio callers use `asyncio.to_thread`.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from proxy.datamaps import ddl
@@ -69,18 +70,17 @@ class DatamapService:
         self.garbage = SegmentGarbage(catalog, spark, LiveViews(catalog, spark))
         self.compaction = Compaction(catalog, spark, locks, self.garbage,
                                      auto_default=auto_compaction)
-        self.maintenance = Maintenance(catalog, spark, self.schema_cache, locks, self.garbage,
-                                       self.compaction)
         self.zone_reader = ZoneReader(self.schema_cache)
-        self.zones = TimeZonePolicy(catalog, self.zone_reader, locks, self.maintenance)
         self.rewrite_index = RewriteIndexProvider(catalog, self.schema_cache, self.zone_reader)
+        self.guard = FreshnessGuard(self._table_layout, self.request_sync)
+        self.maintenance = Maintenance(
+            catalog, spark, self.schema_cache, locks, self.garbage, self.compaction,
+            guard=self.guard, after_change=lambda recs: propagate(self.maintenance, recs),
+            build_source=functools.partial(finer_source, catalog, self.rewrite_index.candidates,
+                                           self.schema_cache.schemas))
+        self.zones = TimeZonePolicy(catalog, self.zone_reader, locks, self.maintenance)
         self.commands = DatamapCommands(catalog, spark, self.schema_cache, locks,
                                         self.maintenance, self.compaction)
-        self.guard = FreshnessGuard(self._table_layout, self.request_sync)
-        self.maintenance.guard = self.guard
-        self.maintenance.after_change = lambda recs: propagate(self.maintenance, recs)
-        self.maintenance.build_source = lambda rec, live: finer_source(
-            catalog, self.rewrite_index.candidates, self.schema_cache.schemas, rec, live)
         self._syncs = BackgroundSyncs(self.maintenance)
         self.indexes = IndexService(catalog, spark, locks, max_bloom_bytes,   # minmax, bloom
                                     on_indexed=on_indexed)
