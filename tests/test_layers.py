@@ -173,3 +173,34 @@ def test_the_cycle_check_sees_lazy_and_type_checking_imports(tmp_path):
     (pkg / "d.py").write_text("from proxy.gen import x\n")
     (pkg / "gen" / "x.py").write_text("import proxy.c\n")     # generated: not counted
     assert _cycles(_import_graph(tmp_path)) == {frozenset({"proxy.a", "proxy.b"})}
+
+
+
+def _is_cli(name: str) -> bool:
+    return name == "proxy.cli" or name.startswith("proxy.cli.")
+
+
+def _top_importers(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of the composition root (proxy.app) from outside the command line, and of
+    the command line from outside itself and `python -m proxy`."""
+    out = []
+    for module, targets in graph.items():
+        for target in targets:
+            if target == "proxy.app":
+                allowed = _is_cli(module)
+            elif _is_cli(target):
+                allowed = _is_cli(module) or module == "proxy.__main__"
+            else:
+                continue
+            if not allowed:
+                out.append(f"{module} -> {target}")
+    return sorted(out)
+
+
+def test_nothing_imports_the_composition_root_or_the_command_line():
+    """proxy/app.py builds everything and proxy/cli/ runs it: they sit on top, so only the
+    command line imports the App, and only `python -m proxy` the command line."""
+    assert _top_importers(_import_graph(ROOT)) == []
+    assert _top_importers({"proxy.server": {"proxy.app"}, "proxy.cli.serve": {"proxy.app"},
+                           "proxy.__main__": {"proxy.cli"}, "proxy.app": {"proxy.cli.sync"}}
+                          ) == ["proxy.app -> proxy.cli.sync", "proxy.server -> proxy.app"]
