@@ -14,6 +14,8 @@ from proxy.serving.sqltypes import (
     spark_type, timestamp_operand,
 )
 from proxy.serving.timestamps import TRUNC_UNITS
+from proxy.serving import values
+from proxy.serving.values import distinct_agg
 from rewriter.sparktypes import INTEGRAL, norm
 
 
@@ -224,7 +226,8 @@ class Expressions:
             return f"CAST({sql} AS {duck_type(dst)})", dst     # local midnight / local date
         ok = ((src in INTEGRAL or DEC.match(src)) and (dst in INTEGRAL or DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
-            or (dst == "string" and (src in INTEGRAL or DEC.match(src) or src == "date"))
+            or (dst == "string" and (src in INTEGRAL or DEC.match(src)
+                                     or src in ("date", "boolean")))
         if not ok:
             raise NotServable(f"CAST from {src} to {dst}")
         if DEC.match(src) and dst in INTEGRAL:
@@ -235,7 +238,7 @@ class Expressions:
 
     def _agg(self, e: exp.AggFunc, scope):
         if e.args.get("distinct") or isinstance(e.this, exp.Distinct):
-            raise NotServable(f"{e.key.upper()}(DISTINCT ...)")
+            return distinct_agg(self, e, scope)
         if isinstance(e, exp.Count):
             arg = e.this
             if arg is None or isinstance(arg, exp.Star):
@@ -338,3 +341,4 @@ DISPATCH: dict[type, Callable] = {
     exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part, exp.Hour: _T._date_part,
     exp.Minute: _T._date_part, exp.Second: _T._date_part, exp.TimestampTrunc: _T._trunc,
 }
+DISPATCH.update(values.DISPATCH)
