@@ -253,8 +253,10 @@ CASES = [
      "-2147483649 AS d, - 3 AS e, -(3) AS f, m.k AS k FROM {m}", ROWS_),
     ("negative literals in arithmetic", "SELECT m.i + -2147483648 AS a, m.d10 * -(3) AS b, "
      "m.d10 - -1 AS c FROM {m} WHERE m.i > 0", ROWS_),
-    ("coalesce over mixed decimal types", "SELECT coalesce(m.d10, 0.00) AS a FROM {m}",
-     REFUSED),
+    ("coalesce over mixed decimal types", "SELECT coalesce(m.d10, 0.00) AS a, "
+     "coalesce(m.d38, m.d10) AS b, coalesce(m.ti, m.d10) AS c FROM {m}", ROWS_),
+    ("coalesce over decimals beyond 38 digits", "SELECT coalesce(m.d38, 0.000000000001) AS a "
+     "FROM {m}", REFUSED),
     ("derived table", "SELECT x.a AS a, count(*) AS n FROM (SELECT m.i + 1 AS a FROM {m} "
      "WHERE m.k NOT IN (3)) AS x WHERE x.a > 0 GROUP BY x.a", ROWS_),
 ]
