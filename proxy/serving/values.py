@@ -318,7 +318,7 @@ DISPATCH = {
 
 def distinct_agg(self, e: exp.AggFunc, scope):
     """count(DISTINCT x[, y, ...]): the distinct rows whose values are all non-NULL (Spark
-    and DuckDB alike fold -0.0 into 0.0 and every NaN into one value for one double);
+    and DuckDB alike fold -0.0 into 0.0 and every NaN into one value, alone or in a row);
     sum(DISTINCT x) of integers and decimals; min/max(DISTINCT x) are min/max(x)."""
     d = e.this
     args = list(d.expressions) if isinstance(d, exp.Distinct) else []
@@ -330,8 +330,6 @@ def distinct_agg(self, e: exp.AggFunc, scope):
     if isinstance(e, exp.Count):
         if len(parts) == 1:
             return f"COUNT(DISTINCT {parts[0][0]})", "bigint"
-        if any(t == "double" for _, t in parts):
-            raise NotServable("count(DISTINCT ...) of several columns with a double")
         every = " AND ".join(f"{s} IS NOT NULL" for s, _ in parts)
         rows = ", ".join(s for s, _ in parts)
         return f"COUNT(DISTINCT CASE WHEN {every} THEN row({rows}) END)", "bigint"

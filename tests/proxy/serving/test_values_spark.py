@@ -193,8 +193,9 @@ CASES = [
      "count(DISTINCT m.s) + max(CASE WHEN m.s IS NULL THEN 1 ELSE 0 END) AS a, "
      "count(DISTINCT m.t) + CASE WHEN count(m.t) < count(*) THEN 1 ELSE 0 END AS b "
      "FROM {m} GROUP BY m.flag HAVING count(DISTINCT m.s) > 1", ROWS_),
-    ("count(DISTINCT) of several columns with a double",
-     "SELECT count(DISTINCT m.s, m.dbl) AS a FROM {m}", REFUSED),
+    ("count(DISTINCT) of several columns with a double (-0.0, NaN)", "SELECT m.flag AS f, "
+     "count(DISTINCT m.flag, m.dbl) AS a, count(DISTINCT m.dbl, m.ti) AS b FROM {m} "
+     "GROUP BY m.flag", ROWS_),
     ("sum(DISTINCT) of a double", "SELECT sum(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
     ("avg(DISTINCT)", "SELECT avg(DISTINCT m.i) AS a FROM {m}", REFUSED),
 ]
