@@ -14,8 +14,7 @@ from proxy.serving.sqltypes import (
     spark_type, timestamp_operand,
 )
 from proxy.serving.timestamps import TRUNC_UNITS
-from proxy.serving import values
-from proxy.serving.values import distinct_agg
+from proxy.serving.values import DISPATCH as VALUE_FUNCTIONS, distinct_agg
 from rewriter.sparktypes import INTEGRAL, norm
 
 
@@ -341,4 +340,4 @@ DISPATCH: dict[type, Callable] = {
     exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part, exp.Hour: _T._date_part,
     exp.Minute: _T._date_part, exp.Second: _T._date_part, exp.TimestampTrunc: _T._trunc,
 }
-DISPATCH.update(values.DISPATCH)
+DISPATCH.update(VALUE_FUNCTIONS)     # strings, conditionals, numbers: values.py

@@ -93,10 +93,16 @@ def substring(self, e: exp.Substring, scope):
 
 
 def concat(self, e: exp.Concat, scope):
-    if not e.expressions:
-        raise NotServable("concat()")
+    if not e.expressions or e.args.get("coalesce"):
+        raise NotServable("concat() of no strings, or skipping NULLs")
     parts = [_as_string(self, a, scope, "concat") for a in e.expressions]
     return "(" + " || ".join(parts) + ")", "string"      # NULL when any part is
+
+
+def dpipe(self, e: exp.DPipe, scope):
+    """a || b: Spark's concat of the two."""
+    parts = [_as_string(self, a, scope, "||") for a in (e.this, e.expression)]
+    return "(" + " || ".join(parts) + ")", "string"
 
 
 def concat_ws(self, e: exp.ConcatWs, scope):
@@ -306,8 +312,8 @@ def anonymous(self, e: exp.Anonymous, scope):
 
 DISPATCH = {
     exp.Upper: case_map, exp.Lower: case_map, exp.Length: length,
-    exp.Substring: substring, exp.Concat: concat, exp.ConcatWs: concat_ws, exp.Trim: trim,
-    exp.Pad: pad, exp.Replace: replace, exp.Like: like, exp.Escape: like,
+    exp.Substring: substring, exp.Concat: concat, exp.DPipe: dpipe, exp.ConcatWs: concat_ws,
+    exp.Trim: trim, exp.Pad: pad, exp.Replace: replace, exp.Like: like, exp.Escape: like,
     exp.If: if_, exp.Nvl2: nvl2, exp.Nullif: nullif, exp.Greatest: extreme,
     exp.Least: extreme, exp.Abs: abs_, exp.Floor: floor_ceil, exp.Ceil: floor_ceil,
     exp.Round: round_, exp.Anonymous: anonymous,

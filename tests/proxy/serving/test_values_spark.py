@@ -79,7 +79,7 @@ CASES = [
     ("concat: NULL when any part is; numbers, dates, booleans as strings",
      "SELECT m.k AS k, concat(m.s, m.t) AS a, concat(m.s, '-', m.i) AS b, "
      "concat(m.s, m.d10) AS c, concat(m.t, m.dt) AS d, concat(m.s, m.flag) AS e, "
-     "concat(m.s) AS f, concat(m.d38, m.n38, m.b) AS g FROM {m}", ROWS_),
+     "concat(m.s) AS f, concat(m.d38, m.n38, m.b) AS g, m.s || m.t || m.k AS h FROM {m}", ROWS_),
     ("concat_ws: NULLs skipped, a NULL separator is NULL",
      "SELECT m.k AS k, concat_ws('/', m.s, m.t, m.i) AS a, concat_ws(m.t, m.s, 'x') AS b, "
      "concat_ws(',', m.s) AS c, concat_ws('', m.t, m.dt, m.flag) AS d FROM {m}", ROWS_),
