@@ -8,6 +8,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from proxy.serving import formats
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
@@ -216,12 +217,15 @@ class Expressions:
             return sql, dst
         if src == "string" and dst in ("date", "timestamp"):
             if not (isinstance(e.this, exp.Literal) and e.this.is_string):
-                raise NotServable(f"CAST from string to {dst}")
+                return formats.cast(self, sql, src, dst), dst
             return (date_literal(e.this) if dst == "date"
                     else timestamp_operand(e.this, sql, "string")), dst
         if (src, dst) in (("date", "timestamp"), ("timestamp", "date")):
             self._local_times()
             return f"CAST({sql} AS {duck_type(dst)})", dst     # local midnight / local date
+        served = formats.cast(self, sql, src, dst)
+        if served is not None:
+            return served, dst
         ok = ((src in INTEGRAL or DEC.match(src)) and (dst in INTEGRAL or DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
             or (dst == "string" and (src in INTEGRAL or DEC.match(src) or src == "date"))
@@ -337,4 +341,5 @@ DISPATCH: dict[type, Callable] = {
     exp.Year: _T._date_part, exp.Quarter: _T._date_part, exp.Month: _T._date_part,
     exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part, exp.Hour: _T._date_part,
     exp.Minute: _T._date_part, exp.Second: _T._date_part, exp.TimestampTrunc: _T._trunc,
+    **formats.DISPATCH,     # datetime patterns, string <-> date/timestamp
 }
