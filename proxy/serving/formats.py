@@ -31,6 +31,8 @@ def _zone(self) -> int:
 
 def _pattern(e: exp.Expression, what: str) -> str:
     fmt = e.args.get("format")
+    if fmt is None and isinstance(e, exp.StrToUnix):
+        return "yyyy-MM-dd HH:mm:ss"          # to_unix_timestamp(x): Spark's default
     if not (isinstance(fmt, exp.Literal) and fmt.is_string):
         raise NotServable(f"{what} with a pattern that is not a string literal")
     return fmt.this
@@ -75,14 +77,6 @@ def date_format(self, e: exp.TimeToStr, scope):
 def from_unixtime(self, e: exp.UnixToStr, scope):
     pattern = _pattern(e, "from_unixtime")
     inner = e.this
-    if isinstance(inner, exp.StrToUnix) and isinstance(inner.args.get("format"), exp.Literal):
-        # from_unixtime(unix_timestamp(x), p), Hive's time grains: for a timestamp or date
-        # x that is x's wall-clock time floored to the second (offsets are whole seconds)
-        sql, t = self.expr(inner.this, scope)
-        if t in ("timestamp", "date"):
-            _zone(self)
-            return format_sql(pattern, f"date_trunc('second', CAST({sql} AS TIMESTAMP))"), \
-                "string"
     sql, t = self.expr(inner, scope)
     if t not in INTEGRAL:
         raise NotServable(f"from_unixtime of {t}")
@@ -93,9 +87,9 @@ def from_unixtime(self, e: exp.UnixToStr, scope):
 
 
 def _epoch_seconds(local: str, offset: int) -> str:
-    """Epoch seconds of a wall-clock TIMESTAMP, floored as Spark's floorDiv."""
-    us = f"(epoch_us({local}) - {offset * 1_000_000})"
-    return f"CAST(({us} - (({us} % 1000000) + 1000000) % 1000000) // 1000000 AS BIGINT)"
+    """Epoch seconds of a wall-clock TIMESTAMP, rounded towards zero as Spark's long
+    division does (1969-12-31 23:59:59.5 UTC is 0, not -1); DuckDB's // does the same."""
+    return f"CAST((epoch_us({local}) - {offset * 1_000_000}) // 1000000 AS BIGINT)"
 
 
 def unix_timestamp(self, e: exp.StrToUnix, scope):
