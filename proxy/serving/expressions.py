@@ -8,7 +8,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from proxy.serving import formats
+import proxy.serving.formats as formats
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
