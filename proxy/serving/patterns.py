@@ -13,7 +13,7 @@ Years: Spark prints a year outside 1..9999 with a sign ('+10000', '-0044'); the 
 text is raised as an error there, so the query goes to Spark.
 
 Parsing (to_date, to_timestamp, unix_timestamp of a string) is served for numeric
-patterns only: a year (yyyy, yy), and optionally month, day, hour, minute, second and a
+patterns only: a year (yyyy, yy; the year 0 raises), and optionally month, day, hour, minute, second and a
 fraction, each present only with the one before it (in any order: dd/MM/yyyy), with
 literal text between. The
 pattern becomes an anchored regular expression; text it does not match raises, and so do
@@ -153,7 +153,8 @@ _PARSE = {
     "y": {4: r"(\d{4})", 2: r"(\d{2})"}, "M": {1: r"(\d{1,2})", 2: r"(\d{2})"},
     "d": {1: r"(\d{1,2})", 2: r"(\d{2})"}, "H": {1: r"(\d{1,2})", 2: r"(\d{2})"},
     "m": {1: r"(\d{1,2})", 2: r"(\d{2})"}, "s": {1: r"(\d{1,2})", 2: r"(\d{2})"},
-    "S": {n: rf"(\d{{1,{n}}})" for n in range(1, 7)},
+    # a fraction of up to n digits (java.time's variable-width fraction)
+    "S": {3: r"(\d{1,3})", 6: r"(\d{1,6})"},
 }
 _CHAIN = "yMdHmsS"
 _RE_SPECIAL = set("\\.^$|?*+()[]{}")
@@ -200,7 +201,7 @@ def parse_sql(pattern: str, s: str) -> str:
     # make_date raises on a day the month lacks (Feb 30), as Spark does
     return (f"(CASE WHEN {s} IS NULL THEN NULL "
             f"WHEN NOT regexp_full_match({s}, {lit(regex)}) "
-            f"OR {hour} > 23 OR {minute} > 59 OR {second} > 59 "
+            f"OR {year} < 1 OR {hour} > 23 OR {minute} > 59 OR {second} > 59 "
             f"THEN error('text does not match the datetime pattern: Spark answers') "
             f"ELSE CAST(make_date({year}, {month}, {day}) AS TIMESTAMP) "
             f"+ to_microseconds({micros}) END)")

@@ -86,7 +86,8 @@ def test_parse_of_text_the_pattern_does_not_read_raises(duck, pattern, text):
 @pytest.mark.parametrize("pattern,why", [
     ("MM/dd", "only with a year"), ("yyyy dd", "only with the one before"), ("yyyyMd", "adjacent"),
     ("yyyy-MMM", "'MMM'"), ("yyyy hh a", "'h'"), ("yyyy-MM-dd yyyy", "twice"),
-    ("yyyy-MM-dd HH:mm:ss.SSSSSSS", "'SSSSSSS'"), ("yyyy-MM-dd HH:mm:ssSSS", "adjacent"),
+    ("yyyy-MM-dd HH:mm:ss.SSSSSSS", "'SSSSSSS'"), ("yyyy-MM-dd HH:mm:ss.SS", "'SS'"),
+    ("yyyy-MM-dd HH:mm:ssSSS", "adjacent"),
 ])
 def test_parse_refusals(pattern, why):
     with pytest.raises(NotServable, match=why):

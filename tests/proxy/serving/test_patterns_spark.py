@@ -53,7 +53,7 @@ TEXTS = {
 COLUMNS = {"k": "int", "ts": "timestamp", "dt": "date", "n": "bigint",
            **{c: "string" for c in TEXTS}, "s_bad": "string"}
 # text no pattern of the tests reads: one per row
-BAD = {1: "2024-1-5", 2: "2024-02-30", 3: " 2024-01-05", 4: None, 5: "2024-01-05 24:00:00",
+BAD = {1: "2024-1-5", 2: "2024-02-30", 3: " 2024-01-05", 4: "0000-01-01", 5: "2024-01-05 24:00:00",
        6: "12024-01-05", 7: "2024-01-05T10:00:00", 8: "junk", 9: "x"}
 READ = f"(SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE dm_segment_id IN ('0', '1')) AS m"
 ZONES = ["UTC", "+05:30", "-08:00"]
@@ -65,7 +65,7 @@ def _wall(text: str) -> datetime:
 
 def _row(k, ts, dt, seg):
     if ts is None:
-        return (k, None, None, None, *([None] * len(TEXTS)), BAD[k], seg)
+        return (k, None, None, None, *([None] * len(TEXTS)), BAD[k], seg)   # NULLs
     w = _wall(ts)
     n = int((w.replace(tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc))
             // timedelta(seconds=1))
@@ -161,7 +161,8 @@ PARSE_QUERY = (
     "CAST(m.s_date AS DATE) AS i, CAST(m.s_iso AS DATE) AS j, to_date(m.s_date) AS l, "
     "to_date(m.ts) AS o, to_timestamp(m.dt, 'yyyy') AS p, to_date(m.ts, 'dd') AS r, "
     "to_unix_timestamp(m.s_dmy, 'dd/MM/yyyy HH:mm') AS s, "
-    "to_timestamp(m.s_iso, 'yyyy-MM-dd HH:mm:ss') AS t, CAST(m.s_frac AS TIMESTAMP) AS u "
+    "to_timestamp(m.s_iso, 'yyyy-MM-dd HH:mm:ss') AS t, CAST(m.s_frac AS TIMESTAMP) AS u, "
+    "to_timestamp(m.s_frac, 'yyyy-MM-dd HH:mm:ss.SSSSSS') AS v "
     "FROM {m}")
 GRAIN_QUERY = (
     "SELECT from_unixtime(unix_timestamp(m.ts), 'yyyy-MM-01 00:00:00') AS g, count(*) AS c, "
@@ -238,11 +239,12 @@ def test_text_a_pattern_does_not_read_raises_in_both(expr, k, served_table, engi
 # the engine raises where Spark may answer: Spark's value, not a served one
 ENGINE_ERRORS = [
     "CAST(m.s_bad AS DATE)", "CAST(m.s_bad AS TIMESTAMP)", "date_format(m.s_bad, 'yyyy')",
+    "to_date(m.s_bad, 'yyyy-MM-dd')",       # the year 0 too
 ]
 
 
 @pytest.mark.parametrize("expr", ENGINE_ERRORS)
-@pytest.mark.parametrize("k", [1, 3, 7, 8])
+@pytest.mark.parametrize("k", [1, 3, 4, 7, 8])
 def test_casts_of_other_shapes_go_to_spark(expr, k, served_table, engine):
     _, files = served_table
     sql = f"SELECT {expr} AS x FROM {READ} WHERE m.k = {k}"
