@@ -151,7 +151,9 @@ FUNCTIONS_QUERY = (
     "from_unixtime(unix_timestamp(m.dt), 'yyyy-MM-dd HH:mm:ss') AS g_date, "
     "unix_timestamp(m.ts) AS u_ts, unix_timestamp(m.dt) AS u_dt, "
     "unix_timestamp(m.ts, 'YYYY') AS u_ignored, to_unix_timestamp(m.ts) AS u2, "
-    "CAST(m.ts AS STRING) AS ts_text, date_format(m.ts, 'yyyy-MM') AS looker "
+    "CAST(m.ts AS STRING) AS ts_text, date_format(m.ts, 'yyyy-MM') AS looker, "
+    "CAST(from_unixtime(unix_timestamp(date_format(m.ts, 'yyyy-MM'), 'yyyy-MM')) AS TIMESTAMP) "
+    "AS metabase, from_unixtime(unix_timestamp(m.ts), 'yyyy-MM-dd HH:mm:00') AS g_minute "
     "FROM {m}")
 PARSE_QUERY = (
     "SELECT m.k AS k, to_date(m.s_date, 'yyyy-MM-dd') AS a, to_date(m.s_dmy, 'dd/MM/yyyy HH:mm') AS b, "
