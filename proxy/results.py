@@ -88,7 +88,8 @@ def _as_string(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, _dt.datetime):
         # Spark's HiveServer2 text: whole seconds bare, a fraction without trailing zeros
-        text = v.strftime("%Y-%m-%d %H:%M:%S")
+        # (the year padded to four digits: strftime's %Y prints year 999 as '999')
+        text = f"{v.year:04d}-" + v.strftime("%m-%d %H:%M:%S")
         return text + (f".{v.microsecond:06d}".rstrip("0") if v.microsecond else "")
     if isinstance(v, decimal.Decimal):
         # Spark's toPlainString: 0.0000001, never 1E-7; and no negative zero

@@ -68,7 +68,8 @@ def test_serving_translation_is_pure():
     logic, AST in, SQL text out: no engine, no I/O, nothing of the proxy beyond itself, so
     its allow-list can be tested without either engine."""
     banned = {"proxy", "duckdb", "asyncio", "socket", "sqlite3", "pyspark", "pipeline", "os"}
-    pure = ("translate", "expressions", "sqltypes", "timestamps", "values")
+    pure = ("translate", "expressions", "sqltypes", "timestamps", "values", "formats",
+            "patterns")
     for module in pure:
         path = ROOT / "proxy" / "serving" / f"{module}.py"
         assert [f"{module}:{line} imports {name}" for line, name in _imports(path)

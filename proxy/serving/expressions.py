@@ -8,13 +8,14 @@ from typing import Callable
 
 from sqlglot import exp
 
+import proxy.serving.formats as formats
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
     spark_type, timestamp_operand,
 )
 from proxy.serving.timestamps import TRUNC_UNITS
-from proxy.serving.values import DISPATCH as VALUE_FUNCTIONS, distinct_agg
+from proxy.serving.values import ANONYMOUS as VALUE_ANONYMOUS, DISPATCH as VALUE_FUNCTIONS, distinct_agg
 from rewriter.sparktypes import INTEGRAL, norm
 
 
@@ -217,12 +218,15 @@ class Expressions:
             return sql, dst
         if src == "string" and dst in ("date", "timestamp"):
             if not (isinstance(e.this, exp.Literal) and e.this.is_string):
-                raise NotServable(f"CAST from string to {dst}")
+                return formats.cast(self, sql, src, dst), dst
             return (date_literal(e.this) if dst == "date"
                     else timestamp_operand(e.this, sql, "string")), dst
         if (src, dst) in (("date", "timestamp"), ("timestamp", "date")):
             self._local_times()
             return f"CAST({sql} AS {duck_type(dst)})", dst     # local midnight / local date
+        served = formats.cast(self, sql, src, dst)
+        if served is not None:
+            return served, dst
         ok = ((src in INTEGRAL or DEC.match(src)) and (dst in INTEGRAL or DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
             or (dst == "string" and (src in INTEGRAL or DEC.match(src)
@@ -339,5 +343,20 @@ DISPATCH: dict[type, Callable] = {
     exp.Year: _T._date_part, exp.Quarter: _T._date_part, exp.Month: _T._date_part,
     exp.Day: _T._date_part, exp.DayOfMonth: _T._date_part, exp.Hour: _T._date_part,
     exp.Minute: _T._date_part, exp.Second: _T._date_part, exp.TimestampTrunc: _T._trunc,
+    **formats.DISPATCH,     # datetime patterns, string <-> date/timestamp
 }
 DISPATCH.update(VALUE_FUNCTIONS)     # strings, conditionals, numbers: values.py
+
+# Functions sqlglot leaves as plain calls (exp.Anonymous), by lower-case name: one table
+# for every module of the tier, so none of them shadows another's.
+ANONYMOUS: dict[str, Callable] = {**formats.ANONYMOUS, **VALUE_ANONYMOUS}
+
+
+def _anonymous(self, e: exp.Anonymous, scope):
+    handler = ANONYMOUS.get(e.name.lower())
+    if handler is None:
+        raise NotServable(f"function {e.name.lower()}")
+    return handler(self, e, scope)
+
+
+DISPATCH[exp.Anonymous] = _anonymous

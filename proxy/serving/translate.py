@@ -54,6 +54,10 @@ ALLOWED = {
                  "year, quarter, month, day/dayofmonth over dates and timestamps, "
                  "hour/minute/second and date_trunc(year|quarter|month|week|day|hour|minute|"
                  "second) over timestamps",
+    "datetime patterns": "date_format, from_unixtime, unix_timestamp / to_unix_timestamp, "
+                         "to_date, to_timestamp with the pattern letters of "
+                         "proxy/serving/patterns.py (FORMAT printed, _PARSE parsed); CAST "
+                         "string <-> date/timestamp of 'yyyy-MM-dd[ HH:mm:ss[.ffffff]]' text",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date, "
                 "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' against a timestamp",
 }

@@ -303,12 +303,6 @@ def round_(self, e, scope):
 ANONYMOUS = {"bround": round_}
 
 
-def anonymous(self, e: exp.Anonymous, scope):
-    method = ANONYMOUS.get(e.name.lower())
-    if method is None:
-        raise NotServable(f"{e.name.upper()} ({e.sql('spark')[:50]})")
-    return method(self, e, scope)
-
 
 DISPATCH = {
     exp.Upper: case_map, exp.Lower: case_map, exp.Length: length,
@@ -316,7 +310,7 @@ DISPATCH = {
     exp.Trim: trim, exp.Pad: pad, exp.Replace: replace, exp.Like: like, exp.Escape: like,
     exp.If: if_, exp.Nvl2: nvl2, exp.Nullif: nullif, exp.Greatest: extreme,
     exp.Least: extreme, exp.Abs: abs_, exp.Floor: floor_ceil, exp.Ceil: floor_ceil,
-    exp.Round: round_, exp.Anonymous: anonymous,
+    exp.Round: round_,
 }
 
 
