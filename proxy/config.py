@@ -50,7 +50,7 @@ class ServerSettings:
     max_login_failures_per_address: int = 20
     login_failure_window: float = 300.0
     long_poll_timeout: float = 5.0
-    # -- HTTP transport (HiveServer2's transportMode=http; proxy/http.py) -------------------
+    # -- HTTP transport (HiveServer2's transportMode=http; proxy/gateway/http_transport.py) ---
     http_port: int | None = None        # a port of its own for Thrift over HTTP; None: none
     http_path: str = "cliservice"       # the URL path clients POST to (httpPath=...)
     http_on_binary_port: bool = True    # also answer HTTP sniffed on the binary port

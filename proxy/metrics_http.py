@@ -1,7 +1,7 @@
 """The metrics endpoint: `GET [metrics] path` on `[metrics] host`:`port` (docs/metrics.md).
 
 A few lines of HTTP/1.1 on the proxy's event loop (request heads parsed by
-proxy/httpwire.py); the text itself is produced in a worker thread of its own, since the
+proxy/http/wire.py); the text itself is produced in a worker thread of its own, since the
 scrape-time collector reads the catalog and stats segment files. Any other path is a 404,
 any other method a 405. No login: like Prometheus' own exporters, bind it to an address
 only the scraper reaches.
@@ -17,8 +17,8 @@ from typing import Callable
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from proxy.config import ConfigError, Settings
-from proxy.http import stop_listener
-from proxy.httpwire import HttpError, parse_head, response
+from proxy.http.listener import stop_listener
+from proxy.http.wire import HttpError, parse_head, response
 from proxy.metrics import Metrics
 
 log = logging.getLogger("proxy.metrics")

@@ -1,7 +1,7 @@
 """Asyncio accept loop: one owned task per client connection.
 
 Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL, an
-HTTP method = proxy/http.py, also what the http_port serves), negotiate SASL PLAIN (GSSAPI
+HTTP method = proxy/gateway/http_transport.py, also what the http_port serves), negotiate SASL PLAIN (GSSAPI
 under auth=kerberos; proxy/kerberos.py) or not, then cut the byte stream into Thrift
 messages and hand each to Service.handle, strictly one at a time. A connection that closes
 without a byte is a health probe (logged at debug). Malformed or oversized input closes
@@ -33,8 +33,8 @@ from proxy.admission import ConnectionLimits, LoginThrottle
 from proxy.auth_base import AllowAll, Authenticator, AuthUnavailable
 from proxy.config import Settings
 from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
-from proxy.http import HttpTransport
-from proxy.httpwire import looks_like_http, response as http_response
+from proxy.gateway.http_transport import HttpTransport
+from proxy.http.wire import looks_like_http, response as http_response
 from proxy.logsafe import Sampler, safe
 from proxy.router import Router
 from proxy.service import ClientConnection, Service

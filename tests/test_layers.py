@@ -77,6 +77,57 @@ def test_serving_translation_is_pure():
                 and name not in {f"proxy.serving.{m}" for m in pure}] == []
 
 
+# --- proxy's subsystem packages ------------------------------------------------------------
+# package -> the packages of proxy it may import besides itself. Every package may import the
+# root vocabulary and the protocol core; an import inside a function counts.
+ROOT_VOCABULARY = ("proxy.config", "proxy.errors", "proxy.logsafe", "proxy.staleness",
+                   "proxy.background", "proxy.thrift")
+MAY_IMPORT = {
+    "proxy/http": (),
+}
+
+
+def _proxy_imports(path: Path):
+    """(line, dotted name) of every proxy or pipeline name a module imports:
+    `from proxy import leader` is proxy.leader, `from proxy.a import b` is proxy.a.b."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in ("proxy", "pipeline"):
+                yield node.lineno, name
+
+
+def _package_violations(package: str) -> list[str]:
+    own = package.replace("/", ".")
+    allowed = (own, *ROOT_VOCABULARY, *MAY_IMPORT[package])
+    return [f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for path in sorted((ROOT / package).rglob("*.py"))
+            for line, name in _proxy_imports(path)
+            if not any(name == a or name.startswith(a + ".") for a in allowed)]
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_proxy_packages_import_only_what_is_below_them(package):
+    assert _package_violations(package) == []
+
+
+def test_the_package_check_sees_lazy_and_parent_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "proxy" / "http"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("from proxy import config, leader\n"
+                              "def f():\n    from proxy.http.b import g\n"
+                              "    import pipeline.jobs\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tmp_path)
+    assert _package_violations("proxy/http") == ["proxy/http/a.py:1 imports proxy.leader",
+                                                 "proxy/http/a.py:4 imports pipeline.jobs"]
+
+
 # --- import cycles --------------------------------------------------------------------------
 # Modules of these packages that import each other, directly or around a ring, counting
 # imports inside functions and under `if TYPE_CHECKING:` (a lazy import still closes the

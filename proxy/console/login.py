@@ -17,7 +17,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 
 COOKIE = "datamap_console"
 SESSION_S = 8 * 3600.0

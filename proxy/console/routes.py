@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 from proxy.console import pages, pages_log, views
 from proxy.console.actions import ACTIONS, Actions, statement
 from proxy.console.login import ANONYMOUS, Login, Who

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 from proxy.config import ServerSettings, Settings
-from proxy.http import HttpTransport
+from proxy.gateway.http_transport import HttpTransport
 from proxy.router import Router
 from proxy.server import ProxyServer
 

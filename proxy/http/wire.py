@@ -1,6 +1,6 @@
 """HTTP/1.1 as HiveServer2's http transport uses it, without I/O: request heads parsed from
 bytes, responses built as bytes, Basic credentials, and the signed `hive.server2.auth`
-session cookie. proxy/http.py does the reading and writing.
+session cookie. proxy/gateway/http_transport.py does the reading and writing.
 
 Only what Thrift-over-HTTP clients send is accepted (a POST with a Content-Length body);
 anything else is an HttpError carrying the status and a message meant for the client, so

@@ -1,0 +1,1 @@
+"""The client-facing listeners: accept, transports, authentication."""
