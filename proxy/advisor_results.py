@@ -6,7 +6,7 @@ from __future__ import annotations
 from proxy.datamaps import ddl
 from proxy.datamaps.records import display_name
 from proxy.logsafe import safe
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 
 SUGGESTION_COLUMNS = (("Kind", "string"), ("DataMap", "string"), ("Statement", "string"),
                       ("Queries", "bigint"), ("Base Seconds", "double"),

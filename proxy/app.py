@@ -29,7 +29,7 @@ The parts:
     DATAMAPS that often; remote mode checks the upstream's zone every ZONE_CHECK_S
     (proxy/pipeline_zone.py). The stop joins all of it;
   - the statement Router, its handlers in order: the gateway's own (`SET
-    datamap.rewrite.enabled`, proxy/statements.py), temporary views, external tables, then
+    datamap.rewrite.enabled`, proxy/routing/statements.py), temporary views, external tables, then
     datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
     (proxy/datamaps/handler.py);
   - the protocol Service with its Observers (query log, metrics) and ProxyServer; the web
@@ -47,7 +47,8 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from proxy import engine as engine_mod, statements
+from proxy import engine as engine_mod
+from proxy.routing import statements
 from proxy.advisor import Advisor
 from proxy.audit_log import AuditLog, AuditLogError
 from proxy.auth import build_authenticator
@@ -74,7 +75,7 @@ from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.querylog import QueryLog
 from proxy.recovery import HEALTH_FILE
 from proxy.reload import Reloader, apply_to_server
-from proxy.router import Router, share_the_interpreter
+from proxy.routing.router import Router, share_the_interpreter
 from proxy.server import ProxyServer
 from proxy.service import Service
 from proxy.serving import ServingTier

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from proxy.classify import Kind, classify
+from proxy.routing.classify import Kind, classify
 from proxy.querylog_reasons import reason_class   # the query log's classes, one classifier
 from proxy.observe import BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent
 

@@ -3,7 +3,7 @@
 In remote mode it is a JVM of our own (proxy/engine.py open_pipeline_session), started by
 the first statement that needs it, in a worker thread, or in the background at start when
 the catalog already holds datamaps. The event loop never opens it: a handler running on
-the loop (or in a worker deciding a statement for it, proxy/router.py) that would need it
+the loop (or in a worker deciding a statement for it, proxy/routing/router.py) that would need it
 gets SparkNotReady, forwards the original statement (always correct, only slower), and
 the session is opened in the background.
 """
@@ -14,7 +14,7 @@ import threading
 from typing import Any, Callable
 
 from proxy.background import Background
-from proxy.router import must_not_block
+from proxy.routing.router import must_not_block
 
 log = logging.getLogger("proxy.app")
 

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping
 
-from proxy.classify import Kind, classify
+from proxy.routing.classify import Kind, classify
 from proxy.config import QueryLogSettings
 from proxy.logsafe import redact
 from proxy.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent

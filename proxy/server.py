@@ -36,7 +36,7 @@ from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
 from proxy.gateway.http_transport import HttpTransport
 from proxy.http.wire import looks_like_http, response as http_response
 from proxy.logsafe import Sampler, safe
-from proxy.router import Router
+from proxy.routing.router import Router
 from proxy.service import ClientConnection, Service
 from proxy.thrift import codec, sasl
 

@@ -33,7 +33,7 @@ from typing import Any, Awaitable, Callable
 
 from thrift.Thrift import TApplicationException
 
-from proxy import statements
+from proxy.routing import statements
 from proxy.audit_log import AuditLog
 from proxy.calls import facts as statement_facts
 from proxy.calls.facts import decided
@@ -51,7 +51,9 @@ from proxy.logsafe import redact, safe
 from proxy.observe import BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
-from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
+from proxy.routing.router import (
+    Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext,
+)
 from proxy.serving.tier import log_line
 from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
 from proxy.slots import SessionSlots

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from proxy.classify import APPROXIMATE_KEY, PRUNE_KEY, REWRITE_KEY, Kind, classify
+from proxy.routing.classify import APPROXIMATE_KEY, PRUNE_KEY, REWRITE_KEY, Kind, classify
 from proxy.errors import ClientError
 from proxy.handles import HandleRegistry, hex_id
 from proxy.operations import Operation

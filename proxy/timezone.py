@@ -12,7 +12,7 @@ shows in EXPLAIN). Embedded mode needs none of this: the Thrift server runs insi
 pipeline's own Spark application and its sessions inherit the same default.
 
 Sessions that change their own zone (`SET TIME ZONE`, `SET spark.sql.session.timeZone`)
-are not answered from datamaps at all (proxy/statements.py).
+are not answered from datamaps at all (proxy/routing/statements.py).
 """
 from __future__ import annotations
 

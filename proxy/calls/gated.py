@@ -31,7 +31,7 @@ import math
 import time
 
 from proxy.calls.statement import ENDED_STATES, OK, _RUNNING_STATES, end_statement, _fail, timed_out
-from proxy.classify import Kind, classify
+from proxy.routing.classify import Kind, classify
 from proxy.errors import ProxyError, UpstreamError, succeeded
 from proxy.handles import hex_id
 from proxy.limits import effective_timeout

@@ -1,4 +1,4 @@
-"""Router StatementHandlers for datamaps (proxy/router.py).
+"""Router StatementHandlers for datamaps (proxy/routing/router.py).
 
 `DatamapDdlHandler`: datamap DDL and EXPLAIN -> Local decisions whose runners call the
 DatamapService in a thread (builds take long; the protocol layer reports RUNNING). EXPLAIN
@@ -36,7 +36,7 @@ import functools
 import logging
 import re
 
-from proxy.classify import Kind, classify, over_limit
+from proxy.routing.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import ddl, fresh_answer
 from proxy.datamaps.audit import Auditor
@@ -47,7 +47,7 @@ from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.datamaps.spark_sql import translate_only
 from proxy.errors import ClientError
 from proxy.logsafe import safe
-from proxy.router import (
+from proxy.routing.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
 from proxy.serving import Served
@@ -72,7 +72,7 @@ def too_complex(what: str) -> str:
 
 def rewrite_enabled(ctx: StatementContext) -> bool:
     """Datamaps answer this session: not switched off by `SET datamap.rewrite.enabled=false`,
-    and no result-affecting setting (time zone, ANSI, ...) changed (proxy/statements.py)."""
+    and no result-affecting setting (time zone, ANSI, ...) changed (proxy/routing/statements.py)."""
     return BLOCKED_KEY not in ctx.conf and rewrite_on(ctx.conf)
 
 

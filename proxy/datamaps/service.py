@@ -38,7 +38,7 @@ from proxy.datamaps.zone_policy import TimeZonePolicy, ZoneReader
 from proxy.errors import ClientError
 from proxy.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.indexes.ddl import CreateIndexDatamap
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 from rewriter.api import Candidate
 
 if TYPE_CHECKING:

@@ -34,9 +34,9 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
-from proxy.classify import CACHE_KEY, SERVING_KEY
+from proxy.routing.classify import CACHE_KEY, SERVING_KEY
 from proxy.config import ServingSettings
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
 from proxy.serving.translate import NotServable, Plan, translate

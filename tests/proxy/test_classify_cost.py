@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import statements
+from proxy.routing import statements
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
-from proxy.router import Router, StatementContext
+from proxy.routing.router import Router, StatementContext
 from proxy.service import Service
 from tests.proxy.datamaps.support import add_datamap, decision_service
 

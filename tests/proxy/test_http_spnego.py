@@ -16,7 +16,7 @@ import pytest
 from proxy.http import wire as hw
 from proxy.config import ServerSettings, Settings
 from proxy.gateway.http_transport import HttpTransport
-from proxy.router import Router
+from proxy.routing.router import Router
 from proxy.server import ProxyServer
 
 

@@ -244,7 +244,7 @@ def test_calls_without_a_status_field_mask_secrets_in_their_exception_text():
     """GetQueryId / UploadData / DownloadData answer errors as TApplicationException text,
     which is masked like every other error."""
     from proxy.config import Settings
-    from proxy.router import Router
+    from proxy.routing.router import Router
     from proxy.service import Service
     reply = Service(Settings(), Router())._error_reply(
         "GetQueryId", 7, RuntimeError("failed: SET spark.hadoop.fs.s3a.secret.key=hunter2"), None)

@@ -10,7 +10,7 @@ import pytest
 
 from proxy import auth, config
 from proxy.observe import Observer
-from proxy.router import Local, LocalResult, PassThrough, Rewrite, Router
+from proxy.routing.router import Local, LocalResult, PassThrough, Rewrite, Router
 from proxy.server import ProxyServer
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.test_gateway import Raw
@@ -173,7 +173,7 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
     after `SET TIME ZONE`, reach the router with datamap rewriting blocked; the SET itself
     and the statements still run on Spark."""
     from proxy.session import BLOCKED_KEY
-    from proxy import statements
+    from proxy.routing import statements
     seen: dict[str, bool] = {}
 
     def spy(ctx, sql):

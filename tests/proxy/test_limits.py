@@ -154,7 +154,7 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
     import json
 
     from proxy.config import ServerSettings, Settings
-    from proxy.router import Router
+    from proxy.routing.router import Router
     from proxy.service import Service
     from proxy.session import Session
     from proxy.thrift.gen.TCLIService import ttypes as T

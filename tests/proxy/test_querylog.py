@@ -15,7 +15,7 @@ from proxy.datamaps.handler import DatamapSelectHandler
 from proxy.observe import StatementEvent
 from proxy.querylog import LoggedQuery, QueryLog
 from proxy.querylog_reasons import REASON_CLASSES, class_of, reason_class
-from proxy.router import PassThrough, Rewrite, StatementContext
+from proxy.routing.router import PassThrough, Rewrite, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 NOW = time.time()

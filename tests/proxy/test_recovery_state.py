@@ -219,7 +219,7 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     # is sent; the freshness guard's hold on the written table (`ended`) must end, and the
     # audit log must still have the statement, as an error
     from proxy.config import ServerSettings, Settings, UpstreamSettings
-    from proxy.router import PassThrough, Router
+    from proxy.routing.router import PassThrough, Router
     from proxy.service import ClientConnection, Service
     from proxy.upstream import UpstreamSession
     from tests.support.ports import free_port
@@ -273,7 +273,7 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
     # limits x recovery: Spark restarted while the statement waited for a running slot;
     # when the slot comes it is sent on a reopened session, not failed on the dead one
     from proxy.config import ServerSettings, Settings
-    from proxy.router import Router
+    from proxy.routing.router import Router
     from proxy.service import Service
 
     made = []

@@ -4,7 +4,7 @@ import logging
 
 from proxy import config as cfg
 from proxy.reload import RELOADABLE, Reloader, apply_to_server, changes
-from proxy.router import Router
+from proxy.routing.router import Router
 from proxy.server import ProxyServer
 
 

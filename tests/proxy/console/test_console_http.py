@@ -22,7 +22,7 @@ from proxy.config import QueryLogSettings
 from proxy.console import start_console
 from proxy.observe import StatementEvent
 from proxy.querylog import QueryLog
-from proxy.router import Router
+from proxy.routing.router import Router
 from proxy.server import ProxyServer
 from tests.proxy.console.fakes import FakeAdvisor
 from tests.proxy.datamaps.support import add_datamap, decision_service

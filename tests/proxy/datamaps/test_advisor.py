@@ -19,7 +19,7 @@ from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.errors import ClientError
 from proxy.observe import StatementEvent
 from proxy.querylog import LoggedQuery, QueryLog
-from proxy.router import Local, Reject, StatementContext
+from proxy.routing.router import Local, Reject, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.rewriter.test_advise import J, SCHEMAS, Sizes
 

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import engine as engine_mod, startup, statements, timezone
+from proxy import engine as engine_mod, startup, timezone
+from proxy.routing import statements
 from proxy.app import App
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
                           UpstreamSettings)
@@ -19,7 +20,7 @@ from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.indexes.pruning import watch_temp_views
 from proxy.pipeline_session import LazySpark, SparkNotReady
-from proxy.router import Local, PassThrough, Rewrite, StatementContext
+from proxy.routing.router import Local, PassThrough, Rewrite, StatementContext
 
 
 def _ctx(**conf):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
-from proxy.router import LocalResult, Rewrite, StatementContext
+from proxy.routing.router import LocalResult, Rewrite, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}

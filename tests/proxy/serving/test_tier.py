@@ -15,7 +15,7 @@ import pytest
 
 from proxy.config import ServingSettings
 from proxy.datamaps.handler import DatamapSelectHandler, served_lines
-from proxy.router import Rewrite, Serve, StatementContext
+from proxy.routing.router import Rewrite, Serve, StatementContext
 from proxy.serving import ServingTier
 from proxy.serving.engine import LocalEngine
 from proxy.serving.tier import local_path

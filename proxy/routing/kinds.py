@@ -1,6 +1,6 @@
 """What classification answers: the `Kind` of a statement and the `Statement` it is read
-as. A leaf, so that the sqlglot side (proxy/classify_parse.py) builds answers without
-importing proxy/classify.py, which imports it lazily."""
+as. A leaf, so that the sqlglot side (proxy/routing/classify_parse.py) builds answers without
+importing proxy/routing/classify.py, which imports it lazily."""
 from __future__ import annotations
 
 from dataclasses import dataclass

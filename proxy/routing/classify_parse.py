@@ -1,4 +1,4 @@
-"""The sqlglot half of the statement classifier (proxy/classify.py): the writes a head look
+"""The sqlglot half of the statement classifier (proxy/routing/classify.py): the writes a head look
 cannot see, and the conservative fallback when not even a parse can tell.
 
 Imported on demand: a statement only gets here when it starts with WITH or FROM, the caller
@@ -12,7 +12,7 @@ from typing import Iterable
 import sqlglot
 from sqlglot import exp
 
-from proxy.kinds import Kind, Statement
+from proxy.routing.kinds import Kind, Statement
 
 # A word of SQL text; a name with other characters is only ever written backquoted, and its
 # backquotes are where the word stops.

@@ -17,12 +17,14 @@ precision rules, case sensitivity, legacy behaviours): datamaps were built under
 engine's settings, so from then on that session is not answered from datamaps
 (`BLOCKED_KEY` in the session's conf holds the reason; the datamap handlers honour it).
 
-Both read the statement through proxy/classify.py, which parses the SET once.
+Both read the statement through proxy/routing/classify.py, which parses the SET once.
 """
 from __future__ import annotations
 
-from proxy.classify import APPROXIMATE_KEY, Kind, classify
-from proxy.router import Decision, Local, LocalResult, Reject, Remember, Router, StatementContext
+from proxy.routing.classify import APPROXIMATE_KEY, Kind, classify
+from proxy.routing.router import (
+    Decision, Local, LocalResult, Reject, Remember, Router, StatementContext,
+)
 from proxy.session import BLOCKED_KEY, MAX_STALENESS_KEY, REWRITE_KEY, semantic_setting
 
 SET_COLUMNS = (("key", "string"), ("value", "string"))

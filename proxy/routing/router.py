@@ -4,7 +4,7 @@ The protocol layer (service.py) calls `Router.decide(ctx, statement)` for every
 ExecuteStatement and acts on the returned Decision; it knows nothing about datamaps or
 SQL. The default router forwards everything unchanged. Later components register
 `StatementHandler`s (tried in order; the first that returns a Decision wins). What a
-statement is comes from one classifier, proxy/classify.py, which every handler asks; a
+statement is comes from one classifier, proxy/routing/classify.py, which every handler asks; a
 decision is made within `classify.shared()`, so the statement is classified once.
 
 A handler never changes the session: `ctx.conf` is read-only. A statement that changes
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
-from proxy import classify
+from proxy.routing import classify
 
 # Decided on the loop up to this size: a cold rewrite takes 1-3 ms at 100-700 bytes, but
 # 25 ms at 7 KB and up to ~70 ms for 1 KB of nested parentheses (measured).

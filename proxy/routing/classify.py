@@ -1,7 +1,7 @@
 """The statement classifier: what a statement is, and which tables it writes.
 
 One place answers "is this a query, a SET, a USE, a write, datamap DDL?" for the router's
-handlers (proxy/statements.py, proxy/datamaps/handler.py, the DDL parser's pre-check) and
+handlers (proxy/routing/statements.py, proxy/datamaps/handler.py, the DDL parser's pre-check) and
 for the session-state tracking that runs after Spark accepted a statement
 (session.track_statement).
 
@@ -16,7 +16,7 @@ long the statement. Router.decide runs its handlers within `shared()`, so each s
 is classified once per decision however many handlers ask.
 
 Writes whose target is not at the head (`WITH ... INSERT`, Hive's `FROM t INSERT ...`) are
-found by parsing the whole statement with sqlglot (proxy/classify_parse.py), which costs
+found by parsing the whole statement with sqlglot (proxy/routing/classify_parse.py), which costs
 ~1-10 µs per byte: only when the caller passes a `parse_limit` (the datamap handlers pass
 [datamaps] rewrite_max_sql_bytes; the Router already keeps long statements off the event
 loop), and only when the word INSERT occurs in its text (the cheap pre-check: a plain
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from proxy.kinds import Kind, Statement
-from proxy.sqlscan import Cursor, StatementError, Token, bare
+from proxy.routing.kinds import Kind, Statement
+from proxy.routing.sqlscan import Cursor, StatementError, Token, bare
 from proxy.staleness import MAX_STALENESS_KEY, parse_duration
 
 REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
@@ -368,5 +368,5 @@ def _table_name(head: _Head, at: int, current_db: str) -> tuple[str | None, int]
 
 
 def _parsed(statement: str, current_db: str) -> Statement:
-    from proxy.classify_parse import parsed_writes     # imports sqlglot: not for SELECTs
+    from proxy.routing.classify_parse import parsed_writes     # imports sqlglot: not for SELECTs
     return parsed_writes(statement, current_db)
