@@ -55,7 +55,8 @@ from proxy.routing.router import (
     Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext,
 )
 from proxy.serving.tier import log_line
-from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
+from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
+from proxy.session import Session, track_statement
 from proxy.slots import SessionSlots
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T

@@ -84,6 +84,7 @@ ROOT_VOCABULARY = ("proxy.config", "proxy.errors", "proxy.logsafe", "proxy.stale
                    "proxy.background", "proxy.thrift")
 MAY_IMPORT = {
     "proxy/http": (),
+    "proxy/routing": (),
 }
 
 

@@ -51,7 +51,7 @@ from proxy.routing.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
 from proxy.serving import Served
-from proxy.session import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
+from proxy.routing.session_keys import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
 from proxy.indexes.pruning import names_temp_view, temp_views
 from rewriter.api import RewriteResult
 

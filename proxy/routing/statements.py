@@ -25,7 +25,7 @@ from proxy.routing.classify import APPROXIMATE_KEY, Kind, classify
 from proxy.routing.router import (
     Decision, Local, LocalResult, Reject, Remember, Router, StatementContext,
 )
-from proxy.session import BLOCKED_KEY, MAX_STALENESS_KEY, REWRITE_KEY, semantic_setting
+from proxy.routing.session_keys import BLOCKED_KEY, MAX_STALENESS_KEY, REWRITE_KEY, semantic_setting
 
 SET_COLUMNS = (("key", "string"), ("value", "string"))
 # Shown when a session has no value (sessions opened by the service always have one).

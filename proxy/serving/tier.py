@@ -40,7 +40,7 @@ from proxy.routing.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
 from proxy.serving.translate import NotServable, Plan, translate
-from proxy.session import switched_on
+from proxy.routing.session_keys import switched_on
 from rewriter.api import STORAGE_SUFFIX, storage_table
 from rewriter.bytecache import ByteLRU, text_size
 

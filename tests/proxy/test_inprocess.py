@@ -172,7 +172,7 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
     """A statement whose confOverlay sets the time zone, and every statement of a session
     after `SET TIME ZONE`, reach the router with datamap rewriting blocked; the SET itself
     and the statements still run on Spark."""
-    from proxy.session import BLOCKED_KEY
+    from proxy.routing.session_keys import BLOCKED_KEY
     from proxy.routing import statements
     seen: dict[str, bool] = {}
 

@@ -2,7 +2,8 @@
 import pytest
 
 from proxy.routing.router import PassThrough, Remember, Router, StatementContext
-from proxy.session import BLOCKED_KEY, Session, semantic_setting
+from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
+from proxy.session import Session
 from proxy.routing.statements import install, watch_semantic_settings
 
 

@@ -15,7 +15,7 @@ import pytest
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.indexes.pruning import Pruner, TableShape
 from proxy.routing.router import LocalResult, Rewrite, StatementContext
-from proxy.session import BLOCKED_KEY
+from proxy.routing.session_keys import BLOCKED_KEY
 from rewriter.filestats import ColumnStats, FileStats
 from tests.proxy.datamaps.support import forwarded, decision_service
 
