@@ -54,7 +54,7 @@ from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.routing.router import (
     Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext,
 )
-from proxy.serving.tier import log_line
+from proxy.routing.router import log_line
 from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
 from proxy.session import Session, track_statement
 from proxy.slots import SessionSlots

@@ -149,6 +149,19 @@ class Serve:
     settings: Settings = ()
 
 
+# a Serve's `how` (the serving tier's answer()) of an answer computed in-process -> its
+# line in the operation log
+_LOG_LINES = {"local cache=hit": "answer computed in-process by the proxy, from its result cache",
+              "local cache=miss": "answer computed in-process by the proxy",
+              "local cache=bypassed": "answer computed in-process by the proxy (result cache "
+                                      "bypassed)"}
+
+
+def log_line(how: str) -> str:
+    """The operation log's line for a served answer, from answer()'s `how`."""
+    return _LOG_LINES.get(how, "answer computed in-process by the proxy")
+
+
 @dataclass(frozen=True)
 class Reject:
     """Fail the statement with this message and SQLSTATE, without contacting upstream."""

@@ -63,18 +63,6 @@ class _Snapshot:
     zone: str | None = None          # the time zone the datamaps were computed in
 
 
-# answer()'s `how` of an answer computed here -> its line in the operation log
-_LOG_LINES = {"local cache=hit": "answer computed in-process by the proxy, from its result cache",
-              "local cache=miss": "answer computed in-process by the proxy",
-              "local cache=bypassed": "answer computed in-process by the proxy (result cache "
-                                      "bypassed)"}
-
-
-def log_line(how: str) -> str:
-    """The operation log's line for a served answer, from answer()'s `how`."""
-    return _LOG_LINES.get(how, "answer computed in-process by the proxy")
-
-
 RETRY_S = 60.0          # a DOWN engine is started again this often (in the background)
 
 
