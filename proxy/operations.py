@@ -72,7 +72,7 @@ class Operation:
     has_result_set: bool = True
     state: OpState = OpState.INITIALIZED
     error: Any = None                     # TStatus describing the failure (ERROR state)
-    result: Any = None                    # proxy.results.LocalRowSource for local results
+    result: Any = None                    # proxy.thrift.rowsets.LocalRowSource for local results
     decision: str = "pass"                # for the statement log line
     last_access: float = field(default_factory=time.monotonic)
     task: Any = None                      # asyncio.Task running a local/hooked operation

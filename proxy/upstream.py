@@ -30,7 +30,7 @@ from thrift.Thrift import TApplicationException
 from proxy.config import UpstreamSettings
 from proxy.errors import UpstreamError, succeeded
 from proxy.routing.router import LocalResult
-from proxy.results import decode_rowset, schema_columns
+from proxy.thrift.rowsets import decode_rowset, schema_columns
 from proxy.thrift import codec, sasl
 from proxy.thrift.gen.TCLIService import ttypes as T
 

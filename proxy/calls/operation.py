@@ -13,7 +13,7 @@ from typing import Any
 from proxy.errors import ClientError, InvalidHandle, UpstreamError
 from proxy.handles import hex_id
 from proxy.operations import OpKind, OpState, Operation
-from proxy.results import empty_log_rowset, log_rowset
+from proxy.thrift.rowsets import empty_log_rowset, log_rowset
 from proxy.thrift import codec
 from proxy.thrift.rowcount import fetched_rows, rowset_rows
 from proxy.thrift.gen.TCLIService import ttypes as T

@@ -15,7 +15,7 @@ from proxy.limits import effective_timeout
 from proxy.logsafe import safe
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import execute_statement, upstream_for
-from proxy.results import LocalRowSource
+from proxy.thrift.rowsets import LocalRowSource
 from proxy.routing.router import Local
 from proxy.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T

@@ -284,7 +284,7 @@ class RawHS2:
 
     def _columns(self, tcols, ncols: int) -> list[list[Any]]:
         """A columnar rowset's columns as lists of values (None for NULL)."""
-        from proxy.results import decode_rowset
+        from proxy.thrift.rowsets import decode_rowset
         rows = decode_rowset(self.t.TRowSet(startRowOffset=0, rows=[], columns=tcols), ncols)
         return [list(c) for c in zip(*rows)]
 

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from proxy.results import _as_string
+from proxy.thrift.rowsets import _as_string
 from proxy.serving.engine import EngineFailure
 from proxy.serving.patterns import FORMAT
 from proxy.serving.translate import NotServable, translate
