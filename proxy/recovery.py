@@ -7,7 +7,7 @@ lost at once (their status and fetches answer 08S01 naming the failure, never a 
 handle sent to the new session), and its next call that needs Spark opens a new upstream
 session as the same user with the same OpenSession configuration, replays the SETs Spark
 accepted and the current database, then runs. Reopening is serialised per session and
-reuses the session's slot (proxy/slots.py): the new upstream session replaces the old one.
+reuses the session's slot (proxy/upstream/slots.py): the new upstream session replaces the old one.
 If Spark is still down the call fails fast (refused connect, or [upstream]
 connect_timeout) and the next call tries again.
 
@@ -32,7 +32,7 @@ from proxy.thrift.gen.TCLIService import ttypes as T
 
 if TYPE_CHECKING:
     from proxy.session import Session
-    from proxy.upstream import UpstreamSession
+    from proxy.upstream.client import UpstreamSession
 
 log = logging.getLogger("proxy.upstream")
 LOST_SQLSTATE = "08S01"

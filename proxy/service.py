@@ -57,10 +57,10 @@ from proxy.routing.router import (
 from proxy.routing.router import log_line
 from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
 from proxy.session import Session, track_statement
-from proxy.slots import SessionSlots
+from proxy.upstream.slots import SessionSlots
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.upstream import UpstreamSession
+from proxy.upstream.client import UpstreamSession
 
 log = logging.getLogger("proxy.service")
 stmt_log = logging.getLogger("proxy.statement")

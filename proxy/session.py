@@ -56,7 +56,7 @@ class Session:
     client_protocol: int
     configuration: dict[str, str] = field(default_factory=dict)   # as sent at OpenSession
     handle: Any = None                    # client-visible THandleIdentifier
-    upstream: Any = None                  # proxy.upstream.UpstreamSession
+    upstream: Any = None                  # proxy.upstream.client.UpstreamSession
     current_db: str = "default"
     conf: dict[str, str] = field(default_factory=dict)             # SET k=v the proxy saw
     spark_sets: dict[str, str] = field(default_factory=dict)       # key -> SET Spark accepted

@@ -39,7 +39,7 @@ from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import upstream_for
 from proxy.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.upstream import check
+from proxy.upstream.client import check
 
 log = logging.getLogger("proxy.service")
 # USE and SET only change the session, and clients send them while connecting (PyHive's

@@ -1,8 +1,8 @@
 """Session calls of Service (proxy/service.py): OpenSession, CloseSession, and what
 happens when a client connection or a session's upstream connection goes away.
 
-Each client session is backed by one upstream session (proxy/upstream.py), opened as the
-client's user once proxy/slots.py grants it a slot.
+Each client session is backed by one upstream session (proxy/upstream/client.py), opened as the
+client's user once proxy/upstream/slots.py grants it a slot.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from proxy.logsafe import safe
 from proxy.recovery import Reopen, lose_operations
 from proxy.routing.session_keys import MAX_STALENESS_KEY, session_settings
 from proxy.session import Session
-from proxy.slots import TooManySessions
+from proxy.upstream.slots import TooManySessions
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.upstream import UpstreamSession
+from proxy.upstream.client import UpstreamSession
 
 if TYPE_CHECKING:
     from proxy.service import ClientConnection

@@ -19,7 +19,7 @@ from proxy.thrift.rowsets import LocalRowSource
 from proxy.routing.router import Local
 from proxy.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.upstream import check
+from proxy.upstream.client import check
 
 log = logging.getLogger("proxy.service")
 OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)

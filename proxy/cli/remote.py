@@ -54,7 +54,7 @@ def _target(a: argparse.Namespace, command: str, statement: str):
 async def _open_session(up: cfg.UpstreamSettings, user: str, password: str | None):
     """A HiveServer2 session on the proxy, or None after printing why not."""
     from proxy.errors import UpstreamError
-    from proxy.upstream import UpstreamSession
+    from proxy.upstream.client import UpstreamSession
     from proxy.thrift.gen.TCLIService import ttypes as T
 
     session = UpstreamSession(up)

@@ -21,7 +21,7 @@ from proxy.errors import ClientError, to_status
 from proxy.identity import ImpersonationPolicy, ImpersonationRefused, parse_rules
 from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
 from proxy.session import Session
-from proxy.upstream import UpstreamSession
+from proxy.upstream.client import UpstreamSession
 from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
 

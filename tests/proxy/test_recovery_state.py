@@ -123,7 +123,7 @@ class _FakeConn:
 
 
 class _FakeUpstream:
-    """Stands in for proxy.upstream.UpstreamSession: records what the reopen asks of it."""
+    """Stands in for proxy.upstream.client.UpstreamSession: records what the reopen asks of it."""
 
     def __init__(self, refuse: str | None = None):
         self.conn, self.handle, self.ran, self.refuse = _FakeConn(), None, [], refuse
@@ -221,7 +221,7 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     from proxy.config import ServerSettings, Settings, UpstreamSettings
     from proxy.routing.router import PassThrough, Router
     from proxy.service import ClientConnection, Service
-    from proxy.upstream import UpstreamSession
+    from proxy.upstream.client import UpstreamSession
     from tests.support.ports import free_port
 
     ended = []
