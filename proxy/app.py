@@ -14,12 +14,12 @@ The parts:
     the authenticator, the Kerberos acceptor;
   - `[metrics] port` (proxy/metrics.py, docs/metrics.md), first: a port in use stops the
     start before any thread does;
-  - the embedded Spark (proxy/engine.py) when there is no `[upstream]`;
+  - the embedded Spark (proxy/engine/spark.py) when there is no `[upstream]`;
   - the datamap catalog: SQLite at `<state dir>/catalog.db`, or the PostgreSQL database
     `[state] catalog` names, shared by replicas (docs/replicas.md), and its leases
     (proxy/leader.py): the periodic sync runs only on the leader, and each datamap's jobs
     hold a lease so replicas never run them twice at once;
-  - the pipeline SparkSession (proxy/pipeline_session.py): the engine's own session in
+  - the pipeline SparkSession (proxy/engine/pipeline_session.py): the engine's own session in
     embedded mode; in remote mode a JVM of our own, opened lazily, whose on_open hook is
     proxy/startup.py's RemoteStart (zone alignment, recovery, index warm-up);
   - DatamapService over the catalog and that session, external tables, the query log
@@ -47,7 +47,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from proxy import engine as engine_mod
+from proxy.engine import spark as engine_mod
 from proxy.routing import statements
 from proxy.advisor import Advisor
 from proxy.audit_log import AuditLog, AuditLogError
@@ -70,7 +70,7 @@ from proxy.leader import LEADER, LeaseKeeper
 from proxy.metrics_collect import DatamapCollector
 from proxy.metrics_http import start_metrics
 from proxy.observe import Observers
-from proxy.pipeline_session import LazySpark
+from proxy.engine.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.querylog import QueryLog
 from proxy.recovery import HEALTH_FILE

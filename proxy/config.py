@@ -110,7 +110,7 @@ class UpstreamSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """The SparkSession of the embedded engine and of pipeline jobs (proxy/sparkconf.py
+    """The SparkSession of the embedded engine and of pipeline jobs (proxy/engine/sparkconf.py
     checks it and turns it into a Spark conf)."""
     master: str = "local[*]"           # contract.md: embedded Spark uses every core
     driver_memory: str = "2g"          # "" = Spark's own default

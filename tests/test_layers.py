@@ -87,6 +87,7 @@ MAY_IMPORT = {
     "proxy/http": (),
     "proxy/routing": (),
     "proxy/upstream": ("proxy.routing",),
+    "proxy/engine": ("proxy.upstream", "proxy.routing"),
 }
 
 

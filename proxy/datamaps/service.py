@@ -233,7 +233,7 @@ class DatamapService:
     # -- time zone (zone_policy.py) ------------------------------------------------------
     def adopt_time_zone(self, zone: str, align: Callable[[str], object] | None = None,
                         rebuild: bool = True, lock: bool = True) -> list[str]:
-        from proxy.timezone import same_zone
+        from proxy.engine.timezone import same_zone
         before = self.catalog.setting("time_zone")
         gone = self.zones.adopt(zone, align, rebuild, lock)
         if before is not None and not same_zone(before, zone):

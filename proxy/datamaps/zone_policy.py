@@ -36,7 +36,7 @@ class ZoneReader:
 
     def time_dependent(self, rec: DatamapRecord) -> str | None:
         """Why the datamap's rows depend on the session time zone, or None."""
-        from proxy.timezone import time_dependent
+        from proxy.engine.timezone import time_dependent
         # The index needs these schemas anyway (it loads them right after).
         schemas = self._schemas.schemas(rec.definition.base_tables)
         return time_dependent(rec.definition.select_sql, schemas)
@@ -68,7 +68,7 @@ class TimeZonePolicy:
         deadlock), and no job has computed anything yet. Jobs read the visible segments
         only after their first use of Spark, except compaction, whose publish is refused
         when the segments it merged were hidden meanwhile (Catalog.publish_segment)."""
-        from proxy.timezone import same_zone
+        from proxy.engine.timezone import same_zone
 
         def dependent(rec: DatamapRecord) -> bool:
             try:

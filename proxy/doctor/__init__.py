@@ -80,7 +80,7 @@ def resolve_target(argv: list[str]) -> Target:
         flags["upstream"].update(host=host, port=int(port))
     s = cfg.load(a.config, flags=flags)
     uris = ",".join(s.spark.metastore_uris) or s.spark.conf.get("spark.hadoop.hive.metastore.uris", "")
-    from proxy.timezone import pipeline_zone
+    from proxy.engine.timezone import pipeline_zone
     zone, zone_source = pipeline_zone(s.spark.conf)
     return Target(
         listen_host=s.server.host, listen_port=s.server.port,

@@ -10,7 +10,7 @@ from thrift.protocol.TBase import TBase
 from thrift.Thrift import TType
 
 from proxy.doctor.checks import FAIL, PASS, WARN, Check, Target
-from proxy.timezone import TIME_ZONE_KEY, same_zone
+from proxy.engine.timezone import TIME_ZONE_KEY, same_zone
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
 

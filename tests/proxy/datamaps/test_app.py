@@ -1,5 +1,5 @@
 """proxy/app.py: serve's App (its Router, start and stop), the lazy pipeline session
-(proxy/pipeline_session.py) and the background work's shutdown (pure logic: fake
+(proxy/engine/pipeline_session.py) and the background work's shutdown (pure logic: fake
 sessions, no Spark)."""
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import engine as engine_mod, startup, timezone
+from proxy.engine import spark as engine_mod, timezone
+from proxy import startup
 from proxy.routing import statements
 from proxy.app import App
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
@@ -19,7 +20,7 @@ from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, Datama
 from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.indexes.pruning import watch_temp_views
-from proxy.pipeline_session import LazySpark, SparkNotReady
+from proxy.engine.pipeline_session import LazySpark, SparkNotReady
 from proxy.routing.router import Local, PassThrough, Rewrite, StatementContext
 
 

@@ -59,7 +59,8 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
     import asyncio
     from types import SimpleNamespace
 
-    from proxy import engine as engine_mod, startup, timezone
+    from proxy.engine import spark as engine_mod, timezone
+    from proxy import startup
     from proxy.app import App
     from proxy.config import ServerSettings, Settings, StateSettings, UpstreamSettings
     from proxy.datamaps.handler import DatamapSelectHandler as Select
@@ -98,7 +99,7 @@ def test_zone_change_invalidates_only_time_dependent_datamaps(service):
     from types import SimpleNamespace
 
     from proxy.pipeline_zone import adopt_engine_zone
-    from proxy.timezone import TIME_ZONE_KEY
+    from proxy.engine.timezone import TIME_ZONE_KEY
     c = service.catalog
     session = SimpleNamespace(conf={TIME_ZONE_KEY: "UTC"})
     assert adopt_engine_zone(session, service) == []

@@ -12,7 +12,7 @@ get a SparkSession from `open_pipeline_session`, configured by the `[spark]` set
 
 Everything here blocks (py4j); the asyncio side calls it through `asyncio.to_thread`.
 What the JVM is started with (the checked `[spark]` settings, the Spark conf, the state
-paths) is decided in proxy/sparkconf.py, which starts nothing.
+paths) is decided in proxy/engine/sparkconf.py, which starts nothing.
 
 State directory layout (all absolute, nothing lands in the current directory):
     metastore_db/   Derby metastore (derby.system.home = state dir)
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Mapping
 
 from proxy.config import SparkSettings
-from proxy.sparkconf import (
+from proxy.engine.sparkconf import (
     EngineError, StatePaths, build_conf, spark_settings, write_fair_pools, write_log4j2,
 )
 

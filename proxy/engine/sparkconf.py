@@ -1,5 +1,5 @@
 """The Spark configuration of one application, decided before its JVM starts. Pure but
-for write_log4j2: no process, no socket (proxy/engine.py launches what this describes).
+for write_log4j2: no process, no socket (proxy/engine/spark.py launches what this describes).
 
 `spark_settings` accepts the `[spark]` settings in any shape callers hold (proxy.config's
 SparkSettings, a whole Settings, a mapping) and returns a checked SparkSettings;

@@ -1,6 +1,6 @@
 """The pipeline SparkSession, opened lazily: pipeline jobs need it, serving does not.
 
-In remote mode it is a JVM of our own (proxy/engine.py open_pipeline_session), started by
+In remote mode it is a JVM of our own (proxy/engine/spark.py open_pipeline_session), started by
 the first statement that needs it, in a worker thread, or in the background at start when
 the catalog already holds datamaps. The event loop never opens it: a handler running on
 the loop (or in a worker deciding a statement for it, proxy/routing/router.py) that would need it
