@@ -28,7 +28,7 @@ from proxy.advisor import Advisor  # noqa: E402
 from proxy.config import AdvisorSettings  # noqa: E402
 from proxy.datamaps.catalog import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402
-from proxy.querylog import LoggedQuery, QueryLog  # noqa: E402
+from proxy.observability.querylog.log import LoggedQuery, QueryLog  # noqa: E402
 from rewriter.advise import FixedSizes  # noqa: E402
 from rewriter.shape import shape_of  # noqa: E402
 

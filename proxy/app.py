@@ -12,7 +12,7 @@ raises StartFailed (exit 1).
 The parts:
   - the checks that must fail before a minute of Spark start: audit log, console settings,
     the authenticator, the Kerberos acceptor;
-  - `[metrics] port` (proxy/metrics.py, docs/metrics.md), first: a port in use stops the
+  - `[metrics] port` (proxy/observability/metrics/registry.py, docs/metrics.md), first: a port in use stops the
     start before any thread does;
   - the embedded Spark (proxy/engine/spark.py) when there is no `[upstream]`;
   - the datamap catalog: SQLite at `<state dir>/catalog.db`, or the PostgreSQL database
@@ -50,7 +50,7 @@ from typing import Awaitable, Callable
 from proxy.engine import spark as engine_mod
 from proxy.routing import statements
 from proxy.advisor import Advisor
-from proxy.audit_log import AuditLog, AuditLogError
+from proxy.observability.audit_log import AuditLog, AuditLogError
 from proxy.auth import build_authenticator
 from proxy.auth_base import AuthError
 from proxy.background import Background
@@ -67,12 +67,12 @@ from proxy.external.tables import ExternalTables
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.kerberos import Acceptor, KerberosError
 from proxy.leader import LEADER, LeaseKeeper
-from proxy.metrics_collect import DatamapCollector
-from proxy.metrics_http import start_metrics
-from proxy.observe import Observers
+from proxy.observability.metrics.collect import DatamapCollector
+from proxy.observability.metrics.endpoint import start_metrics
+from proxy.observability.observe import Observers
 from proxy.engine.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
-from proxy.querylog import QueryLog
+from proxy.observability.querylog.log import QueryLog
 from proxy.recovery import HEALTH_FILE
 from proxy.reload import Reloader, apply_to_server
 from proxy.routing.router import Router, share_the_interpreter

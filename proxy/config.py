@@ -185,7 +185,7 @@ class IndexesSettings:
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    """Prometheus exposition (proxy/metrics.py, docs/metrics.md)."""
+    """Prometheus exposition (proxy/observability/metrics/registry.py, docs/metrics.md)."""
     port: int | None = None              # None: no metrics endpoint
     host: str | None = None              # None: [server] host
     path: str = "/metrics"
@@ -204,7 +204,7 @@ class ConsoleSettings:
 @dataclass(frozen=True)
 class QueryLogSettings:
     """Every statement's shape, decision and duration, kept in the catalog
-    (proxy/querylog.py): what the console, the metrics and the advisor read."""
+    (proxy/observability/querylog/log.py): what the console, the metrics and the advisor read."""
     enabled: bool = True
     retention: str = "7d"                # older entries are deleted (a duration, as max_staleness)
     max_entries: int = 1_000_000         # and at most this many, the oldest deleted first

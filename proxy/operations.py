@@ -85,7 +85,7 @@ class Operation:
     log_sent: bool = False
     holds_run_slot: bool = False          # counted by the RunGate (proxy/limits.py) until it ends
     lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
-    # the statement event (proxy/observe.py): from ExecuteStatement's arrival to the end first
+    # the statement event (proxy/observability/observe.py): from ExecuteStatement's arrival to the end first
     # seen (time.monotonic()), rows sent to the client, and what was decided
     arrived: float = field(default_factory=time.monotonic)
     ended_at: float | None = None

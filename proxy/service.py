@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable
 from thrift.Thrift import TApplicationException
 
 from proxy.routing import statements
-from proxy.audit_log import AuditLog
+from proxy.observability.audit_log import AuditLog
 from proxy.calls import facts as statement_facts
 from proxy.calls.facts import decided
 from proxy.calls.gated import GatedStatements
@@ -48,7 +48,9 @@ from proxy.handles import HandleRegistry, hex_id, mint
 from proxy.identity import ImpersonationPolicy
 from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
-from proxy.observe import BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers
+from proxy.observability.observe import (
+    BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers,
+)
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.routing.router import (
@@ -85,7 +87,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
     def __init__(self, settings: Settings, router: Router,
                  upstream_factory: UpstreamFactory | None = None, *,
                  observers: Observers | None = None, health_path: Path | None = None):
-        """observers: the query log and the metrics (proxy/observe.py; serve's App passes
+        """observers: the query log and the metrics (proxy/observability/observe.py; serve's App passes
         them); health_path: where the upstream's health is kept for doctor
         (proxy/recovery.py HEALTH_FILE in the state directory), None: in memory only."""
         self.settings = settings

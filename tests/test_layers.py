@@ -88,6 +88,7 @@ MAY_IMPORT = {
     "proxy/routing": (),
     "proxy/upstream": ("proxy.routing",),
     "proxy/engine": ("proxy.upstream", "proxy.routing"),
+    "proxy/observability": ("proxy.routing", "proxy.datamaps", "proxy.http"),
 }
 
 

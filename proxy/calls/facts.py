@@ -1,4 +1,4 @@
-"""What the statement event (proxy/observe.py) says of an ExecuteStatement, for Service
+"""What the statement event (proxy/observability/observe.py) says of an ExecuteStatement, for Service
 (proxy/service.py): when it arrived, what was decided (decision kind, datamaps, why not),
 its duration to the end first seen, the rows it sent and the client tool.
 
@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from proxy.observe import FORWARDED, StatementEvent
+from proxy.observability.observe import FORWARDED, StatementEvent
 
 # the statement event's outcomes; a statement closed before its end was seen is CLOSED
 _OUTCOMES = frozenset({"FINISHED", "ERROR", "CANCELED", "TIMEDOUT", "REFUSED"})

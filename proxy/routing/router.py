@@ -108,7 +108,7 @@ class PassThrough:
     # called once when a statement with `after` ends, however it ends (the write it
     # forwarded finished or failed): e.g. the freshness guard stops holding the table
     ended: Callable[[], None] | None = None
-    # for the query log (proxy/observe.py StatementEvent): the datamaps that could not
+    # for the query log (proxy/observability/observe.py StatementEvent): the datamaps that could not
     # answer this query, (datamap "db.name", one-line reason), and why it was not even
     # considered for a rewrite ("" when it was)
     why_not: tuple[tuple[str, str], ...] = ()

@@ -13,7 +13,7 @@ import stat
 import pytest
 
 from proxy import config
-from proxy.audit_log import AuditLog, AuditLogError, decision_of
+from proxy.observability.audit_log import AuditLog, AuditLogError, decision_of
 from proxy.config import UpstreamSettings
 from proxy.doctor import report
 from proxy.doctor.checks import FAIL, Check

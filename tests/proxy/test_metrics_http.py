@@ -1,4 +1,4 @@
-"""proxy/metrics_http.py and its wiring: the endpoint over a real socket (urllib,
+"""proxy/observability/metrics/endpoint.py and its wiring: the endpoint over a real socket (urllib,
 http.client), a port in use stopping `serve` with exit 2, and the App's metrics
 attached to a protocol Service (no Spark: remote mode opens no session)."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy import cli
 from proxy.app import App
 from proxy.config import MetricsSettings, ServerSettings, Settings, StateSettings, UpstreamSettings
-from proxy.metrics import Metrics
-from proxy.metrics_http import MetricsEndpoint
+from proxy.observability.metrics.registry import Metrics
+from proxy.observability.metrics.endpoint import MetricsEndpoint
 
 
 async def _get(url: str, method: str = "GET") -> tuple[int, str, bytes]:

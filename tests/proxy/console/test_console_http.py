@@ -20,8 +20,8 @@ from proxy.config import ConsoleSettings, ServerSettings, Settings
 from proxy.advisor import Suggestion
 from proxy.config import QueryLogSettings
 from proxy.console import start_console
-from proxy.observe import StatementEvent
-from proxy.querylog import QueryLog
+from proxy.observability.observe import StatementEvent
+from proxy.observability.querylog.log import QueryLog
 from proxy.routing.router import Router
 from proxy.server import ProxyServer
 from tests.proxy.console.fakes import FakeAdvisor

@@ -17,8 +17,8 @@ from proxy.config import AdvisorSettings
 from proxy.datamaps import ddl
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.errors import ClientError
-from proxy.observe import StatementEvent
-from proxy.querylog import LoggedQuery, QueryLog
+from proxy.observability.observe import StatementEvent
+from proxy.observability.querylog.log import LoggedQuery, QueryLog
 from proxy.routing.router import Local, Reject, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.rewriter.test_advise import J, SCHEMAS, Sizes

@@ -1,5 +1,5 @@
-"""What the proxy saw, handed to whoever records it: the query log (proxy/querylog.py) and
-the Prometheus metrics (proxy/metrics.py).
+"""What the proxy saw, handed to whoever records it: the query log (proxy/observability/querylog/log.py) and
+the Prometheus metrics (proxy/observability/metrics/registry.py).
 
 `Service.observers` is one `Observers`; the protocol layer calls it at fixed points:
   rpc          every TCLIService call, with its time on the proxy and whether it failed

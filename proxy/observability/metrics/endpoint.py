@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from proxy.config import ConfigError, Settings
 from proxy.http.listener import stop_listener
 from proxy.http.wire import HttpError, parse_head, response
-from proxy.metrics import Metrics
+from proxy.observability.metrics.registry import Metrics
 
 log = logging.getLogger("proxy.metrics")
 HEAD_LIMIT = 8192

@@ -1,5 +1,5 @@
 """The query log's table in the catalog's database (SQLite or PostgreSQL), for
-proxy/querylog.py: batch inserts, retention deletes and the readers' queries.
+proxy/observability/querylog/log.py: batch inserts, retention deletes and the readers' queries.
 
 It opens connections of its own (catalog_backend.open_backend), never the Catalog's: the
 writer's batches must not queue behind a datamap build's catalog transaction, and on

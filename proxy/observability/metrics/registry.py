@@ -1,11 +1,11 @@
 """Prometheus metrics of one `serve` process (docs/metrics.md).
 
-`Metrics` is an Observer (proxy/observe.py): the protocol layer calls it on the event loop,
+`Metrics` is an Observer (proxy/observability/observe.py): the protocol layer calls it on the event loop,
 on the client's path, so each call only bumps counters (children looked up once and kept
 in dicts, no labels() lookup per event). Everything read from the catalog (per-datamap
 status, segments, staleness, job durations) is a collector evaluated when Prometheus
-scrapes (proxy/metrics_collect.py), in the scrape's worker thread. The endpoint that
-serves the text is proxy/metrics_http.py.
+scrapes (proxy/observability/metrics/collect.py), in the scrape's worker thread. The endpoint that
+serves the text is proxy/observability/metrics/endpoint.py.
 
 Each Metrics has its own CollectorRegistry, never the process-wide default one: tests build
 several, and nothing else in the process (pyspark, libraries) can add series to ours.
@@ -15,8 +15,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from proxy.routing.classify import Kind, classify
-from proxy.querylog_reasons import reason_class   # the query log's classes, one classifier
-from proxy.observe import BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent
+# the query log's classes, one classifier
+from proxy.observability.querylog.reasons import reason_class
+from proxy.observability.observe import (
+    BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent,
+)
 
 PREFIX = "datamap_proxy_"
 # 0.1 ms (a cached metadata call) .. 60 s (a long query on the base tables)
@@ -42,7 +45,7 @@ def _capped(label: str, seen: set[str], limit: int, other: str) -> str:
 
 
 class Metrics(Observer):
-    """The event side: counters, gauges and histograms fed by proxy/observe.py events.
+    """The event side: counters, gauges and histograms fed by proxy/observability/observe.py events.
     `collector` (metrics_collect.DatamapCollector) adds what is read at scrape."""
 
     def __init__(self, collector=None):

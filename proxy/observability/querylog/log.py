@@ -39,9 +39,9 @@ from typing import Callable, Iterable, Iterator, Mapping
 from proxy.routing.classify import Kind, classify
 from proxy.config import QueryLogSettings
 from proxy.logsafe import redact
-from proxy.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
-from proxy.querylog_reasons import reason_class
-from proxy.querylog_store import QueryStore, encode
+from proxy.observability.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
+from proxy.observability.querylog.reasons import reason_class
+from proxy.observability.querylog.store import QueryStore, encode
 from rewriter.shape import fold_tokens, shape_hash, shape_of
 
 log = logging.getLogger("proxy.querylog")
@@ -72,7 +72,7 @@ class LoggedQuery:
     statement: str                         # redacted, cut to [querylog] statement_bytes
     current_db: str
     tables: tuple[str, ...]                # "db.table"
-    decision: str                          # proxy.observe.DECISIONS
+    decision: str                          # proxy.observability.observe.DECISIONS
     datamaps: tuple[str, ...]
     why_not: tuple[tuple[str, str], ...]
     reason_class: str | None               # querylog_reasons.REASON_CLASSES; None: not a miss
