@@ -17,7 +17,7 @@ The parts:
   - the embedded Spark (proxy/engine/spark.py) when there is no `[upstream]`;
   - the datamap catalog: SQLite at `<state dir>/catalog.db`, or the PostgreSQL database
     `[state] catalog` names, shared by replicas (docs/replicas.md), and its leases
-    (proxy/leader.py): the periodic sync runs only on the leader, and each datamap's jobs
+    (proxy/ha/leader.py): the periodic sync runs only on the leader, and each datamap's jobs
     hold a lease so replicas never run them twice at once;
   - the pipeline SparkSession (proxy/engine/pipeline_session.py): the engine's own session in
     embedded mode; in remote mode a JVM of our own, opened lazily, whose on_open hook is
@@ -34,7 +34,7 @@ The parts:
     (proxy/datamaps/handler.py);
   - the protocol Service with its Observers (query log, metrics) and ProxyServer; the web
     console (proxy/console); the Reloader (SIGHUP, proxy/reload.py); the ZooKeeper
-    registration (proxy/discovery.py) once ready.
+    registration (proxy/ha/discovery.py) once ready.
 """
 from __future__ import annotations
 
@@ -60,13 +60,13 @@ from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
-from proxy.discovery import Registration
+from proxy.ha.discovery import Registration
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.kerberos import Acceptor, KerberosError
-from proxy.leader import LEADER, LeaseKeeper
+from proxy.ha.leader import LEADER, LeaseKeeper
 from proxy.observability.metrics.collect import DatamapCollector
 from proxy.observability.metrics.endpoint import start_metrics
 from proxy.observability.observe import Observers

@@ -127,14 +127,14 @@ class StateSettings:
     # (proxy/datamaps/catalog_backend.py, docs/replicas.md); kept out of repr: it may
     # hold a password
     catalog: str | None = field(default=None, repr=False)
-    # leader and datamap-job leases in the catalog (proxy/leader.py): a dead replica's are
+    # leader and datamap-job leases in the catalog (proxy/ha/leader.py): a dead replica's are
     # taken over this long after its last renewal
     lease_ttl_s: float = 15.0
 
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """ZooKeeper service discovery as HiveServer2 does it (proxy/discovery.py)."""
+    """ZooKeeper service discovery as HiveServer2 does it (proxy/ha/discovery.py)."""
     zookeeper: str | None = None        # quorum "host:port,host:port"; None: no registration
     namespace: str = "datamap-proxy"    # clients: zooKeeperNamespace=...
     advertise_host: str | None = None   # the host clients dial; default: server.host (or the FQDN)

@@ -89,12 +89,13 @@ MAY_IMPORT = {
     "proxy/upstream": ("proxy.routing",),
     "proxy/engine": ("proxy.upstream", "proxy.routing"),
     "proxy/observability": ("proxy.routing", "proxy.datamaps", "proxy.http"),
+    "proxy/ha": ("proxy.datamaps",),
 }
 
 
 def _proxy_imports(path: Path):
     """(line, dotted name) of every proxy or pipeline name a module imports:
-    `from proxy import leader` is proxy.leader, `from proxy.a import b` is proxy.a.b."""
+    `from proxy import config` is proxy.config, `from proxy.a import b` is proxy.a.b."""
     tree = ast.parse(path.read_text(), str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

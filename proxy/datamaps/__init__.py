@@ -7,7 +7,7 @@
                 base-table segments, datamap segments (visible flag = atomic publish),
                 events, version counter
       catalog_segments.py  SegmentStore: the segment half of Catalog
-      catalog_leases.py    LeaseStore: leader and datamap-job leases (proxy/leader.py)
+      catalog_leases.py    LeaseStore: leader and datamap-job leases (proxy/ha/leader.py)
       catalog_backend.py   SQLite / PostgreSQL connections under one `?` SQL
       catalog_schema.py    MIGRATIONS, migrate()
       records.py           DatamapRecord, segments, Event, DatamapStatus (values, no I/O)

@@ -57,7 +57,7 @@ class DatamapService:
                  leases=None, auto_compaction: bool = False,
                  max_bloom_bytes: int = DEFAULT_MAX_BLOOM_BYTES,
                  on_indexed: Callable[[str], None] | None = None):
-        """leases: the serve run's proxy.leader.LeaseKeeper (replicas: each datamap's jobs
+        """leases: the serve run's proxy.ha.leader.LeaseKeeper (replicas: each datamap's jobs
         hold a lease), None in one process. auto_compaction: [datamaps] auto_compaction;
         max_bloom_bytes: [indexes] max_bloom_bytes; on_indexed(table): an index datamap on
         `table` was built (serve's pruner loads the table's shape then)."""
