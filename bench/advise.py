@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.advisor import Advisor  # noqa: E402
+from proxy.advisor.core import Advisor  # noqa: E402
 from proxy.config import AdvisorSettings  # noqa: E402
 from proxy.datamaps.catalog import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402

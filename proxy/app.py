@@ -49,7 +49,7 @@ from typing import Awaitable, Callable
 
 from proxy.engine import spark as engine_mod
 from proxy.routing import statements
-from proxy.advisor import Advisor
+from proxy.advisor.core import Advisor
 from proxy.observability.audit_log import AuditLog, AuditLogError
 from proxy.auth import build_authenticator
 from proxy.auth_base import AuthError

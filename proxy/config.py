@@ -220,7 +220,7 @@ class QueryLogSettings:
 
 @dataclass(frozen=True)
 class AdvisorSettings:
-    """The datamap advisor (proxy/advisor.py; `datamap-proxy advise`, SHOW DATAMAP
+    """The datamap advisor (proxy/advisor/core.py; `datamap-proxy advise`, SHOW DATAMAP
     SUGGESTIONS, EXPLAIN WHATIF)."""
     window: str = "7d"                   # the stretch of the query log it reads
     max_suggestions: int = 10

@@ -90,6 +90,8 @@ MAY_IMPORT = {
     "proxy/engine": ("proxy.upstream", "proxy.routing"),
     "proxy/observability": ("proxy.routing", "proxy.datamaps", "proxy.http"),
     "proxy/ha": ("proxy.datamaps",),
+    "proxy/advisor": ("proxy.datamaps", "proxy.routing", "proxy.observability.querylog",
+                      "pipeline"),
 }
 
 

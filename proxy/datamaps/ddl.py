@@ -117,7 +117,7 @@ class Explain:
 
 @dataclass(frozen=True)
 class ShowSuggestions:
-    """SHOW DATAMAP SUGGESTIONS: the advisor's proposals (proxy/advisor.py)."""
+    """SHOW DATAMAP SUGGESTIONS: the advisor's proposals (proxy/advisor/core.py)."""
 
 
 @dataclass(frozen=True)

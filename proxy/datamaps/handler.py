@@ -82,7 +82,7 @@ class DatamapDdlHandler:
                  pruner=None, advisor=None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
-        self.advisor = advisor        # proxy.advisor.Advisor: SHOW DATAMAP SUGGESTIONS, WHATIF
+        self.advisor = advisor        # proxy.advisor.core.Advisor: SHOW DATAMAP SUGGESTIONS, WHATIF
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
         self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
@@ -122,7 +122,7 @@ class DatamapDdlHandler:
     def _advise(self, ctx: StatementContext, statement: str, stmt) -> Decision:
         if self.advisor is None:
             return Reject("The datamap advisor is not running in this proxy", "0A000")
-        from proxy.advisor_results import suggestions_result, whatif_result
+        from proxy.advisor.results import suggestions_result, whatif_result
         fn = suggestions_result if isinstance(stmt, ddl.ShowSuggestions) else whatif_result
         advisor, current_db = self.advisor, ctx.current_db
 

@@ -17,7 +17,7 @@ import pytest
 
 from proxy import auth
 from proxy.config import ConsoleSettings, ServerSettings, Settings
-from proxy.advisor import Suggestion
+from proxy.advisor.core import Suggestion
 from proxy.config import QueryLogSettings
 from proxy.console import start_console
 from proxy.observability.observe import StatementEvent

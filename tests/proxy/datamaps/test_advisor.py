@@ -12,7 +12,7 @@ import time
 import pytest
 
 from proxy.cli.advise import _format_suggestions, _split_statements
-from proxy.advisor import Advisor
+from proxy.advisor.core import Advisor
 from proxy.config import AdvisorSettings
 from proxy.datamaps import ddl
 from proxy.datamaps.handler import DatamapDdlHandler
