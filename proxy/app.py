@@ -50,6 +50,7 @@ from typing import Awaitable, Callable
 from proxy.engine import spark as engine_mod
 from proxy.routing import statements
 from proxy.advisor.core import Advisor
+from proxy.advisor.results import answers
 from proxy.observability.audit_log import AuditLog, AuditLogError
 from proxy.auth import build_authenticator
 from proxy.auth_base import AuthError
@@ -309,7 +310,7 @@ class App:
             ExternalHandler(self.external, dm.rewrite_max_sql_bytes),
             DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving, audit=auditor,
                               max_staleness_s=dm.max_staleness_s, pruner=pruner,
-                              advisor=advisor),
+                              advise=answers(advisor)),
             DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select])
         stack.callback(self.router.close)
         self._schedule()

@@ -3,6 +3,8 @@
 Columns and plan lines are docs/advisor.md's."""
 from __future__ import annotations
 
+from typing import Callable
+
 from proxy.datamaps import ddl
 from proxy.datamaps.records import display_name
 from proxy.logsafe import safe
@@ -36,3 +38,13 @@ def whatif_result(advisor, stmt: ddl.ExplainWhatIf, current_db: str) -> LocalRes
                  if w.est_maintenance_s is None else f"{w.est_maintenance_s:.3f} s per build")]
     lines += [f"Example: {n} x {safe(shape, 300)}" for shape, n in w.examples]
     return LocalResult(PLAN_COLUMNS, [("\n".join(lines),)])
+
+
+def answers(advisor) -> Callable[[ddl.ShowSuggestions | ddl.ExplainWhatIf, str], LocalResult]:
+    """The datamap DDL handler's `advise`: SHOW DATAMAP SUGGESTIONS and EXPLAIN WHATIF
+    answered by `advisor` (blocking: the handler runs it in a worker thread)."""
+    def advise(stmt: ddl.ShowSuggestions | ddl.ExplainWhatIf, current_db: str) -> LocalResult:
+        if isinstance(stmt, ddl.ShowSuggestions):
+            return suggestions_result(advisor, stmt, current_db)
+        return whatif_result(advisor, stmt, current_db)
+    return advise

@@ -35,6 +35,7 @@ import dataclasses
 import functools
 import logging
 import re
+from typing import Callable
 
 from proxy.routing.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
@@ -79,10 +80,14 @@ def rewrite_enabled(ctx: StatementContext) -> bool:
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
                  serving=None, audit: Auditor | None = None, max_staleness_s: float = 0.0,
-                 pruner=None, advisor=None):
+                 pruner=None,
+                 advise: Callable[[ddl.ShowSuggestions | ddl.ExplainWhatIf, str],
+                                  LocalResult] | None = None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
-        self.advisor = advisor        # proxy.advisor.core.Advisor: SHOW DATAMAP SUGGESTIONS, WHATIF
+        # SHOW DATAMAP SUGGESTIONS, EXPLAIN WHATIF (statement, current database) -> result,
+        # blocking; the advisor's (proxy/advisor/results.py `answers`), None: not running
+        self.advise = advise
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
         self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
@@ -120,14 +125,12 @@ class DatamapDdlHandler:
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _advise(self, ctx: StatementContext, statement: str, stmt) -> Decision:
-        if self.advisor is None:
+        if self.advise is None:
             return Reject("The datamap advisor is not running in this proxy", "0A000")
-        from proxy.advisor.results import suggestions_result, whatif_result
-        fn = suggestions_result if isinstance(stmt, ddl.ShowSuggestions) else whatif_result
-        advisor, current_db = self.advisor, ctx.current_db
+        advise, current_db = self.advise, ctx.current_db
 
         async def run(_upstream) -> LocalResult:
-            return await _job(statement, fn, advisor, stmt, current_db)
+            return await _job(statement, advise, stmt, current_db)
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
