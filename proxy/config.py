@@ -10,7 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from proxy.staleness import BadDuration, parse_duration, seconds
 
@@ -27,6 +27,24 @@ def _as_duration(settings: Any, attr: str, key: str) -> None:
         object.__setattr__(settings, attr, parse_duration(getattr(settings, attr), key))
     except BadDuration as e:
         raise ConfigError(str(e)) from None
+
+
+# -- impersonation rules ([server] impersonation; applied by proxy/identity.py) -------------
+ANY = "*"
+
+
+def parse_rules(rules: Iterable[str]) -> dict[str, frozenset[str]]:
+    """{actor: targets}; ValueError naming the rule when one is malformed."""
+    out: dict[str, set[str]] = {}
+    for rule in rules:
+        actor, sep, targets = str(rule).partition(":")
+        actor = actor.strip()
+        names = {t.strip() for t in targets.split(",") if t.strip()}
+        if not sep or not actor or not names or actor == ANY:
+            raise ValueError(f"impersonation rule {rule!r}: expected \"actor:target,target\" "
+                             f"or \"actor:*\" (one named actor)")
+        out.setdefault(actor, set()).update(names)
+    return {a: frozenset(t) for a, t in out.items()}
 
 
 @dataclass(frozen=True)
@@ -280,8 +298,7 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             if not isinstance(value, (list, tuple)):
                 raise ValueError("expected a list of \"actor:target,...\" rules")
             rules = tuple(r for r in (str(v).strip() for v in value) if r)
-            from proxy.identity import parse_rules     # fails at start-up, naming the rule
-            parse_rules(rules)
+            parse_rules(rules)     # fails at start-up, naming the rule
             return rules
         if key == "zookeeper" and value:     # fails at start-up, not once serving
             from kazoo.hosts import collect_hosts

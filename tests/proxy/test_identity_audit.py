@@ -14,11 +14,11 @@ import pytest
 
 from proxy import config
 from proxy.audit_log import AuditLog, AuditLogError, decision_of
-from proxy.config import UpstreamSettings
+from proxy.config import UpstreamSettings, parse_rules
 from proxy.doctor import report
 from proxy.doctor.checks import FAIL, Check
 from proxy.errors import ClientError, to_status
-from proxy.identity import ImpersonationPolicy, ImpersonationRefused, parse_rules
+from proxy.identity import ImpersonationPolicy, ImpersonationRefused
 from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
 from proxy.session import Session
 from proxy.upstream import UpstreamSession
