@@ -77,7 +77,7 @@ class Operation:
     last_access: float = field(default_factory=time.monotonic)
     task: Any = None                      # asyncio.Task running a local/hooked operation
     client_handle: Any = None             # TOperationHandle the client holds
-    session: Any = None                   # proxy.session.Session owning this operation
+    session: Any = None                   # proxy.hs2.session.Session owning this operation
     done: Any = None                      # asyncio.Event set when a proxy-driven op ends
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     completed_ms: int | None = None

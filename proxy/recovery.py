@@ -31,7 +31,7 @@ from proxy.operations import OpKind, OpState
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 if TYPE_CHECKING:
-    from proxy.session import Session
+    from proxy.hs2.session import Session
     from proxy.upstream import UpstreamSession
 
 log = logging.getLogger("proxy.upstream")

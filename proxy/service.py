@@ -53,7 +53,8 @@ from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.serving.tier import log_line
-from proxy.session import BLOCKED_KEY, Session, semantic_setting, track_statement
+from proxy.hs2.session import Session, track_statement
+from proxy.session import BLOCKED_KEY, semantic_setting
 from proxy.slots import SessionSlots
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T

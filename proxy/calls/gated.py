@@ -37,7 +37,7 @@ from proxy.handles import hex_id
 from proxy.limits import effective_timeout
 from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import upstream_for
-from proxy.session import Session
+from proxy.hs2.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import check
 

@@ -16,7 +16,8 @@ from proxy.identity import Identity, ImpersonationRefused
 from proxy.limits import SessionLimitReached, client_address
 from proxy.logsafe import safe
 from proxy.recovery import Reopen, lose_operations
-from proxy.session import MAX_STALENESS_KEY, Session, session_settings
+from proxy.hs2.session import Session
+from proxy.session import MAX_STALENESS_KEY, session_settings
 from proxy.slots import TooManySessions
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import UpstreamSession

@@ -17,7 +17,7 @@ from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import execute_statement, upstream_for
 from proxy.results import LocalRowSource
 from proxy.router import Local
-from proxy.session import Session
+from proxy.hs2.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import check
 

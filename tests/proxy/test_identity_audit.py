@@ -20,7 +20,7 @@ from proxy.doctor.checks import FAIL, Check
 from proxy.errors import ClientError, to_status
 from proxy.identity import ImpersonationPolicy, ImpersonationRefused
 from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
-from proxy.session import Session
+from proxy.hs2.session import Session
 from proxy.upstream import UpstreamSession
 from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port

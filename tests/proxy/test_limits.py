@@ -156,7 +156,7 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
     from proxy.config import ServerSettings, Settings
     from proxy.router import Router
     from proxy.service import Service
-    from proxy.session import Session
+    from proxy.hs2.session import Session
     from proxy.thrift.gen.TCLIService import ttypes as T
 
     audit = tmp_path / "audit.jsonl"

@@ -17,7 +17,7 @@ from proxy.operations import OpKind, OpState, Operation
 from proxy.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
                             upstream_for)
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.session import Session, track_statement
+from proxy.hs2.session import Session, track_statement
 
 
 class Clock:

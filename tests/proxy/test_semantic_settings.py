@@ -2,7 +2,8 @@
 import pytest
 
 from proxy.router import PassThrough, Remember, Router, StatementContext
-from proxy.session import BLOCKED_KEY, Session, semantic_setting
+from proxy.hs2.session import Session
+from proxy.session import BLOCKED_KEY, semantic_setting
 from proxy.statements import install, watch_semantic_settings
 
 

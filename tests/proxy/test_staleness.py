@@ -10,7 +10,8 @@ import pytest
 from proxy import config, statements
 from proxy.errors import ClientError
 from proxy.router import Local, Reject, StatementContext
-from proxy.session import Session, session_settings, staleness_budget
+from proxy.hs2.session import Session
+from proxy.session import session_settings, staleness_budget
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration
 
 KEY = MAX_STALENESS_KEY

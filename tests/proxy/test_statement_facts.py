@@ -7,7 +7,7 @@ import time
 
 from proxy.calls import facts
 from proxy.operations import OpKind, OpState, Operation
-from proxy.session import Session
+from proxy.hs2.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 
