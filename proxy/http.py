@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from proxy import httpwire as hw
 from proxy.logsafe import safe
-from proxy.service import ClientConnection, Service
+from proxy.hs2.connection import ClientConnection
+from proxy.service import Service
 from proxy.thrift import codec
 
 if TYPE_CHECKING:

@@ -37,7 +37,8 @@ from proxy.http import HttpTransport
 from proxy.httpwire import looks_like_http, response as http_response
 from proxy.logsafe import Sampler, safe
 from proxy.router import Router
-from proxy.service import ClientConnection, Service
+from proxy.hs2.connection import ClientConnection
+from proxy.service import Service
 from proxy.thrift import codec, sasl
 
 log = logging.getLogger("proxy.server")

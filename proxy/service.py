@@ -27,7 +27,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -45,6 +44,7 @@ from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements, end_statem
 from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
 from proxy.handles import HandleRegistry, hex_id, mint
+from proxy.hs2.connection import ClientConnection
 from proxy.identity import ImpersonationPolicy
 from proxy.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
@@ -62,15 +62,6 @@ from proxy.upstream import UpstreamSession
 
 log = logging.getLogger("proxy.service")
 stmt_log = logging.getLogger("proxy.statement")
-
-
-@dataclass(eq=False)
-class ClientConnection:
-    """What the protocol layer knows about one client connection (no I/O)."""
-    peer: str
-    sasl_user: str | None = None          # authcid from SASL PLAIN; None under NOSASL
-    sasl_password: str = field(default="", repr=False)
-    sessions: set = field(default_factory=set)
 
 
 UpstreamFactory = Callable[[], UpstreamSession]

@@ -23,7 +23,7 @@ from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import UpstreamSession
 
 if TYPE_CHECKING:
-    from proxy.service import ClientConnection
+    from proxy.hs2.connection import ClientConnection
 
 log = logging.getLogger("proxy.service")
 stmt_log = logging.getLogger("proxy.statement")

@@ -116,7 +116,7 @@ def test_a_settings_dump_holds_no_password():
 
 def test_a_connections_repr_holds_no_password():
     # one per HTTP request, and under auth = ldap the password is a directory password
-    from proxy.service import ClientConnection
+    from proxy.hs2.connection import ClientConnection
     conn = ClientConnection(peer="10.0.0.7:5123", sasl_user="alice", sasl_password=SECRET)
     assert conn.sasl_password == SECRET and SECRET not in repr(conn)
 

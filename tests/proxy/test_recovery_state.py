@@ -220,7 +220,8 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     # audit log must still have the statement, as an error
     from proxy.config import ServerSettings, Settings, UpstreamSettings
     from proxy.router import PassThrough, Router
-    from proxy.service import ClientConnection, Service
+    from proxy.hs2.connection import ClientConnection
+    from proxy.service import Service
     from proxy.upstream import UpstreamSession
     from tests.support.ports import free_port
 
