@@ -72,11 +72,11 @@ from proxy.observe import Observers
 from proxy.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.querylog import QueryLog
-from proxy.recovery import HEALTH_FILE
+from proxy.hs2.recovery import HEALTH_FILE
 from proxy.reload import Reloader, apply_to_server
 from proxy.router import Router, share_the_interpreter
 from proxy.server import ProxyServer
-from proxy.service import Service
+from proxy.hs2.frontend import Service
 from proxy.serving import ServingTier
 from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
 from proxy.startup import RemoteStart, start_embedded

@@ -29,7 +29,7 @@ def _as_duration(settings: Any, attr: str, key: str) -> None:
         raise ConfigError(str(e)) from None
 
 
-# -- impersonation rules ([server] impersonation; applied by proxy/identity.py) -------------
+# -- impersonation rules ([server] impersonation; applied by proxy/hs2/identity.py) -------------
 ANY = "*"
 
 
@@ -90,7 +90,7 @@ class ServerSettings:
     kerberos_principal: str | None = None     # hive/_HOST@REALM: SASL GSSAPI on the binary port
     kerberos_keytab: str | None = None
     kerberos_spnego_principal: str | None = None   # HTTP/_HOST@REALM: SPNEGO on HTTP
-    # -- identity (proxy/identity.py) -----------------------------------------------------
+    # -- identity (proxy/hs2/identity.py) -----------------------------------------------------
     # who may act as whom with hive.server2.proxy.user: "actor:target,target" or "actor:*"
     impersonation: tuple[str, ...] = ()
     audit_log: str | None = None        # a file for audit lines; None: the proxy.audit logger

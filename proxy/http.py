@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from proxy import httpwire as hw
 from proxy.logsafe import safe
 from proxy.hs2.connection import ClientConnection
-from proxy.service import Service
+from proxy.hs2.frontend import Service
 from proxy.thrift import codec
 
 if TYPE_CHECKING:

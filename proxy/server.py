@@ -38,7 +38,7 @@ from proxy.httpwire import looks_like_http, response as http_response
 from proxy.logsafe import Sampler, safe
 from proxy.router import Router
 from proxy.hs2.connection import ClientConnection
-from proxy.service import Service
+from proxy.hs2.frontend import Service
 from proxy.thrift import codec, sasl
 
 log = logging.getLogger("proxy.server")

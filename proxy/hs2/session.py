@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.classify import Kind, classify
-from proxy.handles import HandleRegistry, hex_id
-from proxy.operations import Operation
+from proxy.hs2.handles import HandleRegistry, hex_id
+from proxy.hs2.operation import Operation
 from proxy.session import BLOCKED_KEY, REWRITE_KEY, rewrite_on, semantic_setting, session_settings
 
 
@@ -25,7 +25,7 @@ def track_statement(session: Any, statement: str) -> None:
         elif statement.split(None, 2)[1].lower() != "time":    # SET key only shows it
             return
         # kept as written, last one per key last, for a new upstream session to replay
-        # (proxy/recovery.py): Spark accepted it, so it will again
+        # (proxy/hs2/recovery.py): Spark accepted it, so it will again
         sets = session.spark_sets
         sets.pop(stmt.key.lower(), None)
         sets[stmt.key.lower()] = statement.strip().rstrip(";")
@@ -42,7 +42,7 @@ def track_statement(session: Any, statement: str) -> None:
 
 @dataclass(eq=False)
 class Session:
-    user: str                             # whom statements run as (proxy/identity.py)
+    user: str                             # whom statements run as (proxy/hs2/identity.py)
     protocol: int                         # negotiated TProtocolVersion (int)
     client_protocol: int
     configuration: dict[str, str] = field(default_factory=dict)   # as sent at OpenSession
@@ -58,8 +58,8 @@ class Session:
     last_access: float = field(default_factory=time.monotonic)
     peer: str = "-"
     real_user: str | None = None          # the authenticated user, when it impersonates `user`
-    admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/limits.py
-    reopen: Any = None                    # proxy.recovery.Reopen: what a new upstream session needs
+    admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/hs2/limits.py
+    reopen: Any = None                    # proxy.hs2.recovery.Reopen: what a new upstream session needs
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

@@ -11,7 +11,7 @@ import pytest
 from proxy import statements
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.router import Router, StatementContext
-from proxy.service import Service
+from proxy.hs2.frontend import Service
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}

@@ -18,7 +18,7 @@ from proxy.config import UpstreamSettings, parse_rules
 from proxy.doctor import report
 from proxy.doctor.checks import FAIL, Check
 from proxy.errors import ClientError, to_status
-from proxy.identity import ImpersonationPolicy, ImpersonationRefused
+from proxy.hs2.identity import ImpersonationPolicy, ImpersonationRefused
 from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
 from proxy.hs2.session import Session
 from proxy.upstream import UpstreamSession
@@ -245,7 +245,7 @@ def test_calls_without_a_status_field_mask_secrets_in_their_exception_text():
     which is masked like every other error."""
     from proxy.config import Settings
     from proxy.router import Router
-    from proxy.service import Service
+    from proxy.hs2.frontend import Service
     reply = Service(Settings(), Router())._error_reply(
         "GetQueryId", 7, RuntimeError("failed: SET spark.hadoop.fs.s3a.secret.key=hunter2"), None)
     assert b"hunter2" not in reply and b"failed" in reply

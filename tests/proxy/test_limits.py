@@ -1,10 +1,10 @@
-"""proxy/limits.py: HiveServer2's session limits, the running-operation gate and its FIFO
+"""proxy/hs2/limits.py: HiveServer2's session limits, the running-operation gate and its FIFO
 line, the query-timeout rule (pure logic)."""
 import asyncio
 
 import pytest
 
-from proxy.limits import (RunGate, RunQueueError, SessionLimitReached, SessionLimits,
+from proxy.hs2.limits import (RunGate, RunQueueError, SessionLimitReached, SessionLimits,
                           client_address, effective_timeout)
 
 
@@ -155,7 +155,7 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
 
     from proxy.config import ServerSettings, Settings
     from proxy.router import Router
-    from proxy.service import Service
+    from proxy.hs2.frontend import Service
     from proxy.hs2.session import Session
     from proxy.thrift.gen.TCLIService import ttypes as T
 

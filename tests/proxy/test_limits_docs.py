@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from proxy import config as cfg
-from proxy.limits import RunGate, RunQueueError, SessionLimitReached, SessionLimits
+from proxy.hs2.limits import RunGate, RunQueueError, SessionLimitReached, SessionLimits
 from proxy.reload import RELOADABLE
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()

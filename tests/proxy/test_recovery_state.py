@@ -1,4 +1,4 @@
-"""proxy/recovery.py without Spark: the health state and its log lines, what doctor reads
+"""proxy/hs2/recovery.py without Spark: the health state and its log lines, what doctor reads
 of it, the session state a reopen replays, and what lost operations answer. (The real
 restart of a Spark Thrift Server is tests/proxy/test_recovery.py.)"""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from proxy.doctor import check_upstream_health
 from proxy.errors import UpstreamError
-from proxy.handles import HandleRegistry, mint
-from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
+from proxy.hs2.handles import HandleRegistry, mint
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
                             upstream_for)
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.hs2.session import Session, track_statement
@@ -188,7 +188,7 @@ def test_concurrent_calls_reopen_once_and_replay_in_order():
 
 
 def test_an_impersonating_session_reopens_as_the_same_pair():
-    s = _broken_session(real_user="hue")        # hue acts as alice (proxy/identity.py)
+    s = _broken_session(real_user="hue")        # hue acts as alice (proxy/hs2/identity.py)
     up = asyncio.run(upstream_for(_FakeService(s), s))
     assert (up.opened_as[0], up.real_user) == ("alice", "hue")
 
@@ -221,7 +221,7 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     from proxy.config import ServerSettings, Settings, UpstreamSettings
     from proxy.router import PassThrough, Router
     from proxy.hs2.connection import ClientConnection
-    from proxy.service import Service
+    from proxy.hs2.frontend import Service
     from proxy.upstream import UpstreamSession
     from tests.support.ports import free_port
 
@@ -275,7 +275,7 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
     # when the slot comes it is sent on a reopened session, not failed on the dead one
     from proxy.config import ServerSettings, Settings
     from proxy.router import Router
-    from proxy.service import Service
+    from proxy.hs2.frontend import Service
 
     made = []
 

@@ -3,8 +3,8 @@ import pytest
 
 from proxy import auth, auth_base
 from proxy.errors import InternalError, InvalidHandle, UpstreamError, ClientError, to_status
-from proxy.handles import HandleRegistry, mint
-from proxy.operations import TRANSITIONS, OpKind, OpState, Operation, can_move
+from proxy.hs2.handles import HandleRegistry, mint
+from proxy.hs2.operation import TRANSITIONS, OpKind, OpState, Operation, can_move
 from proxy.hs2.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 

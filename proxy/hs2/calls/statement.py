@@ -1,4 +1,4 @@
-"""Statements the proxy runs itself, for Service's ExecuteStatement (proxy/service.py):
+"""Statements the proxy runs itself, for Service's ExecuteStatement (proxy/hs2/frontend.py):
 LOCAL (the router's runner makes the result) and HOOKED (forwarded, then the proxy polls
 upstream and awaits the decision's `after` hook before reporting FINISHED). Each runs in
 a named task owned by its operation (cancelled when the operation is closed).
@@ -10,11 +10,11 @@ import logging
 import time
 
 from proxy.errors import ProxyError, UpstreamError, succeeded, to_status
-from proxy.handles import hex_id
-from proxy.limits import effective_timeout
+from proxy.hs2.handles import hex_id
+from proxy.hs2.limits import effective_timeout
 from proxy.logsafe import safe
-from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import execute_statement, upstream_for
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.recovery import execute_statement, upstream_for
 from proxy.results import LocalRowSource
 from proxy.router import Local
 from proxy.hs2.session import Session
@@ -43,7 +43,7 @@ class ProxyRunStatements:
 
     def _spark_sql(self, session: Session):
         """run_sql on the session's Spark session for a proxy-run statement: opened anew
-        first if Spark restarted (proxy/recovery.py)."""
+        first if Spark restarted (proxy/hs2/recovery.py)."""
         async def run_sql(sql: str):
             return await (await upstream_for(self, session)).run_sql(sql)
         return run_sql

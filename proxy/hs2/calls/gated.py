@@ -1,8 +1,8 @@
 """Statements under the running-statement cap, for Service's ExecuteStatement
-(proxy/service.py, docs/limits.md).
+(proxy/hs2/frontend.py, docs/limits.md).
 
 With `[server] max_running_operations` set, a statement bound for Spark takes a slot of
-the RunGate (proxy/limits.py) before it is sent, and gives it back when it ends:
+the RunGate (proxy/hs2/limits.py) before it is sent, and gives it back when it ends:
 
   async, slot free  relayed as any statement (an UPSTREAM operation); the slot goes back
                     when the proxy sees it end: the client's status poll shows a final
@@ -30,13 +30,13 @@ import logging
 import math
 import time
 
-from proxy.calls.statement import ENDED_STATES, OK, _RUNNING_STATES, end_statement, _fail, timed_out
+from proxy.hs2.calls.statement import ENDED_STATES, OK, _RUNNING_STATES, end_statement, _fail, timed_out
 from proxy.classify import Kind, classify
 from proxy.errors import ProxyError, UpstreamError, succeeded
-from proxy.handles import hex_id
-from proxy.limits import effective_timeout
-from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import upstream_for
+from proxy.hs2.handles import hex_id
+from proxy.hs2.limits import effective_timeout
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.recovery import upstream_for
 from proxy.hs2.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.upstream import check

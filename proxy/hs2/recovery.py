@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.errors import InvalidHandle, UpstreamError, succeeded
 from proxy.logsafe import safe
-from proxy.operations import OpKind, OpState
+from proxy.hs2.operation import OpKind, OpState
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 if TYPE_CHECKING:

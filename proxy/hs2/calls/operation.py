@@ -1,9 +1,9 @@
-"""Operation calls of Service (proxy/service.py): GetOperationStatus,
+"""Operation calls of Service (proxy/hs2/frontend.py): GetOperationStatus,
 GetResultSetMetadata, FetchResults, CancelOperation, CloseOperation, GetQueryId.
 
 UPSTREAM operations are forwarded (handle swapped, reply relayed as bytes); LOCAL ones are
 answered from their LocalRowSource; HOOKED ones report the proxy's state and forward
-the rest once FINISHED (proxy/calls/statement.py runs them).
+the rest once FINISHED (proxy/hs2/calls/statement.py runs them).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import asyncio
 from typing import Any
 
 from proxy.errors import ClientError, InvalidHandle, UpstreamError
-from proxy.handles import hex_id
-from proxy.operations import OpKind, OpState, Operation
+from proxy.hs2.handles import hex_id
+from proxy.hs2.operation import OpKind, OpState, Operation
 from proxy.results import empty_log_rowset, log_rowset
 from proxy.thrift import codec
 from proxy.thrift.rowcount import fetched_rows, rowset_rows

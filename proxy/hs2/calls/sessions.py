@@ -1,4 +1,4 @@
-"""Session calls of Service (proxy/service.py): OpenSession, CloseSession, and what
+"""Session calls of Service (proxy/hs2/frontend.py): OpenSession, CloseSession, and what
 happens when a client connection or a session's upstream connection goes away.
 
 Each client session is backed by one upstream session (proxy/upstream.py), opened as the
@@ -11,11 +11,11 @@ import time
 from typing import TYPE_CHECKING
 
 from proxy.errors import ProxyError, UpstreamError, succeeded
-from proxy.handles import hex_id
-from proxy.identity import Identity, ImpersonationRefused
-from proxy.limits import SessionLimitReached, client_address
+from proxy.hs2.handles import hex_id
+from proxy.hs2.identity import Identity, ImpersonationRefused
+from proxy.hs2.limits import SessionLimitReached, client_address
 from proxy.logsafe import safe
-from proxy.recovery import Reopen, lose_operations
+from proxy.hs2.recovery import Reopen, lose_operations
 from proxy.hs2.session import Session
 from proxy.session import MAX_STALENESS_KEY, session_settings
 from proxy.slots import TooManySessions
@@ -125,7 +125,7 @@ class SessionCalls:
     def _upstream_lost(self, session: Session, reason: str) -> None:
         """The upstream connection of `session` broke: every statement it was running is
         gone with it. Say which; the session stays, and its next call that needs Spark
-        opens a new upstream session (proxy/recovery.py)."""
+        opens a new upstream session (proxy/hs2/recovery.py)."""
         call = session.upstream.conn.current
         if call is not None and call[0] == "ExecuteStatement":
             stmt_log.warning("statement cut by upstream failure session=%s user=%s op=- "

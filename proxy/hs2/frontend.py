@@ -6,14 +6,14 @@ no handle (FetchResults, GetOperationStatus, GetResultSetMetadata, Cancel/CloseO
 GetInfo, ...) are relayed as upstream's bytes with the client's seqid: the row data of a
 pass-through query is never decoded.
 
-Operation kinds (proxy.operations.OpKind):
+Operation kinds (proxy.hs2.operation.OpKind):
   UPSTREAM  Spark owns the state; every call is forwarded.
   HOOKED    forwarded, but the proxy polls upstream itself and awaits the decision's
             `after` hook before reporting FINISHED (the client polls the proxy).
   LOCAL     the router's runner produces a LocalResult the proxy serves.
 
 Here: dispatch, the handle registries, ExecuteStatement's decision, housekeeping. The
-other calls are mixins in proxy/calls/: sessions.py (Open/CloseSession), metadata.py
+other calls are mixins in proxy/hs2/calls/: sessions.py (Open/CloseSession), metadata.py
 (GetTables & co., GetInfo, SetClientInfo), operation.py (status, fetch, cancel, close),
 statement.py (LOCAL and HOOKED statements the proxy runs itself), gated.py (statements
 under [server] max_running_operations, and sync ones with a timeout).
@@ -34,23 +34,23 @@ from thrift.Thrift import TApplicationException
 
 from proxy import statements
 from proxy.audit_log import AuditLog
-from proxy.calls import facts as statement_facts
-from proxy.calls.facts import decided
-from proxy.calls.gated import GatedStatements
-from proxy.calls.metadata import SESSION_CALLS, MetadataCalls
-from proxy.calls.operation import OperationCalls
-from proxy.calls.sessions import SessionCalls
-from proxy.calls.statement import STATEMENT_KEPT, ProxyRunStatements, end_statement
+from proxy.hs2.calls import facts as statement_facts
+from proxy.hs2.calls.facts import decided
+from proxy.hs2.calls.gated import GatedStatements
+from proxy.hs2.calls.metadata import SESSION_CALLS, MetadataCalls
+from proxy.hs2.calls.operation import OperationCalls
+from proxy.hs2.calls.sessions import SessionCalls
+from proxy.hs2.calls.statement import STATEMENT_KEPT, ProxyRunStatements, end_statement
 from proxy.config import Settings
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded, to_status
-from proxy.handles import HandleRegistry, hex_id, mint
+from proxy.hs2.handles import HandleRegistry, hex_id, mint
 from proxy.hs2.connection import ClientConnection
-from proxy.identity import ImpersonationPolicy
-from proxy.limits import RunGate, SessionLimits
+from proxy.hs2.identity import ImpersonationPolicy
+from proxy.hs2.limits import RunGate, SessionLimits
 from proxy.logsafe import redact, safe
 from proxy.observe import BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED, Observers
-from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import UpstreamHealth, execute_statement, upstream_for
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.recovery import UpstreamHealth, execute_statement, upstream_for
 from proxy.router import Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext
 from proxy.serving.tier import log_line
 from proxy.hs2.session import Session, track_statement
@@ -69,14 +69,14 @@ UpstreamFactory = Callable[[], UpstreamSession]
 
 class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, GatedStatements):
     """Dispatch, the handle registries, ExecuteStatement's decision and housekeeping; the
-    other calls are in proxy/calls/."""
+    other calls are in proxy/hs2/calls/."""
 
     def __init__(self, settings: Settings, router: Router,
                  upstream_factory: UpstreamFactory | None = None, *,
                  observers: Observers | None = None, health_path: Path | None = None):
         """observers: the query log and the metrics (proxy/observe.py; serve's App passes
         them); health_path: where the upstream's health is kept for doctor
-        (proxy/recovery.py HEALTH_FILE in the state directory), None: in memory only."""
+        (proxy/hs2/recovery.py HEALTH_FILE in the state directory), None: in memory only."""
         self.settings = settings
         self.router = router
         statements.install(router)
@@ -86,7 +86,7 @@ class Service(SessionCalls, MetadataCalls, OperationCalls, ProxyRunStatements, G
         up = settings.upstream
         self.slots = SessionSlots(up.max_sessions, up.max_sessions_per_user,
                                   up.session_queue_size, up.session_queue_timeout)
-        s = settings.server          # limits after login (proxy/limits.py, docs/limits.md)
+        s = settings.server          # limits after login (proxy/hs2/limits.py, docs/limits.md)
         self.session_limits = SessionLimits(s.limit_connections_per_user,
                                             s.limit_connections_per_ipaddress,
                                             s.limit_connections_per_user_ipaddress)

@@ -1,4 +1,4 @@
-"""Calls Service (proxy/service.py) forwards with only the session handle swapped:
+"""Calls Service (proxy/hs2/frontend.py) forwards with only the session handle swapped:
 metadata (GetTables & co.), GetInfo, SetClientInfo. Metadata results get a proxy
 operation handle; their rows are relayed as upstream's bytes.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.errors import ClientError, UpstreamError, succeeded
-from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import upstream_for
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.recovery import upstream_for
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 

@@ -1,5 +1,5 @@
 """What the statement event (proxy/observe.py) says of an ExecuteStatement, for Service
-(proxy/service.py): when it arrived, what was decided (decision kind, datamaps, why not),
+(proxy/hs2/frontend.py): when it arrived, what was decided (decision kind, datamaps, why not),
 its duration to the end first seen, the rows it sent and the client tool.
 
 The facts of the ExecuteStatement being handled live in a context variable: its
