@@ -73,7 +73,7 @@ class ServerSettings:
     http_path: str = "cliservice"       # the URL path clients POST to (httpPath=...)
     http_on_binary_port: bool = True    # also answer HTTP sniffed on the binary port
     http_cookie_max_age: float = 86400.0    # the hive.server2.auth session cookie; <= 0: none
-    # -- LDAP (auth = ldap; proxy/ldap_auth.py) ------------------------------------------
+    # -- LDAP (auth = ldap; proxy/gateway/auth/ldap.py) ------------------------------------------
     ldap_url: str | None = None         # ldap://host:389 or ldaps://host:636; several, space-separated
     ldap_starttls: bool = False         # upgrade an ldap:// connection with StartTLS
     ldap_ca_file: str | None = None     # CA bundle checking the directory's certificate
@@ -86,7 +86,7 @@ class ServerSettings:
     ldap_group_base_dn: str | None = None
     ldap_group_member_attribute: str = "member"
     ldap_timeout: float = 10.0
-    # -- Kerberos (auth = kerberos; proxy/kerberos.py) ------------------------------------
+    # -- Kerberos (auth = kerberos; proxy/gateway/auth/kerberos.py) ------------------------------------
     kerberos_principal: str | None = None     # hive/_HOST@REALM: SASL GSSAPI on the binary port
     kerberos_keytab: str | None = None
     kerberos_spnego_principal: str | None = None   # HTTP/_HOST@REALM: SPNEGO on HTTP

@@ -43,7 +43,7 @@ _NO_CREDENTIALS = "Authentication Error: Authorization header received from the 
 
 
 class TransportOwner(Protocol):
-    """What the transport uses of its ProxyServer (proxy/server.py, which imports this
+    """What the transport uses of its ProxyServer (proxy/gateway/server.py, which imports this
     module): the settings, the service, the binary port's login check and login pool."""
     settings: Settings
     service: Service

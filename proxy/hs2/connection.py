@@ -1,6 +1,6 @@
 """One client connection as the protocol layer sees it: who logged in on it (SASL or the
 HTTP request's credentials) and the sessions opened on it, which close with it. No I/O:
-the gateway (proxy/server.py, proxy/http.py) owns the socket."""
+the gateway (proxy/gateway/server.py, proxy/http.py) owns the socket."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from proxy import auth, config
+from proxy import config
+from proxy.gateway.auth import plain as auth
 from proxy.observe import Observer
 from proxy.router import Local, LocalResult, PassThrough, Rewrite, Router
-from proxy.server import ProxyServer
+from proxy.gateway.server import ProxyServer
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.test_gateway import Raw
 

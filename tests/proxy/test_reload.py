@@ -1,11 +1,11 @@
-"""proxy/reload.py: SIGHUP re-reads the same sources, applies the reloadable settings to the
+"""proxy/gateway/reload.py: SIGHUP re-reads the same sources, applies the reloadable settings to the
 live objects, refuses a bad file, and names what needs a restart (no sockets)."""
 import logging
 
 from proxy import config as cfg
-from proxy.reload import RELOADABLE, Reloader, apply_to_server, changes
+from proxy.gateway.reload import RELOADABLE, Reloader, apply_to_server, changes
 from proxy.router import Router
-from proxy.server import ProxyServer
+from proxy.gateway.server import ProxyServer
 
 
 def _reloader(path, text, env=None, **kw):

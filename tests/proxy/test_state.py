@@ -1,7 +1,8 @@
 """Handle registry, operation transitions, session defaults, users file."""
 import pytest
 
-from proxy import auth, auth_base
+from proxy.gateway.auth import plain as auth
+from proxy.gateway.auth import base as auth_base
 from proxy.errors import InternalError, InvalidHandle, UpstreamError, ClientError, to_status
 from proxy.hs2.handles import HandleRegistry, mint
 from proxy.hs2.operation import TRANSITIONS, OpKind, OpState, Operation, can_move

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from proxy import auth
+from proxy.gateway.auth import plain as auth
 from proxy.config import ConsoleSettings, ServerSettings, Settings
 from proxy.advisor import Suggestion
 from proxy.config import QueryLogSettings
@@ -23,7 +23,7 @@ from proxy.console import start_console
 from proxy.observe import StatementEvent
 from proxy.querylog import QueryLog
 from proxy.router import Router
-from proxy.server import ProxyServer
+from proxy.gateway.server import ProxyServer
 from tests.proxy.console.fakes import FakeAdvisor
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.proxy.test_http_spnego import Acceptor, negotiate

@@ -18,7 +18,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from proxy.auth_base import AllowAll, Authenticator, AuthError
+from proxy.gateway.auth.base import AllowAll, Authenticator, AuthError
 
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 14, 8, 1
 
@@ -41,7 +41,7 @@ def build_authenticator(settings) -> Authenticator:
         if s.users_file:
             raise AuthError("[server] users_file and auth = ldap exclude each other: "
                             "passwords are checked by one of them")
-        from proxy.ldap_auth import LdapAuthenticator     # ldap3 only when asked for
+        from proxy.gateway.auth.ldap import LdapAuthenticator     # ldap3 only when asked for
         checker = LdapAuthenticator(s)
         checker.probe()
         return checker

@@ -116,7 +116,7 @@ class Reloader:
 
 
 def apply_to_server(server: Any) -> Callback:
-    """The callback for a proxy.server.ProxyServer and its Service: every reloadable
+    """The callback for a proxy.gateway.server.ProxyServer and its Service: every reloadable
     setting of the gateway's own objects. Other parts' policy objects with an `update(...)`
     register their own callback, or are found here by name (`impersonation`)."""
     def apply(settings: cfg.Settings) -> None:

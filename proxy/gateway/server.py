@@ -2,7 +2,7 @@
 
 Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL, an
 HTTP method = proxy/http.py, also what the http_port serves), negotiate SASL PLAIN (GSSAPI
-under auth=kerberos; proxy/kerberos.py) or not, then cut the byte stream into Thrift
+under auth=kerberos; proxy/gateway/auth/kerberos.py) or not, then cut the byte stream into Thrift
 messages and hand each to Service.handle, strictly one at a time. A connection that closes
 without a byte is a health probe (logged at debug). Malformed or oversized input closes
 that connection with a log line, never the server. Client disconnect closes its sessions
@@ -29,10 +29,10 @@ import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from proxy.admission import ConnectionLimits, LoginThrottle
-from proxy.auth_base import AllowAll, Authenticator, AuthUnavailable
+from proxy.gateway.admission import ConnectionLimits, LoginThrottle
+from proxy.gateway.auth.base import AllowAll, Authenticator, AuthUnavailable
 from proxy.config import Settings
-from proxy.kerberos import MAX_TOKEN_BYTES, Acceptor
+from proxy.gateway.auth.kerberos import MAX_TOKEN_BYTES, Acceptor
 from proxy.http import HttpTransport
 from proxy.httpwire import looks_like_http, response as http_response
 from proxy.logsafe import Sampler, safe
@@ -150,7 +150,7 @@ class ProxyServer:
                 pass
 
     def reconfigured(self) -> None:
-        """New settings are in place (SIGHUP, proxy/reload.py): the reaper's pace follows."""
+        """New settings are in place (SIGHUP, proxy/gateway/reload.py): the reaper's pace follows."""
         self._reconfigured.set()
 
     async def _reap_loop(self) -> None:
@@ -354,7 +354,7 @@ class ProxyServer:
             buf += chunk
 
     async def _negotiate_gssapi(self, conn, reader, writer, buf: bytearray) -> bytearray | None:
-        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/kerberos.py has the exchange).
+        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/gateway/auth/kerberos.py has the exchange).
         Each step decrypts with the keytab: run it off the event loop."""
         neg = self.kerberos.sasl()
         # An Active Directory ticket carries the user's groups (Windows allows 48000-byte
