@@ -50,7 +50,7 @@ from typing import Awaitable, Callable
 from proxy import engine as engine_mod, statements
 from proxy.advisor import Advisor
 from proxy.audit_log import AuditLog, AuditLogError
-from proxy.gateway.auth.plain import build_authenticator
+from proxy.gateway.auth import build_authenticator
 from proxy.gateway.auth.base import AuthError
 from proxy.background import Background
 from proxy.config import ConfigError, Settings

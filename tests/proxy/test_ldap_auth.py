@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from proxy import config
-from proxy.gateway.auth.plain import DenyAll, UsersFile, add_user, build_authenticator
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth.plain import DenyAll, UsersFile, add_user
 from proxy.gateway.auth.base import AllowAll, AuthError, AuthUnavailable
 from proxy.config import ServerSettings
 from proxy.thrift import sasl

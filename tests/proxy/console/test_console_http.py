@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from proxy.gateway.auth import build_authenticator
 from proxy.gateway.auth import plain as auth
 from proxy.config import ConsoleSettings, ServerSettings, Settings
 from proxy.advisor import Suggestion
@@ -40,7 +41,7 @@ class Running:
         self.thread = threading.Thread(target=self.loop.run_forever, name="console-test-loop")
         self.thread.start()
         self.server = ProxyServer(settings, Router(), kerberos=kerberos,
-                                  authenticator=auth.build_authenticator(settings))
+                                  authenticator=build_authenticator(settings))
         self.console = self._call(start_console(settings, self.server, service, querylog,
                                                 advisor))
         self.port = self.console.address[1]
