@@ -1,20 +1,14 @@
 """Asyncio accept loop: one owned task per client connection.
 
-Per connection: sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL, an
-HTTP method = proxy/http.py, also what the http_port serves), negotiate SASL PLAIN (GSSAPI
-under auth=kerberos; proxy/gateway/auth/kerberos.py) or not, then cut the byte stream into Thrift
-messages and hand each to Service.handle, strictly one at a time. A connection that closes
-without a byte is a health probe (logged at debug). Malformed or oversized input closes
-that connection with a log line, never the server. Client disconnect closes its sessions
-upstream.
+Per connection (proxy/gateway/connection.py): sniff the first bytes (SASL, NOSASL or HTTP),
+log in, then hand each Thrift message to Service.handle, strictly one at a time. Client
+disconnect closes its sessions upstream. The password check is here, shared by both
+transports: one login pool, one throttle.
 
 Before login a connection is cheap and short-lived: admission.py caps connections (in
 total and per address) and failed logins; the whole login, from the first byte to the
 password check, has one deadline (login_timeout; a TLS handshake before it has its own, of
-the same length); negotiation messages are capped at max_negotiation_bytes, checked on the
-declared length before any body is buffered; the socket is paused while a small read
-buffer is full. A logged-in connection with no open session is closed after
-idle_connection_timeout.
+the same length); the socket is paused while a small read buffer is full.
 
 Shutdown: stop accepting -> wait for in-flight calls and running statements up to the grace
 period -> close every session upstream -> cancel connection tasks.
@@ -25,31 +19,27 @@ import asyncio
 import itertools
 import logging
 import ssl
-import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from proxy.config import Settings
 from proxy.gateway.admission import ConnectionLimits, LoginThrottle
 from proxy.gateway.auth.base import AllowAll, Authenticator, AuthUnavailable
-from proxy.config import Settings
-from proxy.gateway.auth.kerberos import MAX_TOKEN_BYTES, Acceptor
-from proxy.http import HttpTransport
-from proxy.httpwire import looks_like_http, response as http_response
-from proxy.logsafe import Sampler, safe
-from proxy.router import Router
+from proxy.gateway.auth.kerberos import Acceptor
+from proxy.gateway.connection import ConnectionHandler
 from proxy.hs2.connection import ClientConnection
 from proxy.hs2.frontend import Service
-from proxy.thrift import codec, sasl
+from proxy.http import HttpTransport
+from proxy.httpwire import response as http_response
+from proxy.logsafe import Sampler, safe
+from proxy.router import Router
+from proxy.thrift import sasl
 
 log = logging.getLogger("proxy.server")
 
-_READ = 1 << 16
 # StreamReader pauses the socket once it buffers twice this, so a connection that has not
 # logged in holds a few tens of KB here whatever it sends (reads are resumed as we consume).
 _BUFFER = 1 << 14
-# Replies below this go out with their SASL frame header in one write (one send, one TCP
-# segment); bigger ones are written in two, so that a result page is never copied.
-_ONE_SEND = 1 << 16
 
 
 def _held(n: int) -> str:
@@ -86,6 +76,7 @@ class ProxyServer:
         self._auth_slots = asyncio.Semaphore(2)
         self.http = HttpTransport(self)
         self._http_server: asyncio.base_events.Server | None = None
+        self.connections = ConnectionHandler(self)
         self.http_address: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -190,7 +181,7 @@ class ProxyServer:
         observers = self.service.observers
         observers.connection("open", "http" if http else "binary")
         try:
-            await self._serve(conn, address, reader, writer, http)
+            await self.connections.serve(conn, address, reader, writer, http)
         except asyncio.CancelledError:
             pass
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -222,160 +213,6 @@ class ProxyServer:
         elif self.settings.server.auth != "nosasl":
             writer.write(sasl.encode_negotiation(sasl.BAD, f"Refused: {reason}".encode()))
         writer.close()
-
-    async def _serve(self, conn: ClientConnection, address: str, reader, writer,
-                     http: bool = False) -> None:
-        s = self.settings.server
-        # One deadline for the whole login, however the client paces its bytes.
-        deadline = asyncio.get_running_loop().time() + s.login_timeout
-        try:
-            async with asyncio.timeout_at(deadline):
-                first = await reader.read(_READ)
-        except TimeoutError:
-            log.info("connection %s sent nothing within %.0fs; closing", conn.peer, s.login_timeout)
-            return
-        if not first:
-            log.debug("connection %s closed without data (health probe)", conn.peer)
-            return
-        if http or (s.http_on_binary_port and looks_like_http(first)):
-            await self.http.serve(conn, address, reader, writer, bytearray(first), deadline)
-            return
-        b0 = first[0]
-        looks_sasl = 1 <= b0 <= 5
-        looks_raw = b0 in (0x80, 0x00)
-        if s.auth == "nosasl":
-            if looks_sasl:
-                log.warning("connection %s started SASL negotiation but this server is NOSASL "
-                            "(auth=nosasl): client must use auth=noSasl; closing", conn.peer)
-                writer.write(sasl.encode_negotiation(
-                    sasl.BAD, b"This server is configured for NOSASL (auth=noSasl); SASL is not accepted"))
-                await writer.drain()
-                return
-            if not looks_raw:
-                log.warning("connection %s sent first byte 0x%02x: not Thrift (HTTP? TLS?); closing",
-                            conn.peer, b0)
-                return
-            await self._serve_raw(conn, reader, writer, bytearray(first))
-            return
-        if looks_raw:
-            log.warning("connection %s sent a raw Thrift (NOSASL) message but this server expects "
-                        "SASL (auth=%s): client must not use auth=noSasl; closing", conn.peer, s.auth)
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await self._reject_raw(conn, reader, writer, bytearray(first))
-            except TimeoutError:
-                pass
-            return
-        if not looks_sasl:
-            log.warning("connection %s sent first byte 0x%02x: neither SASL nor Thrift "
-                        "(HTTP or TLS to a plain binary port?); closing", conn.peer, b0)
-            return
-        try:
-            async with asyncio.timeout_at(deadline):
-                buf = await self._negotiate(conn, address, reader, writer, bytearray(first))
-        except TimeoutError:
-            log.warning("connection %s: SASL negotiation not finished within %.0fs "
-                        "(server.login_timeout); closing", conn.peer, s.login_timeout)
-            return
-        if buf is None:
-            return
-        await self._serve_sasl(conn, reader, writer, buf)
-
-    async def _reject_raw(self, conn, reader, writer, buf: bytearray) -> None:
-        """Tell a NOSASL client why, in a form it can display (a TApplicationException)."""
-        limit = self.settings.server.max_negotiation_bytes     # not logged in: keep it small
-        try:
-            n = codec.message_length(buf, limit)
-            while n is None:
-                chunk = await reader.read(_READ)
-                if not chunk:
-                    return
-                buf += chunk
-                n = codec.message_length(buf, limit)
-            name, _, seqid = codec.decode_header(bytes(buf[:n]))
-            writer.write(codec.application_exception(
-                name, seqid, "This server requires SASL (auth=none); connect without auth=noSasl",
-                7))
-            await writer.drain()
-        except (codec.ProtocolError, ConnectionError):
-            return
-
-    async def _negotiate(self, conn, address: str, reader, writer,
-                         buf: bytearray) -> bytearray | None:
-        """SASL PLAIN (GSSAPI under auth=kerberos) up to COMPLETE; the bytes after it
-        (pipelined frames), or None when the connection must close. The caller bounds it
-        with the login deadline."""
-        if self.kerberos is not None:
-            return await self._negotiate_gssapi(conn, reader, writer, buf)
-        neg = sasl.PlainServer()
-        while neg.state is not sasl.NegState.COMPLETE:
-            got = await self._next_negotiation(conn, reader, buf)
-            if got is None:
-                return None
-            step = neg.on_message(*got)
-            if step.error:
-                log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer,
-                            safe(step.error))
-                writer.write(step.reply)
-                await writer.drain()
-                return None
-            if step.reply:
-                writer.write(step.reply)
-            if step.credentials is not None:
-                cred = step.credentials
-                reason = await self._authenticate(conn, address, cred.user, cred.password)
-                if reason is not None:
-                    writer.write(neg.reject(reason))
-                    await writer.drain()
-                    return None
-                writer.write(neg.accept(cred.user))
-                conn.sasl_user, conn.sasl_password = cred.user, cred.password
-            await writer.drain()
-        return buf
-
-    async def _next_negotiation(self, conn, reader, buf: bytearray,
-                                limit: int | None = None) -> tuple[int, bytes] | None:
-        """(status, payload) of the next negotiation message, taken off `buf`; None when the
-        connection must close."""
-        limit = limit or self.settings.server.max_negotiation_bytes
-        while True:
-            try:
-                got = sasl.decode_negotiation(buf, limit)
-            except sasl.SaslError as e:
-                log.warning("connection %s: SASL negotiation failed: %s; closing", conn.peer, e)
-                return None
-            if got is not None:
-                del buf[:got[2]]
-                return got[0], got[1]
-            chunk = await reader.read(_READ)
-            if not chunk:
-                log.debug("connection %s closed during SASL negotiation", conn.peer)
-                return None
-            buf += chunk
-
-    async def _negotiate_gssapi(self, conn, reader, writer, buf: bytearray) -> bytearray | None:
-        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/gateway/auth/kerberos.py has the exchange).
-        Each step decrypts with the keytab: run it off the event loop."""
-        neg = self.kerberos.sasl()
-        # An Active Directory ticket carries the user's groups (Windows allows 48000-byte
-        # tokens): a PLAIN-sized cap would lock those users out.
-        limit = max(self.settings.server.max_negotiation_bytes, MAX_TOKEN_BYTES)
-        while True:
-            got = await self._next_negotiation(conn, reader, buf, limit)
-            if got is None:
-                return None
-            step = await self.auth_call(neg.on_message, *got)
-            writer.write(step.reply)
-            await writer.drain()
-            if step.error:
-                log.warning("connection %s: Kerberos login failed: %s; closing", conn.peer,
-                            safe(step.error))
-                return None
-            if step.user is not None:
-                log.info("connection %s: Kerberos login as %s (principal %s)", conn.peer,
-                         safe(step.user), safe(neg.principal))
-                conn.sasl_user = step.user
-                return buf
 
     async def auth_call(self, fn, *args):
         """fn(*args) in the login pool: a flood of logins (passwords, Kerberos tokens, on
@@ -414,69 +251,3 @@ class ProxyServer:
             log.warning("connection %s: too many failed logins for %s; further logins refused "
                         "for %.0fs", conn.peer, safe(lock.what), lock.retry_after)
         return reason
-
-    async def _read_more(self, conn: ClientConnection, reader) -> bytes:
-        """The next bytes from a logged-in client; b"" at EOF or when the connection has been
-        idle without a session for idle_connection_timeout (it holds a socket and a slot of
-        max_connections while giving Spark nothing to do)."""
-        idle = self.settings.server.idle_connection_timeout
-        if conn.sessions or idle <= 0:
-            return await reader.read(_READ)
-        try:
-            async with asyncio.timeout(idle):
-                return await reader.read(_READ)
-        except TimeoutError:
-            log.info("connection %s (user %s) idle without a session for %.0fs "
-                     "(server.idle_connection_timeout); closing", conn.peer, safe(conn.sasl_user),
-                     idle)
-            return b""
-
-    async def _serve_sasl(self, conn, reader, writer, buf: bytearray) -> None:
-        max_bytes = self.settings.server.max_frame_bytes
-        frames = sasl.FrameDecoder(max_bytes)
-        stream = bytearray()
-        pending = bytes(buf)
-        while True:
-            try:
-                for payload in frames.feed(pending):
-                    stream += payload
-                while stream:
-                    n = codec.message_length(stream, max_bytes)
-                    if n is None:
-                        break
-                    msg = bytes(stream[:n])
-                    del stream[:n]
-                    reply = await self.service.handle(conn, msg)
-                    if len(reply) < _ONE_SEND:    # one segment: a lone 4-byte one costs a send
-                        writer.write(struct.pack("!I", len(reply)) + reply)
-                    else:                         # no copy of big replies
-                        writer.write(struct.pack("!I", len(reply)))
-                        writer.write(reply)
-                    await writer.drain()
-            except (sasl.SaslError, codec.ProtocolError) as e:
-                log.warning("connection %s (user %s): %s; closing", conn.peer, safe(conn.sasl_user),
-                            safe(e))
-                return
-            pending = await self._read_more(conn, reader)
-            if not pending:
-                return
-
-    async def _serve_raw(self, conn, reader, writer, buf: bytearray) -> None:
-        max_bytes = self.settings.server.max_frame_bytes
-        while True:
-            try:
-                while buf:
-                    n = codec.message_length(buf, max_bytes)
-                    if n is None:
-                        break
-                    msg = bytes(buf[:n])
-                    del buf[:n]
-                    writer.write(await self.service.handle(conn, msg))
-                    await writer.drain()
-            except codec.ProtocolError as e:
-                log.warning("connection %s (NOSASL): %s; closing", conn.peer, safe(e))
-                return
-            chunk = await self._read_more(conn, reader)
-            if not chunk:
-                return
-            buf += chunk
