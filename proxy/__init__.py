@@ -29,11 +29,11 @@ Layers (I/O only at the edges: gateway/, upstream.py, engine.py)
      │                 binary protocol; skip-parser for NOSASL message boundaries;
      │                 TApplicationException (UNKNOWN_METHOD for GetLog & co, same seqid).
      ▼
-  hs2/frontend.py      one handler per TCLIService call (session calls, metadata
-     │                 pass-through, operation calls and proxy-run statements are mixins in
-     │                 hs2/calls/; frontend.py keeps dispatch, registries and
-     │                 ExecuteStatement's decision). OpenSession's user is the
-     │                 authenticated one; hs2/identity.py
+  hs2/frontend.py      one handler per TCLIService call, dispatched to the session manager
+     │                 (session calls, metadata pass-through), the operation manager
+     │                 (status, fetch, cancel, close) and the statement runner
+     │                 (ExecuteStatement's decision, proxy-run statements). OpenSession's
+     │                 user is the authenticated one; hs2/identity.py
      │                 allows hive.server2.proxy.user by rule; audit_log.py writes a line per
      │                 session and statement. Every handle a client sees is
      │                 minted here (hs2/handles.py: 16-byte guid + secret) and maps to a

@@ -1,5 +1,5 @@
 """Per-client session state (no I/O). The upstream connection object is attached at
-OpenSession (hs2/calls/sessions.py) but never used from here. The settings keys and their
+OpenSession (hs2/session_manager.py) but never used from here. The settings keys and their
 readers are proxy/session.py's; `track_statement` follows the USE and SET statements Spark
 accepted."""
 from __future__ import annotations
