@@ -79,12 +79,27 @@ class Service:
                                                 self.operation_manager, self.run_gate)
         self.settings = settings
         self.inflight = 0
-        self._handlers: dict[str, Callable[..., Awaitable[Any]]] = {}
-        for name in codec.METHODS:
-            h = getattr(self, f"_h_{name}", None)
-            if h is None and name in SESSION_CALLS:
-                h = self._forward_session_call
-            self._handlers[name] = h
+        self._handlers = self._handler_table()
+
+    def _handler_table(self) -> dict[str, Callable[..., Awaitable[Any]] | None]:
+        """TCLIService call -> the manager's method that answers it (conn, name, req,
+        seqid); None for a call the proxy does not answer (Invalid method name)."""
+        sessions, operations = self.session_manager, self.operation_manager
+        table = {
+            "OpenSession": sessions.open,
+            "CloseSession": sessions.close_call,
+            "GetInfo": sessions.get_info,
+            "SetClientInfo": sessions.set_client_info,
+            "ExecuteStatement": self.statement_runner.execute,
+            "GetOperationStatus": operations.get_status,
+            "GetResultSetMetadata": operations.get_result_set_metadata,
+            "FetchResults": operations.fetch_results,
+            "CancelOperation": operations.cancel,
+            "CloseOperation": operations.close,
+            "GetQueryId": operations.get_query_id,
+        }
+        return {name: table.get(name) or (sessions.forward if name in SESSION_CALLS else None)
+                for name in codec.METHODS}
 
     @property
     def settings(self) -> Settings:
@@ -242,39 +257,3 @@ class Service:
 
     async def _execute_gated(self, *args, **kwargs):
         return await self.statement_runner._execute_gated(*args, **kwargs)
-
-    async def _h_OpenSession(self, conn, name, req, seqid):
-        return await self.session_manager.open(conn, name, req, seqid)
-
-    async def _h_CloseSession(self, conn, name, req, seqid):
-        return await self.session_manager.close_call(conn, name, req, seqid)
-
-    async def _forward_session_call(self, conn, name, req, seqid):
-        return await self.session_manager.forward(conn, name, req, seqid)
-
-    async def _h_GetInfo(self, conn, name, req, seqid):
-        return await self.session_manager.get_info(conn, name, req, seqid)
-
-    async def _h_SetClientInfo(self, conn, name, req, seqid):
-        return await self.session_manager.set_client_info(conn, name, req, seqid)
-
-    async def _h_ExecuteStatement(self, conn, name, req, seqid):
-        return await self.statement_runner.execute(conn, name, req, seqid)
-
-    async def _h_GetOperationStatus(self, conn, name, req, seqid):
-        return await self.operation_manager.get_status(conn, name, req, seqid)
-
-    async def _h_GetResultSetMetadata(self, conn, name, req, seqid):
-        return await self.operation_manager.get_result_set_metadata(conn, name, req, seqid)
-
-    async def _h_FetchResults(self, conn, name, req, seqid):
-        return await self.operation_manager.fetch_results(conn, name, req, seqid)
-
-    async def _h_CancelOperation(self, conn, name, req, seqid):
-        return await self.operation_manager.cancel(conn, name, req, seqid)
-
-    async def _h_CloseOperation(self, conn, name, req, seqid):
-        return await self.operation_manager.close(conn, name, req, seqid)
-
-    async def _h_GetQueryId(self, conn, name, req, seqid):
-        return await self.operation_manager.get_query_id(conn, name, req, seqid)

@@ -246,8 +246,8 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
                                  statement="INSERT INTO db.fact VALUES (1)", runAsync=True)
     with pytest.raises(UpstreamError) as info:
-        asyncio.run(service._h_ExecuteStatement(ClientConnection("10.0.0.7:5123"),
-                                                "ExecuteStatement", req, 1))
+        asyncio.run(service.statement_runner.execute(ClientConnection("10.0.0.7:5123"),
+                                                         "ExecuteStatement", req, 1))
     assert info.value.sqlstate == "08S01"
     assert ended == ["INSERT INTO db.fact VALUES (1)"]
     service.audit.close()
