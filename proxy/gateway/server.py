@@ -192,7 +192,7 @@ class ProxyServer:
             observers.connection("close", "http" if http else "binary")
             self.limits.release(address)
             try:
-                await asyncio.shield(self.service.connection_closed(conn))
+                await asyncio.shield(self.service.session_manager.connection_closed(conn))
             except asyncio.CancelledError:
                 pass          # shutdown: close_all() owns the remaining sessions
             except Exception:  # noqa: BLE001

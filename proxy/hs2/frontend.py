@@ -38,9 +38,7 @@ from proxy.config import Settings
 from proxy.errors import ProxyError, to_status
 from proxy.hs2.connection import ClientConnection
 from proxy.hs2.limits import RunGate
-from proxy.hs2.operation import Operation
 from proxy.hs2.operation_manager import OperationManager
-from proxy.hs2.session import Session, track_statement
 from proxy.hs2.session_manager import SESSION_CALLS, SessionManager, UpstreamFactory
 from proxy.hs2.statements import StatementRunner
 from proxy.logsafe import redact
@@ -184,76 +182,9 @@ class Service:
     async def close_all(self, reason: str) -> None:
         await self.session_manager.close_all(reason)
 
-    # ------------------------------------------------------------------ delegations
-    # What the mixins of this class were: the handlers and the state readers and tests use.
-
-    @property
-    def sessions(self):
-        return self.session_manager.sessions
-
-    @property
-    def operations(self):
-        return self.operation_manager.operations
-
-    @property
-    def slots(self):
-        return self.session_manager.slots
-
-    @property
-    def session_limits(self):
-        return self.session_manager.session_limits
+    # ------------------------------------------------------------------ readers
 
     @property
     def health(self):
+        """The upstream's health (proxy/hs2/recovery.py), which serve and the metrics read."""
         return self.session_manager.health
-
-    @property
-    def impersonation(self):
-        return self.session_manager.impersonation
-
-    @property
-    def long_poll(self) -> float:
-        return self.operation_manager.long_poll
-
-    @property
-    def _recently_closed(self):
-        return self.operation_manager._recently_closed
-
-    @property
-    def _factory(self):
-        return self.session_manager._factory
-
-    def _session(self, handle: T.TSessionHandle | None) -> Session:
-        return self.session_manager.session(handle)
-
-    def _op(self, handle: T.TOperationHandle | None) -> Operation:
-        return self.operation_manager.op(handle)
-
-    def _register_op(self, session: Session, op: Operation, upstream: T.TOperationHandle | None,
-                     op_type: int, has_result_set: bool) -> T.TOperationHandle:
-        return self.operation_manager.register(session, op, upstream, op_type, has_result_set)
-
-    def _forget_op(self, op: Operation, why: str) -> None:
-        self.operation_manager.forget(op, why)
-
-    def _release_run_slot(self, op: Operation) -> None:
-        self.operation_manager.release_run_slot(op)
-
-    def _log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
-                       statement: str, sqlstate: str | None = None) -> None:
-        self.operation_manager.log_statement(session, op, decision, state, statement, sqlstate)
-
-    def _upstream_lost(self, session: Session, reason: str) -> None:
-        self.session_manager._upstream_lost(session, reason)
-
-    async def close_session(self, session: Session, reason: str) -> None:
-        await self.session_manager.close(session, reason)
-
-    async def connection_closed(self, conn: ClientConnection) -> None:
-        await self.session_manager.connection_closed(conn)
-
-    def _track_session_state(self, session: Session, statement: str) -> None:
-        track_statement(session, statement)
-
-    async def _execute_gated(self, *args, **kwargs):
-        return await self.statement_runner._execute_gated(*args, **kwargs)

@@ -166,7 +166,7 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
     session = Session(user="alice", protocol=10, client_protocol=10)
     req = T.TExecuteStatementReq(statement="SELECT 1", runAsync=True)
     with pytest.raises(RunQueueError):
-        asyncio.run(service._execute_gated(session, req, "SELECT 1", "pass", 1))
+        asyncio.run(service.statement_runner._execute_gated(session, req, "SELECT 1", "pass", 1))
     service.audit.close()
     [line] = [json.loads(x) for x in audit.read_text().splitlines()]
     assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "53000")

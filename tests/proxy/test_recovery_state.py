@@ -242,7 +242,7 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     s.upstream = UpstreamSession(settings.upstream)
     s.upstream.conn.broken = "Spark Thrift Server closed the connection"
     s.reopen = Reopen("secret")
-    s.handle = service.sessions.add(s)
+    s.handle = service.session_manager.sessions.add(s)
     req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
                                  statement="INSERT INTO db.fact VALUES (1)", runAsync=True)
     with pytest.raises(UpstreamError) as info:
@@ -288,14 +288,14 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
                       upstream_factory=factory)
     s = Session(user="alice", protocol=5, client_protocol=5)
     s.upstream, s.reopen = factory(), Reopen("secret")
-    s.handle = service.sessions.add(s)
+    s.handle = service.session_manager.sessions.add(s)
     req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
                                  statement="SELECT 1", runAsync=True)
 
     async def main():
         assert service.run_gate.enter() is None          # someone else runs
-        resp = await service._execute_gated(s, req, "SELECT 1", "pass", 1)
-        op = service.operations.get(resp.operationHandle.operationId)
+        resp = await service.statement_runner._execute_gated(s, req, "SELECT 1", "pass", 1)
+        op = service.operation_manager.operations.get(resp.operationHandle.operationId)
         assert op.state is OpState.PENDING
         made[0].conn.alive = False                        # Spark restarts meanwhile
         service.run_gate.release()
@@ -303,7 +303,7 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
         try:
             return op, op.state, op.error
         finally:
-            service._forget_op(op, "closed")
+            service.operation_manager.forget(op, "closed")
     op, state, error = asyncio.run(main())
     assert error is None and state is OpState.RUNNING and op.kind is OpKind.UPSTREAM
     assert len(made) == 2 and s.upstream is made[1] and made[1].conn.executed == "SELECT 1"
