@@ -90,7 +90,7 @@ class Operation:
     arrived: float = field(default_factory=time.monotonic)
     ended_at: float | None = None
     rows: int | None = None
-    facts: Any = None                     # proxy.hs2.calls.facts.Facts
+    facts: Any = None                     # proxy.hs2.statement_facts.Facts
 
     def mirror(self, state: "OpState") -> None:
         """Take upstream's state as reported (no transition check: Spark drives it)."""

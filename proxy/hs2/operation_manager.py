@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from proxy.errors import ClientError, InvalidHandle, UpstreamError
-from proxy.hs2.calls import facts as statement_facts
+from proxy.hs2 import statement_facts
 from proxy.hs2.handles import HandleRegistry, hex_id, mint
 from proxy.hs2.limits import RunGate
 from proxy.hs2.operation import OpKind, OpState, Operation

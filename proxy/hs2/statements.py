@@ -37,8 +37,8 @@ import time
 
 from proxy.classify import Kind, classify
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded
-from proxy.hs2.calls import facts as statement_facts
-from proxy.hs2.calls.facts import decided
+from proxy.hs2 import statement_facts
+from proxy.hs2.statement_facts import decided
 from proxy.hs2.handles import hex_id
 from proxy.hs2.limits import RunGate, effective_timeout
 from proxy.hs2.operation import OpKind, OpState, Operation

@@ -206,7 +206,7 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
 
 
 async def test_statement_events(gw_sts):
-    """The statement events the query log records (proxy/observe.py, proxy/hs2/calls/facts.py):
+    """The statement events the query log records (proxy/observe.py, proxy/hs2/statement_facts.py):
     decision, datamaps, rows sent (counted in Spark's relayed bytes; a re-read from the
     first row counts once), and the duration to the statement's end, not to its close."""
     async def local(upstream):
