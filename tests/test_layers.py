@@ -77,6 +77,66 @@ def test_serving_translation_is_pure():
                 and name not in {f"proxy.serving.{m}" for m in pure}] == []
 
 
+# --- proxy's subsystem packages ------------------------------------------------------------
+# package -> the packages of proxy it may import besides itself. Every package may import the
+# root vocabulary and the protocol core; an import inside a function counts.
+ROOT_VOCABULARY = ("proxy.config", "proxy.errors", "proxy.logsafe", "proxy.staleness",
+                   "proxy.background", "proxy.thrift")
+MAY_IMPORT = {
+    # the HiveServer2 service: routing (router, classify, statements, the session keys),
+    # the upstream client and its slots, the row sets, the observers. The audit log is
+    # written by hs2 itself until it becomes an observer; log_line leaves serving/tier.py
+    # for routing.
+    "proxy/hs2": ("proxy.router", "proxy.classify", "proxy.statements", "proxy.session",
+                  "proxy.upstream", "proxy.slots", "proxy.results", "proxy.observe",
+                  "proxy.audit_log", "proxy.serving.tier"),
+    # the listeners: the service they hand messages to, the HTTP wire. The Router only
+    # passes through ProxyServer to the Service it builds when given none.
+    "proxy/gateway": ("proxy.hs2", "proxy.http", "proxy.httpwire", "proxy.router"),
+}
+
+
+def _proxy_imports(path: Path):
+    """(line, dotted name) of every proxy or pipeline name a module imports:
+    `from proxy import config` is proxy.config, `from proxy.a import b` is proxy.a.b."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in ("proxy", "pipeline"):
+                yield node.lineno, name
+
+
+def _package_violations(package: str) -> list[str]:
+    own = package.replace("/", ".")
+    allowed = (own, *ROOT_VOCABULARY, *MAY_IMPORT[package])
+    return [f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for path in sorted((ROOT / package).rglob("*.py"))
+            for line, name in _proxy_imports(path)
+            if not any(name == a or name.startswith(a + ".") for a in allowed)]
+
+
+@pytest.mark.parametrize("package", sorted(MAY_IMPORT))
+def test_proxy_packages_import_only_what_is_below_them(package):
+    assert _package_violations(package) == []
+
+
+def test_the_package_check_sees_lazy_and_parent_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "proxy" / "hs2"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("from proxy import config, datamaps\n"
+                              "def f():\n    from proxy.hs2.session import g\n"
+                              "    import pipeline.jobs\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["ROOT"]), "ROOT", tmp_path)
+    assert _package_violations("proxy/hs2") == ["proxy/hs2/a.py:1 imports proxy.datamaps",
+                                                "proxy/hs2/a.py:4 imports pipeline.jobs"]
+
+
 # --- import cycles --------------------------------------------------------------------------
 # Modules of these packages that import each other, directly or around a ring, counting
 # imports inside functions and under `if TYPE_CHECKING:` (a lazy import still closes the
