@@ -4,14 +4,15 @@ BI clients (beeline/Hive JDBC, PyHive, impyla, ODBC) connect to the proxy exactl
 would to Spark. The proxy answers datamap DDL itself, rewrites queries a datamap can answer,
 and forwards everything else unchanged.
 
-Layers (I/O only at the edges: server.py, upstream/client.py, engine/spark.py)
------------------------------------------------------------------------------
+Layers (I/O only at the edges: gateway/, upstream.py, engine.py)
+----------------------------------------------------------------
 ::
 
   client bytes
-     │  server.py      asyncio accept loop; one named task per connection. First byte
-     │                 decides the transport: 0x01 SASL START -> SASL PLAIN (thrift/sasl.py,
-     │                 credentials checked by auth.py: users file or ldap_auth.py), 0x80/0x00
+     │  gateway/       asyncio accept loop (server.py); one named task per connection
+     │                 (connection.py). First byte decides the transport: 0x01 SASL START ->
+     │                 SASL PLAIN (thrift/sasl.py, credentials checked by gateway/auth/: users
+     │                 file or LDAP), 0x80/0x00
      │                 raw Thrift -> NOSASL. TLS
      │                 when a cert is configured. Frames/messages are bounded by
      │                 max_frame_bytes; bad input closes that one connection, never the server.
@@ -28,14 +29,16 @@ Layers (I/O only at the edges: server.py, upstream/client.py, engine/spark.py)
      │                 binary protocol; skip-parser for NOSASL message boundaries;
      │                 TApplicationException (UNKNOWN_METHOD for GetLog & co, same seqid).
      ▼
-  service.py           one handler per TCLIService call (session calls, metadata
-     │                 pass-through, operation calls and proxy-run statements are mixins in
-     │                 calls/; service.py keeps dispatch, registries and ExecuteStatement's
-     │                 decision). OpenSession's user is the authenticated one; identity.py
-     │                 allows hive.server2.proxy.user by rule; observability/audit_log.py
-     │                 writes a line per session and statement. Every handle a client sees is
-     │                 minted here (handles.py: 16-byte guid + secret) and maps to a Session
-     │                 (session.py) or an Operation (operations.py: explicit state machine).
+  hs2/frontend.py      one handler per TCLIService call, dispatched to the session manager
+     │                 (session calls, metadata pass-through), the operation manager
+     │                 (status, fetch, cancel, close) and the statement runner
+     │                 (ExecuteStatement's decision, proxy-run statements). OpenSession's
+     │                 user is the authenticated one; hs2/identity.py
+     │                 allows hive.server2.proxy.user by rule; audit_log.py writes a line per
+     │                 session and statement. Every handle a client sees is
+     │                 minted here (hs2/handles.py: 16-byte guid + secret) and maps to a
+     │                 Session (hs2/session.py) or an Operation (hs2/operation.py: explicit
+     │                 state machine).
      │                 Replies without handles (FetchResults, GetOperationStatus, ...) are
      │                 relayed as upstream's bytes: row data is never decoded in pass-through.
      │   ExecuteStatement -> routing/router.py Router.decide_async(ctx, sql) -> Decision (long
@@ -47,10 +50,10 @@ Layers (I/O only at the edges: server.py, upstream/client.py, engine/spark.py)
      │                             TRowSet for protocol >= V6, row-based below; FETCH_FIRST;
      │                             long-poll GetOperationStatus up to 5 s).
      │     Reject                  error status with the handler's SQLSTATE.
-     │   routing/classify.py says once per decision what the statement is (query, SET, USE,
-     │   write and its tables, datamap DDL; tokens from routing/sqlscan.py) for every handler and
-     │   for session.track_statement. Handlers are appended to the Router by components
-     │   (routing/statements.py owns `SET datamap.rewrite.enabled`; datamaps/ adds DDL, loads and
+     │   classify.py says once per decision what the statement is (query, SET, USE,
+     │   write and its tables, datamap DDL; tokens from sqlscan.py) for every handler and
+     │   for hs2/session.track_statement. Handlers are appended to the Router by components
+     │   (statements.py owns `SET datamap.rewrite.enabled`; datamaps/ adds DDL, loads and
      │   the rewriter's Rewrite). Handlers return the settings a statement changes.
      ▼
   upstream/client.py   asyncio HS2 client to Spark: one connection + session per client
@@ -58,7 +61,7 @@ Layers (I/O only at the edges: server.py, upstream/client.py, engine/spark.py)
                        configuration; protocol = min(client, Spark, configured max); one
                        lock per connection; every await has a timeout; a broken connection
                        fails the statements it cut with SQLSTATE 08S01 (and logs them),
-                       nobody else's; recovery.py then opens the session anew at its next
+                       nobody else's; hs2/recovery.py then opens the session anew at its next
                        call, replaying USE and SET, and keeps the upstream's health. Replies are bounded by [upstream]
                        max_reply_bytes, not the client-side limit: a bigger one fails that
                        call only and is read past, so the session goes on. upstream/slots.py caps

@@ -33,7 +33,7 @@ The parts:
     datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
     (proxy/datamaps/handler.py);
   - the protocol Service with its Observers (query log, metrics) and ProxyServer; the web
-    console (proxy/console); the Reloader (SIGHUP, proxy/reload.py); the ZooKeeper
+    console (proxy/console); the Reloader (SIGHUP, proxy/gateway/reload.py); the ZooKeeper
     registration (proxy/ha/discovery.py) once ready.
 """
 from __future__ import annotations
@@ -52,8 +52,8 @@ from proxy.routing import statements
 from proxy.advisor.core import Advisor
 from proxy.advisor.results import answers
 from proxy.observability.audit_log import AuditLog, AuditLogError
-from proxy.auth import build_authenticator
-from proxy.auth_base import AuthError
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth.base import AuthError
 from proxy.background import Background
 from proxy.config import ConfigError, Settings
 from proxy.console import ConsoleRefused, check as check_console, start_console
@@ -66,7 +66,7 @@ from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
-from proxy.kerberos import Acceptor, KerberosError
+from proxy.gateway.auth.kerberos import Acceptor, KerberosError
 from proxy.ha.leader import LEADER, LeaseKeeper
 from proxy.observability.metrics.collect import DatamapCollector
 from proxy.observability.metrics.endpoint import start_metrics
@@ -74,11 +74,11 @@ from proxy.observability.observe import Observers
 from proxy.engine.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.observability.querylog.log import QueryLog
-from proxy.recovery import HEALTH_FILE
-from proxy.reload import Reloader, apply_to_server
+from proxy.hs2.recovery import HEALTH_FILE
+from proxy.gateway.reload import Reloader, apply_to_server
 from proxy.routing.router import Router, share_the_interpreter
-from proxy.server import ProxyServer
-from proxy.service import Service
+from proxy.gateway.server import ProxyServer
+from proxy.hs2.frontend import Service
 from proxy.serving import ServingTier
 from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
 from proxy.startup import RemoteStart, start_embedded
@@ -116,7 +116,7 @@ class App:
 
     `engine`: an EmbeddedEngine already started by the caller (who stops it), else App
     starts one when `[upstream] host` is unset. `reload_from`: (config file, flags) that
-    SIGHUP reads again (proxy/reload.py)."""
+    SIGHUP reads again (proxy/gateway/reload.py)."""
 
     def __init__(self, settings: Settings, *, reload_from: tuple | None = None,
                  engine=None):

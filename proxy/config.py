@@ -10,7 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from proxy.staleness import BadDuration, parse_duration, seconds
 
@@ -27,6 +27,24 @@ def _as_duration(settings: Any, attr: str, key: str) -> None:
         object.__setattr__(settings, attr, parse_duration(getattr(settings, attr), key))
     except BadDuration as e:
         raise ConfigError(str(e)) from None
+
+
+# -- impersonation rules ([server] impersonation; applied by proxy/hs2/identity.py) -------------
+ANY = "*"
+
+
+def parse_rules(rules: Iterable[str]) -> dict[str, frozenset[str]]:
+    """{actor: targets}; ValueError naming the rule when one is malformed."""
+    out: dict[str, set[str]] = {}
+    for rule in rules:
+        actor, sep, targets = str(rule).partition(":")
+        actor = actor.strip()
+        names = {t.strip() for t in targets.split(",") if t.strip()}
+        if not sep or not actor or not names or actor == ANY:
+            raise ValueError(f"impersonation rule {rule!r}: expected \"actor:target,target\" "
+                             f"or \"actor:*\" (one named actor)")
+        out.setdefault(actor, set()).update(names)
+    return {a: frozenset(t) for a, t in out.items()}
 
 
 @dataclass(frozen=True)
@@ -55,7 +73,7 @@ class ServerSettings:
     http_path: str = "cliservice"       # the URL path clients POST to (httpPath=...)
     http_on_binary_port: bool = True    # also answer HTTP sniffed on the binary port
     http_cookie_max_age: float = 86400.0    # the hive.server2.auth session cookie; <= 0: none
-    # -- LDAP (auth = ldap; proxy/ldap_auth.py) ------------------------------------------
+    # -- LDAP (auth = ldap; proxy/gateway/auth/ldap.py) ------------------------------------------
     ldap_url: str | None = None         # ldap://host:389 or ldaps://host:636; several, space-separated
     ldap_starttls: bool = False         # upgrade an ldap:// connection with StartTLS
     ldap_ca_file: str | None = None     # CA bundle checking the directory's certificate
@@ -68,11 +86,11 @@ class ServerSettings:
     ldap_group_base_dn: str | None = None
     ldap_group_member_attribute: str = "member"
     ldap_timeout: float = 10.0
-    # -- Kerberos (auth = kerberos; proxy/kerberos.py) ------------------------------------
+    # -- Kerberos (auth = kerberos; proxy/gateway/auth/kerberos.py) ------------------------------------
     kerberos_principal: str | None = None     # hive/_HOST@REALM: SASL GSSAPI on the binary port
     kerberos_keytab: str | None = None
     kerberos_spnego_principal: str | None = None   # HTTP/_HOST@REALM: SPNEGO on HTTP
-    # -- identity (proxy/identity.py) -----------------------------------------------------
+    # -- identity (proxy/hs2/identity.py) -----------------------------------------------------
     # who may act as whom with hive.server2.proxy.user: "actor:target,target" or "actor:*"
     impersonation: tuple[str, ...] = ()
     audit_log: str | None = None        # a file for audit lines; None: the proxy.audit logger
@@ -280,8 +298,7 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             if not isinstance(value, (list, tuple)):
                 raise ValueError("expected a list of \"actor:target,...\" rules")
             rules = tuple(r for r in (str(v).strip() for v in value) if r)
-            from proxy.identity import parse_rules     # fails at start-up, naming the rule
-            parse_rules(rules)
+            parse_rules(rules)     # fails at start-up, naming the rule
             return rules
         if key == "zookeeper" and value:     # fails at start-up, not once serving
             from kazoo.hosts import collect_hosts

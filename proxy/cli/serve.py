@@ -124,7 +124,7 @@ def _flags(a: argparse.Namespace) -> dict:
 
 
 async def _serve(settings: cfg.Settings, reload_from: tuple | None = None) -> int:
-    """reload_from: (config file, flags) that SIGHUP reads again (proxy/reload.py)."""
+    """reload_from: (config file, flags) that SIGHUP reads again (proxy/gateway/reload.py)."""
     from proxy.app import App, StartFailed     # the whole proxy: not for the other commands
     try:
         async with App(settings, reload_from=reload_from) as app:

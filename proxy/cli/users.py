@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from proxy import config as cfg
-from proxy.auth_base import AuthError
+from proxy.gateway.auth.base import AuthError
 
 
 def add_parser(sub) -> None:
@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 
 
 def run(a: argparse.Namespace) -> int:
-    from proxy.auth import add_user
+    from proxy.gateway.auth.plain import add_user
     settings = cfg.load(a.config)
     path = a.users_file or settings.server.users_file or str(Path(settings.state.dir) / "users")
     if sys.stdin.isatty():

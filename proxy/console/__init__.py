@@ -22,7 +22,7 @@ __all__ = ["ConsoleRefused", "ConsoleServer", "check", "start_console"]
 
 async def start_console(settings, server, datamaps, querylog=None, advisor=None,
                         serving=None) -> ConsoleServer:
-    """The console of `server` (proxy.server.ProxyServer: its sign-in and audit log) over
+    """The console of `server` (proxy.gateway.server.ProxyServer: its sign-in and audit log) over
     `datamaps` (the DatamapService), started; ConsoleRefused or OSError if it cannot be.
     `serving`: the ServingTier, whose engine's state the datamap list shows."""
     app = ConsoleApp(Login(server), datamaps, server.service.audit, querylog, advisor,

@@ -32,7 +32,7 @@ class Who:
 
 class Login:
     def __init__(self, server, key: bytes | None = None):
-        self.server = server            # proxy.server.ProxyServer: authenticator, throttle
+        self.server = server            # proxy.gateway.server.ProxyServer: authenticator, throttle
         self.mode = server.settings.server.auth
         self.signer = hw.CookieSigner(SESSION_S, key, name=COOKIE, attrs="SameSite=Strict")
 

@@ -13,7 +13,7 @@ against the pipeline session's) and the Hive metastore(s) the
 pipeline session will use (TCP, then a real get_all_databases call); in embedded mode the
 Derby metastore in the state directory; and, when a proxy serves from that state
 directory, the upstream health it recorded (up or down, last success and failure, reopened
-sessions: proxy/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
+sessions: proxy/hs2/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
 started and asked a query as serve would: serving.py).
 
 Layout: checks.py holds Check/Target and the checks of this machine, remote.py those of the

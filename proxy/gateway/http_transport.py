@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 from proxy.http import wire as hw
 from proxy.http.listener import read_head
 from proxy.logsafe import safe
-from proxy.service import ClientConnection, Service
+from proxy.hs2.connection import ClientConnection
+from proxy.hs2.frontend import Service
 from proxy.thrift import codec
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ _NO_CREDENTIALS = "Authentication Error: Authorization header received from the 
 
 
 class TransportOwner(Protocol):
-    """What the transport uses of its ProxyServer (proxy/server.py, which imports this
+    """What the transport uses of its ProxyServer (proxy/gateway/server.py, which imports this
     module): the settings, the service, the binary port's login check and login pool."""
     settings: Settings
     service: Service

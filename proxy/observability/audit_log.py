@@ -4,7 +4,7 @@ Fields (absent when they do not apply):
   time         UTC, ISO 8601 with milliseconds
   event        session_open | session_refused | session_close | statement
   user         whom the session runs as; real_user: the authenticated user when it
-               impersonates `user` (hive.server2.proxy.user, proxy/identity.py)
+               impersonates `user` (hive.server2.proxy.user, proxy/hs2/identity.py)
   client       the client's address (host:port)
   configuration  session_open: the OpenSession configuration, secret values masked
   session      the proxy's session id; operation: the statement's operation id

@@ -74,7 +74,7 @@ class UpstreamConnection:
         # (method, request) of the call in flight, for whoever reports a broken connection.
         self.current: tuple[str, Any] | None = None
         self.on_break: Callable[[str], None] | None = None
-        # proxy.recovery.UpstreamHealth shared by the serve path's connections, or None
+        # proxy.hs2.recovery.UpstreamHealth shared by the serve path's connections, or None
         self.health: Any = None
         self.connected_at: float | None = None     # time.time() of the TCP connect
 
@@ -309,7 +309,7 @@ class UpstreamSession:
                    configuration: dict[str, str] | None,
                    real_user: str | None = None) -> T.TOpenSessionResp:
         """Connect and OpenSession; returns upstream's response (status checked by caller).
-        `real_user` (with `password`) impersonates `user` (proxy/identity.py allowed it)."""
+        `real_user` (with `password`) impersonates `user` (proxy/hs2/identity.py allowed it)."""
         await self.conn.connect(real_user or user, password)
         proto = min(client_protocol, self.settings.max_protocol)
         if real_user is not None:

@@ -5,7 +5,7 @@ import pytest
 from proxy import cli
 from proxy.cli import serve, sync
 from proxy.cli.main import build_parser
-from proxy.auth import UsersFile
+from proxy.gateway.auth.plain import UsersFile
 
 
 def test_serve_flags_map_to_sections():

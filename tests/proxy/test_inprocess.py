@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from proxy import auth, config
+from proxy import config
+from proxy.gateway.auth import plain as auth
 from proxy.observability.observe import Observer
 from proxy.routing.router import Local, LocalResult, PassThrough, Rewrite, Router
-from proxy.server import ProxyServer
+from proxy.gateway.server import ProxyServer
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.test_gateway import Raw
 
@@ -205,7 +206,7 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
 
 
 async def test_statement_events(gw_sts):
-    """The statement events the query log records (proxy/observability/observe.py, proxy/calls/facts.py):
+    """The statement events the query log records (proxy/observability/observe.py, proxy/hs2/statement_facts.py):
     decision, datamaps, rows sent (counted in Spark's relayed bytes; a re-read from the
     first row counts once), and the duration to the statement's end, not to its close."""
     async def local(upstream):

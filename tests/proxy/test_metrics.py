@@ -206,7 +206,7 @@ def test_every_metric_is_documented_and_every_documented_one_exported(tmp_path):
     import re
     from pathlib import Path
 
-    from proxy.recovery import UpstreamHealth
+    from proxy.hs2.recovery import UpstreamHealth
     from proxy.serving import ServingTier
     doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     documented = {re.sub(r"_total$", "", n) for row in doc.splitlines()

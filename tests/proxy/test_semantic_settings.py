@@ -2,8 +2,8 @@
 import pytest
 
 from proxy.routing.router import PassThrough, Remember, Router, StatementContext
+from proxy.hs2.session import Session
 from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
-from proxy.session import Session
 from proxy.routing.statements import install, watch_semantic_settings
 
 

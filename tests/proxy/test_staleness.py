@@ -11,7 +11,7 @@ from proxy import config
 from proxy.routing import statements
 from proxy.errors import ClientError
 from proxy.routing.router import Local, Reject, StatementContext
-from proxy.session import Session
+from proxy.hs2.session import Session
 from proxy.routing.session_keys import session_settings, staleness_budget
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration
 

@@ -43,7 +43,7 @@ def build_version() -> str:
 class DatamapCollector:
     """A custom collector (prometheus_client's protocol: collect() yields families).
     `serving`: the ServingTier or None; `querylog`: the query log (its datamap_totals())
-    or None; `health`: a callable returning the UpstreamHealth (proxy/recovery.py) or None,
+    or None; `health`: a callable returning the UpstreamHealth (proxy/hs2/recovery.py) or None,
     bound once the protocol service exists."""
 
     def __init__(self, catalog, serving=None, querylog=None,

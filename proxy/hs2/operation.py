@@ -77,20 +77,20 @@ class Operation:
     last_access: float = field(default_factory=time.monotonic)
     task: Any = None                      # asyncio.Task running a local/hooked operation
     client_handle: Any = None             # TOperationHandle the client holds
-    session: Any = None                   # proxy.session.Session owning this operation
+    session: Any = None                   # proxy.hs2.session.Session owning this operation
     done: Any = None                      # asyncio.Event set when a proxy-driven op ends
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     completed_ms: int | None = None
     log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
     log_sent: bool = False
-    holds_run_slot: bool = False          # counted by the RunGate (proxy/limits.py) until it ends
+    holds_run_slot: bool = False          # counted by the RunGate (proxy/hs2/limits.py) until it ends
     lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
     # the statement event (proxy/observability/observe.py): from ExecuteStatement's arrival to the end first
     # seen (time.monotonic()), rows sent to the client, and what was decided
     arrived: float = field(default_factory=time.monotonic)
     ended_at: float | None = None
     rows: int | None = None
-    facts: Any = None                     # proxy.calls.facts.Facts
+    facts: Any = None                     # proxy.hs2.statement_facts.Facts
 
     def mirror(self, state: "OpState") -> None:
         """Take upstream's state as reported (no transition check: Spark drives it)."""

@@ -116,7 +116,7 @@ class Reloader:
 
 
 def apply_to_server(server: Any) -> Callback:
-    """The callback for a proxy.server.ProxyServer and its Service: every reloadable
+    """The callback for a proxy.gateway.server.ProxyServer and its Service: every reloadable
     setting of the gateway's own objects. Other parts' policy objects with an `update(...)`
     register their own callback, or are found here by name (`impersonation`)."""
     def apply(settings: cfg.Settings) -> None:
@@ -124,19 +124,21 @@ def apply_to_server(server: Any) -> Callback:
         service = server.service
         server.settings = settings
         service.settings = settings          # idle timeouts, query_timeout are read per use
+        # (the Service hands them on to its managers)
         server.limits.total_limit = s.max_connections
         server.limits.per_address_limit = s.max_connections_per_address
         for window, limit in ((server.throttle.users, s.max_login_failures),
                               (server.throttle.addresses, s.max_login_failures_per_address)):
             window.limit, window.window = limit, s.login_failure_window
-        service.session_limits.update(s.limit_connections_per_user,
-                                      s.limit_connections_per_ipaddress,
-                                      s.limit_connections_per_user_ipaddress)
+        sessions = service.session_manager
+        sessions.session_limits.update(s.limit_connections_per_user,
+                                       s.limit_connections_per_ipaddress,
+                                       s.limit_connections_per_user_ipaddress)
         service.run_gate.update(s.max_running_operations, s.operation_queue_size,
                                 s.operation_queue_timeout)
-        service.slots.update(up.max_sessions, up.max_sessions_per_user, up.session_queue_size,
-                             up.session_queue_timeout)
-        for owner in (server, service):
+        sessions.slots.update(up.max_sessions, up.max_sessions_per_user, up.session_queue_size,
+                              up.session_queue_timeout)
+        for owner in (server, sessions):
             policy = getattr(owner, "impersonation", None)
             if policy is not None and hasattr(policy, "update"):
                 policy.update(s.impersonation)

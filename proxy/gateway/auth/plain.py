@@ -18,7 +18,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from proxy.auth_base import AllowAll, Authenticator, AuthError
+from proxy.gateway.auth.base import AuthError
 
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 14, 8, 1
 
@@ -31,25 +31,6 @@ class DenyAll:
 
     def check(self, user: str, password: str) -> str | None:
         return self.reason
-
-
-def build_authenticator(settings) -> Authenticator:
-    """The PLAIN checker `[server]` asks for (Settings or ServerSettings); AuthError on a
-    bad configuration, so that the server does not start."""
-    s = getattr(settings, "server", settings)
-    if s.auth == "ldap":
-        if s.users_file:
-            raise AuthError("[server] users_file and auth = ldap exclude each other: "
-                            "passwords are checked by one of them")
-        from proxy.ldap_auth import LdapAuthenticator     # ldap3 only when asked for
-        checker = LdapAuthenticator(s)
-        checker.probe()
-        return checker
-    if s.users_file:
-        return UsersFile(s.users_file)
-    if s.auth == "kerberos":
-        return DenyAll("this server authenticates with Kerberos: PLAIN logins are refused")
-    return AllowAll()
 
 
 def hash_password(password: str, salt: bytes | None = None,

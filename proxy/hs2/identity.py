@@ -9,7 +9,8 @@ rule for it, and refused otherwise (SQLSTATE 28000, naming both users): a silent
 to the real user would run the statements under an identity the client did not ask for.
 
 Rules, one string each: "actor:target,target" (actor may act as the listed users) or
-"actor:*" (as anyone). Several rules for one actor add up. The policy object is shared by
+"actor:*" (as anyone), parsed by proxy/config.py's `parse_rules` (which checks them when the
+settings load). Several rules for one actor add up. The policy object is shared by
 every session; `update(rules)` swaps the rules in one assignment (SIGHUP reload), and a
 session keeps the identity it was opened with.
 """
@@ -18,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from proxy.config import ANY, parse_rules
 from proxy.errors import ClientError
 
 PROXY_USER_KEY = "hive.server2.proxy.user"
-ANY = "*"
 
 
 class ImpersonationRefused(ClientError):
@@ -35,20 +36,6 @@ class Identity:
     user: str                       # whom the session's statements run as
     real_user: str | None           # the authenticated user, when it impersonates `user`
     configuration: dict[str, str]   # the OpenSession configuration minus the proxy-user key
-
-
-def parse_rules(rules: Iterable[str]) -> dict[str, frozenset[str]]:
-    """{actor: targets}; ValueError naming the rule when one is malformed."""
-    out: dict[str, set[str]] = {}
-    for rule in rules:
-        actor, sep, targets = str(rule).partition(":")
-        actor = actor.strip()
-        names = {t.strip() for t in targets.split(",") if t.strip()}
-        if not sep or not actor or not names or actor == ANY:
-            raise ValueError(f"impersonation rule {rule!r}: expected \"actor:target,target\" "
-                             f"or \"actor:*\" (one named actor)")
-        out.setdefault(actor, set()).update(names)
-    return {a: frozenset(t) for a, t in out.items()}
 
 
 class ImpersonationPolicy:

@@ -1,6 +1,7 @@
-"""What the statement event (proxy/observability/observe.py) says of an ExecuteStatement, for Service
-(proxy/service.py): when it arrived, what was decided (decision kind, datamaps, why not),
-its duration to the end first seen, the rows it sent and the client tool.
+"""What the statement event (proxy/observability/observe.py) says of an ExecuteStatement, for the
+statement runner (proxy/hs2/statements.py): when it arrived, what was decided (decision
+kind, datamaps, why not), its duration to the end first seen, the rows it sent and the
+client tool.
 
 The facts of the ExecuteStatement being handled live in a context variable: its
 operation takes them when registered, a statement that ends before it has one logs them,

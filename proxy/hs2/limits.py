@@ -11,7 +11,7 @@ operation_queue_timeout seconds; a full line or a wait that runs out is SQLSTATE
 (insufficient resources) naming the setting. A waiter that leaves (cancel, close) leaves the
 line; a slot granted to a waiter that is already gone is handed on.
 
-Both take new values with `update(...)` (SIGHUP, proxy/reload.py): a lower limit never takes
+Both take new values with `update(...)` (SIGHUP, proxy/gateway/reload.py): a lower limit never takes
 anything back, it only refuses or queues what comes next.
 """
 from __future__ import annotations

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.errors import InvalidHandle, UpstreamError, succeeded
 from proxy.logsafe import safe
-from proxy.operations import OpKind, OpState
+from proxy.hs2.operation import OpKind, OpState
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 if TYPE_CHECKING:
-    from proxy.session import Session
+    from proxy.hs2.session import Session
     from proxy.upstream.client import UpstreamSession
 
 log = logging.getLogger("proxy.upstream")

@@ -1,26 +1,19 @@
-"""Per-client session state (no I/O). The upstream connection object is attached by
-service.py but never used from here.
-
-The session's settings (`conf`) change in two ways only: `track_statement` once Spark
-accepted a USE or SET, and the `settings` of a Decision the router returned (the proxy's
-own `SET datamap.rewrite.enabled`, the block after a result-affecting SET), applied by
-service.py, and at OpenSession from the JDBC URL's hiveconf part for
-`datamap.max_staleness` (`session_settings`). The keys and their readers are
-proxy/routing/session_keys.py."""
+"""Per-client session state (no I/O). The upstream connection object is attached at
+OpenSession (hs2/session_manager.py) but never used from here. The settings keys and their
+readers are proxy/session.py's; `track_statement` follows the USE and SET statements Spark
+accepted."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.handles import HandleRegistry, hex_id
-from proxy.operations import Operation
 from proxy.routing.classify import Kind, classify
+from proxy.hs2.handles import HandleRegistry, hex_id
+from proxy.hs2.operation import Operation
 from proxy.routing.session_keys import (
     BLOCKED_KEY, REWRITE_KEY, rewrite_on, semantic_setting, session_settings,
 )
-
-__all__ = ["Session", "track_statement"]
 
 
 def track_statement(session: Any, statement: str) -> None:
@@ -35,7 +28,7 @@ def track_statement(session: Any, statement: str) -> None:
         elif statement.split(None, 2)[1].lower() != "time":    # SET key only shows it
             return
         # kept as written, last one per key last, for a new upstream session to replay
-        # (proxy/recovery.py): Spark accepted it, so it will again
+        # (proxy/hs2/recovery.py): Spark accepted it, so it will again
         sets = session.spark_sets
         sets.pop(stmt.key.lower(), None)
         sets[stmt.key.lower()] = statement.strip().rstrip(";")
@@ -49,9 +42,10 @@ def track_statement(session: Any, statement: str) -> None:
                 session.spark_sets.clear()
 
 
+
 @dataclass(eq=False)
 class Session:
-    user: str                             # whom statements run as (proxy/identity.py)
+    user: str                             # whom statements run as (proxy/hs2/identity.py)
     protocol: int                         # negotiated TProtocolVersion (int)
     client_protocol: int
     configuration: dict[str, str] = field(default_factory=dict)   # as sent at OpenSession
@@ -67,8 +61,8 @@ class Session:
     last_access: float = field(default_factory=time.monotonic)
     peer: str = "-"
     real_user: str | None = None          # the authenticated user, when it impersonates `user`
-    admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/limits.py
-    reopen: Any = None                    # proxy.recovery.Reopen: what a new upstream session needs
+    admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/hs2/limits.py
+    reopen: Any = None                    # proxy.hs2.recovery.Reopen: what a new upstream session needs
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

@@ -34,7 +34,7 @@ from ldap3.core import exceptions as lx
 from ldap3.utils.conv import escape_filter_chars
 from ldap3.utils.dn import escape_rdn
 
-from proxy.auth_base import AuthError, AuthUnavailable
+from proxy.gateway.auth.base import AuthError, AuthUnavailable
 from proxy.config import ServerSettings
 from proxy.logsafe import safe
 
