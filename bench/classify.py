@@ -1,4 +1,4 @@
-"""What classifying a statement costs (proxy/classify.py), per statement shape, in µs:
+"""What classifying a statement costs (proxy/routing/classify.py), per statement shape, in µs:
 the median of many runs in one process. A plain SELECT must stay a look at its first
 word; a statement starting with WITH / FROM pays a keyword pre-check over its text, and
 a parse only when INSERT occurs in it.
@@ -35,8 +35,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20000)
     args = ap.parse_args()
     sys.path.insert(0, args.repo)
-    from proxy.classify import classify
-    print(f"proxy.classify from {sys.modules['proxy.classify'].__file__}")
+    from proxy.routing.classify import classify
+    print(f"proxy.routing.classify from {sys.modules['proxy.routing.classify'].__file__}")
     for title, sql in SHAPES.items():
         runs = args.runs if "parsed" not in title else args.runs // 50
         samples = []

@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 from timing import per_call_us  # noqa: E402  (bench/timing.py)
 from proxy.datamaps.catalog import Catalog  # noqa: E402
-from proxy.metrics import Metrics  # noqa: E402
-from proxy.metrics_collect import DatamapCollector  # noqa: E402
-from proxy.observe import Observers, StatementEvent  # noqa: E402
+from proxy.observability.metrics.registry import Metrics  # noqa: E402
+from proxy.observability.metrics.collect import DatamapCollector  # noqa: E402
+from proxy.observability.observe import Observers, StatementEvent  # noqa: E402
 
 EVENTS = [
     StatementEvent(at=0.0, session_id="s", user="ann", client="", current_db="default",

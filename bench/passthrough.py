@@ -473,8 +473,8 @@ def report_latency_throughput(args, proxy, sides: dict[str, Raw]) -> None:
 
 def bench_replicas(args, workdir: Path, sts, proxy) -> None:
     """(f): two replicas registered in ZooKeeper, found the way clients find them
-    (proxy.discovery.connect: one ZooKeeper lookup per connection, as Hive JDBC does)."""
-    from proxy.discovery import connect, servers
+    (proxy.ha.discovery.connect: one ZooKeeper lookup per connection, as Hive JDBC does)."""
+    from proxy.ha.discovery import connect, servers
     from tests.support.zookeeper import registered, registered_proxy, start_zookeeper, wait_for
 
     zk = start_zookeeper(workdir / "zk")

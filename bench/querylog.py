@@ -1,4 +1,4 @@
-"""What the query log costs (proxy/querylog.py, docs/querylog.md), medians of repeated runs
+"""What the query log costs (proxy/observability/querylog/log.py, docs/querylog.md), medians of repeated runs
 in one process:
 
   hot path     per statement on the event loop: building the StatementEvent and
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import per_call_us  # noqa: E402  (bench/timing.py)
 from proxy.config import QueryLogSettings  # noqa: E402
-from proxy.observe import Observers, StatementEvent  # noqa: E402
-from proxy.querylog import LoggedQuery, QueryLog  # noqa: E402
+from proxy.observability.observe import Observers, StatementEvent  # noqa: E402
+from proxy.observability.querylog.log import LoggedQuery, QueryLog  # noqa: E402
 from proxy.thrift import codec  # noqa: E402
 from proxy.thrift.gen.TCLIService import ttypes as T  # noqa: E402
 from proxy.thrift.rowcount import fetched_rows  # noqa: E402

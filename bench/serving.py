@@ -22,8 +22,21 @@ in the `bench` extra: `pip install -e '.[bench]'`):
   allow-list (EXPLAIN: "Served by: spark (...)") measures the dm-spark path in served and
   cached too.
 
+  --workload bi (or all) measures what BI tools send, over the same TPC-H data:
+    - Superset's statements in both its engine specs (Apache Hive grains, Spark SQL
+      `date_trunc` grains), exactly as its chart-data API wrote them for
+      tests/fixtures/superset/statements.json, over `ss_orders` (lineitem x orders x
+      customer x nation flattened, one row a line) and the datamaps SS_DATAMAPS;
+    - the Tableau, Power BI and Looker corpora (tests/fixtures/rewriter/corpus/*.yaml, their
+      time grains among them) over their own datamaps, each named <tool>_<datamap>.
+    Per statement: EXPLAIN (hit? "Served by"?), then the median of --reps runs of base and
+    served (serving on, cache off). It reports, per source, the share of the hits served
+    in-process, the served p50 (in-process answers, no cache) and the median base / served
+    over the hits, all from this one run; rows of served must equal base's (in any order:
+    the tools order by a metric, and rows that tie on it may come in any order).
+
     python bench/serving.py [--scale 1] [--data-dir DIR] [--reps 7] [--keep-state DIR]
-                            [--installed VENV]
+                            [--installed VENV] [--workload dashboard|bi|all]
 """
 from __future__ import annotations
 
@@ -108,6 +121,24 @@ QUERIES = {
         avg(o_totalprice) AS avg_total FROM {ORDERS}
         WHERE c_mktsegment = 'BUILDING' AND year(o_orderdate) BETWEEN 1995 AND 1996""",
 }
+
+# Superset's table for tests/fixtures/superset/statements.json at TPC-H scale: a timestamp
+# (the order date plus 3 h per line number: second to year grains all group something),
+# 25 countries, 5 segments, 50 customer ids
+SS_ORDERS_LOAD = """INSERT INTO default.ss_orders
+    SELECT CAST(o_orderdate AS TIMESTAMP) + make_interval(0, 0, 0, 0, l_linenumber * 3, 0, 0),
+           o_orderdate, n_name, c_mktsegment, CAST(o_custkey % 50 AS INT),
+           CAST(l_quantity AS INT), CAST(l_extendedprice AS DECIMAL(10,2)),
+           CAST(l_discount AS DOUBLE)
+    FROM tpch.lineitem JOIN tpch.orders ON l_orderkey = o_orderkey
+    JOIN tpch.customer ON o_custkey = c_custkey JOIN tpch.nation ON c_nationkey = n_nationkey"""
+SS_DATAMAPS = {
+    "ss_time": """SELECT ts, d, sum(amount), sum(qty), count(*), avg(price)
+        FROM default.ss_orders GROUP BY ts, d""",
+    "ss_dims": """SELECT country, category, customer_id, sum(amount), sum(qty), count(*),
+        avg(price) FROM default.ss_orders GROUP BY country, category, customer_id""",
+}
+BI_TOOLS = ("tableau", "powerbi", "looker")
 
 MODES = {
     "base": {"datamap.rewrite.enabled": "false"},
@@ -207,6 +238,97 @@ def measure(cur, sql: str, reps: int) -> dict[str, tuple[float, list]]:
     return out
 
 
+def bi_statements() -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
+    """The BI workload: {datamap name: SELECT} and (source, name, database, statement)."""
+    from tests.rewriter.corpus import load_corpus
+    from tests.support.superset import fixture
+
+    datamaps = {name: sql for name, sql in SS_DATAMAPS.items()}
+    statements = [(f"superset-{st['spec']}", st["chart"], "default", st["sql"])
+                  for st in fixture()["statements"]]
+    for case in load_corpus():
+        if case.file not in BI_TOOLS or not case.must_hit:
+            continue
+        for name, sql in case.datamaps:
+            datamaps[f"{case.file}_{name}"] = sql
+        statements.append((case.file, case.id, case.current_db, case.query))
+    return datamaps, statements
+
+
+def bi_workload(cur, datamaps: dict[str, str], statements, reps: int) -> list[dict]:
+    """Per statement: hit, how it was served, the base and served medians (ms)."""
+    out = []
+    for name, sql in datamaps.items():
+        t0 = time.monotonic()
+        cur.execute(f"CREATE DATAMAP {name} USING 'mv' AS {sql}")
+        print(f"datamap {name}: built in {time.monotonic() - t0:.1f} s", flush=True)
+    modes = {m: MODES[m] for m in ("base", "served")}
+    for source, name, db, sql in statements:
+        cur.execute(f"USE {db}")
+        for k, v in MODES["served"].items():
+            cur.execute(f"SET {k}={v}")
+        cur.execute(f"EXPLAIN {sql}")
+        head = "\n".join(str(r[0]) for r in cur.fetchall()).split("\n\n", 1)[0]
+        served_by = next((line[len("Served by: "):] for line in head.splitlines()
+                          if line.startswith("Served by: ")), "")
+        row = {"source": source, "name": name, "hit": "Hit mv DataMap:" in head,
+               "served": served_by == "local engine", "how": served_by}
+        if row["hit"]:
+            r = {}
+            for mode, settings in modes.items():
+                for k, v in settings.items():
+                    cur.execute(f"SET {k}={v}")
+                try:
+                    _, rows = timed(cur, sql)
+                    samples = [timed(cur, sql)[0] for _ in range(reps)]
+                except Exception as e:  # noqa: BLE001 - Spark refuses some shapes
+                    r = {"error": f"{mode}: {str(e).splitlines()[0][:160]}"}
+                    break
+                r[mode] = (statistics.median(samples), rows)
+            if "error" in r:
+                row["error"] = r["error"]
+            else:
+                row["base_ms"], row["served_ms"] = r["base"][0], r["served"][0]
+                # unordered: these statements order by a metric, and rows that tie on it
+                # come in any order, Spark's own runs included
+                if diff := same_rows(r["base"][1], r["served"][1], False):
+                    print(f"MISMATCH {source} {name} base vs served: {diff}")
+        print(f"{source:16} {name:28} " + (
+            ("error " + row["error"]) if "error" in row else
+            f"{row['base_ms']:8.1f} {row['served_ms']:8.1f} ms  {row['how']}" if row["hit"]
+            else "no hit"), flush=True)
+        out.append(row)
+    return out
+
+
+def bi_report(rows: list[dict]) -> None:
+    print(f"\n{'BI source':16}{'stmts':>6}{'hits':>6}{'served':>8}{'share':>7}"
+          f"{'served p50':>12}{'base/served':>13}   (ms; served: in-process, no cache)")
+    for source in list(dict.fromkeys(r["source"] for r in rows)) + ["all"]:
+        mine = [r for r in rows if source in ("all", r["source"])]
+        hits = [r for r in mine if r["hit"] and "error" not in r]
+        served = [r for r in hits if r["served"]]
+        share = len(served) / len(hits) if hits else float("nan")
+        print(f"{source:16}{len(mine):6}{len(hits):6}{len(served):8}{share:7.0%}"
+              f"{p50([r['served_ms'] for r in served]):12.1f}"
+              f"{p50([r['base_ms'] / r['served_ms'] for r in hits]):12.1f}x")
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r["hit"] and not r["served"] and "error" not in r:
+            # the reason's head: "UNIXTOSTR", "JOINS clause", "COUNT(DISTINCT ...)"
+            why = r["how"]
+            if why.startswith("spark (") and why.endswith(")"):
+                why = why[len("spark ("):-1]
+            why = why.removeprefix("not served locally: ").split(" (")[0].split(" over ")[0]
+            reasons[why] = reasons.get(why, 0) + 1
+    print("hits not served in-process, by reason (the head of EXPLAIN's 'Served by'):")
+    for how, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:3}  {how}")
+    errors = [r for r in rows if "error" in r]
+    for r in errors:
+        print(f"error (both left out): {r['source']} {r['name']}: {r['error']}")
+
+
 def p50(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
@@ -245,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--installed", metavar="VENV",
                     help="run the `datamap-proxy` installed in this virtual environment "
                          "(e.g. made by README's first command) instead of this checkout")
+    ap.add_argument("--workload", choices=("dashboard", "bi", "all"), default="dashboard",
+                    help="dashboard: the TPC-H dashboard queries; bi: what BI tools send "
+                         "(Superset in both engine specs, Tableau, Power BI, Looker)")
     a = ap.parse_args(argv)
     t_run = time.monotonic()
     tmp = tempfile.TemporaryDirectory(prefix="bench-serving-")
@@ -264,14 +389,23 @@ def main(argv: list[str] | None = None) -> int:
         conn = hive.connect(host="127.0.0.1", port=srv.port, username="bench")
         cur = conn.cursor()
         load(cur, data)
-        for name, sql in DATAMAPS.items():
+        if a.workload in ("bi", "all"):
+            bi_datamaps, bi_stmts = bi_statements()
+            from tests.support.superset import fixture
+            t0 = time.monotonic()
+            cur.execute(fixture()["table"].replace("CREATE TABLE ", "CREATE TABLE default."))
+            cur.execute(SS_ORDERS_LOAD)
+            print(f"load default.ss_orders: {time.monotonic() - t0:.1f} s")
+            bi_rows = bi_workload(cur, bi_datamaps, bi_stmts, a.reps)
+            cur.execute("USE tpch")
+        for name, sql in (DATAMAPS if a.workload != "bi" else {}).items():
             t0 = time.monotonic()
             cur.execute(f"CREATE DATAMAP {name} USING 'mv' AS {sql}")
             cur.execute(f"SELECT count(*) FROM {name}_table")
             print(f"datamap {name}: built in {time.monotonic() - t0:.1f} s, "
                   f"{cur.fetchall()[0][0]} rows")
         results = {}
-        for name, sql in QUERIES.items():
+        for name, sql in (QUERIES if a.workload != "bi" else {}).items():
             if not hits(cur, name, sql):
                 continue
             r = measure(cur, sql, a.reps)
@@ -283,7 +417,10 @@ def main(argv: list[str] | None = None) -> int:
                   + f" ({len(r['base'][1])} rows)", flush=True)
             results[name] = r
         conn.close()
-        report(results)
+        if results:
+            report(results)
+        if a.workload in ("bi", "all"):
+            bi_report(bi_rows)
         print(f"\nSF{a.scale:g}, {a.reps} reps after 1 warm-up; load average "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; whole run "
               f"{time.monotonic() - t_run:.0f} s")

@@ -8,7 +8,7 @@ inherit the settings changed at run time on its parent (the pipeline zone alignm
 `spark.sql.session.timeZone` that way), so every modifiable `spark.sql.*` setting of the
 parent is copied: the audit computes under the semantics the datamaps were built under.
 Its jobs carry the job tag `datamap-audit` (shutdown cancels them) and run in the FAIR
-scheduler pool `datamap_audit`, which proxy/sparkconf.py gives a low weight.
+scheduler pool `datamap_audit`, which proxy/engine/sparkconf.py gives a low weight.
 """
 from __future__ import annotations
 

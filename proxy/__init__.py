@@ -4,14 +4,15 @@ BI clients (beeline/Hive JDBC, PyHive, impyla, ODBC) connect to the proxy exactl
 would to Spark. The proxy answers datamap DDL itself, rewrites queries a datamap can answer,
 and forwards everything else unchanged.
 
-Layers (I/O only at the edges: server.py, upstream.py, engine.py)
------------------------------------------------------------------
+Layers (I/O only at the edges: gateway/, upstream.py, engine.py)
+----------------------------------------------------------------
 ::
 
   client bytes
-     │  server.py      asyncio accept loop; one named task per connection. First byte
-     │                 decides the transport: 0x01 SASL START -> SASL PLAIN (thrift/sasl.py,
-     │                 credentials checked by auth.py: users file or ldap_auth.py), 0x80/0x00
+     │  gateway/       asyncio accept loop (server.py); one named task per connection
+     │                 (connection.py). First byte decides the transport: 0x01 SASL START ->
+     │                 SASL PLAIN (thrift/sasl.py, credentials checked by gateway/auth/: users
+     │                 file or LDAP), 0x80/0x00
      │                 raw Thrift -> NOSASL. TLS
      │                 when a cert is configured. Frames/messages are bounded by
      │                 max_frame_bytes; bad input closes that one connection, never the server.
@@ -28,52 +29,55 @@ Layers (I/O only at the edges: server.py, upstream.py, engine.py)
      │                 binary protocol; skip-parser for NOSASL message boundaries;
      │                 TApplicationException (UNKNOWN_METHOD for GetLog & co, same seqid).
      ▼
-  service.py           one handler per TCLIService call (session calls, metadata
-     │                 pass-through, operation calls and proxy-run statements are mixins in
-     │                 calls/; service.py keeps dispatch, registries and ExecuteStatement's
-     │                 decision). OpenSession's user is the authenticated one; identity.py
+  hs2/frontend.py      one handler per TCLIService call, dispatched to the session manager
+     │                 (session calls, metadata pass-through), the operation manager
+     │                 (status, fetch, cancel, close) and the statement runner
+     │                 (ExecuteStatement's decision, proxy-run statements). OpenSession's
+     │                 user is the authenticated one; hs2/identity.py
      │                 allows hive.server2.proxy.user by rule; audit_log.py writes a line per
      │                 session and statement. Every handle a client sees is
-     │                 minted here (handles.py: 16-byte guid + secret) and maps to a Session
-     │                 (session.py) or an Operation (operations.py: explicit state machine).
+     │                 minted here (hs2/handles.py: 16-byte guid + secret) and maps to a
+     │                 Session (hs2/session.py) or an Operation (hs2/operation.py: explicit
+     │                 state machine).
      │                 Replies without handles (FetchResults, GetOperationStatus, ...) are
      │                 relayed as upstream's bytes: row data is never decoded in pass-through.
-     │   ExecuteStatement -> router.py Router.decide_async(ctx, sql) -> Decision (long
+     │   ExecuteStatement -> routing/router.py Router.decide_async(ctx, sql) -> Decision (long
      │   statements are decided in owned worker threads, off the event loop):
      │     PassThrough / Rewrite   forwarded (Rewrite sends its SQL instead); with `after`
      │                             the proxy polls upstream and awaits the hook before the
      │                             client sees FINISHED.
-     │     Local                   runner() -> LocalResult served by results.py (columnar
+     │     Local                   runner() -> LocalResult served by thrift/rowsets.py (columnar
      │                             TRowSet for protocol >= V6, row-based below; FETCH_FIRST;
      │                             long-poll GetOperationStatus up to 5 s).
      │     Reject                  error status with the handler's SQLSTATE.
      │   classify.py says once per decision what the statement is (query, SET, USE,
      │   write and its tables, datamap DDL; tokens from sqlscan.py) for every handler and
-     │   for session.track_statement. Handlers are appended to the Router by components
+     │   for hs2/session.track_statement. Handlers are appended to the Router by components
      │   (statements.py owns `SET datamap.rewrite.enabled`; datamaps/ adds DDL, loads and
      │   the rewriter's Rewrite). Handlers return the settings a statement changes.
      ▼
-  upstream.py          asyncio HS2 client to Spark: one connection + session per client
+  upstream/client.py   asyncio HS2 client to Spark: one connection + session per client
                        session, opened as the client's user with its OpenSession
                        configuration; protocol = min(client, Spark, configured max); one
                        lock per connection; every await has a timeout; a broken connection
                        fails the statements it cut with SQLSTATE 08S01 (and logs them),
-                       nobody else's; recovery.py then opens the session anew at its next
+                       nobody else's; hs2/recovery.py then opens the session anew at its next
                        call, replaying USE and SET, and keeps the upstream's health. Replies are bounded by [upstream]
                        max_reply_bytes, not the client-side limit: a bigger one fails that
-                       call only and is read past, so the session goes on. slots.py caps
+                       call only and is read past, so the session goes on. upstream/slots.py caps
                        upstream sessions (in all, per user) with a bounded queue (53300).
 
 errors.py turns any exception into a TStatus in one place (ClientError: our SQLSTATE;
 UpstreamError: Spark's status untouched; anything else: HY000 "Internal proxy error").
 config.py holds frozen settings (defaults < TOML < DATAMAP_PROXY_<SECTION>_<KEY> < flags).
-app.py wires one `serve` process: pipeline_session.py (the lazily opened pipeline
+app.py wires one `serve` process: engine/pipeline_session.py (the lazily opened pipeline
 SparkSession), startup.py (recovery, index warm-up, remote-mode on-open), pipeline_zone.py
 (the pipeline's time zone against the upstream's), background.py (every thread and task
-serve starts, stopped and joined at shutdown); engine.py runs embedded Spark, sparkconf.py
-is its pure half (settings check, Spark conf, state paths).
-cli.py: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `sync` (runs
-SYNC DATAMAPS on the running proxy through upstream.py's client), `users add`, `doctor`.
+serve starts, stopped and joined at shutdown); engine/spark.py runs embedded Spark,
+engine/sparkconf.py is its pure half (settings check, Spark conf, state paths).
+cli/: `datamap-proxy serve` (embedded Spark via engine/spark.py when no --upstream), `sync`
+(runs SYNC DATAMAPS on the running proxy through upstream/client.py's client), `advise`,
+`users add`, `doctor`, `docs`: one module per command, cli/main.py dispatches.
 
 Lifecycle
 ---------

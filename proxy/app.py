@@ -1,199 +1,406 @@
-"""Assembles the statement Router that `datamap-proxy serve` runs with.
+"""The composition root: one `datamap-proxy serve` process, built in dependency order.
 
-    router, closer = await build_router(settings, engine)   # engine: EmbeddedEngine | None
-    ...serve...
-    await closer()
+    async with App(settings, reload_from=(config_file, flags)) as app:
+        return await app.run()        # until SIGTERM / SIGINT; SIGHUP reloads
 
-Order of handlers: the gateway's own (`SET datamap.rewrite.enabled`, proxy/statements.py),
-then datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
-(proxy/datamaps/handler.py). The datamap catalog is SQLite at `<state dir>/catalog.db`, or
-the PostgreSQL database `[state] catalog` names, shared by replicas (docs/replicas.md).
+`App.start()` builds every part, each getting its collaborators in its constructor, and
+pushes each part's closer on one AsyncExitStack, so that a start failing half-way closes
+what it had built and the stop runs in reverse (the order is in `_build`). A setting that
+cannot be honoured raises ConfigError (`serve` exits 2), anything else that stops the start
+raises StartFailed (exit 1).
 
-This module only wires parts together:
-  - the pipeline SparkSession (proxy/pipeline_session.py): the engine's own session in
+The parts:
+  - the checks that must fail before a minute of Spark start: audit log, console settings,
+    the authenticator, the Kerberos acceptor;
+  - `[metrics] port` (proxy/observability/metrics/registry.py, docs/metrics.md), first: a port in use stops the
+    start before any thread does;
+  - the embedded Spark (proxy/engine/spark.py) when there is no `[upstream]`;
+  - the datamap catalog: SQLite at `<state dir>/catalog.db`, or the PostgreSQL database
+    `[state] catalog` names, shared by replicas (docs/replicas.md), and its leases
+    (proxy/ha/leader.py): the periodic sync runs only on the leader, and each datamap's jobs
+    hold a lease so replicas never run them twice at once;
+  - the pipeline SparkSession (proxy/engine/pipeline_session.py): the engine's own session in
     embedded mode; in remote mode a JVM of our own, opened lazily, whose on_open hook is
     proxy/startup.py's RemoteStart (zone alignment, recovery, index warm-up);
-  - DatamapService over the catalog and that session;
+  - DatamapService over the catalog and that session, external tables, the query log
+    (`[querylog]`, docs/querylog.md), the serving tier, the Auditor (`[datamaps]
+    audit_sample_rate`, proxy/datamaps/audit.py), the index pruner, the advisor;
   - the background work (proxy/background.py): `[datamaps] sync_interval_s` > 0 runs SYNC
-    DATAMAPS (proxy/datamaps/sync.py) that often; remote mode checks the upstream's zone
-    every ZONE_CHECK_S (proxy/pipeline_zone.py). The closer stops and joins all of it.
-  - the catalog leases (proxy/leader.py): the periodic sync runs only on the leader, and
-    each datamap's jobs hold a lease so replicas never run them twice at once.
-`[datamaps] auto_compaction` is the default of the per-datamap DMPROPERTIES('auto_compaction').
-`[metrics] port` serves Prometheus metrics (proxy/metrics.py, docs/metrics.md); the
-metrics observe the protocol Service through `router.with_service`, which `serve` calls.
-`[querylog]`: every statement is recorded in the catalog's database (proxy/querylog.py,
-docs/querylog.md); the QueryLog observes the protocol Service through `router.with_service`,
-which `serve` calls, and is `router.querylog` for the console, metrics and advisor.
-`[datamaps] audit_sample_rate` is the share of datamap answers the Auditor re-checks
-(proxy/datamaps/audit.py; its worker is a background thread).
+    DATAMAPS that often; remote mode checks the upstream's zone every ZONE_CHECK_S
+    (proxy/pipeline_zone.py). The stop joins all of it;
+  - the statement Router, its handlers in order: the gateway's own (`SET
+    datamap.rewrite.enabled`, proxy/routing/statements.py), temporary views, external tables, then
+    datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
+    (proxy/datamaps/handler.py);
+  - the protocol Service with its Observers (query log, metrics) and ProxyServer; the web
+    console (proxy/console); the Reloader (SIGHUP, proxy/gateway/reload.py); the ZooKeeper
+    registration (proxy/ha/discovery.py) once ready.
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
+import signal
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Awaitable, Callable
 
-from proxy import leader, statements
-from proxy.advisor import Advisor
+from proxy.engine import spark as engine_mod
+from proxy.routing import statements
+from proxy.advisor.core import Advisor
+from proxy.advisor.results import answers
+from proxy.observability.audit_log import AuditLog, AuditLogError
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth.base import AuthError
 from proxy.background import Background
-from proxy.config import Settings
+from proxy.config import ConfigError, Settings
+from proxy.console import ConsoleRefused, check as check_console, start_console
 from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
-from proxy.serving import ServingTier
-from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
 from proxy.datamaps.service import DatamapService
+from proxy.ha.discovery import Registration
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
 from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
-from proxy.metrics_collect import DatamapCollector
-from proxy.metrics_http import start_metrics
-from proxy.pipeline_session import LazySpark
+from proxy.gateway.auth.kerberos import Acceptor, KerberosError
+from proxy.ha.leader import LEADER, LeaseKeeper
+from proxy.observability.metrics.collect import DatamapCollector
+from proxy.observability.metrics.endpoint import start_metrics
+from proxy.observability.observe import Observers
+from proxy.engine.pipeline_session import LazySpark
 from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
-from proxy.querylog import QueryLog
-from proxy.router import Router
+from proxy.observability.querylog.log import QueryLog
+from proxy.hs2.recovery import HEALTH_FILE
+from proxy.gateway.reload import Reloader, apply_to_server
+from proxy.routing.router import Router, share_the_interpreter
+from proxy.gateway.server import ProxyServer
+from proxy.hs2.frontend import Service
+from proxy.serving import ServingTier
+from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
 from proxy.startup import RemoteStart, start_embedded
 
-if TYPE_CHECKING:
-    from proxy.engine import EmbeddedEngine
-
 log = logging.getLogger("proxy.app")
-
-Closer = Callable[[], Awaitable[None]]
+# serve's own lines (starting, listening, ready, shutting down), under the name they had
+serve_log = logging.getLogger("proxy")
 
 # A periodic run cancelled by shutdown is waited for this long (Spark is stopped after it).
 SYNC_STOP_GRACE_S = 60.0
 
 
-async def build_router(settings: Settings, engine: EmbeddedEngine | None = None
-                       ) -> tuple[Router, Closer]:
-    """The Router for `serve` and an async closer to await after the server stopped.
+class StartFailed(Exception):
+    """`serve` could not start (exit 1); the message says why."""
 
-    `engine` is the started EmbeddedEngine, or None in remote mode."""
-    # first, before any thread starts: a [metrics] port in use stops the start (exit 2)
-    metrics, metrics_endpoint = await start_metrics(settings)
-    state_dir = Path(settings.state.dir).expanduser().resolve()
-    state_dir.mkdir(parents=True, exist_ok=True)
-    catalog = await asyncio.to_thread(Catalog.in_state_dir, state_dir, settings.state.catalog)
-    background = Background()
-    dm = settings.datamaps
-    log.info("datamap catalog: %s", catalog.path)     # the URL without its password
-    leases = leader.LeaseKeeper(catalog, settings.state.lease_ttl_s)
-    leader.install(leases)
-    await asyncio.to_thread(leases.want, leader.LEADER)
 
-    if engine is not None:
-        spark = LazySpark(lambda: engine.spark, background=background)
-    else:
-        from proxy import engine as engine_mod
-        spark = LazySpark(lambda: engine_mod.open_pipeline_session(state_dir, settings.spark),
-                          closer=engine_mod.close_pipeline_session, background=background)
-    service = DatamapService(catalog, spark)
-    service.locks.leases = leases
-    service.auto_compaction = dm.auto_compaction
-    service.indexes.max_bloom_bytes = settings.indexes.max_bloom_bytes
-
-    if engine is not None:
-        await start_embedded(await asyncio.to_thread(spark.get), service, background)
-    else:
-        spark.after_open(RemoteStart(settings.upstream, service, background))
-        if catalog.list_datamaps():
-            # A restart with datamaps: open the session now, in the background, so that
-            # queries are answered from datamaps again without waiting for a first
-            # statement to ask for it (until then they are forwarded unchanged).
-            spark.warm()
-
-    # external-format tables (docs/external.md): links reconciled with the catalog first
-    indexes = service.indexes     # index datamaps (docs/indexes.md) follow the segments
-    external = ExternalTables(catalog, spark.get, state_dir, service, SegmentHooks(
-        indexes.on_segment_files, indexes.on_files_gone, indexes.on_compacted))
-    await asyncio.to_thread(external.recover)
-
-    router = Router()
-    router.datamap_service = service      # the web console's (proxy/console)
-    statements.install(router)
-    # called by `serve` (cli.py) with the protocol Service once it exists
-    router.with_service = []
-    router.querylog = None
-    if settings.querylog.enabled:
-        location = settings.state.catalog or str(state_dir / "catalog.db")
-        querylog = await asyncio.to_thread(QueryLog, location, settings.querylog,
-                                           unavailable=service.unavailable)
-        router.querylog = querylog
-        router.with_service.append(lambda proto_service: proto_service.observers.add(querylog))
-    serving = ServingTier(catalog, settings.serving,
-                          zone_problem=lambda: service.time_zone_problem)
-    router.serving = serving          # the web console's status line (proxy/console)
-    if settings.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
-        background.thread("serving-warm", serving.warm)
-        # an engine that could not start is tried again, off the clients' path
-        background.periodic("serving-retry", SERVING_RETRY_S, serving.retry,
-                            "starting the serving engine again", 10.0)
-    auditor = Auditor(service, dm.audit_sample_rate, serving)
-    auditor.start(background)
-    # index datamaps skip files of the SQL about to be sent (docs/indexes.md)
-    shapes = ServiceShapes(service.schema_cache, spark.get)
-    indexed = StoreForQueries(indexes.store, lambda t: catalog.datamap_by_table(t) is not None,
-                              shapes.warm)
-    indexes.on_indexed = lambda table: shapes.warm(indexed.read_as(table))
-    pruner = Pruner(indexed, shapes)
-    # the advisor reads the query log (docs/advisor.md); the console shows its suggestions
-    advisor = Advisor(service, router.querylog, settings.advisor)
-    router.advisor = advisor
-    select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                  audit=auditor, max_staleness_s=dm.max_staleness_s,
-                                  pruner=pruner)
-    router.handlers += [watch_temp_views, ExternalHandler(external, dm.rewrite_max_sql_bytes),
-                        DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
-                                          audit=auditor, max_staleness_s=dm.max_staleness_s,
-                                          pruner=pruner, advisor=advisor),
-                        DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select]
-
-    if metrics is not None:          # docs/metrics.md
-        collector = DatamapCollector(catalog, serving, querylog=router.querylog)
-        metrics.add_collector(collector)
-
-        def observe(proto_service) -> None:
-            proto_service.observers.add(metrics)
-            collector.health = lambda: proto_service.health
-        router.with_service.append(observe)
-
-    if dm.sync_interval_s > 0:
-        log.info("datamap sync every %gs", dm.sync_interval_s)
-
-        def sync_if_leader() -> None:
-            if leader.is_leader():      # one replica syncs; the others see its commits
-                service.sync_all()
-        background.periodic("datamap-sync", dm.sync_interval_s, sync_if_leader,
-                            "periodic datamap sync", SYNC_STOP_GRACE_S)
-    if engine is None:
-        upstream = settings.upstream
-
-        def check_zone() -> None:
-            if spark.ready:      # else aligned when it opens
-                check_upstream_zone(spark.get(), upstream, service)
-        background.periodic("zone-watch", ZONE_CHECK_S, check_zone,
-                            "checking the upstream's time zone", SYNC_STOP_GRACE_S)
+def _once(close: Callable[[], object] | None) -> Callable[[], Awaitable[None]]:
+    """`close` (sync or async; None: nothing) as an async closer that runs it the first
+    time only. A part whose stop comes later than its construction allows is pushed twice:
+    where it is made (a start failing half-way closes it) and where the stop order puts it."""
+    done = False
 
     async def closer() -> None:
-        if metrics_endpoint is not None:
-            await metrics_endpoint.close()
-        if router.querylog is not None:     # the server has stopped: write what it saw
-            await asyncio.to_thread(router.querylog.close)
-        auditor.close()          # before the threads are joined: its Spark jobs are cancelled
-        await background.stop()
-        router.close()
-        await asyncio.to_thread(select.close)     # the large-statement rewrite process
-        serving.close()
-        shapes.close()
-        indexed.close()
-        service.close()
-        if engine is None:       # the engine's own session is the engine's to stop
-            await asyncio.to_thread(spark.close)
-        leader.install(None)
-        await asyncio.to_thread(leases.stop)
-        catalog.close()
-    return router, closer
+        nonlocal done
+        if not done and close is not None:
+            done = True
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+    return closer
+
+
+class App:
+    """One `serve` process: builds every part in dependency order and owns their stop order.
+
+    `engine`: an EmbeddedEngine already started by the caller (who stops it), else App
+    starts one when `[upstream] host` is unset. `reload_from`: (config file, flags) that
+    SIGHUP reads again (proxy/gateway/reload.py)."""
+
+    def __init__(self, settings: Settings, *, reload_from: tuple | None = None,
+                 engine=None):
+        self.settings = self.as_loaded = settings
+        self.reload_from = reload_from or (None, None)
+        self.engine = engine
+        self._stack = AsyncExitStack()
+        self._early_reload = asyncio.Event()
+        self._stop = asyncio.Event()
+        self.authenticator = self.kerberos = None
+        self.metrics = self.querylog = self.serving = self.advisor = None
+        self.shapes: ServiceShapes | None = None
+        self.indexed: StoreForQueries | None = None
+        self.console = None
+        self.address: tuple[str, int] | None = None
+
+    async def __aenter__(self) -> App:
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def start(self) -> App:
+        try:
+            await self._build()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def close(self) -> None:
+        """Stop every part, in the reverse of the build order."""
+        await self._stack.aclose()
+
+    def stop(self) -> None:
+        """Make `run()` return, as SIGTERM does."""
+        self._stop.set()
+
+    async def _build(self) -> None:
+        """Stop order (the stack's reverse): ZooKeeper (in run), console (its running
+        actions use the datamaps), server (drains), metrics endpoint, query log (writes what
+        the server saw), auditor (cancels its Spark jobs before the threads are joined),
+        background, router, SELECT handler, serving tier, shapes, index store, datamap
+        service, pipeline session (remote mode), leases, catalog, embedded Spark."""
+        loop = asyncio.get_running_loop()
+        # SIGHUP's default action ends the process: one sent while starting (an embedded
+        # Spark takes a minute) is kept, and the reload runs once serving
+        loop.add_signal_handler(signal.SIGHUP, self._early_reload.set)
+        self._stack.callback(loop.remove_signal_handler, signal.SIGHUP)
+        await self._check_settings()
+        # first, before any thread starts: a [metrics] port in use stops the start (exit 2)
+        self.metrics, endpoint = await start_metrics(self.settings)
+        close_metrics = _once(endpoint.close if endpoint is not None else None)
+        self._stack.push_async_callback(close_metrics)
+        await self._start_engine()
+        try:
+            await self._open_datamaps()
+            await self._build_router()
+        except (ConfigError, StartFailed):
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. an unreadable catalog: exit 1
+            raise StartFailed(f"cannot set up datamaps: {e}") from e
+        # the stop order, for the parts made before the router that stop after it
+        for closer in (self._stop_background, self._close_auditor, self._close_querylog,
+                       close_metrics):
+            self._stack.push_async_callback(closer)
+        await self._start_server()
+        await self._start_console()
+        self.reloader = Reloader(self.settings, *self.reload_from, loaded=self.as_loaded)
+        self.reloader.register(apply_to_server(self.server))
+
+    async def _check_settings(self) -> None:
+        """What must fail before anything starts (exit 2)."""
+        s = self.settings
+        try:
+            AuditLog(s.server.audit_log).close()       # an unwritable file stops us here
+            check_console(s)                           # before a minute of Spark start
+            self.authenticator = await asyncio.to_thread(build_authenticator, s)
+            if s.server.auth == "kerberos":
+                self.kerberos = Acceptor(s.server)
+        except (AuthError, AuditLogError, ConsoleRefused, KerberosError) as e:
+            raise ConfigError(str(e)) from e
+
+    async def _start_engine(self) -> None:
+        s = self.settings
+        if self.engine is not None or s.upstream.host is not None:
+            return
+        engine = engine_mod.EmbeddedEngine(Path(s.state.dir), s.spark)
+        self._stack.push_async_callback(asyncio.to_thread, engine.stop)
+        serve_log.info("starting embedded Spark (state dir %s)", s.state.dir)
+        try:
+            host, port = await asyncio.to_thread(engine.start)
+        except Exception as e:  # noqa: BLE001 - report and exit non-zero
+            raise StartFailed(f"embedded Spark failed to start: {e}") from e
+        self.engine = engine
+        self.settings = dataclasses.replace(s, upstream=dataclasses.replace(
+            s.upstream, host=host, port=port))
+
+    async def _open_datamaps(self) -> None:
+        """Catalog, leases, the pipeline session, DatamapService, start-up recovery and
+        the external tables."""
+        s, stack = self.settings, self._stack
+        self.state_dir = state_dir = Path(s.state.dir).expanduser().resolve()
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.catalog = catalog = await asyncio.to_thread(Catalog.in_state_dir, state_dir,
+                                                         s.state.catalog)
+        stack.callback(catalog.close)
+        log.info("datamap catalog: %s", catalog.path)     # the URL without its password
+        self.leases = leases = LeaseKeeper(catalog, s.state.lease_ttl_s)
+        stack.push_async_callback(asyncio.to_thread, leases.stop)
+        await asyncio.to_thread(leases.want, LEADER)
+
+        self.background = background = Background()
+        if self.engine is not None:
+            engine = self.engine
+            spark = LazySpark(lambda: engine.spark, background=background)
+        else:     # the engine's own session is the engine's to stop; this one is ours
+            spark = LazySpark(lambda: engine_mod.open_pipeline_session(state_dir, s.spark),
+                              closer=engine_mod.close_pipeline_session, background=background)
+            stack.push_async_callback(asyncio.to_thread, spark.close)
+        self.spark = spark
+        dm = s.datamaps
+        self.datamaps = service = DatamapService(
+            catalog, spark, leases=leases, auto_compaction=dm.auto_compaction,
+            max_bloom_bytes=s.indexes.max_bloom_bytes, on_indexed=self._prepare_pruning)
+        stack.callback(service.close)
+        self._stop_background = _once(background.stop)
+        stack.push_async_callback(self._stop_background)
+
+        if self.engine is not None:
+            await start_embedded(await asyncio.to_thread(spark.get), service, background)
+        else:
+            spark.after_open(RemoteStart(s.upstream, service, background))
+            if catalog.list_datamaps():
+                # A restart with datamaps: open the session now, in the background, so that
+                # queries are answered from datamaps again without waiting for a first
+                # statement to ask for it (until then they are forwarded unchanged).
+                spark.warm()
+        # external-format tables (docs/external.md): links reconciled with the catalog first
+        indexes = service.indexes     # index datamaps (docs/indexes.md) follow the segments
+        self.external = ExternalTables(catalog, spark.get, state_dir, service, SegmentHooks(
+            indexes.on_segment_files, indexes.on_files_gone, indexes.on_compacted))
+        await asyncio.to_thread(self.external.recover)
+
+    def _prepare_pruning(self, table: str) -> None:
+        """An index datamap on `table` was built: the pruner loads its shape now, so that
+        the first query on it is pruned too (none is built before the pruner exists)."""
+        if self.shapes is not None and self.indexed is not None:
+            self.shapes.warm(self.indexed.read_as(table))
+
+    async def _build_router(self) -> None:
+        """The query log, pruning, serving tier, auditor, advisor and the Router."""
+        s, stack, service, catalog = self.settings, self._stack, self.datamaps, self.catalog
+        dm, background = s.datamaps, self.background
+        if s.querylog.enabled:
+            location = s.state.catalog or str(self.state_dir / "catalog.db")
+            self.querylog = await asyncio.to_thread(QueryLog, location, s.querylog,
+                                                    unavailable=service.unavailable)
+        querylog = self.querylog       # closed once the server stopped: it writes what it saw
+        self._close_querylog = _once(
+            functools.partial(asyncio.to_thread, querylog.close) if querylog is not None else None)
+        stack.push_async_callback(self._close_querylog)
+        # index datamaps skip files of the SQL about to be sent (docs/indexes.md)
+        shapes = ServiceShapes(service.schema_cache, self.spark.get)
+        indexed = StoreForQueries(service.indexes.store,
+                                  lambda t: catalog.datamap_by_table(t) is not None, shapes.warm)
+        stack.callback(indexed.close)
+        stack.callback(shapes.close)
+        self.shapes, self.indexed = shapes, indexed
+        pruner = Pruner(indexed, shapes)
+        self.serving = serving = ServingTier(catalog, s.serving,
+                                             zone_problem=lambda: service.time_zone_problem)
+        stack.callback(serving.close)
+        if s.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
+            background.thread("serving-warm", serving.warm)
+            # an engine that could not start is tried again, off the clients' path
+            background.periodic("serving-retry", SERVING_RETRY_S, serving.retry,
+                                "starting the serving engine again", 10.0)
+        auditor = Auditor(service, dm.audit_sample_rate, serving)
+        self._close_auditor = _once(auditor.close)
+        stack.push_async_callback(self._close_auditor)
+        auditor.start(background)
+        # the advisor reads the query log (docs/advisor.md); the console shows its suggestions
+        self.advisor = advisor = Advisor(service, querylog, s.advisor)
+        select = DatamapSelectHandler(service, dm.rewrite_max_sql_bytes, serving=serving,
+                                      audit=auditor, max_staleness_s=dm.max_staleness_s,
+                                      pruner=pruner)
+        stack.push_async_callback(asyncio.to_thread, select.close)   # the rewrite process
+        self.router = Router(handlers=[
+            *statements.HANDLERS, watch_temp_views,
+            ExternalHandler(self.external, dm.rewrite_max_sql_bytes),
+            DatamapDdlHandler(service, dm.rewrite_max_sql_bytes, serving=serving, audit=auditor,
+                              max_staleness_s=dm.max_staleness_s, pruner=pruner,
+                              advise=answers(advisor)),
+            DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select])
+        stack.callback(self.router.close)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """The periodic sync (on the leader only) and, in remote mode, the zone watch."""
+        s, service, spark, leases = self.settings, self.datamaps, self.spark, self.leases
+        if s.datamaps.sync_interval_s > 0:
+            log.info("datamap sync every %gs", s.datamaps.sync_interval_s)
+
+            def sync_if_leader() -> None:
+                if leases.holds(LEADER):   # one replica syncs; the others see its commits
+                    service.sync_all()
+            self.background.periodic("datamap-sync", s.datamaps.sync_interval_s,
+                                     sync_if_leader, "periodic datamap sync", SYNC_STOP_GRACE_S)
+        if self.engine is None:       # remote mode: our own pipeline session
+            upstream = s.upstream
+
+            def check_zone() -> None:
+                if spark.ready:      # else aligned when it opens
+                    check_upstream_zone(spark.get(), upstream, service)
+            self.background.periodic("zone-watch", ZONE_CHECK_S, check_zone,
+                                     "checking the upstream's time zone", SYNC_STOP_GRACE_S)
+
+    async def _start_server(self) -> None:
+        """The protocol Service, observed by the query log and the metrics, and its
+        listener."""
+        s = self.settings
+        observers = Observers(*(o for o in (self.querylog, self.metrics) if o is not None))
+        self.service = service = Service(s, self.router, observers=observers,
+                                         health_path=self.state_dir / HEALTH_FILE)
+        if self.metrics is not None:          # docs/metrics.md
+            self.metrics.add_collector(DatamapCollector(
+                self.catalog, self.serving, querylog=self.querylog,
+                health=lambda: service.health))
+        self.server = ProxyServer(s, self.router, service, authenticator=self.authenticator,
+                                  kerberos=self.kerberos)
+        self._stack.push_async_callback(self.server.shutdown)
+        try:
+            self.address = await self.server.start()
+        except OSError as e:
+            raise StartFailed(f"cannot listen on {s.server.host}:{s.server.port}: "
+                              f"{e.strerror or e}") from e
+
+    async def _start_console(self) -> None:
+        s = self.settings
+        if s.console.port is None:
+            return
+        try:
+            self.console = await start_console(s, self.server, self.datamaps, self.querylog,
+                                               self.advisor, self.serving)
+        except OSError as e:
+            raise StartFailed(f"cannot listen for the web console on port {s.console.port}: "
+                              f"{e.strerror or e}") from e
+        self._stack.push_async_callback(self.console.close)
+
+    async def run(self) -> int:
+        """Serve until SIGTERM / SIGINT (or stop()); SIGHUP reloads the settings. Returns
+        the exit code; the caller's `async with` then stops the parts."""
+        s, loop = self.settings, asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+            self._stack.callback(loop.remove_signal_handler, sig)
+        loop.add_signal_handler(signal.SIGHUP, self.reloader.reload)
+        if self._early_reload.is_set():
+            serve_log.info("SIGHUP received while starting: reloading the settings now")
+            self.reloader.reload()
+        host, port = self.address
+        serve_log.info("listening on %s:%d (auth=%s%s), upstream %s:%d (%s)", host, port,
+                       s.server.auth, ", TLS" if s.server.tls_cert else "", s.upstream.host,
+                       s.upstream.port, s.upstream.auth)
+        share_the_interpreter()
+        serve_log.info("ready")
+        registration = self._register(port)
+        await self._stop.wait()
+        if registration is not None:
+            serve_log.info("shutting down: leaving ZooKeeper first, so no new client is sent "
+                           "here")
+            await registration.deregister()
+        serve_log.info("shutting down: draining for up to %.0fs", s.server.shutdown_grace)
+        return 0
+
+    def _register(self, port: int) -> Registration | None:
+        """The ZooKeeper registration ([discovery] zookeeper), started once ready; None
+        without. It publishes the ports bound (http_port = 0 means any free one)."""
+        s = self.settings
+        if not s.discovery.zookeeper:
+            return None
+        http = self.server.http_address
+        registration = Registration(s.discovery, s.server, port,
+                                    http_port=http[1] if http else None)
+        registration.start()
+        return registration

@@ -10,7 +10,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from proxy.staleness import BadDuration, parse_duration, seconds
 
@@ -27,6 +27,24 @@ def _as_duration(settings: Any, attr: str, key: str) -> None:
         object.__setattr__(settings, attr, parse_duration(getattr(settings, attr), key))
     except BadDuration as e:
         raise ConfigError(str(e)) from None
+
+
+# -- impersonation rules ([server] impersonation; applied by proxy/hs2/identity.py) -------------
+ANY = "*"
+
+
+def parse_rules(rules: Iterable[str]) -> dict[str, frozenset[str]]:
+    """{actor: targets}; ValueError naming the rule when one is malformed."""
+    out: dict[str, set[str]] = {}
+    for rule in rules:
+        actor, sep, targets = str(rule).partition(":")
+        actor = actor.strip()
+        names = {t.strip() for t in targets.split(",") if t.strip()}
+        if not sep or not actor or not names or actor == ANY:
+            raise ValueError(f"impersonation rule {rule!r}: expected \"actor:target,target\" "
+                             f"or \"actor:*\" (one named actor)")
+        out.setdefault(actor, set()).update(names)
+    return {a: frozenset(t) for a, t in out.items()}
 
 
 @dataclass(frozen=True)
@@ -50,12 +68,12 @@ class ServerSettings:
     max_login_failures_per_address: int = 20
     login_failure_window: float = 300.0
     long_poll_timeout: float = 5.0
-    # -- HTTP transport (HiveServer2's transportMode=http; proxy/http.py) -------------------
+    # -- HTTP transport (HiveServer2's transportMode=http; proxy/gateway/http_transport.py) ---
     http_port: int | None = None        # a port of its own for Thrift over HTTP; None: none
     http_path: str = "cliservice"       # the URL path clients POST to (httpPath=...)
     http_on_binary_port: bool = True    # also answer HTTP sniffed on the binary port
     http_cookie_max_age: float = 86400.0    # the hive.server2.auth session cookie; <= 0: none
-    # -- LDAP (auth = ldap; proxy/ldap_auth.py) ------------------------------------------
+    # -- LDAP (auth = ldap; proxy/gateway/auth/ldap.py) ------------------------------------------
     ldap_url: str | None = None         # ldap://host:389 or ldaps://host:636; several, space-separated
     ldap_starttls: bool = False         # upgrade an ldap:// connection with StartTLS
     ldap_ca_file: str | None = None     # CA bundle checking the directory's certificate
@@ -68,11 +86,11 @@ class ServerSettings:
     ldap_group_base_dn: str | None = None
     ldap_group_member_attribute: str = "member"
     ldap_timeout: float = 10.0
-    # -- Kerberos (auth = kerberos; proxy/kerberos.py) ------------------------------------
+    # -- Kerberos (auth = kerberos; proxy/gateway/auth/kerberos.py) ------------------------------------
     kerberos_principal: str | None = None     # hive/_HOST@REALM: SASL GSSAPI on the binary port
     kerberos_keytab: str | None = None
     kerberos_spnego_principal: str | None = None   # HTTP/_HOST@REALM: SPNEGO on HTTP
-    # -- identity (proxy/identity.py) -----------------------------------------------------
+    # -- identity (proxy/hs2/identity.py) -----------------------------------------------------
     # who may act as whom with hive.server2.proxy.user: "actor:target,target" or "actor:*"
     impersonation: tuple[str, ...] = ()
     audit_log: str | None = None        # a file for audit lines; None: the proxy.audit logger
@@ -110,7 +128,7 @@ class UpstreamSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """The SparkSession of the embedded engine and of pipeline jobs (proxy/sparkconf.py
+    """The SparkSession of the embedded engine and of pipeline jobs (proxy/engine/sparkconf.py
     checks it and turns it into a Spark conf)."""
     master: str = "local[*]"           # contract.md: embedded Spark uses every core
     driver_memory: str = "2g"          # "" = Spark's own default
@@ -127,14 +145,14 @@ class StateSettings:
     # (proxy/datamaps/catalog_backend.py, docs/replicas.md); kept out of repr: it may
     # hold a password
     catalog: str | None = field(default=None, repr=False)
-    # leader and datamap-job leases in the catalog (proxy/leader.py): a dead replica's are
+    # leader and datamap-job leases in the catalog (proxy/ha/leader.py): a dead replica's are
     # taken over this long after its last renewal
     lease_ttl_s: float = 15.0
 
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """ZooKeeper service discovery as HiveServer2 does it (proxy/discovery.py)."""
+    """ZooKeeper service discovery as HiveServer2 does it (proxy/ha/discovery.py)."""
     zookeeper: str | None = None        # quorum "host:port,host:port"; None: no registration
     namespace: str = "datamap-proxy"    # clients: zooKeeperNamespace=...
     advertise_host: str | None = None   # the host clients dial; default: server.host (or the FQDN)
@@ -185,7 +203,7 @@ class IndexesSettings:
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    """Prometheus exposition (proxy/metrics.py, docs/metrics.md)."""
+    """Prometheus exposition (proxy/observability/metrics/registry.py, docs/metrics.md)."""
     port: int | None = None              # None: no metrics endpoint
     host: str | None = None              # None: [server] host
     path: str = "/metrics"
@@ -204,7 +222,7 @@ class ConsoleSettings:
 @dataclass(frozen=True)
 class QueryLogSettings:
     """Every statement's shape, decision and duration, kept in the catalog
-    (proxy/querylog.py): what the console, the metrics and the advisor read."""
+    (proxy/observability/querylog/log.py): what the console, the metrics and the advisor read."""
     enabled: bool = True
     retention: str = "7d"                # older entries are deleted (a duration, as max_staleness)
     max_entries: int = 1_000_000         # and at most this many, the oldest deleted first
@@ -220,7 +238,7 @@ class QueryLogSettings:
 
 @dataclass(frozen=True)
 class AdvisorSettings:
-    """The datamap advisor (proxy/advisor.py; `datamap-proxy advise`, SHOW DATAMAP
+    """The datamap advisor (proxy/advisor/core.py; `datamap-proxy advise`, SHOW DATAMAP
     SUGGESTIONS, EXPLAIN WHATIF)."""
     window: str = "7d"                   # the stretch of the query log it reads
     max_suggestions: int = 10
@@ -280,8 +298,7 @@ def _coerce(section: str, key: str, value: Any, source: str) -> Any:
             if not isinstance(value, (list, tuple)):
                 raise ValueError("expected a list of \"actor:target,...\" rules")
             rules = tuple(r for r in (str(v).strip() for v in value) if r)
-            from proxy.identity import parse_rules     # fails at start-up, naming the rule
-            parse_rules(rules)
+            parse_rules(rules)     # fails at start-up, naming the rule
             return rules
         if key == "zookeeper" and value:     # fails at start-up, not once serving
             from kazoo.hosts import collect_hosts

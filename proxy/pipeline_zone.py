@@ -5,14 +5,14 @@ upstream: both must bucket timestamps in the same zone. Remote mode aligns the p
 session to the upstream's default zone when it opens and checks again every
 ZONE_CHECK_S (a Thrift server restarted with another zone); embedded mode compares the
 engine's zone with the catalog's at start. Datamaps computed under another zone are
-invalidated (DatamapService.adopt_time_zone). proxy/timezone.py reads and sets zones.
+invalidated (DatamapService.adopt_time_zone). proxy/engine/timezone.py reads and sets zones.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from proxy import timezone
+from proxy.engine import timezone
 from proxy.datamaps.service import DatamapService
 
 log = logging.getLogger("proxy.app")

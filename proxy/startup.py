@@ -2,7 +2,7 @@
 recovery (interrupted segments, orphan partitions), the time-zone alignment
 (proxy/pipeline_zone.py), warming the rewrite index, rebuilding what a zone change
 invalidated. Embedded mode runs it before serving; remote mode right after the pipeline
-session opens (proxy/pipeline_session.py), in the opening thread, then in the background.
+session opens (proxy/engine/pipeline_session.py), in the opening thread, then in the background.
 """
 from __future__ import annotations
 

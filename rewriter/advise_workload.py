@@ -1,6 +1,6 @@
 """The logged workload as the advisor reads it: one `Shape` per distinct query shape.
 
-Query-log entries (proxy/querylog.py's LoggedQuery, or any object with its fields) are
+Query-log entries (proxy/observability/querylog/log.py's LoggedQuery, or any object with its fields) are
 folded per shape hash, so 100,000 statements cost what their few hundred shapes cost: the
 count, the seconds they took, how many were answered from a datamap, and one
 representative statement (with its literals) that the rewriter is asked about.
@@ -14,7 +14,7 @@ from typing import Iterable
 
 from rewriter.shape import shape_of
 
-# answered from a datamap (the query log's decisions, proxy/observe.py)
+# answered from a datamap (the query log's decisions, proxy/observability/observe.py)
 ANSWERED = frozenset({"rewritten", "served"})
 # a datamap answer counts as a hit when it came back, as the query log's datamap_usage and
 # datamap_totals (the console's and the metrics' hits and time saved) count them

@@ -70,11 +70,14 @@ _EXTRACT_FIELDS: dict[str, str] = {
     **dict.fromkeys(("MINUTE", "M", "MIN", "MINS", "MINUTES"), "minute"),
 }
 
-# sqlglot's reading of Spark datetime patterns: field -> granularity it needs
+# Spark datetime pattern letters (as written: the parser keeps patterns verbatim,
+# rewriter/normalize.py) -> the granularity they need. `Y` is the week-based year, not
+# constant on calendar years (and an error in Spark 4): refused, as is any other letter.
 _PATTERN_FIELDS: dict[str, str] = {
-    "%Y": "year", "%m": "month", "%d": "day", "%H": "hour", "%M": "minute", "%S": "second",
+    "y": "year", "yyyy": "year", "MM": "month", "dd": "day", "HH": "hour", "mm": "minute",
+    "ss": "second",
 }
-_PATTERN_TOKEN = re.compile(r"%[A-Za-z](?:strict)?|[-/: 0-9]")
+_PATTERN_TOKEN = re.compile(r"([A-Za-z])\1*|[-/: 0-9]")
 _FINE_TO_COARSE = ("second", "minute", "hour", "day", "month", "year")
 
 
@@ -90,8 +93,8 @@ def _pattern_grain(fmt: exp.Expression | None) -> str | None:
         if m is None:
             return None
         tok = m.group(0)
-        if tok.startswith("%"):
-            g = _PATTERN_FIELDS.get(tok[:2])
+        if tok[0].isalpha():
+            g = _PATTERN_FIELDS.get(tok)
             if g is None:
                 return None
             need.append(g)

@@ -1,6 +1,6 @@
 """The one normaliser used for queries and datamap definitions alike.
 
-Pipeline: parse (dialect spark) -> remember Spark's output column names -> sqlglot
+Pipeline: parse (dialect spark, datetime patterns kept as written: `DIALECT`) -> remember Spark's output column names -> sqlglot
 `qualify` against the schemas (tables become db.table AS alias, every column is qualified,
 stars and alias references are expanded, identifiers are lower-cased) -> per predicate, a
 canonical form (`canonical_predicate`) and per expression a canonical key (`key_of`).
@@ -20,13 +20,27 @@ import re
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
 from rewriter.precedence import parenthesize
 
-DIALECT = "spark"
+
+
+class SparkVerbatim(Spark):
+    """Spark SQL whose datetime patterns stay as written. sqlglot's Spark reads
+    `date_format(c, 'YYYY')` as strftime's `%Y` and writes it back as 'yyyy' (likewise
+    'y', 'yyyyy', and letters inside quoted text): another pattern, with other values (or
+    none: Spark 4 rejects 'YYYY'). Here the pattern literal holds Spark's own text, in the
+    tree and in the SQL written from it (rewriter/grains.py and the serving tier read it)."""
+    TIME_MAPPING: dict[str, str] = {}
+
+
+SparkVerbatim.INVERSE_TIME_MAPPING = {}     # the metaclass adds strftime's strict forms
+SparkVerbatim.INVERSE_TIME_TRIE = {}
+DIALECT = SparkVerbatim
 
 # Functions whose value changes from call to call: a block using one is never rewritten.
 NONDETERMINISTIC_CLASSES = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from proxy.datamaps.commands import EMPTY
 from proxy.datamaps.records import BaseSegment
 from proxy.datamaps.show import base_segment_row
-from proxy.results import table_schema
+from proxy.thrift.rowsets import table_schema
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 

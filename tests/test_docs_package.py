@@ -59,7 +59,7 @@ def test_datamap_proxy_docs_finds_the_installed_pages(built, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     site = next((tmp_path / "prefix").glob("lib/python*/site-packages"))
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from proxy.docs import installed_dir, checkout_dir;"
+        [sys.executable, "-c", "import sys; from proxy.cli.docs import installed_dir, checkout_dir;"
          " print(installed_dir()); print(checkout_dir())"],
         cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, timeout=60)

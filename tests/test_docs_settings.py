@@ -7,7 +7,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from proxy import cli, config
+from proxy import config
+from proxy.cli import serve
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 
@@ -34,7 +35,7 @@ class _Names(argparse.Namespace):
 
 def flag_of(section: str, key: str) -> str | None:
     """The `serve` flag of a setting, from the CLI's own mapping; None when it has none."""
-    return cli._flags(_Names()).get(section, {}).get(key)
+    return serve._flags(_Names()).get(section, {}).get(key)
 
 
 def _rows() -> dict[tuple[str, str], list[str]]:

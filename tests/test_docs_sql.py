@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from proxy.classify import SESSION_KEYS
+from proxy.routing.classify import SESSION_KEYS
 from proxy.datamaps import ddl
 from proxy.external import grammar
 from tests.support.sqldoc import (

@@ -10,7 +10,7 @@ query log and the advisor, plus a few safe actions, behind the proxy's own sign-
     actions.py   REBUILD, COMPACT, ENABLE/DISABLE QUERY REWRITE: the SQL statements'
                  own code path, audited
 
-`start_console(...)` is what `serve` calls once the proxy listens (proxy/cli.py)."""
+`start_console(...)` is what `serve` calls once the proxy listens (proxy/cli/main.py)."""
 from __future__ import annotations
 
 from proxy.console.login import Login
@@ -22,7 +22,7 @@ __all__ = ["ConsoleRefused", "ConsoleServer", "check", "start_console"]
 
 async def start_console(settings, server, datamaps, querylog=None, advisor=None,
                         serving=None) -> ConsoleServer:
-    """The console of `server` (proxy.server.ProxyServer: its sign-in and audit log) over
+    """The console of `server` (proxy.gateway.server.ProxyServer: its sign-in and audit log) over
     `datamaps` (the DatamapService), started; ConsoleRefused or OSError if it cannot be.
     `serving`: the ServingTier, whose engine's state the datamap list shows."""
     app = ConsoleApp(Login(server), datamaps, server.service.audit, querylog, advisor,

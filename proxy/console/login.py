@@ -17,7 +17,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 
 COOKIE = "datamap_console"
 SESSION_S = 8 * 3600.0
@@ -32,7 +32,7 @@ class Who:
 
 class Login:
     def __init__(self, server, key: bytes | None = None):
-        self.server = server            # proxy.server.ProxyServer: authenticator, throttle
+        self.server = server            # proxy.gateway.server.ProxyServer: authenticator, throttle
         self.mode = server.settings.server.auth
         self.signer = hw.CookieSigner(SESSION_S, key, name=COOKIE, attrs="SameSite=Strict")
 

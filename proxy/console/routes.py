@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 from proxy.console import pages, pages_log, views
 from proxy.console.actions import ACTIONS, Actions, statement
 from proxy.console.login import ANONYMOUS, Login, Who
@@ -47,7 +47,7 @@ def redirect(location: str, **headers: str) -> Reply:
 
 class ConsoleApp:
     """`service`: the DatamapService (its catalog too); `audit`: the proxy's AuditLog;
-    `querylog`, `advisor`: part of proxy/querylog.py and proxy/advisor.py, or None;
+    `querylog`, `advisor`: part of proxy/observability/querylog/log.py and proxy/advisor/core.py, or None;
     `serving`: the ServingTier (its engine_status() and settings), or None."""
 
     def __init__(self, login: Login, service, audit, querylog=None, advisor=None,

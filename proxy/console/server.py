@@ -1,5 +1,5 @@
 """The console's HTTP/1.1 listener: asyncio streams, request heads parsed by
-proxy/httpwire.py, TLS with the proxy's [server] tls_cert / tls_key, keep-alive. Every
+proxy/http/wire.py, TLS with the proxy's [server] tls_cert / tls_key, keep-alive. Every
 connection is a named task the server owns and cancels at close.
 
 Limits suit a few operators' browsers, not a public site: a request head of at most
@@ -12,10 +12,10 @@ import ipaddress
 import itertools
 import logging
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 from proxy.console.routes import HEADERS, ConsoleApp, Reply, html
 from proxy.console import pages
-from proxy.http import read_head, stop_listener
+from proxy.http.listener import read_head, stop_listener
 from proxy.logsafe import safe
 
 log = logging.getLogger("proxy.console")

@@ -2,7 +2,7 @@
 the console's own action ring into plain values (pages.py renders them). Every function
 here blocks (SQLite, file sizes): the console calls them in a worker thread.
 
-`querylog` is part of the proxy's query log reader API (proxy/querylog.py: recent,
+`querylog` is part of the proxy's query log reader API (proxy/observability/querylog/log.py: recent,
 datamap_usage, datamap_totals); None when [querylog] enabled = false.
 """
 from __future__ import annotations

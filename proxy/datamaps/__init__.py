@@ -7,7 +7,7 @@
                 base-table segments, datamap segments (visible flag = atomic publish),
                 events, version counter
       catalog_segments.py  SegmentStore: the segment half of Catalog
-      catalog_leases.py    LeaseStore: leader and datamap-job leases (proxy/leader.py)
+      catalog_leases.py    LeaseStore: leader and datamap-job leases (proxy/ha/leader.py)
       catalog_backend.py   SQLite / PostgreSQL connections under one `?` SQL
       catalog_schema.py    MIGRATIONS, migrate()
       records.py           DatamapRecord, segments, Event, DatamapStatus (values, no I/O)
@@ -18,7 +18,7 @@
       commands.py      DatamapCommands: the DDL runners
       maintenance.py   Maintenance: refresh/build, after-load hooks, recovery; RefreshOutcome
       compaction.py    Compaction (COMPACT, auto-compaction), SegmentGarbage
-      zone_policy.py   TimeZonePolicy: the zone datamaps were computed under
+      zone_policy.py   ZoneReader (read), TimeZonePolicy (act): the zone datamaps were computed under
       rewrite_index.py RewriteIndexProvider: candidates and the rewriter's DatamapIndex
       locks.py         KeyedLocks: one lock per datamap / base table, shared by the parts
                        (and by replicas, through a catalog lease per key)
@@ -28,10 +28,10 @@
     handler.py  DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler: Router
                 StatementHandlers (register in that order, before the default)
 
-Wiring (done by proxy/app.py build_router for `serve`):
+Wiring (done by proxy/app.py's App for `serve`):
     catalog = Catalog.in_state_dir(state_dir)
-    service = DatamapService(catalog, lambda: engine_spark_session)
+    service = DatamapService(catalog, lambda: engine_spark_session, leases=keeper)
     await asyncio.to_thread(service.recover)        # once, before serving
-    router.handlers += [DatamapDdlHandler(service), DatamapLoadHandler(service),
-                        DatamapSelectHandler(service)]
+    router = Router(handlers=[..., DatamapDdlHandler(service), DatamapLoadHandler(service),
+                              DatamapSelectHandler(service)])
 """

@@ -46,7 +46,7 @@ from proxy.datamaps.audit_state import State, changed, read_state
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
 from proxy.datamaps.records import CatalogError
 from proxy.datamaps.spark_sql import translate_only
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 
 if TYPE_CHECKING:
     from proxy.datamaps import ddl

@@ -1,5 +1,5 @@
 """Leases in the catalog: a named row (holder, expiry) that at most one holder owns at a
-time, so replicas sharing the catalog agree on a leader (proxy/leader.py) and on who runs a
+time, so replicas sharing the catalog agree on a leader (proxy/ha/leader.py) and on who runs a
 datamap's job (locks.py).
 
 A holder takes a lease that is free, expired, or already its own, and renews it before it

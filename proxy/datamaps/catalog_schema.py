@@ -112,7 +112,7 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL,
         acquired REAL NOT NULL)
     """,
-    # the query log (proxy/querylog.py, docs/querylog.md): one row per statement, written
+    # the query log (proxy/observability/querylog/log.py, docs/querylog.md): one row per statement, written
     # in batches by its own thread; JSON lists in tables, datamaps and why_not
     """
     CREATE TABLE IF NOT EXISTS query_log (

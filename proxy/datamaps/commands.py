@@ -22,7 +22,7 @@ from proxy.datamaps.show import show_datamaps, show_segments
 from proxy.datamaps.stacking import check_create, check_drop
 from proxy.datamaps.sync import propagate, sync_datamaps
 from proxy.errors import ClientError
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 from rewriter import compile_datamap
 from rewriter.api import DatamapDefinitionError
 from rewriter.distinct import SketchDefinitionError, sketch_definition

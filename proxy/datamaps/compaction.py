@@ -98,14 +98,14 @@ class SegmentGarbage:
 
 class Compaction:
     def __init__(self, catalog: Catalog, spark: Callable[[], "SparkSession"],
-                 locks: KeyedLocks, garbage: SegmentGarbage):
+                 locks: KeyedLocks, garbage: SegmentGarbage, auto_default: bool = False):
         self.catalog = catalog
         self._spark = spark
         self._locks = locks
         self._garbage = garbage
         # [datamaps] auto_compaction: MINOR compaction after a refresh once enough incremental
         # segments piled up; DMPROPERTIES('auto_compaction'=...) overrides it per datamap.
-        self.auto_default = False
+        self.auto_default = auto_default
 
     def compact(self, rec: DatamapRecord, mode: str, segment_ids: Sequence[str] = ()) -> None:
         """COMPACT DATAMAP ... 'MINOR' | 'MAJOR' | 'CUSTOM' (segment_ids)."""

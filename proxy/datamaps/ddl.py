@@ -2,8 +2,8 @@
 
 `parse(statement)` returns a typed, frozen statement object, or None when the text is not
 datamap DDL (it runs on every ExecuteStatement, so the statement classifier's look at
-the first words, proxy/classify.py, decides that first). Only the frame is parsed here,
-from the tokens of proxy/sqlscan.py: names, ON TABLE, USING, WITH DEFERRED ...,
+the first words, proxy/routing/classify.py, decides that first). Only the frame is parsed here,
+from the tokens of proxy/routing/sqlscan.py: names, ON TABLE, USING, WITH DEFERRED ...,
 properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, AUDIT DATAMAP, EXPLAIN
 (`SET datamap.rewrite.enabled` is the classifier's alone). The SELECT after AS (or after
 EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline import properties
-from proxy.classify import Kind, classify
+from proxy.routing.classify import Kind, classify
 from proxy.datamaps.ddl_words import GRANULARITIES, DdlError, Name
 from proxy.datamaps.legacy import translate_legacy
 from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
-from proxy.sqlscan import Cursor
+from proxy.routing.sqlscan import Cursor
 
 __all__ = [
     "parse", "DdlError", "Name", "CreateDatamap", "CreateIndexDatamap", "DropDatamap",
@@ -117,7 +117,7 @@ class Explain:
 
 @dataclass(frozen=True)
 class ShowSuggestions:
-    """SHOW DATAMAP SUGGESTIONS: the advisor's proposals (proxy/advisor.py)."""
+    """SHOW DATAMAP SUGGESTIONS: the advisor's proposals (proxy/advisor/core.py)."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.sqlscan import StatementError
+from proxy.routing.sqlscan import StatementError
 
 GRANULARITIES = ("year", "month", "week", "day", "hour", "thirty_minute", "fifteen_minute",
                  "ten_minute", "five_minute", "minute", "second")

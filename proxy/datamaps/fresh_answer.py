@@ -15,8 +15,8 @@ from typing import Mapping
 
 from pipeline.files import quote_table
 from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
-from proxy.router import Decision, PassThrough, Serve
-from proxy.session import approximate_on, staleness_budget
+from proxy.routing.router import Decision, PassThrough, Serve
+from proxy.routing.session_keys import approximate_on, staleness_budget
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")

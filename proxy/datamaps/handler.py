@@ -1,4 +1,4 @@
-"""Router StatementHandlers for datamaps (proxy/router.py).
+"""Router StatementHandlers for datamaps (proxy/routing/router.py).
 
 `DatamapDdlHandler`: datamap DDL and EXPLAIN -> Local decisions whose runners call the
 DatamapService in a thread (builds take long; the protocol layer reports RUNNING). EXPLAIN
@@ -35,8 +35,9 @@ import dataclasses
 import functools
 import logging
 import re
+from typing import Callable
 
-from proxy.classify import Kind, classify, over_limit
+from proxy.routing.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import ddl, fresh_answer
 from proxy.datamaps.audit import Auditor
@@ -47,11 +48,11 @@ from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.datamaps.spark_sql import translate_only
 from proxy.errors import ClientError
 from proxy.logsafe import safe
-from proxy.router import (
+from proxy.routing.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
 from proxy.serving import Served
-from proxy.session import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
+from proxy.routing.session_keys import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
 from proxy.indexes.pruning import names_temp_view, temp_views
 from rewriter.api import RewriteResult
 
@@ -72,17 +73,21 @@ def too_complex(what: str) -> str:
 
 def rewrite_enabled(ctx: StatementContext) -> bool:
     """Datamaps answer this session: not switched off by `SET datamap.rewrite.enabled=false`,
-    and no result-affecting setting (time zone, ANSI, ...) changed (proxy/statements.py)."""
+    and no result-affecting setting (time zone, ANSI, ...) changed (proxy/routing/statements.py)."""
     return BLOCKED_KEY not in ctx.conf and rewrite_on(ctx.conf)
 
 
 class DatamapDdlHandler:
     def __init__(self, service: DatamapService, max_sql_bytes: int | None = MAX_SQL_BYTES,
                  serving=None, audit: Auditor | None = None, max_staleness_s: float = 0.0,
-                 pruner=None, advisor=None):
+                 pruner=None,
+                 advise: Callable[[ddl.ShowSuggestions | ddl.ExplainWhatIf, str],
+                                  LocalResult] | None = None):
         self.service = service
         self.max_sql_bytes = max_sql_bytes
-        self.advisor = advisor        # proxy.advisor.Advisor: SHOW DATAMAP SUGGESTIONS, WHATIF
+        # SHOW DATAMAP SUGGESTIONS, EXPLAIN WHATIF (statement, current database) -> result,
+        # blocking; the advisor's (proxy/advisor/results.py `answers`), None: not running
+        self.advise = advise
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
         self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
@@ -120,14 +125,12 @@ class DatamapDdlHandler:
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _advise(self, ctx: StatementContext, statement: str, stmt) -> Decision:
-        if self.advisor is None:
+        if self.advise is None:
             return Reject("The datamap advisor is not running in this proxy", "0A000")
-        from proxy.advisor_results import suggestions_result, whatif_result
-        fn = suggestions_result if isinstance(stmt, ddl.ShowSuggestions) else whatif_result
-        advisor, current_db = self.advisor, ctx.current_db
+        advise, current_db = self.advise, ctx.current_db
 
         async def run(_upstream) -> LocalResult:
-            return await _job(statement, fn, advisor, stmt, current_db)
+            return await _job(statement, advise, stmt, current_db)
         return Local(run, note=f"datamap:{type(stmt).__name__}")
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):

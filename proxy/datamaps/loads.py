@@ -1,7 +1,7 @@
 """`DatamapLoadHandler`: statements that change a base table's rows or files, seen through
 the proxy, re-sync the table's datamaps right after Spark ran them.
 
-Which statement is which, and the tables it names, comes from proxy/classify.py alone:
+Which statement is which, and the tables it names, comes from proxy/routing/classify.py alone:
 - WRITE (INSERT in every form, LOAD DATA, TRUNCATE), FILES (partition DDL, SET LOCATION,
   MSCK / REFRESH TABLE, DELETE / UPDATE / MERGE) and CREATE_TABLE (a base table created
   again after an outside DROP, CREATE OR REPLACE) -> PassThrough(after=...) that cuts the
@@ -24,13 +24,13 @@ import logging
 import re
 import time
 
-from proxy.classify import Kind, Statement, classify
-from proxy.classify_parse import mentioned
+from proxy.routing.classify import Kind, Statement, classify
+from proxy.routing.classify_parse import mentioned
 from proxy.config import DatamapsSettings
 from proxy.datamaps.failures import STATEMENT
 from proxy.datamaps.records import display_name
 from proxy.datamaps.service import DatamapService
-from proxy.router import Decision, PassThrough, Reject, StatementContext
+from proxy.routing.router import Decision, PassThrough, Reject, StatementContext
 
 log = logging.getLogger("proxy.datamaps")
 

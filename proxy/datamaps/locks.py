@@ -5,7 +5,7 @@ listing a base table's files holds "base:db.table". The parts live in different 
 but must exclude each other, so they take their locks from one `KeyedLocks`.
 
 Replicas sharing a catalog must exclude each other too (no datamap built twice, no base
-files registered twice): with `leases` (a proxy.leader.LeaseKeeper) set, holding a key
+files registered twice): with `leases` (a proxy.ha.leader.LeaseKeeper) set, holding a key
 also holds the catalog lease "job:<key>", taken after the in-process lock, so one thread
 per process competes for it.
 """

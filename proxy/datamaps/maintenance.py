@@ -66,21 +66,24 @@ class BaseSync:
 class Maintenance:
     def __init__(self, catalog: Catalog, spark: Callable[[], "SparkSession"],
                  schemas: SchemaCache, locks: KeyedLocks, garbage: SegmentGarbage,
-                 compaction: Compaction):
+                 compaction: Compaction, *, guard=None,
+                 after_change: Callable[[list[DatamapRecord]], object] | None = None,
+                 build_source: Callable[[DatamapRecord, dict], tuple[str, str] | None]
+                 | None = None):
+        """guard: proxy/datamaps/freshness.FreshnessGuard, told what Spark listed.
+        after_change(recs): after datamaps changed, the ones stacked on them catch up
+        (sync.propagate; sync.py imports this module). build_source(rec, live) ->
+        (SELECT, "db.name") | None: a full build may read a finer datamap that holds
+        exactly the same base segments (finer.finer_source). The service gives all three."""
         self.catalog = catalog
         self.schemas = schemas
         self._spark = spark
         self._locks = locks
         self._garbage = garbage
         self._compaction = compaction
-        # proxy/datamaps/freshness.FreshnessGuard: told what Spark listed (set by the service)
-        self.guard = None
-        # sync.propagate(self, recs): after datamaps changed, the ones stacked on them
-        # catch up (set by the service; sync.py imports this module)
-        self.after_change: Callable[[list[DatamapRecord]], object] | None = None
-        # finer.finer_source(rec, live) -> (SELECT, "db.name") | None: a full build may read
-        # a finer datamap that holds exactly the same base segments (set by the service)
-        self.build_source: Callable[[DatamapRecord, dict], tuple[str, str] | None] | None = None
+        self.guard = guard
+        self.after_change = after_change
+        self.build_source = build_source
 
     def disable(self, rec: DatamapRecord, reason: str) -> None:
         """Take the datamap out of rewriting with `reason` (no-op if it was dropped)."""

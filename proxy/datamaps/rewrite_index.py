@@ -12,7 +12,7 @@ from proxy.datamaps.freshness import Covered
 from proxy.datamaps.listing import local_path
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.stacking import stale_below, table_index
-from proxy.datamaps.zone_policy import TimeZonePolicy
+from proxy.datamaps.zone_policy import ZoneReader
 from rewriter.api import Candidate
 
 Unavailable = dict[str, tuple[tuple[str, ...], str]]   # "db.name" -> (base tables, reason)
@@ -21,7 +21,7 @@ _KEPT_INDEXES = 8
 
 
 class RewriteIndexProvider:
-    def __init__(self, catalog: Catalog, schemas: SchemaCache, zones: TimeZonePolicy):
+    def __init__(self, catalog: Catalog, schemas: SchemaCache, zones: ZoneReader):
         self.catalog = catalog
         self._schemas = schemas
         self._zones = zones

@@ -8,7 +8,8 @@ behind the interface the router handlers and proxy/app.py use.
     compaction.Compaction            COMPACT and auto-compaction; SegmentGarbage drops
                                      the partitions of hidden segments
     live_view.LiveViews              `<name>_table`: the view of the live segments
-    zone_policy.TimeZonePolicy       the zone the datamaps were computed under
+    zone_policy.ZoneReader, TimeZonePolicy  the zone the datamaps were computed under:
+                                     why one depends on it; acting on a change
     rewrite_index.RewriteIndexProvider  candidates and the rewriter's DatamapIndex
     stacking, finer                  datamaps on datamaps: the dependency graph, and
                                      full builds that read a finer datamap
@@ -18,6 +19,7 @@ unavailable; asyncio callers use `asyncio.to_thread`.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from proxy.datamaps import ddl
@@ -32,11 +34,11 @@ from proxy.datamaps.rewrite_index import RewriteIndexProvider
 from proxy.datamaps.finer import finer_source
 from proxy.datamaps.sync import BackgroundSyncs, propagate
 from proxy.datamaps.schemas import SchemaCache, Schemas
-from proxy.datamaps.zone_policy import TimeZonePolicy
+from proxy.datamaps.zone_policy import TimeZonePolicy, ZoneReader
 from proxy.errors import ClientError
-from proxy.indexes.commands import IndexService
+from proxy.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.indexes.ddl import CreateIndexDatamap
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 from rewriter.api import Candidate
 
 if TYPE_CHECKING:
@@ -51,28 +53,37 @@ class DatamapService:
     Spark and cached until a datamap over the table is refreshed or rebuilt."""
 
     def __init__(self, catalog: Catalog, spark_provider: Callable[[], "SparkSession"],
-                 schemas_provider: Callable[[Iterable[str]], dict] | None = None):
+                 schemas_provider: Callable[[Iterable[str]], dict] | None = None, *,
+                 leases=None, auto_compaction: bool = False,
+                 max_bloom_bytes: int = DEFAULT_MAX_BLOOM_BYTES,
+                 on_indexed: Callable[[str], None] | None = None):
+        """leases: the serve run's proxy.ha.leader.LeaseKeeper (replicas: each datamap's jobs
+        hold a lease), None in one process. auto_compaction: [datamaps] auto_compaction;
+        max_bloom_bytes: [indexes] max_bloom_bytes; on_indexed(table): an index datamap on
+        `table` was built (serve's pruner loads the table's shape then)."""
         self.catalog = catalog
         self.spark_provider = spark_provider
         spark = self._spark    # the parts see a provider swapped in later (tests)
 
-        locks = self.locks = KeyedLocks()   # one per datamap / base table: jobs, audits
+        locks = self.locks = KeyedLocks(leases)   # one per datamap / base table: jobs, audits
         self.schema_cache = SchemaCache(spark, schemas_provider)
         self.garbage = SegmentGarbage(catalog, spark, LiveViews(catalog, spark))
-        self.compaction = Compaction(catalog, spark, locks, self.garbage)
-        self.maintenance = Maintenance(catalog, spark, self.schema_cache, locks, self.garbage,
-                                       self.compaction)
-        self.zones = TimeZonePolicy(catalog, self.schema_cache, locks, self.maintenance)
-        self.rewrite_index = RewriteIndexProvider(catalog, self.schema_cache, self.zones)
+        self.compaction = Compaction(catalog, spark, locks, self.garbage,
+                                     auto_default=auto_compaction)
+        self.zone_reader = ZoneReader(self.schema_cache)
+        self.rewrite_index = RewriteIndexProvider(catalog, self.schema_cache, self.zone_reader)
+        self.guard = FreshnessGuard(self._table_layout, self.request_sync)
+        self.maintenance = Maintenance(
+            catalog, spark, self.schema_cache, locks, self.garbage, self.compaction,
+            guard=self.guard, after_change=lambda recs: propagate(self.maintenance, recs),
+            build_source=functools.partial(finer_source, catalog, self.rewrite_index.candidates,
+                                           self.schema_cache.schemas))
+        self.zones = TimeZonePolicy(catalog, self.zone_reader, locks, self.maintenance)
         self.commands = DatamapCommands(catalog, spark, self.schema_cache, locks,
                                         self.maintenance, self.compaction)
-        self.guard = FreshnessGuard(self._table_layout, self.request_sync)
-        self.maintenance.guard = self.guard
-        self.maintenance.after_change = lambda recs: propagate(self.maintenance, recs)
-        self.maintenance.build_source = lambda rec, live: finer_source(
-            catalog, self.rewrite_index.candidates, self.schema_cache.schemas, rec, live)
         self._syncs = BackgroundSyncs(self.maintenance)
-        self.indexes = IndexService(catalog, spark, locks)   # minmax / bloomfilter datamaps
+        self.indexes = IndexService(catalog, spark, locks, max_bloom_bytes,   # minmax, bloom
+                                    on_indexed=on_indexed)
 
     def _table_layout(self, table: str) -> dict:
         from pipeline import table_layout
@@ -109,11 +120,11 @@ class DatamapService:
 
     @property
     def time_zone_problem(self) -> str | None:
-        return self.zones.problem
+        return self.zone_reader.problem
 
     @time_zone_problem.setter
     def time_zone_problem(self, why: str | None) -> None:
-        self.zones.problem = why
+        self.zone_reader.problem = why
 
     # -- DDL (commands.py) ---------------------------------------------------------------
     # Index datamaps (proxy/indexes) share the DROP / SHOW / REBUILD statements and the
@@ -222,7 +233,7 @@ class DatamapService:
     # -- time zone (zone_policy.py) ------------------------------------------------------
     def adopt_time_zone(self, zone: str, align: Callable[[str], object] | None = None,
                         rebuild: bool = True, lock: bool = True) -> list[str]:
-        from proxy.timezone import same_zone
+        from proxy.engine.timezone import same_zone
         before = self.catalog.setting("time_zone")
         gone = self.zones.adopt(zone, align, rebuild, lock)
         if before is not None and not same_zone(before, zone):

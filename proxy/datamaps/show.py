@@ -17,7 +17,7 @@ from proxy.datamaps.records import (
     BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time, one_line,
 )
 from proxy.datamaps.stacking import depends_on
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),

@@ -26,7 +26,7 @@ from proxy.datamaps.failures import describe, logged
 from proxy.datamaps.maintenance import Maintenance, RefreshOutcome
 from proxy.datamaps.stacking import table_levels
 from proxy.errors import ClientError
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 
 log = logging.getLogger("proxy.datamaps")
 

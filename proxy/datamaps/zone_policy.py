@@ -24,23 +24,33 @@ if TYPE_CHECKING:
 log = logging.getLogger("proxy.datamaps")
 
 
-class TimeZonePolicy:
-    def __init__(self, catalog: Catalog, schemas: SchemaCache, locks: KeyedLocks,
-                 maintenance: "Maintenance"):
-        self.catalog = catalog
+class ZoneReader:
+    """The read side: why a datamap's rows depend on the zone, and (remote mode) why the
+    pipeline's zone may differ from the upstream's. The rewrite index asks it."""
+
+    def __init__(self, schemas: SchemaCache):
         self._schemas = schemas
-        self._locks = locks
-        self._maintenance = maintenance
-        # Remote mode, set at the pipeline session's start (proxy/app.py): why the
+        # Remote mode, set when the pipeline session opens (proxy/pipeline_zone.py): why the
         # pipeline's time zone may differ from the upstream's.
         self.problem: str | None = None
 
     def time_dependent(self, rec: DatamapRecord) -> str | None:
         """Why the datamap's rows depend on the session time zone, or None."""
-        from proxy.timezone import time_dependent
+        from proxy.engine.timezone import time_dependent
         # The index needs these schemas anyway (it loads them right after).
         schemas = self._schemas.schemas(rec.definition.base_tables)
         return time_dependent(rec.definition.select_sql, schemas)
+
+
+class TimeZonePolicy:
+    """The act side: a changed zone hides, disables and rebuilds the datamaps it concerns."""
+
+    def __init__(self, catalog: Catalog, reader: ZoneReader, locks: KeyedLocks,
+                 maintenance: "Maintenance"):
+        self.catalog = catalog
+        self.reader = reader
+        self._locks = locks
+        self._maintenance = maintenance
 
     def adopt(self, zone: str, align: Callable[[str], object] | None = None,
               rebuild: bool = True, lock: bool = True) -> list[str]:
@@ -58,11 +68,11 @@ class TimeZonePolicy:
         deadlock), and no job has computed anything yet. Jobs read the visible segments
         only after their first use of Spark, except compaction, whose publish is refused
         when the segments it merged were hidden meanwhile (Catalog.publish_segment)."""
-        from proxy.timezone import same_zone
+        from proxy.engine.timezone import same_zone
 
         def dependent(rec: DatamapRecord) -> bool:
             try:
-                return self.time_dependent(rec) is not None
+                return self.reader.time_dependent(rec) is not None
             except Exception:  # noqa: BLE001 - schema unreadable: assume it depends
                 return True
         recorded = self.catalog.setting("time_zone")

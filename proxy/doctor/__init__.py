@@ -13,7 +13,7 @@ against the pipeline session's) and the Hive metastore(s) the
 pipeline session will use (TCP, then a real get_all_databases call); in embedded mode the
 Derby metastore in the state directory; and, when a proxy serves from that state
 directory, the upstream health it recorded (up or down, last success and failure, reopened
-sessions: proxy/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
+sessions: proxy/hs2/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
 started and asked a query as serve would: serving.py).
 
 Layout: checks.py holds Check/Target and the checks of this machine, remote.py those of the
@@ -80,7 +80,7 @@ def resolve_target(argv: list[str]) -> Target:
         flags["upstream"].update(host=host, port=int(port))
     s = cfg.load(a.config, flags=flags)
     uris = ",".join(s.spark.metastore_uris) or s.spark.conf.get("spark.hadoop.hive.metastore.uris", "")
-    from proxy.timezone import pipeline_zone
+    from proxy.engine.timezone import pipeline_zone
     zone, zone_source = pipeline_zone(s.spark.conf)
     return Target(
         listen_host=s.server.host, listen_port=s.server.port,

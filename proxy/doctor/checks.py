@@ -37,7 +37,7 @@ class Target:
     metastore_uris: tuple[str, ...]
     timeout: float
     # The pipeline session's zone as configured ([spark] conf), or this machine's default,
-    # and where that comes from; compared with the upstream's (proxy/timezone.py).
+    # and where that comes from; compared with the upstream's (proxy/engine/timezone.py).
     pipeline_time_zone: str | None = None
     pipeline_time_zone_source: str = ""
     # [serving]: the in-process engine doctor starts as serve would

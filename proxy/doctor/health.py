@@ -1,5 +1,5 @@
 """doctor's view of a serving proxy's upstream health: what `serve` last wrote to
-<state dir>/upstream-health.json (proxy/recovery.py) on each change of state, and every few
+<state dir>/upstream-health.json (proxy/hs2/recovery.py) on each change of state, and every few
 seconds while Spark answers."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from proxy.doctor.checks import PASS, WARN, Check
-from proxy.recovery import HEALTH_FILE, read_health
+from proxy.hs2.recovery import HEALTH_FILE, read_health
 
 
 def _ago(then: float | None, now: float) -> str:

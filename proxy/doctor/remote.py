@@ -1,5 +1,5 @@
 """doctor's checks of the remote topology: the upstream HiveServer2 (TCP, then a real
-OpenSession through proxy/upstream.py's client, its metastore and default time zone) and the
+OpenSession through proxy/upstream/client.py's client, its metastore and default time zone) and the
 Hive metastore(s) the pipeline session will use (TCP, then a real get_all_databases call)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from thrift.protocol.TBase import TBase
 from thrift.Thrift import TType
 
 from proxy.doctor.checks import FAIL, PASS, WARN, Check, Target
-from proxy.timezone import TIME_ZONE_KEY, same_zone
+from proxy.engine.timezone import TIME_ZONE_KEY, same_zone
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
 
@@ -22,7 +22,7 @@ def _uri_set(text: str) -> set[str]:
 def probe_upstream(t: Target, show: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """(protocol name, SET key -> value) from a session of doctor's own on the upstream."""
     from proxy.thrift.gen.TCLIService.ttypes import TProtocolVersion
-    from proxy.upstream import run_blocking, show_settings
+    from proxy.upstream.client import run_blocking, show_settings
 
     assert t.upstream is not None
     protocol, found = run_blocking(show_settings(
@@ -41,7 +41,7 @@ def check_upstream(t: Target) -> list[Check]:
         return [Check(name, FAIL, f"TCP connect failed: {exc.strerror or exc}",
                       "start the Spark Thrift Server (deploy/local/thrift-server.sh DIR, or "
                       "sbin/start-thriftserver.sh) or fix --upstream HOST:PORT")]
-    from proxy.upstream import UpstreamAuthError
+    from proxy.upstream.client import UpstreamAuthError
     try:
         protocol, found = probe_upstream(t, (METASTORE_KEY, TIME_ZONE_KEY))
     except UpstreamAuthError as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.external import grammar
-from proxy.sqlscan import Cursor, StatementError
+from proxy.routing.sqlscan import Cursor, StatementError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from proxy.sqlscan import Cursor, StatementError, Token
+from proxy.routing.sqlscan import Cursor, StatementError, Token
 
 # csv.<key> -> Spark's CSV reader option. skip_header: the files start with a header line.
 CSV_KEYS = {

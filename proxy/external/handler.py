@@ -19,7 +19,7 @@ import logging
 from typing import Callable
 
 from pipeline.files import quote_table
-from proxy.classify import Kind, classify
+from proxy.routing.classify import Kind, classify
 from proxy.datamaps import ddl
 from proxy.datamaps.commands import EMPTY
 from proxy.datamaps.loads import run_job
@@ -27,8 +27,8 @@ from proxy.external import alter, grammar
 from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
 from proxy.indexes.pruning import temp_views
-from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
-from proxy.sqlscan import Cursor, StatementError
+from proxy.routing.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
+from proxy.routing.sqlscan import Cursor, StatementError
 from rewriter.scope import Unsupported
 
 log = logging.getLogger("proxy.external")

@@ -15,7 +15,7 @@ import re
 import shutil
 from urllib.parse import quote, unquote, urlparse
 
-from proxy.sqlscan import StatementError
+from proxy.routing.sqlscan import StatementError
 
 log = logging.getLogger("proxy.external")
 

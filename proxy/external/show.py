@@ -7,7 +7,7 @@ from __future__ import annotations
 from proxy.datamaps.records import format_time
 from proxy.datamaps.show import SHOW_SEGMENTS_COLUMNS, format_seconds
 from proxy.external.store import ExternalSegment, ExternalTable
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 
 EXTERNAL_SEGMENT_COLUMNS = SHOW_SEGMENTS_COLUMNS + (
     ("Format", "string"), ("Paths", "string"), ("File Count", "int"), ("Size", "bigint"),

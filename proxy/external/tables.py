@@ -25,7 +25,7 @@ from proxy.errors import ClientError
 from proxy.external import grammar, links
 from proxy.external.hooks import SegmentHooks
 from proxy.external.store import LIVE, ExternalSegment, ExternalStore, ExternalTable, MappedFile
-from proxy.sqlscan import StatementError
+from proxy.routing.sqlscan import StatementError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -43,7 +43,8 @@ REBUILDING = "rebuilding: "      # the status reason of suspended indexes (sync 
 
 class IndexService:
     def __init__(self, catalog, spark: Callable[[], "SparkSession"], locks: KeyedLocks,
-                 max_bloom_bytes: int = DEFAULT_MAX_BLOOM_BYTES):
+                 max_bloom_bytes: int = DEFAULT_MAX_BLOOM_BYTES,
+                 on_indexed: Callable[[str], None] | None = None):
         self.catalog = catalog
         self.store = IndexStore(catalog)
         self._spark = spark
@@ -51,7 +52,7 @@ class IndexService:
         self.max_bloom_bytes = max_bloom_bytes
         # told of a table once an index on it is built (app.py: the pruner loads its shape
         # then, so the first query on it is pruned too)
-        self.on_indexed: Callable[[str], None] | None = None
+        self.on_indexed = on_indexed
 
     # -- what a table is ---------------------------------------------------------------
     def _datamap(self, table: str) -> DatamapRecord | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from proxy.sqlscan import Cursor, StatementError
+from proxy.routing.sqlscan import Cursor, StatementError
 
 INDEX_PROVIDERS = ("minmax", "bloomfilter")
 DEFAULT_BLOOM_SIZE = 640_000         # CarbonData's defaults

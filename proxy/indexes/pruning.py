@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from proxy.datamaps.listing import local_path
 from proxy.datamaps.records import display_name
-from proxy.router import Remember, StatementContext
-from proxy.sqlscan import Cursor, StatementError
+from proxy.routing.router import Remember, StatementContext
+from proxy.routing.sqlscan import Cursor, StatementError
 from rewriter.api import STORAGE_SUFFIX
 from rewriter.filestats import FileStats
 from rewriter.normalize import NormalizeError, parse

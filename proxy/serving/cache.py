@@ -6,14 +6,14 @@ those files. A segment published, hidden or compacted, a REBUILD or a DROP chang
 rewritten query's segment list or its files, so the key changes with it: an entry is never
 invalidated, it is just never asked for again and ages out. Sessions whose result-relevant
 settings differ from the server's (time zone, ANSI, ...) are never answered from datamaps
-(proxy/statements.py), so the settings need no place in the key. Only served datamap
+(proxy/routing/statements.py), so the settings need no place in the key. Only served datamap
 answers are cached, never base-table queries.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 from rewriter.bytecache import ByteLRU
 
 CacheKey = tuple[str, tuple]

@@ -8,12 +8,14 @@ from typing import Callable
 
 from sqlglot import exp
 
+import proxy.serving.dates as dates
+import proxy.serving.formats as formats
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
     spark_type,
 )
-import proxy.serving.dates as dates
+from proxy.serving.values import ANONYMOUS as VALUE_ANONYMOUS, DISPATCH as VALUE_FUNCTIONS, distinct_agg
 from rewriter.sparktypes import INTEGRAL, norm
 
 
@@ -221,14 +223,18 @@ class Expressions:
             return sql, dst
         if src == "string" and dst in ("date", "timestamp"):
             if not (isinstance(e.this, exp.Literal) and e.this.is_string):
-                raise NotServable(f"CAST from string to {dst}")
+                return formats.cast(self, sql, src, dst), dst
             return (date_literal(e.this) if dst == "date"
                     else dates.timestamp_operand(self, e.this, sql, "string")), dst
         if (src, dst) in (("date", "timestamp"), ("timestamp", "date")):
             return dates.cast_date_time(self, sql, src, dst), dst
+        served = formats.cast(self, sql, src, dst)
+        if served is not None:
+            return served, dst
         ok = ((src in INTEGRAL or DEC.match(src)) and (dst in INTEGRAL or DEC.match(dst))) \
             or (src in INTEGRAL and dst == "double") \
-            or (dst == "string" and (src in INTEGRAL or DEC.match(src) or src == "date"))
+            or (dst == "string" and (src in INTEGRAL or DEC.match(src)
+                                     or src in ("date", "boolean")))
         if not ok:
             raise NotServable(f"CAST from {src} to {dst}")
         if DEC.match(src) and dst in INTEGRAL:
@@ -239,7 +245,7 @@ class Expressions:
 
     def _agg(self, e: exp.AggFunc, scope):
         if e.args.get("distinct") or isinstance(e.this, exp.Distinct):
-            raise NotServable(f"{e.key.upper()}(DISTINCT ...)")
+            return distinct_agg(self, e, scope)
         if isinstance(e, exp.Count):
             arg = e.this
             if arg is None or isinstance(arg, exp.Star):
@@ -295,12 +301,6 @@ class Expressions:
         t = common([p[1] for p in parts], "COALESCE")
         return f"COALESCE({', '.join(f'CAST({p[0]} AS {duck_type(t)})' for p in parts)})", t
 
-    def _anonymous(self, e: exp.Anonymous, scope):
-        fn = ANONYMOUS.get(e.name.lower())
-        if fn is None:
-            raise NotServable(f"function {e.name.lower()}")
-        return fn(self, e, scope)
-
 
 _T = Expressions
 DISPATCH: dict[type, Callable] = {
@@ -312,8 +312,22 @@ DISPATCH: dict[type, Callable] = {
     exp.And: _T._logic, exp.Or: _T._logic, exp.Not: _T._not, exp.Is: _T._is, exp.In: _T._in,
     exp.Between: _T._between, exp.Cast: _T._cast, exp.TryCast: _T._cast,
     exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg,
-    exp.Case: _T._case, exp.Coalesce: _T._coalesce, exp.Anonymous: _T._anonymous,
-    **dates.DISPATCH,
+    exp.Case: _T._case, exp.Coalesce: _T._coalesce,
+    **dates.DISPATCH,       # date and timestamp functions, interval arithmetic
+    **formats.DISPATCH,     # datetime patterns, string <-> date/timestamp
 }
-# functions sqlglot leaves anonymous, by lower-case name
-ANONYMOUS: dict[str, Callable] = {**dates.ANONYMOUS}
+DISPATCH.update(VALUE_FUNCTIONS)     # strings, conditionals, numbers: values.py
+
+# Functions sqlglot leaves as plain calls (exp.Anonymous), by lower-case name: one table
+# for every module of the tier, so none of them shadows another's.
+ANONYMOUS: dict[str, Callable] = {**dates.ANONYMOUS, **formats.ANONYMOUS, **VALUE_ANONYMOUS}
+
+
+def _anonymous(self, e: exp.Anonymous, scope):
+    handler = ANONYMOUS.get(e.name.lower())
+    if handler is None:
+        raise NotServable(f"function {e.name.lower()}")
+    return handler(self, e, scope)
+
+
+DISPATCH[exp.Anonymous] = _anonymous

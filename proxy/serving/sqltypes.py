@@ -74,11 +74,25 @@ INT_ORDER = ("tinyint", "smallint", "int", "bigint")
 
 
 def common(types, what: str) -> str:
-    """The one type of CASE branches / COALESCE arguments: equal types, or integral types
-    widened to the widest (Spark's and DuckDB's rule alike); anything else -> Spark."""
+    """The one type of CASE branches / COALESCE / IF / greatest arguments, by Spark's wider-
+    type rule: equal types; integral types widened to the widest; integral and decimal types
+    to the decimal holding the most integer digits and the largest scale of any (an int as
+    decimal(10,0), a bigint as decimal(20,0)); integral types and double to double. A
+    decimal over 38 digits (Spark would drop digits to fit), a decimal with a double, and
+    anything else -> Spark."""
     known = {t for t in types if t is not None}
     if len(known) > 1 and known <= set(INT_ORDER):
         return max(known, key=INT_ORDER.index)
+    if len(known) > 1 and all(dec(t) is not None for t in known):
+        parts = [dec(t) for t in known]
+        scale = max(s for _, s in parts)
+        digits = max(p - s for p, s in parts) + scale
+        if digits > 38:
+            raise NotServable(f"{what} over {sorted(known)}: their common decimal type "
+                              "needs over 38 digits")
+        return f"decimal({digits},{scale})"
+    if len(known) > 1 and "double" in known and known - {"double"} <= set(INT_ORDER):
+        return "double"
     if len(known) != 1:
         raise NotServable(f"{what} over values of types {sorted(known) or ['NULL']}")
     return known.pop()

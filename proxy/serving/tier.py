@@ -34,13 +34,13 @@ from enum import Enum
 from typing import Callable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
-from proxy.classify import CACHE_KEY, SERVING_KEY
+from proxy.routing.classify import CACHE_KEY, SERVING_KEY
 from proxy.config import ServingSettings
-from proxy.router import LocalResult
+from proxy.routing.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
 from proxy.serving.translate import NotServable, Plan, translate
-from proxy.session import switched_on
+from proxy.routing.session_keys import switched_on
 from rewriter.api import STORAGE_SUFFIX, storage_table
 from rewriter.bytecache import ByteLRU, text_size
 
@@ -61,18 +61,6 @@ class _Snapshot:
     columns: Mapping[str, Mapping[str, str]]                 # table -> stored column types
     segments: Mapping[str, Mapping[str, _Segment]]           # table -> visible segment id -> files
     zone: str | None = None          # the time zone the datamaps were computed in
-
-
-# answer()'s `how` of an answer computed here -> its line in the operation log
-_LOG_LINES = {"local cache=hit": "answer computed in-process by the proxy, from its result cache",
-              "local cache=miss": "answer computed in-process by the proxy",
-              "local cache=bypassed": "answer computed in-process by the proxy (result cache "
-                                      "bypassed)"}
-
-
-def log_line(how: str) -> str:
-    """The operation log's line for a served answer, from answer()'s `how`."""
-    return _LOG_LINES.get(how, "answer computed in-process by the proxy")
 
 
 RETRY_S = 60.0          # a DOWN engine is started again this often (in the background)

@@ -32,18 +32,26 @@ from rewriter.api import SEGMENT_COLUMN
 # Column and result types the tier reads and returns. Everything else -> Spark.
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
-              "WHERE, GROUP BY (keys other than doubles; DISTINCT likewise), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
+              "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
+              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
     "types": ", ".join(TYPES),
-    "aggregates": "sum, count, count(*), min, max",
+    "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
+                  "(not of doubles), min/max(DISTINCT x)",
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
                  "decimal division by Spark's rules), unary - (decimals of up to 34 digits), "
-                 "= <> < <= > >=, IN (literals), BETWEEN (of decimals: when their common "
-                 "type fits 38 digits), AND OR NOT, IS [NOT] NULL",
+                 "= <> < <= > >= <=>, IN (literals), BETWEEN (of decimals: when their common "
+                 "type fits 38 digits), AND OR NOT, IS [NOT] NULL, LIKE / NOT LIKE (a literal "
+                 "pattern, '\\' or ESCAPE)",
     "functions": "CAST (integral/decimal widening and narrowing, decimal to integral "
                  "truncating, to string from "
-                 "integral/decimal/date/string; a date to a timestamp, a timestamp to a "
+                 "integral/decimal/date/boolean/string; a date to a timestamp, a timestamp to a "
                  "date, a date or timestamp literal string to its type), CASE WHEN, "
-                 "COALESCE, year, quarter, month, day/dayofmonth, dayofweek, weekday, "
+                 "COALESCE/NVL/IFNULL, IF, NVL2, NULLIF, greatest/least (not of doubles), "
+                 "concat, concat_ws, substr/substring, length, trim/ltrim/rtrim/TRIM(BOTH|"
+                 "LEADING|TRAILING x FROM s), lpad/rpad, replace, upper/lower (ASCII and "
+                 "caseless CJK text; other text raises and Spark answers), abs, floor/ceil, "
+                 "round/bround (of integers and decimals), "
+                 "year, quarter, month, day/dayofmonth, dayofweek, weekday, "
                  "dayofyear, weekofyear, last_day, trunc(week|month|quarter|year and their "
                  "aliases), EXTRACT / date_part (year, yearofweek, quarter, month, week, day, "
                  "dow, dow_iso, doy; hour, minute, second of timestamps), next_day (a literal "
@@ -52,6 +60,10 @@ ALLOWED = {
                  "and date_trunc(microsecond ... year, every alias and casing) over "
                  "timestamps; date/timestamp +/- INTERVAL 'n' of one unit (day, hour, "
                  "minute, second, month, year)",
+    "datetime patterns": "date_format, from_unixtime, unix_timestamp / to_unix_timestamp, "
+                         "to_date, to_timestamp with the pattern letters of "
+                         "proxy/serving/patterns.py (FORMAT printed, _PARSE parsed); CAST "
+                         "string <-> date/timestamp of 'yyyy-MM-dd[ HH:mm:ss[.ffffff]]' text",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date, "
                 "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' against a timestamp",
 }
@@ -87,8 +99,10 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
     return Plan(sql, tuple(cols), tuple(t.reads))
 
 # Spark normalises grouping keys (NormalizeFloatingNumbers): -0.0 and 0.0 are one group
-# whose key reads 0.0; DuckDB groups them too but returns the first value it met (-0.0)
-_DOUBLE_KEY = "GROUP BY or DISTINCT over a double (Spark returns a -0.0 key as 0.0)"
+# whose key reads 0.0; DuckDB groups them too but returns the first value it met (-0.0).
+# A key output is served as key + 0.0; an expression over a double key is not
+_DOUBLE_KEY = ("an expression over a double GROUP BY or DISTINCT key (Spark computes it "
+               "from the key with -0.0 read as 0.0), or DISTINCT over a double with GROUP BY")
 
 
 class _Scope(Scope):
@@ -137,7 +151,6 @@ class _Translator(Expressions):
         rel_sql = self.relation(from_.this, scope)
         outputs, out_cols, aggregate = [], [], False
         inner_of: dict[str, exp.Expression] = {}      # output name -> its expression
-        instants: list[str] = []                      # each output's SQL before local()
         for e in sel.expressions:
             if isinstance(e, exp.Alias):
                 name, inner = e.alias, e.this
@@ -147,48 +160,64 @@ class _Translator(Expressions):
                 raise NotServable("an output without a name (or *)")
             sql, typ = self.expr(inner, scope)
             aggregate = aggregate or bool(inner.find(exp.AggFunc))
-            instants.append(sql)
-            if typ == "timestamp" and top:
-                sql = self.zone.local(sql)
-            # every output is cast to its Spark type: DuckDB's own may be wider
-            outputs.append(f"CAST({sql} AS {duck_type(typ)}) AS {q(name)}")
+            outputs.append((sql, typ, name, inner))      # a timestamp's sql: its instant
             out_cols.append((name, typ))
             inner_of.setdefault(name.lower(), inner)
-        if sel.args.get("distinct") and any(t == "double" for _, t in out_cols):
+        instants = [sql for sql, _, _, _ in outputs]  # each output's SQL before local()
+        group = sel.args.get("group")
+        if sel.args.get("distinct") and any(t == "double" for _, t in out_cols) \
+                and (aggregate or group):
             raise NotServable(_DOUBLE_KEY)
         # where two instants print alike (a fall-back's repeated hour), the outermost
         # SELECT groups, orders and de-duplicates by instant, never by its printed value
         by_instant = top and not (self.zone is None or self.zone.injective) \
             and any(t == "timestamp" for _, t in out_cols)
-        group = sel.args.get("group")
         distinct_keys = None
         if sel.args.get("distinct") and by_instant:
             if group or aggregate:
                 raise NotServable("SELECT DISTINCT of a timestamp with GROUP BY or aggregates "
                                   "in a time zone with daylight saving time")
             distinct_keys = instants          # DISTINCT is GROUP BY every output
-        parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") and distinct_keys is None
-                              else "") + ", ".join(outputs), "FROM " + rel_sql]
-        if sel.args.get("where"):
-            parts.append("WHERE " + self.condition(sel.args["where"].this, scope))
-        if distinct_keys is not None:
-            parts.append("GROUP BY " + ", ".join(distinct_keys))
+        # double keys (GROUP BY, or the outputs of a plain SELECT DISTINCT): Spark folds -0.0
+        # into 0.0 (and every NaN into one); DuckDB groups them alike but returns the key it
+        # met first, so a key output adds 0.0 (-0.0 + 0.0 is 0.0)
+        double_keys = ({s for s, t, _, _ in outputs if t == "double"}
+                       if sel.args.get("distinct") else set())
+        where_sql = (self.condition(sel.args["where"].this, scope)
+                     if sel.args.get("where") else None)
+        keys = []
         if group:
             if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
                 raise NotServable("GROUPING SETS / CUBE / ROLLUP")
-            keys = []
             for g in group.expressions:
                 if isinstance(g, exp.Literal) and not g.is_string:
                     if not (g.this.isdigit() and 1 <= int(g.this) <= len(out_cols)):
                         raise NotServable(f"GROUP BY {g.this}")
-                    typ = out_cols[int(g.this) - 1][1]
-                    keys.append(instants[int(g.this) - 1] if by_instant and typ == "timestamp"
+                    sql, typ = outputs[int(g.this) - 1][:2]
+                    keys.append(sql if by_instant and typ == "timestamp"
                                 else g.this)       # ordinal
                 else:
                     sql, typ = self.expr(g, scope)
                     keys.append(sql)
                 if typ == "double":
-                    raise NotServable(_DOUBLE_KEY)
+                    double_keys.add(sql)
+        selected = []
+        for sql, typ, name, inner in outputs:
+            if sql in double_keys:
+                sql = f"({sql} + 0.0)"
+            elif any(k in sql for k in double_keys) and not isinstance(inner, exp.AggFunc):
+                raise NotServable(_DOUBLE_KEY)
+            if typ == "timestamp" and top:
+                sql = self.zone.local(sql)       # sent as the local wall-clock time
+            # every output is cast to its Spark type: DuckDB's own may be wider
+            selected.append(f"CAST({sql} AS {duck_type(typ)}) AS {q(name)}")
+        parts = ["SELECT " + ("DISTINCT " if sel.args.get("distinct") and distinct_keys is None
+                              else "") + ", ".join(selected), "FROM " + rel_sql]
+        if where_sql is not None:
+            parts.append("WHERE " + where_sql)
+        if distinct_keys is not None:
+            parts.append("GROUP BY " + ", ".join(distinct_keys))
+        if group:
             parts.append("GROUP BY " + ", ".join(keys))
         if sel.args.get("having"):
             parts.append("HAVING " + self.condition(sel.args["having"].this, scope))

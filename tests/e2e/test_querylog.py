@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from proxy.querylog import QueryLog
+from proxy.observability.querylog.log import QueryLog
 from tests.e2e.support import Conn
 from tests.support.clients import ClientError, RawHS2, pyhive_connect
 

@@ -49,9 +49,13 @@ SERVED = [
     "SELECT count(*) FROM facts",
     "SELECT country, sum(qty) * 2 AS dbl, sum(amount) + 1 AS plus FROM facts GROUP BY country",
     "SELECT avg(amount), avg(price), max(price) FROM facts WHERE city <> 'paris'",
+    "SELECT country, count(DISTINCT city) cities, count(DISTINCT city, d) visits FROM facts "
+    "GROUP BY country",
+    "SELECT lower(city) l, substr(country, 1, 1) c0, sum(qty) q FROM facts "
+    "WHERE city LIKE '%r%' GROUP BY lower(city), substr(country, 1, 1)",
 ]
 NOT_SERVED = [
-    "SELECT upper(country) u, count(*) c FROM facts GROUP BY upper(country)",
+    "SELECT initcap(country) u, count(*) c FROM facts GROUP BY initcap(country)",
 ]
 
 

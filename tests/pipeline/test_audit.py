@@ -16,7 +16,7 @@ from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
-from proxy.router import LocalResult, PassThrough, Rewrite, StatementContext
+from proxy.routing.router import LocalResult, PassThrough, Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

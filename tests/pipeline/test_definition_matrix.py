@@ -15,7 +15,7 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError
-from proxy.router import Rewrite, StatementContext
+from proxy.routing.router import Rewrite, StatementContext
 from rewriter import translate_timeseries
 from rewriter.timeseries import GRANULARITIES
 

@@ -18,7 +18,7 @@ import proxy.datamaps.maintenance as maintenance
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
-from proxy.router import Rewrite, StatementContext
+from proxy.routing.router import Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -20,9 +20,9 @@ from proxy.config import UpstreamSettings
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.datamaps.service import DatamapService
-from proxy.router import StatementContext
+from proxy.routing.router import StatementContext
 from proxy.doctor import PASS, WARN, Target, check_upstream
-from proxy.timezone import TIME_ZONE_KEY, upstream_time_zone
+from proxy.engine.timezone import TIME_ZONE_KEY, upstream_time_zone
 from tests.support.clients import pyhive_connect, pyhive_execute
 from tests.support.ports import free_port
 from tests.support.sts import start_sts

@@ -11,12 +11,12 @@ import pytest
 
 from pipeline import list_segments
 from pipeline.table import create_table
-from proxy import leader
+from proxy.ha import leader
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError
-from proxy.router import PassThrough, Rewrite, StatementContext
+from proxy.routing.router import PassThrough, Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -170,8 +170,7 @@ async def test_a_load_is_refreshed_once_by_two_replicas(pipeline_spark, pipe_db,
     replicas = []
     for _ in range(2):
         catalog = Catalog(url)
-        svc = DatamapService(catalog, lambda: spark)
-        svc.locks.leases = leader.LeaseKeeper(catalog, ttl=10)
+        svc = DatamapService(catalog, lambda: spark, leases=leader.LeaseKeeper(catalog, ttl=10))
         replicas.append(svc)
     a, b = replicas
     ctx = StatementContext("s", "me", pipe_db, {}, 10)

@@ -1,4 +1,4 @@
-from proxy.admission import ConnectionLimits, LoginThrottle
+from proxy.gateway.admission import ConnectionLimits, LoginThrottle
 
 
 def test_connection_limits_total_and_per_address():

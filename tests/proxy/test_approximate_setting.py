@@ -4,10 +4,11 @@ import asyncio
 
 import pytest
 
-from proxy import statements
+from proxy.routing import statements
 from proxy.datamaps.handler import approximate_lines
-from proxy.router import Local, Reject, StatementContext
-from proxy.session import APPROXIMATE_KEY, Session, approximate_on
+from proxy.routing.router import Local, Reject, StatementContext
+from proxy.hs2.session import Session
+from proxy.routing.session_keys import APPROXIMATE_KEY, approximate_on
 from rewriter.api import RewriteResult
 
 

@@ -1,6 +1,6 @@
 import hashlib
 
-from proxy.auth import UsersFile, add_user
+from proxy.gateway.auth.plain import UsersFile, add_user
 
 
 def test_unknown_user_costs_the_same_hash_work_as_a_wrong_password(tmp_path, monkeypatch):
@@ -16,7 +16,7 @@ def test_unknown_user_costs_the_same_hash_work_as_a_wrong_password(tmp_path, mon
     def counting(password, *, salt, n, r, p, dklen):
         calls.append((n, r, p, dklen))
         return real(password, salt=salt, n=n, r=r, p=p, dklen=dklen)
-    monkeypatch.setattr("proxy.auth.hashlib.scrypt", counting)
+    monkeypatch.setattr("proxy.gateway.auth.plain.hashlib.scrypt", counting)
 
     def work(user):
         calls.clear()

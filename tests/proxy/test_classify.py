@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.classify import FORMS, Kind, Statement, classify
+from proxy.routing.classify import FORMS, Kind, Statement, classify
 
 CASES = yaml.safe_load((Path(__file__).parents[1] / "fixtures/proxy/classify.yaml")
                        .read_text())["cases"]
@@ -45,12 +45,12 @@ def test_over_the_parse_limit_an_insert_may_write():
 ], ids=["qualified and backquoted", "every table named", "whole words only",
         "a name inside another", "empty text", "a name of several words", "no tables"])
 def test_mentioned_tables(sql, tables, want):
-    from proxy.classify_parse import mentioned
+    from proxy.routing.classify_parse import mentioned
     assert sorted(mentioned(sql, tables)) == sorted(want)
 
 
 def test_mentioned_is_one_pass_over_a_megabyte():
-    from proxy.classify_parse import mentioned
+    from proxy.routing.classify_parse import mentioned
     sql = "WITH c AS (SELECT " + "x, " * 300_000 + "1) INSERT INTO sales SELECT * FROM c"
     assert classify(sql, "db1", 1 << 16).kind is Kind.MAYBE_WRITE      # over: not parsed
     t0 = time.perf_counter()
@@ -76,8 +76,8 @@ def test_a_megabyte_statement_is_classified_from_its_head(sql):
 
 
 def test_a_decision_classifies_its_statement_once(monkeypatch):
-    from proxy import classify as module
-    from proxy.router import Router, StatementContext
+    from proxy.routing import classify as module
+    from proxy.routing.router import Router, StatementContext
     calls = []
     head = module._head
     monkeypatch.setattr(module, "_head", lambda *a: calls.append(a[0]) or head(*a))

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import statements
+from proxy.routing import statements
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
-from proxy.router import Router, StatementContext
-from proxy.service import Service
+from proxy.routing.router import Router, StatementContext
+from proxy.hs2.session import track_statement
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}
@@ -59,7 +59,7 @@ def test_hostile_statements_are_classified_in_linear_time(router, sql):
     session = SimpleNamespace(current_db="db1", conf={}, spark_sets={})
     t0 = time.perf_counter()
     router.decide(_ctx(), sql)
-    Service._track_session_state(None, session, sql)   # what runs after upstream accepted it
+    track_statement(session, sql)   # what runs after upstream accepted it
     # ~20 ms each when quiet; the backtracking regexes took 7 to 68 s. 0.5 s failed twice
     # while Spark jobs loaded the 2-core box
     assert time.perf_counter() - t0 < 3.0
@@ -68,5 +68,5 @@ def test_hostile_statements_are_classified_in_linear_time(router, sql):
 def test_session_state_tracking_still_reads_use_and_set():
     session = SimpleNamespace(current_db="default", conf={}, spark_sets={})
     for sql in ("USE `Db2` ;", "set spark.sql.x = 'a b' ;  ", "use database db3\n"):
-        Service._track_session_state(None, session, sql)
+        track_statement(session, sql)
     assert session.current_db == "db3" and session.conf == {"spark.sql.x": "'a b'"}

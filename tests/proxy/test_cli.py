@@ -3,15 +3,17 @@ import io
 import pytest
 
 from proxy import cli
-from proxy.auth import UsersFile
+from proxy.cli import serve, sync
+from proxy.cli.main import build_parser
+from proxy.gateway.auth.plain import UsersFile
 
 
 def test_serve_flags_map_to_sections():
-    a = cli.build_parser().parse_args([
+    a = build_parser().parse_args([
         "serve", "--host", "0.0.0.0", "--port", "0", "--upstream", "sparkhost:10001",
         "--upstream-auth", "nosasl", "--auth", "nosasl", "--users-file", "u", "--state-dir", "s",
         "--tls-cert", "c", "--tls-key", "k"])
-    f = cli._flags(a)
+    f = serve._flags(a)
     assert f["server"]["host"] == "0.0.0.0" and f["server"]["port"] == 0
     assert f["upstream"]["host"] == "sparkhost" and f["upstream"]["port"] == 10001
     assert f["upstream"]["auth"] == "nosasl" and f["server"]["auth"] == "nosasl"
@@ -19,16 +21,16 @@ def test_serve_flags_map_to_sections():
 
 
 def test_datamaps_flags():
-    a = cli.build_parser().parse_args(["serve", "--sync-interval", "30", "--auto-compaction",
+    a = build_parser().parse_args(["serve", "--sync-interval", "30", "--auto-compaction",
                                        "true"])
-    assert cli._flags(a)["datamaps"] == {"sync_interval_s": 30.0, "auto_compaction": "true"}
-    assert cli._flags(cli.build_parser().parse_args(["serve"]))["datamaps"] == {
+    assert serve._flags(a)["datamaps"] == {"sync_interval_s": 30.0, "auto_compaction": "true"}
+    assert serve._flags(build_parser().parse_args(["serve"]))["datamaps"] == {
         "sync_interval_s": None, "auto_compaction": None}
 
 
 def test_bad_upstream_flag():
     with pytest.raises(SystemExit):
-        cli.build_parser().parse_args(["serve", "--upstream", "nohostport"])
+        build_parser().parse_args(["serve", "--upstream", "nohostport"])
 
 
 def test_bad_env_exits_2(monkeypatch, capsys):
@@ -63,7 +65,7 @@ def test_sync_without_a_proxy_is_a_clean_error(capsys):
 
 
 def test_sync_flags_and_defaults_from_config(tmp_path, capsys):
-    a = cli.build_parser().parse_args(["sync", "--table", "db.a", "--table", "b", "--auth",
+    a = build_parser().parse_args(["sync", "--table", "db.a", "--table", "b", "--auth",
                                        "nosasl", "--user", "u", "--password", "p"])
     assert a.table == ["db.a", "b"] and a.auth == "nosasl" and a.port is None
     conf = tmp_path / "p.toml"
@@ -73,32 +75,32 @@ def test_sync_flags_and_defaults_from_config(tmp_path, capsys):
     conf.write_text("[server]\nport = 'x'\n")
     assert cli.main(["sync", "--config", str(conf)]) == 2
     assert "port" in capsys.readouterr().err
-    assert cli._quote_table("Db.t`x") == "`Db`.`t``x`"
+    assert sync._quote_table("Db.t`x") == "`Db`.`t``x`"
 
 
 def test_sync_output_helpers():
-    assert cli._has_failed('{"db.a": "refreshed", "db.b": "failed: disk full"}')
-    assert not cli._has_failed('{"db.failed": "unchanged"}') and not cli._has_failed("NA")
-    text = cli._format_rows(["Table", "New Segment"], [("db.t", "1"), ("db.long_name", "")])
+    assert sync._has_failed('{"db.a": "refreshed", "db.b": "failed: disk full"}')
+    assert not sync._has_failed('{"db.failed": "unchanged"}') and not sync._has_failed("NA")
+    text = sync._format_rows(["Table", "New Segment"], [("db.t", "1"), ("db.long_name", "")])
     assert text.splitlines() == ["Table" + " " * 9 + "New Segment", "db.t" + " " * 10 + "1",
                                  "db.long_name"]
-    assert "no base tables" in cli._format_rows(["Table"], [])
+    assert "no base tables" in sync._format_rows(["Table"], [])
 
 
 def test_pre_login_limit_flags():
-    a = cli.build_parser().parse_args([
+    a = build_parser().parse_args([
         "serve", "--login-timeout", "5", "--idle-connection-timeout", "60", "--max-connections",
         "10", "--max-connections-per-address", "3", "--max-login-failures", "0"])
-    f = cli._flags(a)["server"]
+    f = serve._flags(a)["server"]
     assert (f["login_timeout"], f["idle_connection_timeout"]) == (5.0, 60.0)
     assert (f["max_connections"], f["max_connections_per_address"], f["max_login_failures"]) == (10, 3, 0)
 
 
 def test_upstream_limit_flags():
-    a = cli.build_parser().parse_args(["serve", "--upstream-max-reply-bytes", "2097152",
+    a = build_parser().parse_args(["serve", "--upstream-max-reply-bytes", "2097152",
                                        "--upstream-max-sessions", "8",
                                        "--upstream-max-sessions-per-user", "2"])
-    up = cli._flags(a)["upstream"]
+    up = serve._flags(a)["upstream"]
     assert (up["max_reply_bytes"], up["max_sessions"], up["max_sessions_per_user"]) == (2097152, 8, 2)
 
 

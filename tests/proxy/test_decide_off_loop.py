@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from proxy.router import INLINE_BYTES, PassThrough, Router, StatementContext, must_not_block
+from proxy.routing.router import INLINE_BYTES, PassThrough, Router, StatementContext, must_not_block
 
 
 def _ctx():

@@ -1,4 +1,4 @@
-"""ZooKeeper discovery (proxy/discovery.py) against a real ZooKeeper and the proxy as a
+"""ZooKeeper discovery (proxy/ha/discovery.py) against a real ZooKeeper and the proxy as a
 subprocess. No Spark: the proxy serves (and registers) before any upstream is reached, so
 these run in the fast tier; the client half (beeline, PyHive, impyla through ZooKeeper,
 two replicas, kill -9) is tests/proxy/clients/test_discovery_replicas.py."""
@@ -15,7 +15,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from proxy import config as cfg
-from proxy.discovery import (advertised_host, parse_entry, proxy_version, znode_data,
+from proxy.ha.discovery import (advertised_host, parse_entry, proxy_version, znode_data,
                              znode_prefix)
 from tests.support.zookeeper import registered, registered_proxy, start_zookeeper, wait_for
 

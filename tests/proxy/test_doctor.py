@@ -10,7 +10,7 @@ import pytest
 
 from proxy import doctor
 from proxy.doctor import FAIL, PASS, WARN, Check, Target
-from proxy.engine import _StateLock
+from proxy.engine.spark import _StateLock
 from tests.support.ports import free_port
 
 

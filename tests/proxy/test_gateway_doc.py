@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from proxy import config as cfg
-from proxy.identity import ImpersonationPolicy
+from proxy.hs2.identity import ImpersonationPolicy
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "gateway.md").read_text()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy import auth
+from proxy.gateway.auth import plain as auth
 from proxy.thrift import codec, sasl
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.test_gateway import Raw

@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from proxy import auth
+from proxy.gateway.auth import plain as auth
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy import test_hardening_transport as hardening

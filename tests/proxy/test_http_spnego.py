@@ -1,5 +1,5 @@
 """The HTTP transport's side of SPNEGO (auth=kerberos), against the acceptor interface
-part C implements (proxy.kerberos.Acceptor.spnego: token -> (user | None, out token)).
+part C implements (proxy.gateway.auth.kerberos.Acceptor.spnego: token -> (user | None, out token)).
 The acceptor here is a stand-in with fixed tokens: what is checked is the HTTP logic
 (401 challenges, the continuation token, mutual authentication, the cookie); the real
 acceptor with a real KDC is tested with Kerberos itself. At the end, in-process checks of
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 from proxy.config import ServerSettings, Settings
-from proxy.http import HttpTransport
-from proxy.router import Router
-from proxy.server import ProxyServer
+from proxy.gateway.http_transport import HttpTransport
+from proxy.routing.router import Router
+from proxy.gateway.server import ProxyServer
 
 
 class Acceptor:

@@ -1,4 +1,4 @@
-"""The HTTP transport's pure half (proxy/httpwire.py): request heads, responses, Basic
+"""The HTTP transport's pure half (proxy/http/wire.py): request heads, responses, Basic
 credentials and the signed session cookie."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from proxy import httpwire as hw
+from proxy.http import wire as hw
 
 
 def head(*lines: str) -> bytes:

@@ -13,15 +13,15 @@ import stat
 import pytest
 
 from proxy import config
-from proxy.audit_log import AuditLog, AuditLogError, decision_of
-from proxy.config import UpstreamSettings
+from proxy.observability.audit_log import AuditLog, AuditLogError, decision_of
+from proxy.config import UpstreamSettings, parse_rules
 from proxy.doctor import report
 from proxy.doctor.checks import FAIL, Check
 from proxy.errors import ClientError, to_status
-from proxy.identity import ImpersonationPolicy, ImpersonationRefused, parse_rules
+from proxy.hs2.identity import ImpersonationPolicy, ImpersonationRefused
 from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
-from proxy.session import Session
-from proxy.upstream import UpstreamSession
+from proxy.hs2.session import Session
+from proxy.upstream.client import UpstreamSession
 from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
 
@@ -116,7 +116,7 @@ def test_a_settings_dump_holds_no_password():
 
 def test_a_connections_repr_holds_no_password():
     # one per HTTP request, and under auth = ldap the password is a directory password
-    from proxy.service import ClientConnection
+    from proxy.hs2.connection import ClientConnection
     conn = ClientConnection(peer="10.0.0.7:5123", sasl_user="alice", sasl_password=SECRET)
     assert conn.sasl_password == SECRET and SECRET not in repr(conn)
 
@@ -244,8 +244,8 @@ def test_calls_without_a_status_field_mask_secrets_in_their_exception_text():
     """GetQueryId / UploadData / DownloadData answer errors as TApplicationException text,
     which is masked like every other error."""
     from proxy.config import Settings
-    from proxy.router import Router
-    from proxy.service import Service
+    from proxy.routing.router import Router
+    from proxy.hs2.frontend import Service
     reply = Service(Settings(), Router())._error_reply(
         "GetQueryId", 7, RuntimeError("failed: SET spark.hadoop.fs.s3a.secret.key=hunter2"), None)
     assert b"hunter2" not in reply and b"failed" in reply

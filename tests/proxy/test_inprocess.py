@@ -8,10 +8,11 @@ import time
 
 import pytest
 
-from proxy import auth, config
-from proxy.observe import Observer
-from proxy.router import Local, LocalResult, PassThrough, Rewrite, Router
-from proxy.server import ProxyServer
+from proxy import config
+from proxy.gateway.auth import plain as auth
+from proxy.observability.observe import Observer
+from proxy.routing.router import Local, LocalResult, PassThrough, Rewrite, Router
+from proxy.gateway.server import ProxyServer
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.test_gateway import Raw
 
@@ -172,8 +173,8 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
     """A statement whose confOverlay sets the time zone, and every statement of a session
     after `SET TIME ZONE`, reach the router with datamap rewriting blocked; the SET itself
     and the statements still run on Spark."""
-    from proxy.session import BLOCKED_KEY
-    from proxy import statements
+    from proxy.routing.session_keys import BLOCKED_KEY
+    from proxy.routing import statements
     seen: dict[str, bool] = {}
 
     def spy(ctx, sql):
@@ -205,7 +206,7 @@ async def test_result_affecting_settings_reach_the_router_as_a_block(gw_sts):
 
 
 async def test_statement_events(gw_sts):
-    """The statement events the query log records (proxy/observe.py, proxy/calls/facts.py):
+    """The statement events the query log records (proxy/observability/observe.py, proxy/hs2/statement_facts.py):
     decision, datamaps, rows sent (counted in Spark's relayed bytes; a re-read from the
     first row counts once), and the duration to the statement's end, not to its close."""
     async def local(upstream):

@@ -16,7 +16,7 @@ import pytest
 import gssapi
 
 from proxy.config import ServerSettings
-from proxy.kerberos import Acceptor, KerberosError, expand_host, short_name
+from proxy.gateway.auth.kerberos import Acceptor, KerberosError, expand_host, short_name
 from proxy.thrift import sasl
 from tests.proxy.conftest import kerberos_env
 from tests.support.proxy_proc import ProxyStartError, start_proxy

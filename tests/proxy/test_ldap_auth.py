@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from proxy import config
-from proxy.auth import DenyAll, UsersFile, add_user, build_authenticator
-from proxy.auth_base import AllowAll, AuthError, AuthUnavailable
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth.plain import DenyAll, UsersFile, add_user
+from proxy.gateway.auth.base import AllowAll, AuthError, AuthUnavailable
 from proxy.config import ServerSettings
 from proxy.thrift import sasl
 from tests.proxy.test_hardening_transport import _login

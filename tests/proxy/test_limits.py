@@ -1,10 +1,10 @@
-"""proxy/limits.py: HiveServer2's session limits, the running-operation gate and its FIFO
+"""proxy/hs2/limits.py: HiveServer2's session limits, the running-operation gate and its FIFO
 line, the query-timeout rule (pure logic)."""
 import asyncio
 
 import pytest
 
-from proxy.limits import (RunGate, RunQueueError, SessionLimitReached, SessionLimits,
+from proxy.hs2.limits import (RunGate, RunQueueError, SessionLimitReached, SessionLimits,
                           client_address, effective_timeout)
 
 
@@ -154,9 +154,9 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
     import json
 
     from proxy.config import ServerSettings, Settings
-    from proxy.router import Router
-    from proxy.service import Service
-    from proxy.session import Session
+    from proxy.routing.router import Router
+    from proxy.hs2.frontend import Service
+    from proxy.hs2.session import Session
     from proxy.thrift.gen.TCLIService import ttypes as T
 
     audit = tmp_path / "audit.jsonl"
@@ -166,7 +166,7 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
     session = Session(user="alice", protocol=10, client_protocol=10)
     req = T.TExecuteStatementReq(statement="SELECT 1", runAsync=True)
     with pytest.raises(RunQueueError):
-        asyncio.run(service._execute_gated(session, req, "SELECT 1", "pass", 1))
+        asyncio.run(service.statement_runner._execute_gated(session, req, "SELECT 1", "pass", 1))
     service.audit.close()
     [line] = [json.loads(x) for x in audit.read_text().splitlines()]
     assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "53000")

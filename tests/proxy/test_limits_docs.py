@@ -1,4 +1,4 @@
-"""docs/limits.md stays true: its example loads, its SIGHUP list is proxy/reload.py's, and
+"""docs/limits.md stays true: its example loads, its SIGHUP list is proxy/gateway/reload.py's, and
 the refusal texts it shows are the ones the code produces."""
 import re
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from proxy import config as cfg
-from proxy.limits import RunGate, RunQueueError, SessionLimitReached, SessionLimits
-from proxy.reload import RELOADABLE
+from proxy.hs2.limits import RunGate, RunQueueError, SessionLimitReached, SessionLimits
+from proxy.gateway.reload import RELOADABLE
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()
 

@@ -1,4 +1,4 @@
-"""proxy/metrics.py and proxy/metrics_collect.py: events in, exposition text out (no
+"""proxy/observability/metrics/registry.py and proxy/observability/metrics/collect.py: events in, exposition text out (no
 Spark, no sockets); the catalog read at scrape time is a real catalog (SQLite and
 PostgreSQL)."""
 from __future__ import annotations
@@ -8,12 +8,12 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy import metrics as metrics_mod
+from proxy.observability.metrics import registry as metrics_mod
 from proxy.datamaps.catalog import Catalog
-from proxy.metrics import Metrics, reason_class
-from proxy.querylog_reasons import reason_class as querylog_class
-from proxy.metrics_collect import DatamapCollector
-from proxy.observe import StatementEvent
+from proxy.observability.metrics.registry import Metrics, reason_class
+from proxy.observability.querylog.reasons import reason_class as querylog_class
+from proxy.observability.metrics.collect import DatamapCollector
+from proxy.observability.observe import StatementEvent
 
 
 def samples(m: Metrics) -> dict[tuple, float]:
@@ -119,7 +119,7 @@ def test_statements_decisions_and_datamap_hits():
     "something new",
 ])
 def test_misses_are_classed_as_the_query_log_classes_them(reason):
-    """One classifier (proxy/querylog_reasons.py) for the metrics and the query log."""
+    """One classifier (proxy/observability/querylog/reasons.py) for the metrics and the query log."""
     assert reason_class((("default.agg", reason),)) == querylog_class((("default.agg", reason),))
 
 
@@ -206,7 +206,7 @@ def test_every_metric_is_documented_and_every_documented_one_exported(tmp_path):
     import re
     from pathlib import Path
 
-    from proxy.recovery import UpstreamHealth
+    from proxy.hs2.recovery import UpstreamHealth
     from proxy.serving import ServingTier
     doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     documented = {re.sub(r"_total$", "", n) for row in doc.splitlines()

@@ -1,5 +1,5 @@
-"""proxy/metrics_http.py and its wiring: the endpoint over a real socket (urllib,
-http.client), a port in use stopping `serve` with exit 2, and build_router's metrics
+"""proxy/observability/metrics/endpoint.py and its wiring: the endpoint over a real socket (urllib,
+http.client), a port in use stopping `serve` with exit 2, and the App's metrics
 attached to a protocol Service (no Spark: remote mode opens no session)."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import urllib.request
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy import app, cli
+from proxy import cli
+from proxy.app import App
 from proxy.config import MetricsSettings, ServerSettings, Settings, StateSettings, UpstreamSettings
-from proxy.metrics import Metrics
-from proxy.metrics_http import MetricsEndpoint
-from proxy.service import Service
+from proxy.observability.metrics.registry import Metrics
+from proxy.observability.metrics.endpoint import MetricsEndpoint
 
 
 async def _get(url: str, method: str = "GET") -> tuple[int, str, bytes]:
@@ -89,16 +89,14 @@ def _config(tmp_path, port: int):
     return p
 
 
-async def test_build_router_attaches_metrics_to_the_service(tmp_path):
+async def test_the_app_attaches_metrics_to_the_service(tmp_path):
     settings = Settings(state=StateSettings(dir=str(tmp_path)),
-                        server=ServerSettings(host="127.0.0.1"),
+                        server=ServerSettings(host="127.0.0.1", port=0),
                         upstream=UpstreamSettings(host="127.0.0.1", port=1),
                         metrics=MetricsSettings(port=0))
-    router, closer = await app.build_router(settings, None)
+    app = await App(settings).start()
     try:
-        service = Service(settings, router)
-        for hook in router.with_service:
-            hook(service)
+        service = app.service
         metrics = next(o for o in service.observers if isinstance(o, Metrics))
         service.observers.connection("open", "binary")
         service.health.success()
@@ -108,7 +106,7 @@ async def test_build_router_attaches_metrics_to_the_service(tmp_path):
         assert got["datamap_proxy_upstream_up"] == 1
         assert got["datamap_proxy_catalog_up"] == 1
     finally:
-        await closer()
+        await app.close()
 
 
 async def test_a_failing_scrape_is_a_500_and_the_next_one_answers():

@@ -1,4 +1,4 @@
-"""The query log (proxy/querylog.py) over a real catalog store, SQLite and PostgreSQL
+"""The query log (proxy/observability/querylog/log.py) over a real catalog store, SQLite and PostgreSQL
 (`catalog_location`, tests/proxy/conftest.py): what an event becomes, the readers,
 retention, drop-oldest, and the reason classes of the rewriter's real reasons."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 from proxy.config import QueryLogSettings
 from proxy.datamaps.handler import DatamapSelectHandler
-from proxy.observe import StatementEvent
-from proxy.querylog import LoggedQuery, QueryLog
-from proxy.querylog_reasons import REASON_CLASSES, class_of, reason_class
-from proxy.router import PassThrough, Rewrite, StatementContext
+from proxy.observability.observe import StatementEvent
+from proxy.observability.querylog.log import LoggedQuery, QueryLog
+from proxy.observability.querylog.reasons import REASON_CLASSES, class_of, reason_class
+from proxy.routing.router import PassThrough, Rewrite, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 NOW = time.time()

@@ -1,4 +1,4 @@
-"""proxy/recovery.py without Spark: the health state and its log lines, what doctor reads
+"""proxy/hs2/recovery.py without Spark: the health state and its log lines, what doctor reads
 of it, the session state a reopen replays, and what lost operations answer. (The real
 restart of a Spark Thrift Server is tests/proxy/test_recovery.py.)"""
 from __future__ import annotations
@@ -12,12 +12,12 @@ import pytest
 
 from proxy.doctor import check_upstream_health
 from proxy.errors import UpstreamError
-from proxy.handles import HandleRegistry, mint
-from proxy.operations import OpKind, OpState, Operation
-from proxy.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
+from proxy.hs2.handles import HandleRegistry, mint
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
                             upstream_for)
 from proxy.thrift.gen.TCLIService import ttypes as T
-from proxy.session import Session, track_statement
+from proxy.hs2.session import Session, track_statement
 
 
 class Clock:
@@ -123,7 +123,7 @@ class _FakeConn:
 
 
 class _FakeUpstream:
-    """Stands in for proxy.upstream.UpstreamSession: records what the reopen asks of it."""
+    """Stands in for proxy.upstream.client.UpstreamSession: records what the reopen asks of it."""
 
     def __init__(self, refuse: str | None = None):
         self.conn, self.handle, self.ran, self.refuse = _FakeConn(), None, [], refuse
@@ -188,7 +188,7 @@ def test_concurrent_calls_reopen_once_and_replay_in_order():
 
 
 def test_an_impersonating_session_reopens_as_the_same_pair():
-    s = _broken_session(real_user="hue")        # hue acts as alice (proxy/identity.py)
+    s = _broken_session(real_user="hue")        # hue acts as alice (proxy/hs2/identity.py)
     up = asyncio.run(upstream_for(_FakeService(s), s))
     assert (up.opened_as[0], up.real_user) == ("alice", "hue")
 
@@ -219,9 +219,10 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     # is sent; the freshness guard's hold on the written table (`ended`) must end, and the
     # audit log must still have the statement, as an error
     from proxy.config import ServerSettings, Settings, UpstreamSettings
-    from proxy.router import PassThrough, Router
-    from proxy.service import ClientConnection, Service
-    from proxy.upstream import UpstreamSession
+    from proxy.routing.router import PassThrough, Router
+    from proxy.hs2.connection import ClientConnection
+    from proxy.hs2.frontend import Service
+    from proxy.upstream.client import UpstreamSession
     from tests.support.ports import free_port
 
     ended = []
@@ -241,12 +242,12 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     s.upstream = UpstreamSession(settings.upstream)
     s.upstream.conn.broken = "Spark Thrift Server closed the connection"
     s.reopen = Reopen("secret")
-    s.handle = service.sessions.add(s)
+    s.handle = service.session_manager.sessions.add(s)
     req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
                                  statement="INSERT INTO db.fact VALUES (1)", runAsync=True)
     with pytest.raises(UpstreamError) as info:
-        asyncio.run(service._h_ExecuteStatement(ClientConnection("10.0.0.7:5123"),
-                                                "ExecuteStatement", req, 1))
+        asyncio.run(service.statement_runner.execute(ClientConnection("10.0.0.7:5123"),
+                                                         "ExecuteStatement", req, 1))
     assert info.value.sqlstate == "08S01"
     assert ended == ["INSERT INTO db.fact VALUES (1)"]
     service.audit.close()
@@ -273,8 +274,8 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
     # limits x recovery: Spark restarted while the statement waited for a running slot;
     # when the slot comes it is sent on a reopened session, not failed on the dead one
     from proxy.config import ServerSettings, Settings
-    from proxy.router import Router
-    from proxy.service import Service
+    from proxy.routing.router import Router
+    from proxy.hs2.frontend import Service
 
     made = []
 
@@ -287,14 +288,14 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
                       upstream_factory=factory)
     s = Session(user="alice", protocol=5, client_protocol=5)
     s.upstream, s.reopen = factory(), Reopen("secret")
-    s.handle = service.sessions.add(s)
+    s.handle = service.session_manager.sessions.add(s)
     req = T.TExecuteStatementReq(sessionHandle=T.TSessionHandle(sessionId=s.handle),
                                  statement="SELECT 1", runAsync=True)
 
     async def main():
         assert service.run_gate.enter() is None          # someone else runs
-        resp = await service._execute_gated(s, req, "SELECT 1", "pass", 1)
-        op = service.operations.get(resp.operationHandle.operationId)
+        resp = await service.statement_runner._execute_gated(s, req, "SELECT 1", "pass", 1)
+        op = service.operation_manager.operations.get(resp.operationHandle.operationId)
         assert op.state is OpState.PENDING
         made[0].conn.alive = False                        # Spark restarts meanwhile
         service.run_gate.release()
@@ -302,7 +303,7 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
         try:
             return op, op.state, op.error
         finally:
-            service._forget_op(op, "closed")
+            service.operation_manager.forget(op, "closed")
     op, state, error = asyncio.run(main())
     assert error is None and state is OpState.RUNNING and op.kind is OpKind.UPSTREAM
     assert len(made) == 2 and s.upstream is made[1] and made[1].conn.executed == "SELECT 1"

@@ -1,11 +1,11 @@
-"""proxy/reload.py: SIGHUP re-reads the same sources, applies the reloadable settings to the
+"""proxy/gateway/reload.py: SIGHUP re-reads the same sources, applies the reloadable settings to the
 live objects, refuses a bad file, and names what needs a restart (no sockets)."""
 import logging
 
 from proxy import config as cfg
-from proxy.reload import RELOADABLE, Reloader, apply_to_server, changes
-from proxy.router import Router
-from proxy.server import ProxyServer
+from proxy.gateway.reload import RELOADABLE, Reloader, apply_to_server, changes
+from proxy.routing.router import Router
+from proxy.gateway.server import ProxyServer
 
 
 def _reloader(path, text, env=None, **kw):
@@ -93,7 +93,7 @@ def test_embedded_engine_address_filled_in_at_start_is_not_a_change(tmp_path, ca
 
 def test_apply_to_server_reaches_every_live_object():
     server = ProxyServer(cfg.Settings(), Router())
-    assert not server.service.impersonation.allows("svc", "bob")
+    assert not server.service.session_manager.impersonation.allows("svc", "bob")
     new = cfg.Settings(
         server=cfg.ServerSettings(
             limit_connections_per_user=1, limit_connections_per_ipaddress=2,
@@ -107,17 +107,17 @@ def test_apply_to_server_reaches_every_live_object():
                                       session_queue_size=18, session_queue_timeout=19.0))
     assert {k for _s, k in changes(cfg.Settings(), new)} == set().union(*RELOADABLE.values())
     apply_to_server(server)(new)
-    svc = server.service
+    svc, sessions = server.service, server.service.session_manager
     assert server.settings is new and svc.settings is new
     assert (server.limits.total_limit, server.limits.per_address_limit) == (8, 9)
     assert (server.throttle.users.limit, server.throttle.addresses.limit,
             server.throttle.users.window) == (10, 11, 12.0)
-    assert (svc.session_limits.per_user, svc.session_limits.per_address,
-            svc.session_limits.per_user_address) == (1, 2, 3)
+    assert (sessions.session_limits.per_user, sessions.session_limits.per_address,
+            sessions.session_limits.per_user_address) == (1, 2, 3)
     assert (svc.run_gate.limit, svc.run_gate.queue_size, svc.run_gate.queue_timeout) == (4, 5, 6.0)
-    assert (svc.slots.total, svc.slots.per_user, svc.slots.queue_size,
-            svc.slots.queue_timeout) == (16, 17, 18, 19.0)
-    assert svc.impersonation.allows("svc", "bob")     # the live policy of OpenSession
+    assert (sessions.slots.total, sessions.slots.per_user, sessions.slots.queue_size,
+            sessions.slots.queue_timeout) == (16, 17, 18, 19.0)
+    assert sessions.impersonation.allows("svc", "bob")     # the live policy of OpenSession
     server._auth_pool.shutdown()
 
 

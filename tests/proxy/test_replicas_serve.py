@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 
-from proxy import leader
+from proxy.ha import leader
 from proxy.datamaps.catalog import Catalog
 from tests.support.lease_worker import wait_until
 from tests.support.proxy_proc import start_proxy

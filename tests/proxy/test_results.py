@@ -2,7 +2,7 @@
 import datetime
 import decimal
 
-from proxy.results import (CELLS_ON_LOOP, LocalRowSource, empty_log_rowset, nulls_bitmap,
+from proxy.thrift.rowsets import (CELLS_ON_LOOP, LocalRowSource, empty_log_rowset, nulls_bitmap,
                            table_schema)
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -86,3 +86,11 @@ def test_a_batch_of_many_values_is_costly_enough_to_convert_off_the_loop():
     assert not small.costly(1000)
     big = LocalRowSource([("a", "int"), ("b", "string")], [(1, "x")] * CELLS_ON_LOOP, 9)
     assert big.costly(CELLS_ON_LOOP) and not big.costly(0) and not big.costly(100)
+
+
+def test_timestamps_print_as_spark_prints_them():
+    """A year under 1000 keeps four digits ('0999-...', as Spark); a fraction loses its
+    trailing zeros."""
+    from proxy.thrift.rowsets import _as_string
+    assert _as_string(datetime.datetime(999, 3, 4, 0, 5, 6, 789000)) == "0999-03-04 00:05:06.789"
+    assert _as_string(datetime.datetime(2024, 2, 29)) == "2024-02-29 00:00:00"

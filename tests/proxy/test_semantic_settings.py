@@ -1,9 +1,10 @@
 """Sessions that change result-affecting settings are not answered from datamaps."""
 import pytest
 
-from proxy.router import PassThrough, Remember, Router, StatementContext
-from proxy.session import BLOCKED_KEY, Session, semantic_setting
-from proxy.statements import install, watch_semantic_settings
+from proxy.routing.router import PassThrough, Remember, Router, StatementContext
+from proxy.hs2.session import Session
+from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
+from proxy.routing.statements import install, watch_semantic_settings
 
 
 def ctx(conf=None):
@@ -34,7 +35,7 @@ def test_a_session_blocked_already_keeps_its_first_reason():
 
 
 def test_handlers_after_the_watch_see_the_block_and_a_reject_drops_it():
-    from proxy.router import Reject
+    from proxy.routing.router import Reject
     seen = []
 
     def spy(c, s):

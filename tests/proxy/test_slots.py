@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from proxy.slots import SessionSlots, TooManySessions
+from proxy.upstream.slots import SessionSlots, TooManySessions
 
 
 async def test_global_cap_queues_in_order_and_release_hands_over():

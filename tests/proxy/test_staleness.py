@@ -7,10 +7,12 @@ import asyncio
 
 import pytest
 
-from proxy import config, statements
+from proxy import config
+from proxy.routing import statements
 from proxy.errors import ClientError
-from proxy.router import Local, Reject, StatementContext
-from proxy.session import Session, session_settings, staleness_budget
+from proxy.routing.router import Local, Reject, StatementContext
+from proxy.hs2.session import Session
+from proxy.routing.session_keys import session_settings, staleness_budget
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration
 
 KEY = MAX_STALENESS_KEY

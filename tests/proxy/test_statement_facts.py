@@ -1,13 +1,13 @@
-"""proxy/calls/facts.py: the statement event's duration, decision and client tool (pure
+"""proxy/hs2/statement_facts.py: the statement event's duration, decision and client tool (pure
 logic over the proxy's own records: a Session and an Operation)."""
 from __future__ import annotations
 
 import asyncio
 import time
 
-from proxy.calls import facts
-from proxy.operations import OpKind, OpState, Operation
-from proxy.session import Session
+from proxy.hs2 import statement_facts as facts
+from proxy.hs2.operation import OpKind, OpState, Operation
+from proxy.hs2.session import Session
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 

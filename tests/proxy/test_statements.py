@@ -3,8 +3,8 @@ import asyncio
 
 import pytest
 
-from proxy import statements
-from proxy.router import Local, PassThrough, Reject, Router, StatementContext
+from proxy.routing import statements
+from proxy.routing.router import Local, PassThrough, Reject, Router, StatementContext
 
 
 def _ctx(conf=None):

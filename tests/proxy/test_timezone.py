@@ -1,4 +1,4 @@
-"""proxy/timezone.py's pure parts and doctor's time-zone check (no Spark, no sockets)."""
+"""proxy/engine/timezone.py's pure parts and doctor's time-zone check (no Spark, no sockets)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from proxy.doctor import FAIL, PASS, WARN, Target, check_time_zone
-from proxy.timezone import TIME_ZONE_KEY, pipeline_zone, same_zone, time_dependent
+from proxy.engine.timezone import TIME_ZONE_KEY, pipeline_zone, same_zone, time_dependent
 
 SCHEMAS = {"db1": {"sales": {"k": "string", "v": "int", "ts": "timestamp",
                              "ntz": "timestamp_ntz", "d": "date", "s": "string"}}}

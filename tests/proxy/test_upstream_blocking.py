@@ -1,11 +1,11 @@
-"""proxy/upstream.py's run_blocking: blocking callers (doctor, the time-zone check) get the
+"""proxy/upstream/client.py's run_blocking: blocking callers (doctor, the time-zone check) get the
 async client's answer whether or not their thread already runs an event loop."""
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from proxy.upstream import run_blocking
+from proxy.upstream.client import run_blocking
 
 
 async def _where() -> str:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from proxy.handles import hex_id
+from proxy.hs2.handles import hex_id
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.proxy.conftest import Relay
 from tests.proxy.test_gateway import Raw

@@ -24,7 +24,7 @@ def approx(sql, *, partial=False, segments=None, allowed=True, dm=None):
 
 
 def test_the_setting_key_is_the_proxys():
-    from proxy.classify import APPROXIMATE_KEY as proxy_key
+    from proxy.routing.classify import APPROXIMATE_KEY as proxy_key
     assert proxy_key == APPROXIMATE_KEY
 
 

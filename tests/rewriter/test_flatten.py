@@ -13,12 +13,12 @@ from sqlglot import exp
 
 from rewriter import rewrite
 from rewriter.flatten import flatten_tree
-from rewriter.normalize import keep_spelled_formats, make_schema, parse, qualify_tree
+from rewriter.normalize import DIALECT, keep_spelled_formats, make_schema, parse, qualify_tree
 from tests.rewriter.test_fixtures import CASES, SCHEMA, candidates_for
 
 
 def _wrapped(sql: str) -> str | None:
-    tree = keep_spelled_formats(sqlglot.parse_one(sql, read="spark"))   # to_date(x, 'fmt')
+    tree = keep_spelled_formats(sqlglot.parse_one(sql, read=DIALECT))   # to_date(x, 'fmt')
     if not isinstance(tree, exp.Select) or len(list(tree.find_all(exp.Select))) != 1 \
             or "timeseries" in sql.lower() or tree.args.get("qualify"):
         return None          # sqlglot writes QUALIFY for Spark as a subquery: another query
@@ -27,7 +27,7 @@ def _wrapped(sql: str) -> str | None:
         inner = sqlglot.parse_one(f"SELECT * FROM (SELECT * FROM {t.sql('spark')} ORDER BY 1) AS {name}",
                                   read="spark")
         t.replace(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(name))))
-    return tree.sql("spark")
+    return tree.sql(DIALECT)
 
 
 WRAPPED = [(s, i, c, w) for s, i, c in CASES if not c.get("current_db")

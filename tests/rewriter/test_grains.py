@@ -6,10 +6,11 @@ import pytest
 import sqlglot
 
 from rewriter import grains
+from rewriter.normalize import DIALECT
 
 
 def _grain(sql: str):
-    found = grains.grain_of(sqlglot.parse_one(sql, read="spark"))
+    found = grains.grain_of(sqlglot.parse_one(sql, read=DIALECT))
     return found and (found[0].name, found[1])
 
 
@@ -19,7 +20,7 @@ def _grain(sql: str):
     ("yyyy-MM-dd HH:mm:ss", "second"),
     # refused: names, week-based years, 12-hour clocks, fractions, quoted text
     ("EEE", None), ("MMM yyyy", None), ("Y-ww", None), ("hh a", None),
-    ("yyyy-MM-dd HH:mm:ss.SSS", None), ("yyyy \\'Q\\'", None), ("", None),
+    ("yyyy-MM-dd HH:mm:ss.SSS", None), ("yyyy \\'Q\\'", None), ("", None), ("YYYY", None), ("yyy", None),
 ])
 def test_date_format_pattern_grain(pattern, gran):
     assert _grain(f"date_format(d, '{pattern}')") == (("d", gran) if gran else None)

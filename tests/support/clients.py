@@ -221,7 +221,7 @@ def impyla_execute(cursor, sql: str, *, fetch: bool = True) -> Result:
 
 class RawHS2:
     """A TCLIService session through the proxy's own asyncio HiveServer2 client
-    (proxy/upstream.py), made blocking for tests: `raw.client.<Call>(req)` sends one request
+    (proxy/upstream/client.py), made blocking for tests: `raw.client.<Call>(req)` sends one request
     and returns the decoded response whatever its status; `raw.t` is the ttypes module. The
     helpers return a Result or raise ClientError (a lost connection too). Like PyHive, it
     asks for protocol V6, logs in with password "x" and runs USE `database`."""
@@ -230,7 +230,7 @@ class RawHS2:
                  username: str = "me", timeout: float = 600.0):
         from proxy.config import UpstreamSettings
         from proxy.thrift.gen.TCLIService import ttypes
-        from proxy.upstream import UpstreamSession
+        from proxy.upstream.client import UpstreamSession
 
         self.t = ttypes
         # The client is asyncio; tests are blocking (and some run inside an event loop), so
@@ -284,7 +284,7 @@ class RawHS2:
 
     def _columns(self, tcols, ncols: int) -> list[list[Any]]:
         """A columnar rowset's columns as lists of values (None for NULL)."""
-        from proxy.results import decode_rowset
+        from proxy.thrift.rowsets import decode_rowset
         rows = decode_rowset(self.t.TRowSet(startRowOffset=0, rows=[], columns=tcols), ncols)
         return [list(c) for c in zip(*rows)]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from proxy import leader
+from proxy.ha import leader
 from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.locks import KeyedLocks
 

@@ -125,7 +125,7 @@ def statement_kind(statement: str) -> str | None:
     """Which of the proxy's own statements this is, by its parsers: a DDL class name
     ("CreateDatamap", "AddSegment", ...), "SET <key>" for a session setting, or None for
     a statement Spark answers. Raises the parser's error for a malformed one."""
-    from proxy.classify import Kind, classify
+    from proxy.routing.classify import Kind, classify
     from proxy.datamaps import ddl
     from proxy.external import grammar
     parsed = ddl.parse(statement)

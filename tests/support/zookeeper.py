@@ -137,8 +137,8 @@ def registered_proxy(workdir: Path, upstream: tuple[str, int], zk_hosts: str, na
 
 
 def registered(zk_hosts: str, namespace: str) -> list:
-    """The entries under `namespace` (proxy.discovery.servers), [] before the first one."""
-    from proxy.discovery import servers
+    """The entries under `namespace` (proxy.ha.discovery.servers), [] before the first one."""
+    from proxy.ha.discovery import servers
     try:
         return servers(zk_hosts, namespace, timeout=5)
     except Exception:  # noqa: BLE001 - no namespace node yet

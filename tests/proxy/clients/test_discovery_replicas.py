@@ -1,7 +1,7 @@
 """Two proxy replicas in front of the session's Spark Thrift Server, registered in a real
 ZooKeeper; clients find them the way they find HiveServer2 (docs/discovery.md): beeline /
 Hive JDBC with serviceDiscoveryMode=zooKeeper, PyHive and impyla through
-proxy.discovery.connect. Then one replica is killed (kill -9) while a workload runs."""
+proxy.ha.discovery.connect. Then one replica is killed (kill -9) while a workload runs."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from proxy.discovery import connect
+from proxy.ha.discovery import connect
 from tests.support.clients import BEELINE_JVM_OPTS, beeline, impyla_connect, pyhive_connect
 from tests.support.sts import spark_env
 from tests.support.zookeeper import registered, registered_proxy, wait_for

@@ -107,7 +107,7 @@ def test_beeline_and_hive_jdbc_over_http(proxy, direct, itest_db, tmp_path):
 def tls_proxy(sts, tmp_path_factory):
     """A proxy in front of the suite's STS with TLS on both ports, a users file (alice /
     wonder) and debug logs (which name how each HTTP request logged in)."""
-    from proxy import auth
+    from proxy.gateway.auth import plain as auth
     d = tmp_path_factory.mktemp("http-tls")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
                     str(d / "key.pem"), "-out", str(d / "cert.pem"), "-days", "1",

@@ -1,11 +1,11 @@
-"""Test data for the console: query-log entries as the real LoggedQuery (proxy/querylog.py)
+"""Test data for the console: query-log entries as the real LoggedQuery (proxy/observability/querylog/log.py)
 with defaults, and an in-memory advisor (its planning needs sampled statistics; its
-answers are proxy/advisor.py's Suggestion)."""
+answers are proxy/advisor/core.py's Suggestion)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proxy.querylog import LoggedQuery
+from proxy.observability.querylog.log import LoggedQuery
 
 
 def logged(id: int, at: float, user: str, client: str, statement: str, decision: str,

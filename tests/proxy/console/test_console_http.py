@@ -15,15 +15,16 @@ from urllib.parse import urlencode
 
 import pytest
 
-from proxy import auth
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth import plain as auth
 from proxy.config import ConsoleSettings, ServerSettings, Settings
-from proxy.advisor import Suggestion
+from proxy.advisor.core import Suggestion
 from proxy.config import QueryLogSettings
 from proxy.console import start_console
-from proxy.observe import StatementEvent
-from proxy.querylog import QueryLog
-from proxy.router import Router
-from proxy.server import ProxyServer
+from proxy.observability.observe import StatementEvent
+from proxy.observability.querylog.log import QueryLog
+from proxy.routing.router import Router
+from proxy.gateway.server import ProxyServer
 from tests.proxy.console.fakes import FakeAdvisor
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.proxy.test_http_spnego import Acceptor, negotiate
@@ -40,7 +41,7 @@ class Running:
         self.thread = threading.Thread(target=self.loop.run_forever, name="console-test-loop")
         self.thread.start()
         self.server = ProxyServer(settings, Router(), kerberos=kerberos,
-                                  authenticator=auth.build_authenticator(settings))
+                                  authenticator=build_authenticator(settings))
         self.console = self._call(start_console(settings, self.server, service, querylog,
                                                 advisor))
         self.port = self.console.address[1]

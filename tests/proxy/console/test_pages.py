@@ -5,9 +5,9 @@ from __future__ import annotations
 from proxy.console import chart, pages, pages_log
 from proxy.console.actions import ActionRecord, statement
 from proxy.console.views import Detail, Summary, usage_buckets
-from proxy.advisor import Suggestion
+from proxy.advisor.core import Suggestion
 from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
-from proxy.querylog import QueryLog
+from proxy.observability.querylog.log import QueryLog
 from tests.proxy.console.fakes import logged
 
 EVIL = '<img src=x onerror="alert(1)">'

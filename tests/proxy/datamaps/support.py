@@ -52,6 +52,6 @@ def add_datamap(svc: DatamapService, schemas: Schemas, db: str, name: str, sql: 
 def forwarded(decision) -> bool:
     """The query goes to Spark as written: no decision, or a PassThrough that only says why
     (why_not / bypassed, for the query log)."""
-    from proxy.router import PassThrough
+    from proxy.routing.router import PassThrough
     return decision is None or (isinstance(decision, PassThrough) and decision.after is None
                                 and not decision.before and not decision.settings)

@@ -11,15 +11,16 @@ import time
 
 import pytest
 
-from proxy.advise_cli import _format_suggestions, _split_statements
-from proxy.advisor import Advisor
+from proxy.cli.advise import _format_suggestions, _split_statements
+from proxy.advisor.core import Advisor
+from proxy.advisor.results import answers
 from proxy.config import AdvisorSettings
 from proxy.datamaps import ddl
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.errors import ClientError
-from proxy.observe import StatementEvent
-from proxy.querylog import LoggedQuery, QueryLog
-from proxy.router import Local, Reject, StatementContext
+from proxy.observability.observe import StatementEvent
+from proxy.observability.querylog.log import LoggedQuery, QueryLog
+from proxy.routing.router import Local, Reject, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 from tests.rewriter.test_advise import J, SCHEMAS, Sizes
 
@@ -63,7 +64,7 @@ def test_suggestions_whatif_and_their_result_sets(service, qlog):
     seen(qlog, Q2, 4)
     seen(qlog, SECRET, 1, decision="local")
     advisor = Advisor(service, qlog, AdvisorSettings(), sizes=Sizes())
-    h = DatamapDdlHandler(service, advisor=advisor)
+    h = DatamapDdlHandler(service, advise=answers(advisor))
     res = run(h(ctx(), "SHOW DATAMAP SUGGESTIONS"))
     assert [c for c, _ in res.columns][:3] == ["Kind", "DataMap", "Statement"]
     assert len(res.rows) == 1
@@ -97,7 +98,7 @@ def test_errors_name_the_cause(service, qlog):
     with pytest.raises(ClientError) as e:
         advisor.what_if("SELECT 1", "s")
     assert e.value.sqlstate == "42000"
-    rej = DatamapDdlHandler(service, advisor=advisor)(ctx(), "EXPLAIN WHATIF CREATE TABLE x "
+    rej = DatamapDdlHandler(service, advise=answers(advisor))(ctx(), "EXPLAIN WHATIF CREATE TABLE x "
                                                              "(a INT)")
     assert isinstance(rej, Reject) and rej.sqlstate == "42000" and "WHATIF" in rej.message
 

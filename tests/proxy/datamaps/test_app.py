@@ -1,5 +1,5 @@
-"""proxy/app.py: the serve Router's assembly, the lazy pipeline session
-(proxy/pipeline_session.py) and the background work's shutdown (pure logic: fake
+"""proxy/app.py: serve's App (its Router, start and stop), the lazy pipeline session
+(proxy/engine/pipeline_session.py) and the background work's shutdown (pure logic: fake
 sessions, no Spark)."""
 from __future__ import annotations
 
@@ -10,14 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import app, engine as engine_mod, startup, statements, timezone
-from proxy.config import DatamapsSettings, Settings, StateSettings
+from proxy.engine import spark as engine_mod, timezone
+from proxy import startup
+from proxy.routing import statements
+from proxy.app import App
+from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
+                          UpstreamSettings)
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
 from proxy.indexes.pruning import watch_temp_views
-from proxy.pipeline_session import LazySpark, SparkNotReady
-from proxy.router import Local, PassThrough, Rewrite, StatementContext
+from proxy.engine.pipeline_session import LazySpark, SparkNotReady
+from proxy.routing.router import Local, PassThrough, Rewrite, StatementContext
 
 
 def _ctx(**conf):
@@ -25,7 +29,16 @@ def _ctx(**conf):
 
 
 def _settings(state_dir, **datamaps) -> Settings:
-    return Settings(state=StateSettings(dir=str(state_dir)), datamaps=DatamapsSettings(**datamaps))
+    """Remote mode towards a port nobody answers on, unless _start is given an engine."""
+    return Settings(state=StateSettings(dir=str(state_dir)), datamaps=DatamapsSettings(**datamaps),
+                    server=ServerSettings(host="127.0.0.1", port=0),
+                    upstream=UpstreamSettings(host="127.0.0.1", port=1))
+
+
+async def _start(settings: Settings, engine=None):
+    """serve's App started (an engine given: embedded mode with it) -> (router, close)."""
+    app = await App(settings, engine=engine).start()
+    return app.router, app.close
 
 
 def test_lazy_spark_opens_once_in_a_thread_never_on_the_loop():
@@ -88,7 +101,7 @@ def test_lazy_spark_on_open_may_use_the_session():
 
 async def test_embedded_router_order_timeseries_and_rewrite_switch(tmp_path):
     engine = SimpleNamespace(spark=object())
-    router, closer = await app.build_router(_settings(tmp_path / "state"), engine)
+    router, closer = await _start(_settings(tmp_path / "state"), engine)
     try:
         kinds = [type(h) for h in router.handlers]
         assert router.handlers[0] is statements.set_rewrite_enabled
@@ -114,7 +127,7 @@ async def test_remote_router_opens_no_session_until_needed(tmp_path, monkeypatch
     monkeypatch.setattr(engine_mod, "open_pipeline_session",
                         lambda state_dir, spark=None: opened.append(state_dir) or "session")
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
-    router, closer = await app.build_router(_settings(tmp_path), None)
+    router, closer = await _start(_settings(tmp_path), None)
     assert isinstance(router.decide(_ctx(), "SELECT a FROM t"), PassThrough)
     assert isinstance(router.decide(_ctx(), "INSERT INTO t VALUES (1)"), PassThrough)
     assert opened == []
@@ -131,7 +144,7 @@ async def test_periodic_sync_and_auto_compaction_settings(tmp_path, monkeypatch)
             raise RuntimeError("one bad run")    # logged; the next period runs again
     monkeypatch.setattr(DatamapService, "sync_all", fake_sync_all)
     settings = _settings(tmp_path / "state", sync_interval_s=0.02, auto_compaction=True)
-    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    router, closer = await _start(settings, SimpleNamespace(spark=object()))
     deadline = time.monotonic() + 10
     while len(calls) < 3 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
@@ -142,8 +155,7 @@ async def test_periodic_sync_and_auto_compaction_settings(tmp_path, monkeypatch)
     assert len(calls) == n              # stopped by the closer
     # off by default
     calls.clear()
-    router, closer = await app.build_router(_settings(tmp_path / "state"),
-                                            SimpleNamespace(spark=object()))
+    router, closer = await _start(_settings(tmp_path / "state"), SimpleNamespace(spark=object()))
     await asyncio.sleep(0.1)
     await closer()
     assert calls == []
@@ -158,7 +170,7 @@ async def test_shutdown_waits_for_a_running_periodic_sync(tmp_path, monkeypatch)
         state["finished"] = True
     monkeypatch.setattr(DatamapService, "sync_all", slow_sync_all)
     settings = _settings(tmp_path / "state", sync_interval_s=0.01)
-    router, closer = await app.build_router(settings, SimpleNamespace(spark=object()))
+    router, closer = await _start(settings, SimpleNamespace(spark=object()))
     assert await asyncio.to_thread(state["started"].wait, 10)
     await closer()
     assert state["finished"]     # Spark would be stopped only after the run ended
@@ -223,7 +235,7 @@ async def test_remote_router_opens_the_session_at_start_when_datamaps_exist(tmp_
                         or _FakeSession(schemas))
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
     monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)   # no upstream
-    router, closer = await app.build_router(_settings(tmp_path), None)
+    router, closer = await _start(_settings(tmp_path), None)
     try:
         deadline = time.monotonic() + 10
         while True:   # opened in the background: a query is answered from the datamap
@@ -254,7 +266,7 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
     monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
     monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)   # no upstream
-    router, closer = await app.build_router(_settings(tmp_path), None)
+    router, closer = await _start(_settings(tmp_path), None)
     service = router.handlers[-1].service
     try:
         assert entered.wait(5)
@@ -271,8 +283,8 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
 
 @pytest.mark.timeout(60)
 async def test_shutdown_stops_and_joins_the_background_work_it_started(tmp_path, monkeypatch):
-    """`serve`'s closer: the periodic tasks are cancelled (a running sync finishes first),
-    and the threads build_router started (the pipeline session's opening, which itself
+    """`serve`'s stop: the periodic tasks are cancelled (a running sync finishes first),
+    and the threads the App started (the pipeline session's opening, which itself
     starts the index warm-up) are joined: none is left running, and no thread it started
     outlives it but the event loop's own executor."""
     catalog, schemas = _catalog_with_a_datamap(tmp_path)
@@ -298,7 +310,7 @@ async def test_shutdown_stops_and_joins_the_background_work_it_started(tmp_path,
     monkeypatch.setattr(startup, "warm_index", slow_warm)
     monkeypatch.setattr(DatamapService, "sync_all", slow_sync_all)
     before = set(threading.enumerate())
-    router, closer = await app.build_router(_settings(tmp_path, sync_interval_s=0.05), None)
+    router, closer = await _start(_settings(tmp_path, sync_interval_s=0.05), None)
     assert await asyncio.to_thread(opening.wait, 10)
     await asyncio.sleep(0.1)                  # a sync run is under way
     await closer()

@@ -10,14 +10,14 @@ import threading
 import pytest
 
 from proxy import config
-from proxy.classify import Kind, classify
+from proxy.routing.classify import Kind, classify
 from proxy.datamaps import audit as audit_mod
 from proxy.datamaps import audit_ring
 from proxy.datamaps import ddl
 from proxy.datamaps.audit import Auditor
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
-from proxy.router import Local, Rewrite, StatementContext
+from proxy.routing.router import Local, Rewrite, StatementContext
 from rewriter.api import RewriteResult
 from tests.proxy.datamaps.support import add_datamap, decision_service
 

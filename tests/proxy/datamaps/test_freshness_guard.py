@@ -211,7 +211,7 @@ def test_a_symbolic_link_loop_is_listed_once(tmp_path):
 
 def test_refresh_goes_before_what_spark_runs_and_the_session_remembers_it():
     from proxy.datamaps.fresh_answer import refresh_statements, with_refresh
-    from proxy.router import PassThrough, Rewrite, Serve
+    from proxy.routing.router import PassThrough, Rewrite, Serve
     refresh = refresh_statements(["db.t", "db.t"])
     assert refresh == ("REFRESH TABLE `db`.`t`",)
     remember = (("datamap.listed:db.t", "1.0"),)

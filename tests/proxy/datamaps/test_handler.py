@@ -10,7 +10,7 @@ from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, explain_header
 from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
-from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
+from proxy.routing.router import Local, LocalResult, Reject, Rewrite, StatementContext
 from rewriter.api import RewriteResult
 from tests.proxy.datamaps.support import forwarded, add_datamap, decision_service, no_spark
 
@@ -57,7 +57,7 @@ def test_a_statement_is_judged_by_what_the_index_that_rewrote_it_covers(service)
 def test_ddl_decisions(service):
     h = DatamapDdlHandler(service)
     assert h(_ctx(), "SELECT 1") is None
-    assert h(_ctx(), "SET datamap.rewrite.enabled = false") is None   # proxy/statements.py
+    assert h(_ctx(), "SET datamap.rewrite.enabled = false") is None   # proxy/routing/statements.py
     assert h(_ctx(), "EXPLAIN CODEGEN SELECT 1") is None
     rej = h(_ctx(), "CREATE DATAMAP d USING mv AS SELECT 1")
     assert isinstance(rej, Reject) and rej.sqlstate == "42000" and "'mv'" in rej.message
@@ -183,7 +183,7 @@ def test_referenced_tables():
 
 async def test_load_decisions(service, monkeypatch):
     from proxy.datamaps.handler import DatamapLoadHandler
-    from proxy.router import PassThrough
+    from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
     assert h(_ctx(), "INSERT INTO sales VALUES ('x', 1)") is None     # no datamap over it
     _add_built_datamap(service)
@@ -203,7 +203,7 @@ async def test_load_decisions(service, monkeypatch):
 
 async def test_inserts_behind_a_cte_or_from_clause_are_loads_too(service, monkeypatch):
     from proxy.datamaps.handler import DatamapLoadHandler
-    from proxy.router import PassThrough
+    from proxy.routing.router import PassThrough
     _add_built_datamap(service)
     calls = []
     monkeypatch.setattr(service, "after_load",
@@ -227,7 +227,7 @@ async def test_inserts_behind_a_cte_or_from_clause_are_loads_too(service, monkey
 async def test_drop_table_decisions(service, monkeypatch):
     from proxy.datamaps import maintenance
     from proxy.datamaps.handler import DatamapLoadHandler
-    from proxy.router import PassThrough
+    from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
     assert h(_ctx(), "DROP TABLE sales") is None
     _add_built_datamap(service)
@@ -253,7 +253,7 @@ async def test_drop_table_decisions(service, monkeypatch):
 
 async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monkeypatch):
     from proxy.datamaps.handler import DatamapLoadHandler
-    from proxy.router import PassThrough
+    from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
     assert h(_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)") is None   # no datamap over it
     _add_built_datamap(service)

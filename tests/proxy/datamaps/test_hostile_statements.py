@@ -13,7 +13,7 @@ import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, over_limit
 from proxy.errors import ClientError
-from proxy.router import Local, LocalResult, Reject, Rewrite
+from proxy.routing.router import Local, LocalResult, Reject, Rewrite
 from tests.proxy.datamaps.support import forwarded, add_datamap
 from tests.proxy.datamaps.test_handler import AGG, SCHEMAS, _ctx, service  # noqa: F401 - fixture
 

@@ -8,7 +8,7 @@ import time
 
 from proxy.datamaps.handler import DatamapSelectHandler
 from proxy.datamaps.isolated import IsolatedRewriter
-from proxy.router import Rewrite
+from proxy.routing.router import Rewrite
 from tests.proxy.datamaps.support import add_datamap
 from tests.proxy.datamaps.test_handler import AGG, SCHEMAS, _ctx, service  # noqa: F401 - fixture
 

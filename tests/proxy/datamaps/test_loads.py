@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.datamaps.loads import DatamapLoadHandler
-from proxy.router import PassThrough, Reject, StatementContext
+from proxy.routing.router import PassThrough, Reject, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"k": "string", "v": "int"}, "src": {"k": "string", "v": "int"},

@@ -11,7 +11,7 @@ from proxy.datamaps.ddl import Name
 from proxy.datamaps.handler import (DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler,
                                     display_name, explain_header)
 from proxy.errors import ClientError
-from proxy.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
+from proxy.routing.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
 from rewriter import compile_datamap
 from rewriter.api import RewriteResult
 from tests.proxy.datamaps.support import add_datamap, decision_service

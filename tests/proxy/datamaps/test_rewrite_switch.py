@@ -7,7 +7,7 @@ import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.errors import ClientError
-from proxy.router import Rewrite, StatementContext
+from proxy.routing.router import Rewrite, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int"}}}

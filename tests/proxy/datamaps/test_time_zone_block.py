@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
-from proxy.router import LocalResult, Rewrite, StatementContext
+from proxy.routing.router import LocalResult, Rewrite, StatementContext
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}
@@ -54,13 +54,15 @@ async def test_unknown_upstream_zone_blocks_time_dependent_datamaps(service):
 
 
 async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monkeypatch):
-    """build_router in remote mode: when the pipeline session opens, its zone is set to
+    """serve's App in remote mode: when the pipeline session opens, its zone is set to
     the upstream's before recovery (the first pipeline job) runs."""
     import asyncio
     from types import SimpleNamespace
 
-    from proxy import app, engine as engine_mod, startup, timezone
-    from proxy.config import Settings, StateSettings, UpstreamSettings
+    from proxy.engine import spark as engine_mod, timezone
+    from proxy import startup
+    from proxy.app import App
+    from proxy.config import ServerSettings, Settings, StateSettings, UpstreamSettings
     from proxy.datamaps.handler import DatamapSelectHandler as Select
 
     class Conf(dict):
@@ -77,15 +79,16 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
                         lambda service: seen.append(session.conf.get(timezone.TIME_ZONE_KEY)))
     monkeypatch.setattr(startup, "warm_index", lambda service: None)
     settings = Settings(state=StateSettings(dir=str(tmp_path)),
+                        server=ServerSettings(host="127.0.0.1", port=0),
                         upstream=UpstreamSettings(host="sts.example", port=10000))
-    router, closer = await app.build_router(settings, None)
+    app = await App(settings).start()
     try:
-        service = next(h.service for h in router.handlers if isinstance(h, Select))
+        service = next(h.service for h in app.router.handlers if isinstance(h, Select))
         assert await asyncio.to_thread(service.spark_provider.get) is session
         assert asked == ["sts.example"] and seen == ["Asia/Tokyo"]
         assert service.time_zone_problem is None
     finally:
-        await closer()
+        await app.close()
 
 
 def test_zone_change_invalidates_only_time_dependent_datamaps(service):
@@ -96,7 +99,7 @@ def test_zone_change_invalidates_only_time_dependent_datamaps(service):
     from types import SimpleNamespace
 
     from proxy.pipeline_zone import adopt_engine_zone
-    from proxy.timezone import TIME_ZONE_KEY
+    from proxy.engine.timezone import TIME_ZONE_KEY
     c = service.catalog
     session = SimpleNamespace(conf={TIME_ZONE_KEY: "UTC"})
     assert adopt_engine_zone(session, service) == []

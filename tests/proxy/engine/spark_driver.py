@@ -3,8 +3,8 @@
     python -m tests.proxy.engine.spark_driver embedded STATE_DIR SETTINGS_JSON
     python -m tests.proxy.engine.spark_driver pipeline STATE_DIR SETTINGS_JSON
 
-`embedded` starts proxy.engine.EmbeddedEngine and prints {"ready": [host, port], "seconds": s};
-`pipeline` opens proxy.engine.open_pipeline_session and prints {"ready": null, "seconds": s}.
+`embedded` starts proxy.engine.spark.EmbeddedEngine and prints {"ready": [host, port], "seconds": s};
+`pipeline` opens proxy.engine.spark.open_pipeline_session and prints {"ready": null, "seconds": s}.
 Then each stdin line is one SQL statement run on that SparkSession, answered by one JSON
 line {"rows": [[...], ...]} or {"error": "..."}. At EOF it stops and prints {"stopped": s}.
 Start-up failures print {"error": "..."} and exit 1.
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     mode, state_dir, settings = argv[0], Path(argv[1]), json.loads(argv[2])
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
-    from proxy.engine import EmbeddedEngine, close_pipeline_session, open_pipeline_session
+    from proxy.engine.spark import EmbeddedEngine, close_pipeline_session, open_pipeline_session
 
     t0 = time.monotonic()
     engine = None

@@ -1,4 +1,4 @@
-"""Pure parts of the engine (proxy/sparkconf.py, proxy/engine.py): settings duck-typing, the Spark conf, the state lock."""
+"""Pure parts of the engine (proxy/engine/sparkconf.py, proxy/engine/spark.py): settings duck-typing, the Spark conf, the state lock."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from proxy.config import SparkSettings
-from proxy.engine import _StateLock
-from proxy.sparkconf import (EngineError, StatePaths, _java_property, build_conf, spark_settings,
+from proxy.engine.spark import _StateLock
+from proxy.engine.sparkconf import (EngineError, StatePaths, _java_property, build_conf, spark_settings,
                              write_fair_pools, write_log4j2)
 
 

@@ -1,6 +1,6 @@
 """Remote topology, for real, on one machine, started by the deploy/local scripts:
 a standalone Hive metastore, a Spark standalone master + worker, a Spark Thrift Server
-executing on that worker, and a pipeline SparkSession (proxy.engine.open_pipeline_session,
+executing on that worker, and a pipeline SparkSession (proxy.engine.spark.open_pipeline_session,
 in a subprocess) on the same cluster and metastore. Tables cross in both directions, and
 datamaps live their whole life through a remote-mode proxy started by proxy.sh."""
 from __future__ import annotations

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from proxy.external import alter, grammar
-from proxy.sqlscan import StatementError
+from proxy.routing.sqlscan import StatementError
 
 CREATE = ("CREATE TABLE {ine}db1.t (id BIGINT, name string COMMENT 'who', amt decimal(10, 2)) "
           "{stored} TBLPROPERTIES ('format'='csv', 'csv.delimiter'='|', "

@@ -15,7 +15,7 @@ from proxy.external import grammar, links
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
-from proxy.router import Local, LocalResult, Reject, Rewrite, StatementContext
+from proxy.routing.router import Local, LocalResult, Reject, Rewrite, StatementContext
 
 CREATE = ("CREATE TABLE t (id int, v string) TBLPROPERTIES ('format'='csv', "
           "'csv.header'='v,x,id')")

@@ -14,8 +14,8 @@ import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.indexes.pruning import Pruner, TableShape
-from proxy.router import LocalResult, Rewrite, StatementContext
-from proxy.session import BLOCKED_KEY
+from proxy.routing.router import LocalResult, Rewrite, StatementContext
+from proxy.routing.session_keys import BLOCKED_KEY
 from rewriter.filestats import ColumnStats, FileStats
 from tests.proxy.datamaps.support import forwarded, decision_service
 
@@ -193,8 +193,8 @@ def test_a_store_listing_its_tables_spares_the_parse_of_other_statements(files, 
 
 
 async def test_set_datamap_prune_enabled_through_the_router(service, files):
-    from proxy import statements
-    from proxy.router import Local, PassThrough, Router
+    from proxy.routing import statements
+    from proxy.routing.router import Local, PassThrough, Router
     router = Router()
     statements.install(router)
     router.handlers.append(DatamapSelectHandler(service, pruner=pruner(files)))
@@ -269,7 +269,7 @@ def test_a_temporary_view_shadowing_the_table_is_not_pruned(service, files, crea
     """Spark reads the session's temporary view `events` for an unqualified `events`; the
     pruned SQL would read db1.events instead. A qualified name still reads the table."""
     from proxy.indexes.pruning import watch_temp_views
-    from proxy.router import Router
+    from proxy.routing.router import Router
     router = Router([watch_temp_views, DatamapSelectHandler(service, pruner=pruner(files))])
     d = router.decide(ctx(), create)
     assert dict(d.settings) == {"datamap.session.temp_views": "events"}

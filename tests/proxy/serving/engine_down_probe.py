@@ -33,9 +33,9 @@ def main(tmp: Path) -> dict:
     from proxy.config import ServingSettings
     from proxy.datamaps.audit import Auditor
     from proxy.datamaps.handler import DatamapSelectHandler, served_lines
-    from proxy.metrics import Metrics
-    from proxy.metrics_collect import DatamapCollector
-    from proxy.router import Serve
+    from proxy.observability.metrics.registry import Metrics
+    from proxy.observability.metrics.collect import DatamapCollector
+    from proxy.routing.router import Serve
     from proxy.serving import ServingTier
     from tests.proxy.datamaps.support import add_datamap, decision_service
     from tests.proxy.serving.test_tier import AGG, QUERY, SCHEMAS, _ctx, publish

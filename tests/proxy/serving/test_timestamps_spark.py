@@ -5,14 +5,14 @@ One table of instants near day, month and year boundaries (with fractions of a s
 a NULL), written as Parquet by Spark; for each zone Spark's session time zone is set and
 every query runs in Spark and through translate(zone=...) + the local engine from the same
 SQL text. Spark's values are compared as Spark prints them in that zone (CAST to STRING)
-against the served values as the proxy prints them (proxy.results)."""
+against the served values as the proxy prints them (proxy.thrift.rowsets)."""
 from __future__ import annotations
 
 
 import pytest
 import sqlglot
 
-from proxy.results import _as_string
+from proxy.thrift.rowsets import _as_string
 from proxy.serving.translate import NotServable, translate
 from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 

@@ -87,15 +87,22 @@ CASES = [
     ("group by string", "SELECT m.s AS s, count(*) AS n, sum(m.d10) AS t FROM {m} "
      "GROUP BY m.s", ROWS_),
     ("group by double (-0.0, 0.0, NaN)", "SELECT m.dbl AS x, count(*) AS n FROM {m} "
-     "GROUP BY m.dbl", REFUSED),
+     "GROUP BY m.dbl", ROWS_),
     ("group by a double ordinal", "SELECT m.dbl AS x, count(*) AS n FROM {m} GROUP BY 1",
+     ROWS_),
+    ("group by a double: aggregates of the key, HAVING, ORDER BY", "SELECT m.dbl AS x, "
+     "min(m.dbl) AS a, max(m.dbl) AS b, count(*) AS n FROM {m} WHERE m.k IN (1, 5, 6, 7) "
+     "GROUP BY m.dbl HAVING m.dbl > -1 OR m.dbl IS NULL ORDER BY x", ROWS_),
+    ("an expression over a double key", "SELECT -m.dbl AS x FROM {m} GROUP BY m.dbl",
      REFUSED),
     ("group by boolean and date", "SELECT m.flag AS f, year(m.dt) AS y, count(*) AS n "
      "FROM {m} GROUP BY m.flag, year(m.dt)", ROWS_),
     ("having", "SELECT m.flag AS f, sum(m.i) AS t FROM {m} GROUP BY m.flag "
      "HAVING count(*) > 2", ROWS_),
     ("distinct", "SELECT DISTINCT m.flag AS f, m.ti AS t FROM {m}", ROWS_),
-    ("distinct double", "SELECT DISTINCT m.dbl AS x FROM {m}", REFUSED),
+    ("distinct double", "SELECT DISTINCT m.dbl AS x, m.flag AS f FROM {m}", ROWS_),
+    ("distinct double with group by", "SELECT DISTINCT m.dbl AS x FROM {m} GROUP BY m.dbl",
+     REFUSED),
     # --- + - *
     ("integral arithmetic", "SELECT m.ti + m.ti AS a, m.si - m.ti AS b, m.i * m.si AS c, "
      "m.b + m.i AS d, m.i + 1 AS e, m.b * 2 AS f, -m.i AS g, m.ti * 1 AS h "
@@ -253,8 +260,10 @@ CASES = [
      "-2147483649 AS d, - 3 AS e, -(3) AS f, m.k AS k FROM {m}", ROWS_),
     ("negative literals in arithmetic", "SELECT m.i + -2147483648 AS a, m.d10 * -(3) AS b, "
      "m.d10 - -1 AS c FROM {m} WHERE m.i > 0", ROWS_),
-    ("coalesce over mixed decimal types", "SELECT coalesce(m.d10, 0.00) AS a FROM {m}",
-     REFUSED),
+    ("coalesce over mixed decimal types", "SELECT coalesce(m.d10, 0.00) AS a, "
+     "coalesce(m.d38, m.d10) AS b, coalesce(m.ti, m.d10) AS c FROM {m}", ROWS_),
+    ("coalesce over decimals beyond 38 digits", "SELECT coalesce(m.d38, 0.000000000001) AS a "
+     "FROM {m}", REFUSED),
     ("derived table", "SELECT x.a AS a, count(*) AS n FROM (SELECT m.i + 1 AS a FROM {m} "
      "WHERE m.k NOT IN (3)) AS x WHERE x.a > 0 GROUP BY x.a", ROWS_),
 ]

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlglot
 
-from proxy.results import _as_string
+from proxy.thrift.rowsets import _as_string
 from proxy.serving.engine import EngineFailure
 from proxy.serving.timestamps import NAMED_ZONES, SERVED_FROM, SERVED_TO
 from proxy.serving.translate import NotServable, translate

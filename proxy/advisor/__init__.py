@@ -1,0 +1,1 @@
+"""The datamap advisor: suggestions from the logged workload, what-if replay, their answers."""

@@ -1,3 +1,0 @@
-"""The TCLIService calls of proxy/service.py's Service, one module per kind of call (each a
-mixin over Service's registries and helpers): sessions, metadata pass-through, operation
-calls, and the statements the proxy runs itself."""

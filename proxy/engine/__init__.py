@@ -1,0 +1,1 @@
+"""Spark as the proxy runs it: the embedded engine, the pipeline session, the time zones."""

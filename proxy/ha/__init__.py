@@ -1,0 +1,1 @@
+"""Replicas: ZooKeeper discovery and the leader lease."""

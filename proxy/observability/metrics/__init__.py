@@ -1,0 +1,1 @@
+"""Prometheus metrics: the event observer, the scrape-time collector, the endpoint."""

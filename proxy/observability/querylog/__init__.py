@@ -1,0 +1,1 @@
+"""The query log: statement events as rows, their reason classes, the table."""
