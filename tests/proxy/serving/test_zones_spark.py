@@ -18,12 +18,12 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-import sqlglot
 
 from proxy.thrift.rowsets import _as_string
 from proxy.serving.engine import EngineFailure
 from proxy.serving.timestamps import NAMED_ZONES, SERVED_FROM, SERVED_TO
 from proxy.serving.translate import NotServable, translate
+from rewriter.normalize import parse
 from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.spark
@@ -117,6 +117,19 @@ ZONED = [   # zone-dependent: run in every zone
     "m.ts - INTERVAL '1' YEAR AS p4, m.d + INTERVAL '3' HOUR AS p5, m.ts + INTERVAL '90' MINUTE AS p6, "
     "m.ts - INTERVAL '49' HOUR AS p7, m.ts + INTERVAL '2' DAYS AS p8 "
     "FROM {m} WHERE " + IN_YEARS,
+    # datetime patterns (proxy/serving/formats.py): printed in local time, parsed to instants
+    "SELECT m.k AS k, date_format(m.ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS a E') AS f, "
+    "CAST(m.ts AS STRING) AS s, date_format(m.d, 'yyyy-MM-dd HH:mm') AS fd, "
+    "unix_timestamp(m.ts) AS u, unix_timestamp(m.d) AS ud, to_date(m.ts) AS td, "
+    "from_unixtime(unix_timestamp(m.ts) + m.n * 1800, 'yyyy-MM-dd HH:mm:ss') AS fu, "
+    "to_timestamp(CAST(m.d AS STRING), 'yyyy-MM-dd') AS tt, "
+    "CAST(CAST(m.ts AS STRING) AS TIMESTAMP) AS rt, "
+    "date_format(CAST(m.d AS STRING), 'yyyy-MM-dd HH:mm') AS fs, "
+    "to_date(CAST(m.d AS STRING), 'yyyy-MM-dd') AS ds, "
+    + ", ".join(f"to_timestamp('{t}', 'yyyy-MM-dd HH:mm:ss') AS p{i}, "
+                f"unix_timestamp('{t}', 'yyyy-MM-dd HH:mm:ss') AS u{i}"
+                for i, t in enumerate(LITERALS) if len(t) > 10)
+    + " FROM {m} WHERE " + IN_YEARS,
 ]
 DATED = [   # dates only: one zone
     "SELECT m.k AS k, m.d AS d, date_add(m.d, m.n) AS a, date_sub(m.d, m.n) AS s, "
@@ -153,7 +166,7 @@ def served_table():
 
 
 def _plan(sql, files, zone):
-    return translate(sqlglot.parse_one(sql, read="spark"), {TABLE: COLUMNS},
+    return translate(parse(sql), {TABLE: COLUMNS},
                      lambda table, ids: [f for i in ids for f in files[i]], zone)
 
 
