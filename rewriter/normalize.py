@@ -24,6 +24,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import OptimizeError, ParseError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
+from sqlglot.time import format_time
 
 from rewriter.precedence import parenthesize
 
@@ -75,15 +76,17 @@ def parse(sql: str) -> exp.Expression:
 
 
 def keep_spelled_formats(tree: exp.Expression) -> exp.Expression:
-    """sqlglot writes `to_date(x, 'yyyy-MM-dd')` back as `TO_DATE(x)`, taking the pattern
-    for Hive's default; in Spark they differ on text (the pattern parses strictly:
-    '2024-1-5' or '2024-01-05 10:00' give NULL or an error, `to_date(x)` gives a date).
-    A to_date with its pattern is kept as the call the user wrote."""
+    """sqlglot writes `to_date(x, 'yyyy-MM-dd')` and `to_date(x, 'yyyy-MM-dd HH:mm:ss')`
+    back as `TO_DATE(x)`, taking either pattern for Hive's default; in Spark they differ on
+    text (the pattern parses strictly: '2024-1-5' or '2024-01-05 10:00' give NULL or an
+    error, `to_date(x)` gives a date). A to_date with its pattern is kept as the call the
+    user wrote, with the pattern the user wrote."""
     for node in list(tree.find_all(exp.TsOrDsToDate)):
         fmt = node.args.get("format")
         if fmt is not None and "," not in node.sql(DIALECT):
+            pattern = format_time(fmt.name, Spark.INVERSE_TIME_MAPPING, Spark.INVERSE_TIME_TRIE)
             node.replace(exp.Anonymous(this="to_date", expressions=[
-                node.this.copy(), exp.Literal.string("yyyy-MM-dd")]))
+                node.this.copy(), exp.Literal.string(pattern)]))
     return tree
 
 

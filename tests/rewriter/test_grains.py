@@ -67,6 +67,15 @@ def test_to_date_keeps_its_pattern():
     assert r.used and "TO_DATE(v.segment, 'yyyy-MM-dd')" in r.sql, r.sql
 
 
+@pytest.mark.parametrize("pattern", ["yyyy-MM-dd", "yyyy-MM-dd HH:mm:ss"])
+def test_to_date_keeps_a_default_pattern_as_written(pattern):
+    """Both of sqlglot's default patterns are dropped when it writes to_date back; each is
+    kept as the user wrote it, never read as the other."""
+    from rewriter.normalize import parse
+    tree = parse(f"SELECT to_date(s, '{pattern}') AS d FROM t")
+    assert tree.expressions[0].this.expressions[1].name == pattern
+
+
 @pytest.mark.parametrize("sql,found", [
     ("date_sub(d, (dayofweek(d) + 5) % 7)", ("d", "week")),        # Monday weeks
     ("date_add(d, -((dayofweek(d) + 5) % 7))", ("d", "week")),

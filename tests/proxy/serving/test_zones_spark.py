@@ -127,7 +127,8 @@ ZONED = [   # zone-dependent: run in every zone
     "date_format(CAST(m.d AS STRING), 'yyyy-MM-dd HH:mm') AS fs, "
     "to_date(CAST(m.d AS STRING), 'yyyy-MM-dd') AS ds, "
     + ", ".join(f"to_timestamp('{t}', 'yyyy-MM-dd HH:mm:ss') AS p{i}, "
-                f"unix_timestamp('{t}', 'yyyy-MM-dd HH:mm:ss') AS u{i}"
+                f"unix_timestamp('{t}', 'yyyy-MM-dd HH:mm:ss') AS u{i}, "
+                f"to_date('{t}', 'yyyy-MM-dd HH:mm:ss') AS d{i}"
                 for i, t in enumerate(LITERALS) if len(t) > 10)
     + " FROM {m} WHERE " + IN_YEARS,
 ]
