@@ -1,5 +1,6 @@
-"""The parts of proxy/datamaps talk through public names only: a module that
-reads another object's `_private` couples itself to that object's insides. No Spark."""
+"""The parts of proxy/datamaps, its subpackages included, talk through public names only: a
+module that reads another object's `_private` couples itself to that object's insides. No
+Spark."""
 from __future__ import annotations
 
 import ast
@@ -15,7 +16,7 @@ ALLOWED = {("failures.py", "_datamap_logged")}
 def test_no_module_reads_another_objects_privates():
     found = []
     own = ("self", "cls")
-    for path in sorted(Path(proxy.datamaps.__file__).parent.glob("*.py")):
+    for path in sorted(Path(proxy.datamaps.__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
                     and not node.attr.startswith("__")
