@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proxy.advisor import Advisor  # noqa: E402
 from proxy.config import AdvisorSettings  # noqa: E402
-from proxy.datamaps.catalog import Catalog  # noqa: E402
+from proxy.datamaps.catalog.store import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402
 from proxy.querylog import LoggedQuery, QueryLog  # noqa: E402
 from rewriter.advise import FixedSizes  # noqa: E402

@@ -56,7 +56,7 @@ from proxy.background import Background
 from proxy.config import ConfigError, Settings
 from proxy.console import ConsoleRefused, check as check_console, start_console
 from proxy.datamaps.audit import Auditor
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.discovery import Registration

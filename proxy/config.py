@@ -124,7 +124,7 @@ class StateSettings:
     dir: str = "./.datamap-proxy"
     # The datamap catalog: None = SQLite at <dir>/catalog.db (one process, the default);
     # "postgresql://user:password@host:port/db" = shared by replicas
-    # (proxy/datamaps/catalog_backend.py, docs/replicas.md); kept out of repr: it may
+    # (proxy/datamaps/catalog/backend.py, docs/replicas.md); kept out of repr: it may
     # hold a password
     catalog: str | None = field(default=None, repr=False)
     # leader and datamap-job leases in the catalog (proxy/leader.py): a dead replica's are

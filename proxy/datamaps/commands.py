@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Callable
 from pipeline import create_table, table_exists, with_spark_types
 from pipeline.table import PipelineError
 from proxy.datamaps import ddl
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.records import CatalogError, DatamapRecord
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.compaction import Compaction
 from proxy.datamaps.failures import job_failed
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.maintenance import Maintenance, client_error
-from proxy.datamaps.records import CatalogError, DatamapRecord
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.show import show_datamaps, show_segments
 from proxy.datamaps.stacking import check_create, check_drop

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from pipeline import compact
 from pipeline.table import drop_segments
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, DatamapStatus
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.live_view import LiveViews
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.errors import ClientError
 
 if TYPE_CHECKING:

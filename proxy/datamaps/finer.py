@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, Mapping, Sequence
 
-from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.records import DatamapRecord
+from proxy.datamaps.catalog.records import DatamapRecord
+from proxy.datamaps.catalog.store import Catalog
 from rewriter.api import Candidate
 
 log = logging.getLogger("proxy.datamaps")

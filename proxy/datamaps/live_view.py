@@ -13,9 +13,9 @@ import logging
 from typing import TYPE_CHECKING, Callable
 
 from pipeline import adopt_table, show_live, shown_segments
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.records import CatalogError, DatamapRecord
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.failures import describe
-from proxy.datamaps.records import CatalogError, DatamapRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from pipeline import cleanup_orphans, drop, full_build, incremental_append, list_files, plan_delta
 from pipeline.table import PipelineError
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, DatamapStatus
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
 from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.segment_rows import parquet_rows
 from proxy.errors import ClientError

@@ -7,7 +7,7 @@ import dataclasses
 import threading
 from typing import Iterable
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness import Covered
 from proxy.datamaps.listing import local_path
 from proxy.datamaps.schemas import SchemaCache

@@ -23,7 +23,7 @@ import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from proxy.datamaps import ddl
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
 from proxy.datamaps.freshness import FreshnessGuard

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Iterable, Sequence
 
-from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.records import (
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.catalog.records import (
     BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time, one_line,
 )
 from proxy.datamaps.stacking import depends_on

@@ -12,10 +12,10 @@ import logging
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.records import DatamapRecord
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.failures import describe, logged
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.records import DatamapRecord
 from proxy.datamaps.schemas import SchemaCache
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from proxy.datamaps import ddl
+from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_time, one_line
 from proxy.datamaps.failures import describe, job_failed
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.records import CatalogError, DatamapRecord, format_time, one_line
 from proxy.datamaps.show import format_properties
 from proxy.errors import ClientError
 from proxy.indexes.ddl import CreateIndexDatamap, bloom_settings

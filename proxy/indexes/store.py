@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
 from rewriter import bloom
 from rewriter.filestats import ColumnStats, FileStats
 
@@ -114,7 +114,7 @@ def _info(row) -> IndexInfo:
 
 
 class IndexStore:
-    """Index datamaps in `catalog` (proxy/datamaps/catalog.Catalog: its transactions)."""
+    """Index datamaps in `catalog` (proxy/datamaps/catalog/store.Catalog: its transactions)."""
 
     def __init__(self, catalog, version_max_age: float = 1.0):
         self.catalog = catalog

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.indexes.store import IndexStore
 from tests.e2e.support import Conn, doc_blocks
 

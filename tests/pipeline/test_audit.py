@@ -13,7 +13,7 @@ import pytest
 
 from proxy.background import Background
 from proxy.datamaps.audit import Auditor
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.router import LocalResult, PassThrough, Rewrite, StatementContext

@@ -163,7 +163,7 @@ def test_minmax_types(t, ok):
 # -- IndexService (proxy/indexes/commands.py) over this session: the hooks ----------------
 @pytest.fixture
 def service(pipeline_spark, tmp_path):
-    from proxy.datamaps.catalog import Catalog
+    from proxy.datamaps.catalog.store import Catalog
     from proxy.datamaps.locks import KeyedLocks
     from proxy.indexes.commands import IndexService
     catalog = Catalog.in_state_dir(tmp_path)

@@ -15,7 +15,7 @@ import pytest
 
 import proxy.datamaps.live_view as live_view
 import proxy.datamaps.maintenance as maintenance
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.router import Rewrite, StatementContext

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from proxy.datamaps.catalog.store import Catalog
 from proxy.pipeline_zone import align_pipeline_zone, check_upstream_zone
 from proxy.config import UpstreamSettings
-from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.datamaps.service import DatamapService
 from proxy.router import StatementContext

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy import metrics as metrics_mod
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.metrics import Metrics, reason_class
 from proxy.querylog_reasons import reason_class as querylog_class
 from proxy.metrics_collect import DatamapCollector

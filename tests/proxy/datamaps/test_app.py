@@ -188,7 +188,7 @@ class _FakeSession:
 
 
 def _catalog_with_a_datamap(state_dir):
-    from proxy.datamaps.catalog import Catalog
+    from proxy.datamaps.catalog.store import Catalog
     from rewriter import compile_datamap
     schemas = {"db1": {"sales": {"country": "string", "qty": "int"}}}
     sql = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"

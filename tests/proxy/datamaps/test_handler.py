@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, explain_header
 from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.stacking import (
     CycleError, check_create, check_drop, dependents, depends_on, refresh_order, stale_below,
     table_levels,

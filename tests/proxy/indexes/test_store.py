@@ -6,8 +6,8 @@ import decimal
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
+from proxy.datamaps.catalog.store import Catalog
 from proxy.indexes.commands import IndexService
 from proxy.indexes.store import Entry, IndexStore
 from rewriter import bloom

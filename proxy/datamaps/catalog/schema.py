@@ -3,12 +3,12 @@
 The schema version is PRAGMA user_version (SQLite) or the catalog_schema row (PostgreSQL);
 MIGRATIONS[i] takes it from i to i + 1, in the same transaction as the version bump, so a
 failed migration leaves the catalog as it was. The text is SQLite's; the PostgreSQL backend
-translates its types (catalog_backend.py), and replicas starting together migrate one at a
+translates its types (backend.py), and replicas starting together migrate one at a
 time.
 """
 from __future__ import annotations
 
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
 
 # MIGRATIONS[i] takes the schema from version i to i + 1. Append only.
 MIGRATIONS: list[str] = [
@@ -105,7 +105,7 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (db, name, path, col),
         FOREIGN KEY (db, name, path) REFERENCES index_files (db, name, path) ON DELETE CASCADE)
     """,
-    # leases (catalog_leases.py): the leader's and each datamap job's, shared by replicas;
+    # leases (leases.py): the leader's and each datamap job's, shared by replicas;
     # `expires` is the holder's wall clock (epoch seconds) plus the lease's time to live
     """
     CREATE TABLE IF NOT EXISTS leases (
@@ -131,7 +131,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def migrate(backend) -> None:
-    """Bring the catalog behind `backend` (catalog_backend.py) to SCHEMA_VERSION."""
+    """Bring the catalog behind `backend` (backend.py) to SCHEMA_VERSION."""
     conn = backend.begin_migration()
     try:
         current = backend.user_version(conn)

@@ -25,7 +25,7 @@ import sqlite3
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
 
 PG_SCHEMES = ("postgresql://", "postgres://")
 # PostgreSQL spellings of the SQLite types the migrations use (INTEGER is 64-bit there;

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from proxy.datamaps.audit_ring import RecentQueries
 from proxy.datamaps.audit_state import State, changed, read_state
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
 from proxy.datamaps.spark_sql import translate_only
 from proxy.router import LocalResult
 

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Mapping, Sequence
 
-from proxy.datamaps.records import (
+from proxy.datamaps.catalog.records import (
     SEG_COMPACTED, SEG_DELETED, SEG_FAILED, SEG_IN_PROGRESS, SEG_SUCCESS, SOURCES,
     BaseSegment, CatalogError, DatamapSegment, DatamapStatus, base_from_row, format_time,
     one_line, segment_from_row,

@@ -6,19 +6,18 @@ datamap segments (one partition of `<name>_table` each, with CarbonData's extraI
 mapping of the base segments it covers, and a `visible` flag), an event history, and a
 catalog version that every change bumps (the rewriter caches on it).
 
-Publishing a refresh is one transaction (catalog_segments.py).
+Publishing a refresh is one transaction (segments.py).
 
 Methods are synchronous and short; asyncio callers run them in a thread. One connection is
 shared under a lock; WAL mode and a busy timeout let other processes (replicas, tools) use
 the same file. The schema is versioned and migrated by a list of migrations.
 
-    catalog.py           Catalog: connection, transactions, version, settings, datamaps,
-                         history
-    catalog_segments.py  SegmentStore (mixed into Catalog): base and datamap segments
-    catalog_schema.py    MIGRATIONS and migrate()
-    catalog_backend.py   SQLite or PostgreSQL under one `?`-style SQL
-    catalog_leases.py    LeaseStore (mixed into Catalog): leader and datamap-job leases
-    records.py           the values: DatamapRecord, segments, Event, DatamapStatus
+    store.py     Catalog: connection, transactions, version, settings, datamaps, history
+    segments.py  SegmentStore (mixed into Catalog): base and datamap segments
+    schema.py    MIGRATIONS and migrate()
+    backend.py   SQLite or PostgreSQL under one `?`-style SQL
+    leases.py    LeaseStore (mixed into Catalog): leader and datamap-job leases
+    records.py   the values: DatamapRecord, segments, Event, DatamapStatus
 """
 from __future__ import annotations
 
@@ -29,15 +28,15 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-from proxy.datamaps.catalog_backend import open_backend
-from proxy.datamaps.catalog_leases import LeaseStore
-from proxy.datamaps.catalog_schema import SCHEMA_VERSION, migrate  # noqa: F401
-from proxy.datamaps.catalog_segments import SegmentStore
-from proxy.datamaps.records import (  # noqa: F401 - the catalog's values, importable from here
+from proxy.datamaps.catalog.backend import open_backend
+from proxy.datamaps.catalog.leases import LeaseStore
+from proxy.datamaps.catalog.records import (  # noqa: F401 - the catalog's values, importable here
     SEG_COMPACTED, SEG_DELETED, SEG_FAILED, SEG_IN_PROGRESS, SEG_SUCCESS, SOURCES,
     BaseSegment, CatalogError, DatamapRecord, DatamapSegment, DatamapStatus, Event,
     definition_from_json, definition_to_json, format_time, record_from_row, segment_from_row,
 )
+from proxy.datamaps.catalog.schema import SCHEMA_VERSION, migrate  # noqa: F401
+from proxy.datamaps.catalog.segments import SegmentStore
 from rewriter.api import STORAGE_SUFFIX, DatamapDefinition
 
 _REWRITE_OFF = "rewrite_off:"      # meta key prefix: query rewrite switched off, "db.name"

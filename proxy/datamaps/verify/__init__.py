@@ -1,0 +1,1 @@
+"""Online audits of datamap answers: sampled and AUDIT DATAMAP runs compared with Spark's."""
