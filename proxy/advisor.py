@@ -25,8 +25,8 @@ from statistics import median
 from typing import Callable
 
 from proxy.config import AdvisorSettings
-from proxy.datamaps import ddl
-from proxy.datamaps.commands import referenced_tables
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.commands import referenced_tables
 from proxy.errors import ClientError
 from proxy.logsafe import safe
 from rewriter.advise import Proposal, estimate_rows, plan, replay
@@ -259,7 +259,7 @@ class Advisor:
         shapes = self._shapes()
         tables = tuple(referenced_tables(stmt.select_sql, current_db, f"datamap {stmt.name}"))
         schemas = self._schemas(shapes, tables)
-        try:      # as CREATE DATAMAP compiles it (proxy/datamaps/commands.py)
+        try:      # as CREATE DATAMAP compiles it (proxy/datamaps/ddl/commands.py)
             d = compile_datamap(stmt.name.name, sketch_definition(stmt.select_sql, stmt.props),
                                 schemas, current_db)
         except SketchDefinitionError as e:

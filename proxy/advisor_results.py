@@ -3,8 +3,8 @@
 Columns and plan lines are docs/advisor.md's."""
 from __future__ import annotations
 
-from proxy.datamaps import ddl
 from proxy.datamaps.catalog.records import display_name
+from proxy.datamaps.ddl import parser as ddl
 from proxy.logsafe import safe
 from proxy.router import LocalResult
 

@@ -200,7 +200,7 @@ FORMS: tuple[Form, ...] = (
     Form(Kind.CREATE_TABLE, ("create", "or replace?", "temporary|external?", "table",
                              "if not exists?", NAME), _written(Kind.CREATE_TABLE)),
     Form(Kind.CREATE_TABLE, ("replace", "table", NAME), _written(Kind.CREATE_TABLE)),
-    # -- datamap DDL (proxy/datamaps/ddl.py parses the frame) -------------------------------
+    # -- datamap DDL (proxy/datamaps/ddl/parser.py parses the frame) ------------------------
     Form(Kind.DATAMAP, ("create", "datamap")),
     Form(Kind.DATAMAP, ("create", "materialized", "view")),
     Form(Kind.DATAMAP, ("drop", "datamap")),

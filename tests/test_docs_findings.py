@@ -4,8 +4,8 @@ tests/e2e/test_sql_reference.py."""
 from __future__ import annotations
 
 from proxy.datamaps.catalog.records import BaseSegment
-from proxy.datamaps.commands import EMPTY
-from proxy.datamaps.show import base_segment_row
+from proxy.datamaps.ddl.commands import EMPTY
+from proxy.datamaps.ddl.show import base_segment_row
 from proxy.results import table_schema
 from proxy.thrift.gen.TCLIService import ttypes as T
 

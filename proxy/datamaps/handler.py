@@ -38,9 +38,10 @@ import re
 
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
-from proxy.datamaps import ddl, fresh_answer
+from proxy.datamaps import fresh_answer
 from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog.records import display_name
+from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
 from proxy.datamaps.service import DatamapService, referenced_tables

@@ -22,10 +22,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from proxy.datamaps import ddl
 from proxy.datamaps.catalog.store import Catalog
-from proxy.datamaps.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.compaction import Compaction, SegmentGarbage
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.freshness import FreshnessGuard
 from proxy.datamaps.live_view import LiveViews
 from proxy.datamaps.locks import KeyedLocks
@@ -126,7 +126,7 @@ class DatamapService:
     def time_zone_problem(self, why: str | None) -> None:
         self.zone_reader.problem = why
 
-    # -- DDL (commands.py) ---------------------------------------------------------------
+    # -- DDL (ddl/commands.py) -----------------------------------------------------------
     # Index datamaps (proxy/indexes) share the DROP / SHOW / REBUILD statements and the
     # name space with mv datamaps, so each of those asks the index side first.
     def create(self, stmt: ddl.CreateDatamap | CreateIndexDatamap,

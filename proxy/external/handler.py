@@ -20,8 +20,8 @@ from typing import Callable
 
 from pipeline.files import quote_table
 from proxy.classify import Kind, classify
-from proxy.datamaps import ddl
-from proxy.datamaps.commands import EMPTY
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.commands import EMPTY
 from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar
 from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments

@@ -5,7 +5,7 @@ hook counted them (docs/external.md)."""
 from __future__ import annotations
 
 from proxy.datamaps.catalog.records import format_time
-from proxy.datamaps.show import SHOW_SEGMENTS_COLUMNS, format_seconds
+from proxy.datamaps.ddl.show import SHOW_SEGMENTS_COLUMNS, format_seconds
 from proxy.external.store import ExternalSegment, ExternalTable
 from proxy.router import LocalResult
 

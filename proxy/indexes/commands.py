@@ -23,11 +23,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-from proxy.datamaps import ddl
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_time, one_line
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.show import format_properties
 from proxy.datamaps.failures import describe, job_failed
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.show import format_properties
 from proxy.errors import ClientError
 from proxy.indexes.ddl import CreateIndexDatamap, bloom_settings
 from proxy.indexes.store import Entry, IndexInfo, IndexStore
@@ -107,7 +107,7 @@ class IndexService:
 
     # -- statements ----------------------------------------------------------------------
     def create(self, stmt: CreateIndexDatamap, current_db: str):
-        from proxy.datamaps.commands import EMPTY
+        from proxy.datamaps.ddl.commands import EMPTY
         db = stmt.name.db or stmt.on_table.db or current_db
         subject = f"datamap {db}.{stmt.name.name}"
         table = self._target(stmt.on_table, current_db)
@@ -172,7 +172,7 @@ class IndexService:
                 raise job_failed(e, f"Rebuilding datamap {info.qualified}") from e
 
     def rows(self, table: str | None = None) -> list[tuple]:
-        """SHOW DATAMAP rows (proxy/datamaps/show.py's columns) of the index datamaps."""
+        """SHOW DATAMAP rows (proxy/datamaps/ddl/show.py's columns) of the index datamaps."""
         if table is not None:
             rec = self._datamap(table)          # ON TABLE <mv datamap name> too
             table = rec.table if rec is not None else table

@@ -1,7 +1,7 @@
 """The index datamap statement: `CREATE DATAMAP [IF NOT EXISTS] x ON TABLE t USING
 'minmax' | 'bloomfilter' [WITH DEFERRED REBUILD] [DMPROPERTIES (...)]` (contract.md).
 
-proxy/datamaps/ddl.py parses the frame (names, USING, WITH DEFERRED REBUILD, DMPROPERTIES)
+proxy/datamaps/ddl/parser.py parses the frame (names, USING, WITH DEFERRED REBUILD, DMPROPERTIES)
 and hands it here. The
 properties are checked here, without the table (CarbonData's keys: INDEX_COLUMNS,
 BLOOM_SIZE = expected distinct values per file, BLOOM_FPP, BLOOM_COMPRESS); whether the
@@ -26,7 +26,7 @@ _COLUMN = re.compile(r"[A-Za-z0-9_]+\Z")
 
 @dataclass(frozen=True)
 class CreateIndexDatamap:
-    name: object                                  # proxy.datamaps.ddl.Name
+    name: object                                  # proxy.datamaps.ddl.parser.Name
     on_table: object                              # Name (required)
     provider: str                                 # minmax | bloomfilter
     if_not_exists: bool = False
@@ -53,7 +53,7 @@ class BloomSettings:
 
 def index_statement(cur: Cursor, name, on_table, if_not_exists: bool, provider: str,
                     lazy: bool, props: tuple[tuple[str, str], ...]) -> CreateIndexDatamap:
-    """CREATE DATAMAP of an index provider, its frame parsed by proxy/datamaps/ddl.py up
+    """CREATE DATAMAP of an index provider, its frame parsed by proxy/datamaps/ddl/parser.py up
     to the properties: no query may follow."""
     if on_table is None:
         raise cur.error(f"an index datamap ('{provider}') needs ON TABLE <table>")

@@ -174,7 +174,7 @@ def service(pipeline_spark, tmp_path):
 
 
 def _create(service, sql, db):
-    from proxy.datamaps.ddl import parse
+    from proxy.datamaps.ddl.parser import parse
     service.create(parse(sql), db)
 
 

@@ -49,7 +49,7 @@ from proxy.datamaps.spark_sql import translate_only
 from proxy.router import LocalResult
 
 if TYPE_CHECKING:
-    from proxy.datamaps import ddl
+    from proxy.datamaps.ddl import parser as ddl
     from proxy.datamaps.service import DatamapService
 
 log = logging.getLogger("proxy.datamaps.audit")

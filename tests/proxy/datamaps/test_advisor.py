@@ -14,7 +14,7 @@ import pytest
 from proxy.cli.advise import _format_suggestions, _split_statements
 from proxy.advisor import Advisor
 from proxy.config import AdvisorSettings
-from proxy.datamaps import ddl
+from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.errors import ClientError
 from proxy.observe import StatementEvent

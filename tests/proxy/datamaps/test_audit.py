@@ -13,9 +13,9 @@ from proxy import config
 from proxy.classify import Kind, classify
 from proxy.datamaps import audit as audit_mod
 from proxy.datamaps import audit_ring
-from proxy.datamaps import ddl
 from proxy.datamaps.audit import Auditor
 from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
+from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.router import Local, Rewrite, StatementContext
 from rewriter.api import RewriteResult

@@ -9,7 +9,8 @@ import pytest
 
 from proxy.datamaps.catalog import store as cat
 from proxy.datamaps.catalog.store import Catalog, CatalogError
-from proxy.datamaps.show import SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps, show_segments
+from proxy.datamaps.ddl.show import (SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps,
+                                     show_segments)
 from rewriter.api import DatamapDefinition, StoredColumn
 
 DEFN = DatamapDefinition(

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from proxy.datamaps.ddl import Name
+from proxy.datamaps.ddl.parser import Name
 from proxy.datamaps.handler import (DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler,
                                     display_name, explain_header)
 from proxy.errors import ClientError

@@ -1,7 +1,7 @@
 """Index datamap DDL without Spark: what parses, what fails with which SQLSTATE."""
 import pytest
 
-from proxy.datamaps.ddl import DdlError, Name, parse
+from proxy.datamaps.ddl.parser import DdlError, Name, parse
 from proxy.indexes.ddl import CreateIndexDatamap, bloom_settings
 
 

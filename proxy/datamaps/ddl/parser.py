@@ -23,8 +23,8 @@ from typing import Literal
 
 from pipeline import properties
 from proxy.classify import Kind, classify
-from proxy.datamaps.ddl_words import GRANULARITIES, DdlError, Name
-from proxy.datamaps.legacy import translate_legacy
+from proxy.datamaps.ddl.legacy import translate_legacy
+from proxy.datamaps.ddl.words import GRANULARITIES, DdlError, Name
 from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
 from proxy.sqlscan import Cursor
 

@@ -1,4 +1,4 @@
-"""The datamap DDL: one blocking runner per statement of proxy/datamaps/ddl.py.
+"""The datamap DDL: one blocking runner per statement of proxy/datamaps/ddl/parser.py.
 
 Names resolve against the statement's database (or its ON TABLE's); client-facing
 failures are `proxy.errors.ClientError` with the contract's SQLSTATE.
@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, Callable
 
 from pipeline import create_table, table_exists, with_spark_types
 from pipeline.table import PipelineError
-from proxy.datamaps import ddl
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.compaction import Compaction
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.show import show_datamaps, show_segments
 from proxy.datamaps.failures import job_failed
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.maintenance import Maintenance, client_error
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.show import show_datamaps, show_segments
 from proxy.datamaps.stacking import check_create, check_drop
 from proxy.datamaps.sync import propagate, sync_datamaps
 from proxy.errors import ClientError

@@ -1,5 +1,5 @@
-"""The words the datamap DDL parser (proxy/datamaps/ddl.py) and the legacy providers
-(proxy/datamaps/legacy.py) share: `DdlError`, `GRANULARITIES`, `Name`. A leaf, so that
+"""The words the datamap DDL parser (proxy/datamaps/ddl/parser.py) and the legacy providers
+(proxy/datamaps/ddl/legacy.py) share: `DdlError`, `GRANULARITIES`, `Name`. A leaf, so that
 legacy.py does not import the parser that calls it."""
 from __future__ import annotations
 

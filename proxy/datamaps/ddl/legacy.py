@@ -8,7 +8,7 @@ there is one maintenance and matching path for all three providers.
 """
 from __future__ import annotations
 
-from proxy.datamaps.ddl_words import GRANULARITIES, DdlError, Name
+from proxy.datamaps.ddl.words import GRANULARITIES, DdlError, Name
 
 _AGGS = ("sum", "count", "avg", "min", "max")
 
