@@ -24,7 +24,7 @@ The parts:
     proxy/startup.py's RemoteStart (zone alignment, recovery, index warm-up);
   - DatamapService over the catalog and that session, external tables, the query log
     (`[querylog]`, docs/querylog.md), the serving tier, the Auditor (`[datamaps]
-    audit_sample_rate`, proxy/datamaps/audit.py), the index pruner, the advisor;
+    audit_sample_rate`, proxy/datamaps/verify/auditor.py), the index pruner, the advisor;
   - the background work (proxy/background.py): `[datamaps] sync_interval_s` > 0 runs SYNC
     DATAMAPS that often; remote mode checks the upstream's zone every ZONE_CHECK_S
     (proxy/pipeline_zone.py). The stop joins all of it;
@@ -55,10 +55,10 @@ from proxy.auth_base import AuthError
 from proxy.background import Background
 from proxy.config import ConfigError, Settings
 from proxy.console import ConsoleRefused, check as check_console, start_console
-from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
+from proxy.datamaps.verify.auditor import Auditor
 from proxy.discovery import Registration
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks

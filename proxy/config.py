@@ -149,7 +149,7 @@ class DatamapsSettings:
     # sqlglot needs about 10 s per megabyte, forwarding is always correct.
     rewrite_max_sql_bytes: int = 1_048_576
     # Share of datamap-answered queries re-run on the base tables in the background and
-    # compared (proxy/datamaps/audit.py, docs/audit.md); 0 = off.
+    # compared (proxy/datamaps/verify/auditor.py, docs/audit.md); 0 = off.
     audit_sample_rate: float = 0.01
     # How old a datamap's data may be before a query checks the base tables' files again
     # (the freshness contract, proxy/staleness.py): "0" = always exact. Kept as seconds.

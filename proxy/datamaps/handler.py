@@ -39,13 +39,13 @@ import re
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps import fresh_answer
-from proxy.datamaps.audit import Auditor
 from proxy.datamaps.catalog.records import display_name
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
+from proxy.datamaps.rewrite.spark_sql import translate_only
 from proxy.datamaps.service import DatamapService, referenced_tables
-from proxy.datamaps.spark_sql import translate_only
+from proxy.datamaps.verify.auditor import Auditor
 from proxy.errors import ClientError
 from proxy.logsafe import safe
 from proxy.router import (

@@ -97,7 +97,7 @@ class SyncDatamaps:
 
 @dataclass(frozen=True)
 class AuditDatamap:
-    """AUDIT DATAMAP [db.]name: compare its answers with the base tables' (audit.py)."""
+    """AUDIT DATAMAP [db.]name: compare its answers with the base tables' (verify/auditor.py)."""
     name: Name
 
 

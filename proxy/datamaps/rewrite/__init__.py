@@ -1,1 +1,1 @@
-"""The proxy's side of query rewrite: the rewriter's datamap index, rewrites in a process of their own, timeseries() as Spark SQL."""
+"""The proxy's side of query rewrite: candidates, isolated rewrites, Spark SQL."""

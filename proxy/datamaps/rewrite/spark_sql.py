@@ -1,6 +1,7 @@
 """A proxy statement as Spark SQL without any datamap: `translate_only` writes the
 proxy's timeseries() in Spark SQL. The DDL and SELECT handlers (proxy/datamaps/handler.py)
-forward with it, and the answer audit (proxy/datamaps/audit.py) runs the base query with it."""
+forward with it, and the answer audit (proxy/datamaps/verify/auditor.py) runs the base query
+with it."""
 from __future__ import annotations
 
 import logging

@@ -6,7 +6,7 @@
     auditor.audit_datamap(stmt, current_db)     # AUDIT DATAMAP [db.]name (a DDL worker thread)
 
 offer() runs on the decision path (the event loop): it only remembers the query in a small
-ring per datamap (audit_ring.py) and, for a sampled share, puts it on a
+ring per datamap (ring.py) and, for a sampled share, puts it on a
 bounded queue that one owned thread consumes; a full queue drops it. Nothing of an audit
 runs on the client's path.
 
@@ -16,7 +16,7 @@ got its answer), then runs, in its own session of the pipeline SparkSession
 and the rewritten SQL; when the serving tier would answer it in-process, that answer too
 (when its engine cannot start, the detail says that answer was not checked: the tier's
 problem, shown by serve's log, EXPLAIN and doctor, not the datamap's).
-The answers must be the same (audit_compare.py). Around the runs, the state they depend on
+The answers must be the same (compare.py). Around the runs, the state they depend on
 is read twice: the datamaps' visible segments, the base tables' live segments in the
 catalog and the files the base tables hold. A change, or files the catalog has not seen
 (a write outside the proxy not synced yet), makes the audit INCONCLUSIVE, never a mismatch.
@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from proxy.datamaps.audit_ring import RecentQueries
-from proxy.datamaps.audit_state import State, changed, read_state
-from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
 from proxy.datamaps.catalog.records import CatalogError
-from proxy.datamaps.spark_sql import translate_only
+from proxy.datamaps.rewrite.spark_sql import translate_only
+from proxy.datamaps.verify.compare import NotAuditable, audited_form, compare, digest
+from proxy.datamaps.verify.ring import RecentQueries
+from proxy.datamaps.verify.state import State, changed, read_state
 from proxy.router import LocalResult
 
 if TYPE_CHECKING:

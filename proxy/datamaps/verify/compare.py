@@ -1,4 +1,4 @@
-"""Pure parts of a datamap audit (proxy/datamaps/audit.py): which query is audited, its
+"""Pure parts of a datamap audit (auditor.py): which query is audited, its
 digest, and whether two answers are the same.
 
 Two answers are the same when their column names and types are, and their rows are equal

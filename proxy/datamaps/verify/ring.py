@@ -1,5 +1,5 @@
 """The recent queries answered from each datamap, which AUDIT DATAMAP audits
-(proxy/datamaps/audit.py): a small ring per datamap, bounded in entries and in bytes, and
+(auditor.py): a small ring per datamap, bounded in entries and in bytes, and
 all rings together bounded in bytes (the least recently answered datamap's ring goes
 first). Every operation is O(1) amortised: the decision path (the event loop) adds to it.
 """

@@ -1,4 +1,4 @@
-"""What a datamap audit's answers depend on (proxy/datamaps/audit.py), read before and
+"""What a datamap audit's answers depend on (auditor.py), read before and
 after its runs: the datamaps' visible segments, the base tables' live segments in the
 catalog, and the files the base tables hold. Two readings that differ, or a `problem`
 (a datamap not in sync, files the catalog has not seen), make the audit INCONCLUSIVE."""
