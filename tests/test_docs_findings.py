@@ -38,7 +38,7 @@ def test_base_segment_row_says_na_for_an_unknown_load_time():
 
 def test_a_segments_rows_come_from_its_parquet_footers(tmp_path):
     import duckdb
-    from proxy.datamaps.segment_rows import parquet_rows
+    from proxy.datamaps.upkeep.segment_rows import parquet_rows
     con = duckdb.connect()
     for name, n in (("a b.parquet", 3), ("c.parquet", 5)):
         con.execute(f"COPY (SELECT range AS v FROM range({n})) TO '{tmp_path / name}' "

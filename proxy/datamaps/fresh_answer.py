@@ -62,7 +62,7 @@ def datamaps_below(provider, covered, index=None) -> dict[str, str]:
 def stacked_check(guard, provider, name: str, covered, allowed: float, compensable,
                   below: tuple[str, ...] = (), since: float | None = None,
                   index=None) -> Verdict:
-    """guard.check, for a datamap stacked on others (proxy/datamaps/stacking.py) too: the
+    """guard.check, for a datamap stacked on others (proxy/datamaps/upkeep/stacking.py) too: the
     lower datamap's table is not a directory the guard can list, and the stacked datamap
     is fresh only while each datamap below it is fresh for its own base files, so those
     are judged in its place (a lower one that is not makes this one CHANGED: the query

@@ -41,8 +41,8 @@ from proxy.config import DatamapsSettings
 from proxy.datamaps import fresh_answer
 from proxy.datamaps.catalog.records import display_name
 from proxy.datamaps.ddl import parser as ddl
-from proxy.datamaps.isolated import IsolatedRewriter
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
+from proxy.datamaps.rewrite.isolated import IsolatedRewriter
 from proxy.datamaps.rewrite.spark_sql import translate_only
 from proxy.datamaps.service import DatamapService, referenced_tables
 from proxy.datamaps.verify.auditor import Auditor
@@ -258,7 +258,7 @@ class DatamapSelectHandler:
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness
-        # large statements are parsed in a process of their own (see isolated.py)
+        # large statements are parsed in a process of their own (see rewrite/isolated.py)
         self.isolated = isolated or IsolatedRewriter()
 
     def close(self) -> None:

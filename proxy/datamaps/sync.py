@@ -23,8 +23,8 @@ import threading
 from typing import Iterable
 
 from proxy.datamaps.failures import describe, logged
-from proxy.datamaps.maintenance import Maintenance, RefreshOutcome
-from proxy.datamaps.stacking import table_levels
+from proxy.datamaps.upkeep.maintenance import Maintenance, RefreshOutcome
+from proxy.datamaps.upkeep.stacking import table_levels
 from proxy.errors import ClientError
 from proxy.router import LocalResult
 
@@ -51,7 +51,7 @@ def target_tables(maintenance: Maintenance, table: str | None) -> list[str]:
 
 def sync_tables(maintenance: Maintenance, tables: list[str]) -> LocalResult:
     """Steps 1 and 2 of the module docstring for `tables`, lowest level first
-    (proxy/datamaps/stacking.py); one result row per table. The table of a datamap that
+    (proxy/datamaps/upkeep/stacking.py); one result row per table. The table of a datamap that
     changed is synced next when datamaps are stacked on it (its row comes after)."""
     rows: list[tuple] = []
     todo, done = set(tables), set()

@@ -40,7 +40,7 @@ log = logging.getLogger("proxy.indexes")
 EXTERNAL_SOURCE = "datamap.external.source"      # the view's TBLPROPERTIES (shared design)
 # Larger statements are sent unpruned: compiled sqlglot holds the interpreter for the
 # whole parse (tenths of a second at this size and up), which the datamap rewrite avoids by
-# parsing them in a process of its own (proxy/datamaps/isolated.py, same threshold).
+# parsing them in a process of its own (proxy/datamaps/rewrite/isolated.py, same threshold).
 MAX_SQL_BYTES = 64 * 1024
 
 

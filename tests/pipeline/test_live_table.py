@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-import proxy.datamaps.live_view as live_view
-import proxy.datamaps.maintenance as maintenance
+import proxy.datamaps.upkeep.live_view as live_view
+import proxy.datamaps.upkeep.maintenance as maintenance
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService

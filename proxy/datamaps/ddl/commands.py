@@ -12,15 +12,15 @@ from pipeline import create_table, table_exists, with_spark_types
 from pipeline.table import PipelineError
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord
 from proxy.datamaps.catalog.store import Catalog
-from proxy.datamaps.compaction import Compaction
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.show import show_datamaps, show_segments
 from proxy.datamaps.failures import job_failed
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.maintenance import Maintenance, client_error
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.stacking import check_create, check_drop
 from proxy.datamaps.sync import propagate, sync_datamaps
+from proxy.datamaps.upkeep.compaction import Compaction
+from proxy.datamaps.upkeep.maintenance import Maintenance, client_error
+from proxy.datamaps.upkeep.stacking import check_create, check_drop
 from proxy.errors import ClientError
 from proxy.router import LocalResult
 from rewriter import compile_datamap

@@ -16,7 +16,7 @@ from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.catalog.records import (
     BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time, one_line,
 )
-from proxy.datamaps.stacking import depends_on
+from proxy.datamaps.upkeep.stacking import depends_on
 from proxy.router import LocalResult
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (

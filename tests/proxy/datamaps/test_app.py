@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy import engine as engine_mod, startup, statements, timezone
+from proxy import engine as engine_mod, statements, timezone
 from proxy.app import App
+from proxy.datamaps import startup
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
                           UpstreamSettings)
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler

@@ -27,7 +27,7 @@ def test_no_module_reads_another_objects_privates():
 
 
 def test_sync_reports_refresh_outcomes_in_the_words_of_sync_datamaps():
-    from proxy.datamaps.maintenance import RefreshOutcome
+    from proxy.datamaps.upkeep.maintenance import RefreshOutcome
     assert [o.value for o in RefreshOutcome] == [
         "refreshed", "rebuilt", "enabled", "disabled", "unchanged", "failed"]
     assert f"{RefreshOutcome.FAILED}: why" == "failed: why"

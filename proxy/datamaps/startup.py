@@ -1,6 +1,6 @@
 """What runs once the pipeline session is open, before datamaps answer queries: crash
 recovery (interrupted segments, orphan partitions), the time-zone alignment
-(proxy/pipeline_zone.py), warming the rewrite index, rebuilding what a zone change
+(proxy/datamaps/zones/pipeline.py), warming the rewrite index, rebuilding what a zone change
 invalidated. Embedded mode runs it before serving; remote mode right after the pipeline
 session opens (proxy/pipeline_session.py), in the opening thread, then in the background.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from proxy.background import Background
 from proxy.datamaps.service import DatamapService
-from proxy.pipeline_zone import adopt_engine_zone, align_pipeline_zone
+from proxy.datamaps.zones.pipeline import adopt_engine_zone, align_pipeline_zone
 
 log = logging.getLogger("proxy.app")
 

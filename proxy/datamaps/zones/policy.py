@@ -19,7 +19,7 @@ from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
 
 if TYPE_CHECKING:
-    from proxy.datamaps.maintenance import Maintenance
+    from proxy.datamaps.upkeep.maintenance import Maintenance
 
 log = logging.getLogger("proxy.datamaps")
 
@@ -30,7 +30,7 @@ class ZoneReader:
 
     def __init__(self, schemas: SchemaCache):
         self._schemas = schemas
-        # Remote mode, set when the pipeline session opens (proxy/pipeline_zone.py): why the
+        # Remote mode, set when the pipeline session opens (zones/pipeline.py): why the
         # pipeline's time zone may differ from the upstream's.
         self.problem: str | None = None
 

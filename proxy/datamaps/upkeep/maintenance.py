@@ -5,7 +5,7 @@ Every method blocks (SQLite, py4j); asyncio callers use `asyncio.to_thread`. The
 a refresh is always: sync the base tables' file listings into base segments -> reserve a
 datamap segment id -> pipeline job writes that partition -> one catalog commit publishes
 it (and hides what it supersedes) -> `<name>_table`, the view of the live segments, is
-replaced to show them (proxy/datamaps/live_view.py) -> drop superseded partitions. A
+replaced to show them (proxy/datamaps/upkeep/live_view.py) -> drop superseded partitions. A
 failed job marks its segment FAILED and disables the datamap; it never becomes visible.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pipeline import cleanup_orphans, drop, full_build, incremental_append, list
 from pipeline.table import PipelineError
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.datamaps.catalog.store import Catalog
-from proxy.datamaps.compaction import Compaction, SegmentGarbage
 from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.segment_rows import parquet_rows
+from proxy.datamaps.upkeep.compaction import Compaction, SegmentGarbage
+from proxy.datamaps.upkeep.segment_rows import parquet_rows
 from proxy.errors import ClientError
 from rewriter.api import storage_table
 

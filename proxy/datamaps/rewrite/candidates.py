@@ -11,8 +11,8 @@ from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness import Covered
 from proxy.datamaps.listing import local_path
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.stacking import stale_below, table_index
-from proxy.datamaps.zone_policy import ZoneReader
+from proxy.datamaps.upkeep.stacking import stale_below, table_index
+from proxy.datamaps.zones.policy import ZoneReader
 from rewriter.api import Candidate
 
 Unavailable = dict[str, tuple[tuple[str, ...], str]]   # "db.name" -> (base tables, reason)

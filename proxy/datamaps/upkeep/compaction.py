@@ -17,8 +17,8 @@ from pipeline.table import drop_segments
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, DatamapStatus
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.failures import describe, job_failed, logged
-from proxy.datamaps.live_view import LiveViews
 from proxy.datamaps.locks import KeyedLocks
+from proxy.datamaps.upkeep.live_view import LiveViews
 from proxy.errors import ClientError
 
 if TYPE_CHECKING:
