@@ -57,6 +57,7 @@ from proxy.config import ConfigError, Settings
 from proxy.console import ConsoleRefused, check as check_console, start_console
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.datamaps.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.datamaps.service import DatamapService
 from proxy.datamaps.startup import RemoteStart, start_embedded
 from proxy.datamaps.verify.auditor import Auditor
@@ -65,7 +66,6 @@ from proxy.discovery import Registration
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
-from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.kerberos import Acceptor, KerberosError
 from proxy.leader import LEADER, LeaseKeeper
 from proxy.metrics_collect import DatamapCollector

@@ -22,7 +22,7 @@ complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING
 `DatamapLoadHandler` (proxy/datamaps/loads.py): writes and file-changing DDL on base
 tables re-sync their datamaps after Spark ran them.
 
-With a `pruner` (proxy/indexes/pruning.py), the SQL the SELECT handler is about to send
+With a `pruner` (proxy/datamaps/indexes/pruning.py), the SQL the SELECT handler is about to send
 (rewritten or not) skips the files index datamaps rule out, and EXPLAIN shows that SQL
 and one `Pruned by index datamap` line per index (docs/indexes.md).
 
@@ -51,9 +51,9 @@ from proxy.logsafe import safe
 from proxy.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
+from proxy.datamaps.indexes.pruning import names_temp_view, temp_views
 from proxy.serving import Served
 from proxy.session import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
-from proxy.indexes.pruning import names_temp_view, temp_views
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -85,7 +85,7 @@ class DatamapDdlHandler:
         self.max_sql_bytes = max_sql_bytes
         self.advisor = advisor        # proxy.advisor.Advisor: SHOW DATAMAP SUGGESTIONS, WHATIF
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
-        self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
+        self.pruner = pruner          # indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
         self.max_staleness_s = max_staleness_s
 
@@ -254,7 +254,7 @@ class DatamapSelectHandler:
                  audit: Auditor | None = None, max_staleness_s: float = 0.0, pruner=None):
         self.service = service
         self.audit = audit or Auditor(service)   # remembers and samples datamap answers
-        self.pruner = pruner          # proxy.indexes.pruning.Pruner, or None: no file skipping
+        self.pruner = pruner          # indexes.pruning.Pruner, or None: no file skipping
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness

@@ -26,6 +26,8 @@ from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import EMPTY, DatamapCommands, referenced_tables
 from proxy.datamaps.freshness import FreshnessGuard
+from proxy.datamaps.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
+from proxy.datamaps.indexes.ddl import CreateIndexDatamap
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.rewrite.candidates import RewriteIndexProvider
 from proxy.datamaps.sync import BackgroundSyncs, propagate
@@ -36,8 +38,6 @@ from proxy.datamaps.upkeep.live_view import LiveViews
 from proxy.datamaps.upkeep.maintenance import BaseSync, Maintenance, RefreshOutcome
 from proxy.datamaps.zones.policy import TimeZonePolicy, ZoneReader
 from proxy.errors import ClientError
-from proxy.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
-from proxy.indexes.ddl import CreateIndexDatamap
 from proxy.router import LocalResult
 from rewriter.api import Candidate
 
@@ -127,7 +127,7 @@ class DatamapService:
         self.zone_reader.problem = why
 
     # -- DDL (ddl/commands.py) -----------------------------------------------------------
-    # Index datamaps (proxy/indexes) share the DROP / SHOW / REBUILD statements and the
+    # Index datamaps (proxy/datamaps/indexes) share the DROP / SHOW / REBUILD statements and the
     # name space with mv datamaps, so each of those asks the index side first.
     def create(self, stmt: ddl.CreateDatamap | CreateIndexDatamap,
                current_db: str) -> LocalResult:

@@ -22,11 +22,11 @@ from pipeline.files import quote_table
 from proxy.classify import Kind, classify
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import EMPTY
+from proxy.datamaps.indexes.pruning import temp_views
 from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar
 from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
-from proxy.indexes.pruning import temp_views
 from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.sqlscan import Cursor, StatementError
 from rewriter.scope import Unsupported

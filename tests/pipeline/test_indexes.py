@@ -160,12 +160,12 @@ def test_minmax_types(t, ok):
     assert minmax_supports(t) is ok
 
 
-# -- IndexService (proxy/indexes/commands.py) over this session: the hooks ----------------
+# -- IndexService (proxy/datamaps/indexes/commands.py) over this session: the hooks -------
 @pytest.fixture
 def service(pipeline_spark, tmp_path):
     from proxy.datamaps.catalog.store import Catalog
+    from proxy.datamaps.indexes.commands import IndexService
     from proxy.datamaps.locks import KeyedLocks
-    from proxy.indexes.commands import IndexService
     catalog = Catalog.in_state_dir(tmp_path)
     svc = IndexService(catalog, lambda: pipeline_spark, KeyedLocks())
     svc.store._max_age = 0.0

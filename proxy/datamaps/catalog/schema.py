@@ -81,7 +81,7 @@ MIGRATIONS: list[str] = [
         merged_into INTEGER,
         PRIMARY KEY (tbl, id))
     """,
-    # index datamaps (proxy/indexes/store.py): definitions, one entry per indexed file
+    # index datamaps (proxy/datamaps/indexes/entries.py): definitions, one entry per indexed file
     # (identity at build time, row count, per-column minmax JSON) and its bloom filters
     """
     CREATE TABLE IF NOT EXISTS index_datamaps (

@@ -9,7 +9,7 @@ properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, AUDIT DATAMA
 EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The
 exceptions: the legacy providers, `USING 'preaggregate'` and `USING 'timeseries'`, are
 turned into an equivalent mv SELECT here, which needs a look at the query; the index
-providers, `USING 'minmax' | 'bloomfilter'` (no query), are parsed by proxy/indexes/ddl.py.
+providers, `USING 'minmax' | 'bloomfilter'` (no query), are parsed by proxy/datamaps/indexes/ddl.py.
 
 Errors are `DdlError` (= sqlscan.StatementError; SQLSTATE 42000 for syntax, 0A000 for
 unsupported) whose message names the offending token, its position and the datamap when
@@ -25,7 +25,7 @@ from pipeline import properties
 from proxy.classify import Kind, classify
 from proxy.datamaps.ddl.legacy import translate_legacy
 from proxy.datamaps.ddl.words import GRANULARITIES, DdlError, Name
-from proxy.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
+from proxy.datamaps.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
 from proxy.sqlscan import Cursor
 
 __all__ = [
@@ -285,7 +285,7 @@ def _create(cur: Cursor) -> CreateDatamap | CreateIndexDatamap:
     props = ()
     if cur.accept("dmproperties"):
         props = _properties(cur)
-    if provider in INDEX_PROVIDERS:      # per-file indexes: proxy/indexes
+    if provider in INDEX_PROVIDERS:      # per-file indexes: proxy/datamaps/indexes
         return index_statement(cur, name, on_table, if_not_exists, provider, lazy, props)
     cur.expect("as", "AS before the SELECT statement")
     query = _query(cur, "AS")

@@ -16,9 +16,9 @@ from proxy.datamaps import startup
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
                           UpstreamSettings)
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.datamaps.indexes.pruning import watch_temp_views
 from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
-from proxy.indexes.pruning import watch_temp_views
 from proxy.pipeline_session import LazySpark, SparkNotReady
 from proxy.router import Local, PassThrough, Rewrite, StatementContext
 

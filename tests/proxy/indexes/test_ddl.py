@@ -2,7 +2,7 @@
 import pytest
 
 from proxy.datamaps.ddl.parser import DdlError, Name, parse
-from proxy.indexes.ddl import CreateIndexDatamap, bloom_settings
+from proxy.datamaps.indexes.ddl import CreateIndexDatamap, bloom_settings
 
 
 def test_minmax_defaults_to_every_column():

@@ -4,7 +4,7 @@ Per-file indexes of a table's data files (row count, per-column min/max/NULL cou
 bloom filters) that let the query side read only the files a filter can match.
 
     ddl.py        the statement after USING '<index provider>'; property checks
-    store.py      IndexStore: definitions and per-file entries in the catalog; the
+    entries.py    IndexStore: definitions and per-file entries in the catalog; the
                   query side's read interface (indexes_on, file_stats, file_identity)
     commands.py   IndexService: CREATE / DROP / SHOW / REBUILD, and the hooks that keep
                   entries current (after a load, mv refreshes, ADD SEGMENT, compaction)

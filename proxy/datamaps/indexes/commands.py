@@ -14,7 +14,7 @@ When entries are built:
   - REBUILD: every current file, replacing all entries.
 A failed build leaves the index DISABLED with the reason (the query side uses only
 ENABLED indexes, and never prunes a file without an entry). Index datamaps never reach
-the rewriter's mv candidates: they live in tables of their own (store.py).
+the rewriter's mv candidates: they live in tables of their own (entries.py).
 """
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_t
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.show import format_properties
 from proxy.datamaps.failures import describe, job_failed
+from proxy.datamaps.indexes.ddl import CreateIndexDatamap, bloom_settings
+from proxy.datamaps.indexes.entries import Entry, IndexInfo, IndexStore
 from proxy.datamaps.locks import KeyedLocks
 from proxy.errors import ClientError
-from proxy.indexes.ddl import CreateIndexDatamap, bloom_settings
-from proxy.indexes.store import Entry, IndexInfo, IndexStore
 from rewriter import bloom
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ class IndexInfo(Protocol):
 
 
 class IndexStore(Protocol):
-    """What pruning reads of the index datamaps' catalog (proxy/indexes/store.py). A store
+    """What pruning reads of the index datamaps' catalog (entries.py). A store
     may also offer `indexed_tables()` (see Pruner._may_name_an_indexed_table)."""
 
     def indexes_on(self, table: str) -> list[Any]: ...
@@ -249,7 +249,7 @@ def read_kind(spark, table: str) -> tuple[str | None, bool]:
 
 
 class StoreForQueries:
-    """proxy/indexes/store.IndexStore as the Pruner asks it. Index datamaps `ON TABLE <mv
+    """entries.IndexStore as the Pruner asks it. Index datamaps `ON TABLE <mv
     datamap>` are kept under the datamap's table `db.<name>_table` (a view, without file
     names), but describe the files of its storage table `db.<name>_table_segments`, which
     is what a query answered from the datamap reads: asked about the storage table, this

@@ -6,7 +6,7 @@ and hands it here. The
 properties are checked here, without the table (CarbonData's keys: INDEX_COLUMNS,
 BLOOM_SIZE = expected distinct values per file, BLOOM_FPP, BLOOM_COMPRESS); whether the
 columns exist and have a type the index supports is the command's check
-(proxy/indexes/commands.py), which knows the schema.
+(proxy/datamaps/indexes/commands.py), which knows the schema.
 """
 from __future__ import annotations
 
