@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.ddl import parser as ddl
-from proxy.datamaps.ddl.commands import EMPTY, DatamapCommands, referenced_tables
+from proxy.datamaps.ddl.commands import DatamapCommands, referenced_tables
+from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.freshness import FreshnessGuard
 from proxy.datamaps.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.datamaps.indexes.ddl import CreateIndexDatamap

@@ -14,6 +14,7 @@ from proxy.datamaps.catalog.records import CatalogError, DatamapRecord
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.show import show_datamaps, show_segments
+from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import job_failed
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
@@ -29,13 +30,6 @@ from rewriter.distinct import SketchDefinitionError, sketch_definition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-# What Spark's Thrift Server answers a DDL statement with (CREATE/DROP TABLE, USE, INSERT):
-# a result set of one `Result` STRING column and no rows. With no column at all beeline
-# draws an empty box and some JDBC tools report "no result set"; looking like Spark's
-# DDL keeps clients on their usual path.
-RESULT_COLUMNS = (("Result", "string"),)
-EMPTY = LocalResult(columns=RESULT_COLUMNS, rows=())
 
 
 def referenced_tables(sql: str, current_db: str, subject: str = "the datamap") -> list[str]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_time, one_line
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.show import format_properties
+from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import describe, job_failed
 from proxy.datamaps.indexes.ddl import CreateIndexDatamap, bloom_settings
 from proxy.datamaps.indexes.entries import Entry, IndexInfo, IndexStore
@@ -107,7 +108,6 @@ class IndexService:
 
     # -- statements ----------------------------------------------------------------------
     def create(self, stmt: CreateIndexDatamap, current_db: str):
-        from proxy.datamaps.ddl.commands import EMPTY
         db = stmt.name.db or stmt.on_table.db or current_db
         subject = f"datamap {db}.{stmt.name.name}"
         table = self._target(stmt.on_table, current_db)
