@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import DatamapCommands, referenced_tables
+from proxy.datamaps.ddl.index_providers import CreateIndexDatamap
 from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.freshness import FreshnessGuard
 from proxy.datamaps.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
-from proxy.datamaps.indexes.ddl import CreateIndexDatamap
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.rewrite.candidates import RewriteIndexProvider
 from proxy.datamaps.sync import BackgroundSyncs, propagate

@@ -9,7 +9,7 @@ properties, IF [NOT] EXISTS, COMPACT, SHOW SEGMENTS, SYNC DATAMAPS, AUDIT DATAMA
 EXPLAIN) is handed over as text; the rewriter parses it with sqlglot later. The
 exceptions: the legacy providers, `USING 'preaggregate'` and `USING 'timeseries'`, are
 turned into an equivalent mv SELECT here, which needs a look at the query; the index
-providers, `USING 'minmax' | 'bloomfilter'` (no query), are parsed by proxy/datamaps/indexes/ddl.py.
+providers, `USING 'minmax' | 'bloomfilter'` (no query), are parsed by index_providers.py.
 
 Errors are `DdlError` (= sqlscan.StatementError; SQLSTATE 42000 for syntax, 0A000 for
 unsupported) whose message names the offending token, its position and the datamap when
@@ -23,9 +23,9 @@ from typing import Literal
 
 from pipeline import properties
 from proxy.classify import Kind, classify
+from proxy.datamaps.ddl.index_providers import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
 from proxy.datamaps.ddl.legacy import translate_legacy
 from proxy.datamaps.ddl.words import GRANULARITIES, DdlError, Name
-from proxy.datamaps.indexes.ddl import INDEX_PROVIDERS, CreateIndexDatamap, index_statement
 from proxy.sqlscan import Cursor
 
 __all__ = [

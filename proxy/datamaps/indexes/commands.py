@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_time, one_line
 from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.index_providers import CreateIndexDatamap, bloom_settings
 from proxy.datamaps.ddl.show import format_properties
 from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import describe, job_failed
-from proxy.datamaps.indexes.ddl import CreateIndexDatamap, bloom_settings
 from proxy.datamaps.indexes.entries import Entry, IndexInfo, IndexStore
 from proxy.datamaps.locks import KeyedLocks
 from proxy.errors import ClientError
