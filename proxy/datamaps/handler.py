@@ -38,9 +38,9 @@ import re
 
 from proxy.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
-from proxy.datamaps import fresh_answer
 from proxy.datamaps.catalog.records import display_name
 from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.freshness import answer as fresh_answer
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
 from proxy.datamaps.rewrite.isolated import IsolatedRewriter
 from proxy.datamaps.rewrite.spark_sql import translate_only

@@ -27,11 +27,11 @@ from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import DatamapCommands, referenced_tables
 from proxy.datamaps.ddl.index_providers import CreateIndexDatamap
 from proxy.datamaps.ddl.words import EMPTY
-from proxy.datamaps.freshness import FreshnessGuard
+from proxy.datamaps.freshness.guard import FreshnessGuard
+from proxy.datamaps.freshness.sync import BackgroundSyncs, propagate
 from proxy.datamaps.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.rewrite.candidates import RewriteIndexProvider
-from proxy.datamaps.sync import BackgroundSyncs, propagate
 from proxy.datamaps.schemas import SchemaCache, Schemas
 from proxy.datamaps.upkeep.compaction import Compaction, SegmentGarbage
 from proxy.datamaps.upkeep.finer import finer_source

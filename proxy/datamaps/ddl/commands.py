@@ -16,9 +16,9 @@ from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.show import show_datamaps, show_segments
 from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import job_failed
+from proxy.datamaps.freshness.sync import propagate, sync_datamaps
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.sync import propagate, sync_datamaps
 from proxy.datamaps.upkeep.compaction import Compaction
 from proxy.datamaps.upkeep.maintenance import Maintenance, client_error
 from proxy.datamaps.upkeep.stacking import check_create, check_drop
@@ -176,7 +176,7 @@ class DatamapCommands:
         return EMPTY
 
     def sync(self, stmt: ddl.SyncDatamaps, current_db: str) -> LocalResult:
-        """SYNC DATAMAPS [ON TABLE t]: proxy/datamaps/sync.py."""
+        """SYNC DATAMAPS [ON TABLE t]: proxy/datamaps/freshness/sync.py."""
         table = stmt.on_table.qualified(current_db) if stmt.on_table else None
         return sync_datamaps(self._maintenance, table)
 

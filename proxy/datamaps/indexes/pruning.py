@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from proxy.datamaps.catalog.records import display_name
-from proxy.datamaps.listing import local_path
+from proxy.datamaps.freshness.listing import local_path
 from proxy.router import Remember, StatementContext
 from proxy.sqlscan import Cursor, StatementError
 from rewriter.api import STORAGE_SUFFIX

@@ -8,8 +8,8 @@ import threading
 from typing import Iterable
 
 from proxy.datamaps.catalog.store import Catalog
-from proxy.datamaps.freshness import Covered
-from proxy.datamaps.listing import local_path
+from proxy.datamaps.freshness.guard import Covered
+from proxy.datamaps.freshness.listing import local_path
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.upkeep.stacking import stale_below, table_index
 from proxy.datamaps.zones.policy import ZoneReader

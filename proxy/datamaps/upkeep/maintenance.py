@@ -70,9 +70,9 @@ class Maintenance:
                  after_change: Callable[[list[DatamapRecord]], object] | None = None,
                  build_source: Callable[[DatamapRecord, dict], tuple[str, str] | None]
                  | None = None):
-        """guard: proxy/datamaps/freshness.FreshnessGuard, told what Spark listed.
+        """guard: proxy/datamaps/freshness/guard.FreshnessGuard, told what Spark listed.
         after_change(recs): after datamaps changed, the ones stacked on them catch up
-        (sync.propagate; sync.py imports this module). build_source(rec, live) ->
+        (sync.propagate; freshness/sync.py imports this module). build_source(rec, live) ->
         (SELECT, "db.name") | None: a full build may read a finer datamap that holds
         exactly the same base segments (finer.finer_source). The service gives all three."""
         self.catalog = catalog

@@ -6,7 +6,7 @@ the upper one's base tables, and the lower one's segments (their files) are the 
 one's base segments, so the ordinary refresh machinery (incremental append of new files,
 full rebuild when files vanish) applies to the upper datamap unchanged. What is added
 here is the order: whatever changes a datamap's rows also syncs the datamaps stacked on
-it, lowest level first (proxy/datamaps/sync.py propagate), a datamap others read cannot
+it, lowest level first (proxy/datamaps/freshness/sync.py propagate), a datamap others read cannot
 be dropped, and an upper datamap is fresh only while everything below it is.
 
 Cycles cannot be built: a datamap can only read tables that exist when it is created,

@@ -273,7 +273,7 @@ class Auditor:
         if why is not None:
             return Report((rec.qualified,), dig, "-", Outcome.SKIPPED, why)
         ids = [s.id for s in self.service.catalog.visible_segments(rec.db, rec.name)]
-        from proxy.datamaps.fresh_answer import segment_ranges
+        from proxy.datamaps.freshness.answer import segment_ranges
         compared = (f"definition on the base tables vs segments {segment_ranges(ids)} "
                     "re-aggregated")
 

@@ -356,7 +356,7 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
     which datamap is refreshed, disabled or left alone, and a failing refresh disables
     only its own datamap."""
     import json as _json
-    from proxy.datamaps.sync import sync_datamaps
+    from proxy.datamaps.freshness.sync import sync_datamaps
     from proxy.datamaps.upkeep.maintenance import BaseSync
     _add_built_datamap(service, "agg")
     _add_built_datamap(service, "lazy_one", "SELECT country, max(qty) FROM db1.sales "

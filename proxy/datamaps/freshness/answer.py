@@ -1,4 +1,4 @@
-"""A datamap answer, checked by the freshness guard (proxy/datamaps/freshness.py) before it
+"""A datamap answer, checked by the freshness guard (proxy/datamaps/freshness/guard.py) before it
 is used: kept, compensated with the base tables' new files, or given up for the base
 tables. Shared by the SELECT path and EXPLAIN (proxy/datamaps/handler.py), so EXPLAIN
 says what a query would really get. Also the operation-log lines of a datamap answer, and
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from pipeline.files import quote_table
-from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
+from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
 from proxy.router import Decision, PassThrough, Serve
 from proxy.session import approximate_on, staleness_budget
 from rewriter.api import RewriteResult

@@ -1,5 +1,5 @@
 """A base table's data files as the proxy sees them on local disk, cheaply, for the
-freshness guard (proxy/datamaps/freshness.py): no Spark, no metastore.
+freshness guard (proxy/datamaps/freshness/guard.py): no Spark, no metastore.
 
 A `Listing` walks a table's roots (its location and its partitions' locations, from
 pipeline.table_layout) and keeps each directory's entries with the directory's mtime. A

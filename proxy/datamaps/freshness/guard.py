@@ -4,7 +4,7 @@ still the ones its visible segments were built from.
 Writes through the proxy are seen at once (the load handler refreshes before the client
 sees FINISHED); writes elsewhere (a Spark job, the Thrift server used directly, files
 copied into the table's directory) are not, until a sync. So at query time the guard
-compares each base table's files on disk (proxy/datamaps/listing.py: a cached listing,
+compares each base table's files on disk (proxy/datamaps/freshness/listing.py: a cached listing,
 one stat per directory when nothing changed) with the files the datamap covers:
 
     FRESH       the same files: the datamap answers;
@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from pipeline.files import quote_table
-from proxy.datamaps.listing import Listing, job_of, local_path
+from proxy.datamaps.freshness.listing import Listing, job_of, local_path
 
 log = logging.getLogger("proxy.datamaps")
 
