@@ -29,8 +29,8 @@ from proxy.config import AdvisorSettings  # noqa: E402
 from proxy.datamaps.catalog.store import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402
 from proxy.querylog import LoggedQuery, QueryLog  # noqa: E402
-from rewriter.advise import FixedSizes  # noqa: E402
-from rewriter.shape import shape_of  # noqa: E402
+from rewriter.advise.candidates import FixedSizes  # noqa: E402
+from rewriter.advise.shape import shape_of  # noqa: E402
 
 DIMS = {
     "date_dim": {"date_key": "int", "year": "int", "month": "int", "quarter": "int",

@@ -29,7 +29,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proxy.datamaps.indexes.pruning import Pruner, TableShape  # noqa: E402
-from rewriter.filestats import ColumnStats, FileStats  # noqa: E402
+from rewriter.prune.filestats import ColumnStats, FileStats  # noqa: E402
 
 FILES, COLUMNS = 200, 100
 QUERIES = {

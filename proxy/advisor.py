@@ -29,10 +29,10 @@ from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import referenced_tables
 from proxy.errors import ClientError
 from proxy.logsafe import safe
-from rewriter.advise import Proposal, estimate_rows, plan, replay
-from rewriter.advise_extend import extensions
-from rewriter.advise_profile import profile
-from rewriter.advise_workload import Shape, fold
+from rewriter.advise.candidates import Proposal, estimate_rows, plan, replay
+from rewriter.advise.extend import extensions
+from rewriter.advise.profile import profile
+from rewriter.advise.workload import Shape, fold
 from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.distinct import SketchDefinitionError, sketch_definition
 from rewriter.index import compile_datamap
@@ -71,7 +71,7 @@ class WhatIf:
 
 
 class SparkSizes:
-    """rewriter.advise.Sizes over sampled statistics, cached per (table, expressions)."""
+    """rewriter.advise.candidates.Sizes over sampled statistics, cached per (table, expressions)."""
 
     def __init__(self, spark: Callable, sample_rows: int, clock=time.monotonic):
         self._spark, self.sample_rows, self._clock = spark, sample_rows, clock

@@ -8,7 +8,7 @@
   CTAS or CREATE OR REPLACE over it, partitions, ADD COLUMNS, non-csv properties)
   -> Reject 0A000 naming the table and the statement;
 - `SET carbon.input.segments.<db>.<t> = ids | *` -> a session setting; a query naming a
-  table with a selection reads only those segments' files (rewriter/scope.py), and is not
+  table with a selection reads only those segments' files (rewriter/prune/scope.py), and is not
   answered from datamaps (their rows cover every segment).
 Anything else -> None (the next handler decides). Only statements that are not queries
 look at the catalog, and queries only when the session has a selection.
@@ -29,7 +29,7 @@ from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
 from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.sqlscan import Cursor, StatementError
-from rewriter.scope import Unsupported
+from rewriter.prune.scope import Unsupported
 
 log = logging.getLogger("proxy.external")
 
@@ -254,7 +254,7 @@ class ExternalHandler:
         """(SQL reading only the selected segments, their scopes), or None when the
         statement reads no table with a selection."""
         import sqlglot
-        from rewriter.scope import restrict
+        from rewriter.prune.scope import restrict
         scopes = self.tables.scopes(selections(ctx.conf, ctx.current_db))
         if not scopes:
             return None

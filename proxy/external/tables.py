@@ -350,7 +350,7 @@ class ExternalTables:
     # -- segment selection -----------------------------------------------------------------
     def scopes(self, selections: dict[str, tuple[int, ...]]):
         """{table: (source, fields, files of the selected live segments)} for
-        rewriter.scope.restrict."""
+        rewriter.prune.scope.restrict."""
         out = {}
         for table, ids in selections.items():
             t = self.store.get(table)

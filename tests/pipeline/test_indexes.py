@@ -1,4 +1,4 @@
-"""pipeline/indexes.py and rewriter/bloom.py against Spark itself: Python's xxhash64
+"""pipeline/indexes.py and rewriter/prune/bloom.py against Spark itself: Python's xxhash64
 equals Spark's for every type bloom filters support; built filters have no false
 negatives and about the configured false-positive rate; minmax entries equal Spark's
 min/max/NULL count per file; staged files are read by path and keyed by their final path.
@@ -16,7 +16,7 @@ import pytest
 from pipeline import list_files
 from pipeline.indexes import BloomSpec, build, minmax_supports
 from pipeline.errors import PipelineError
-from rewriter import bloom
+from rewriter.prune import bloom
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -17,7 +17,7 @@ import random
 import pytest
 
 from proxy.datamaps.indexes.pruning import Pruner, TableShape
-from rewriter.filestats import ColumnStats, FileStats
+from rewriter.prune.filestats import ColumnStats, FileStats
 from tests.proxy.indexes.test_pruning import FakeStore, Info
 from tests.rewriter.test_prune import ExactSet
 

@@ -10,5 +10,5 @@ bloom filters) that let the query side read only the files a filter can match.
 
 The statement after USING '<index provider>' and its property checks are
 proxy/datamaps/ddl/index_providers.py. The build job is pipeline/indexes.py; the bloom
-filter format is rewriter/bloom.py. docs/indexes.md is the user's guide.
+filter format is rewriter/prune/bloom.py. docs/indexes.md is the user's guide.
 """

@@ -32,7 +32,7 @@ from proxy.datamaps.failures import describe, job_failed
 from proxy.datamaps.indexes.entries import Entry, IndexInfo, IndexStore
 from proxy.datamaps.locks import KeyedLocks
 from proxy.errors import ClientError
-from rewriter import bloom
+from rewriter.prune import bloom
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from proxy.datamaps.catalog.records import CatalogError
-from rewriter import bloom
-from rewriter.filestats import ColumnStats, FileStats
+from rewriter.prune import bloom
+from rewriter.prune.filestats import ColumnStats, FileStats
 
 log = logging.getLogger("proxy.indexes")
 
@@ -69,7 +69,7 @@ class Entry:
 
 
 class _LazyBloom:
-    """rewriter/filestats.Membership over stored bits, unpacked on first use."""
+    """rewriter/prune/filestats.Membership over stored bits, unpacked on first use."""
     __slots__ = ("_type", "_m", "_k", "_blob", "_bloom")
 
     def __init__(self, spark_type: str, m: int, k: int, blob: bytes):

@@ -1,5 +1,5 @@
 """Index datamaps at query time: the SQL about to be sent, with files no row can come from
-skipped (rewriter/prune.py decides; this module gathers what it needs and checks files).
+skipped (rewriter/prune/files.py decides; this module gathers what it needs and checks files).
 
     pruner = Pruner(store, shapes)             # store: the index store (IndexStore protocol)
     outcome = pruner.prune(sql, current_db)    # None: send `sql` as it is
@@ -31,9 +31,9 @@ from proxy.datamaps.freshness.listing import local_path
 from proxy.router import Remember, StatementContext
 from proxy.sqlscan import Cursor, StatementError
 from rewriter.api import STORAGE_SUFFIX
-from rewriter.filestats import FileStats
 from rewriter.normalize import NormalizeError, parse
-from rewriter.prune import IndexedTable, IndexSpec, prune_sql, referenced_tables
+from rewriter.prune.files import IndexedTable, IndexSpec, prune_sql, referenced_tables
+from rewriter.prune.filestats import FileStats
 
 log = logging.getLogger("proxy.indexes")
 

@@ -16,7 +16,7 @@ from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.indexes.pruning import Pruner, TableShape
 from proxy.router import LocalResult, Rewrite, StatementContext
 from proxy.session import BLOCKED_KEY
-from rewriter.filestats import ColumnStats, FileStats
+from rewriter.prune.filestats import ColumnStats, FileStats
 from tests.proxy.datamaps.support import forwarded, decision_service
 
 SCHEMAS = {"db1": {"events": {"id": "bigint", "kind": "string"}}}

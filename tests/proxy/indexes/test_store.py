@@ -10,7 +10,7 @@ from proxy.datamaps.catalog.records import CatalogError
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.indexes.commands import IndexService
 from proxy.datamaps.indexes.entries import Entry, IndexStore
-from rewriter import bloom
+from rewriter.prune import bloom
 
 TYPES = [("id", "bigint"), ("d", "date"), ("m", "decimal(10,2)"), ("s", "string")]
 

@@ -1,4 +1,4 @@
-"""Predicates on one column, compiled to tests over one file's statistics (rewriter/prune.py).
+"""Predicates on one column, compiled to tests over one file's statistics (files.py).
 
 `compile_predicate` turns a WHERE / ON conjunct whose columns all belong to one table
 reference into a small tree of tests; `possible` says whether some row of a file could make
@@ -32,8 +32,8 @@ from typing import Any
 from sqlglot import exp
 
 from rewriter import sparktypes
-from rewriter.filestats import ColumnStats, FileStats
 from rewriter.normalize import strip_parens
+from rewriter.prune.filestats import ColumnStats, FileStats
 
 # compiled forms: ("and", parts) ("or", parts) ("cmp", col, op, value, bloom_value)
 # ("in", col, [(value, bloom_value)]) ("notin", col, values) ("null", col) ("notnull", col)

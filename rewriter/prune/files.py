@@ -5,7 +5,7 @@ SELECT (CTEs, derived tables, UNION branches, uncorrelated subqueries: each SELE
 on its own) and, for each one, at the conjuncts of the block's WHERE and of its INNER
 JOINs' ON that read only that reference's columns, plus the conjuncts of enclosing blocks
 over a plain projection of it (`_pushed`). A file whose statistics prove that no
-row makes those conjuncts TRUE (rewriter/prune_values.py) holds no row the reference can
+row makes those conjuncts TRUE (rewriter/prune/values.py) holds no row the reference can
 use, so reading the reference as
 
     (SELECT * FROM <table> WHERE _metadata.file_path NOT IN (<pruned files>)) AS <alias>
@@ -36,9 +36,9 @@ from typing import Callable, Mapping, Sequence
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-from rewriter.filestats import FileStats
 from rewriter.normalize import DIALECT, conjuncts
-from rewriter.prune_values import compile_predicate, possible
+from rewriter.prune.filestats import FileStats
+from rewriter.prune.values import compile_predicate, possible
 
 FILE_PATH = "_metadata.file_path"
 _PLAIN_TABLE_ARGS = {"this", "db", "catalog", "alias"}

@@ -1,9 +1,9 @@
 """The datamap advisor's planner: which datamaps would answer the most base-table time.
 
-Input: the workload folded per shape (advise_workload.fold), the base tables' schemas, and
+Input: the workload folded per shape (workload.fold), the base tables' schemas, and
 `Sizes` (row counts and estimated distinct counts from sampled statistics; the proxy's
 come from pipeline/stats.py). Steps:
-  1. every shape forwarded for a reason a datamap may fix gets a Profile (advise_profile):
+  1. every shape forwarded for a reason a datamap may fix gets a Profile (profile.py):
      its join graph, what it groups and filters by, its aggregates;
   2. shapes are grouped by join graph; in each group the lattice nodes are the shapes'
      grouping sets and their unions (a union answers every shape below it). A node whose
@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rewriter.advise_profile import Graph, Profile, definition_sql, profile
-from rewriter.advise_workload import Shape
+from rewriter.advise.profile import Graph, Profile, definition_sql, profile
+from rewriter.advise.workload import Shape
 from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.index import DatamapIndex, compile_datamap
 

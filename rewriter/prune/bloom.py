@@ -249,7 +249,7 @@ def _swap_each(words: "array.array") -> bytes:
 
 @dataclass(frozen=True)
 class Bloom:
-    """One column's filter over one file (rewriter/filestats.Membership)."""
+    """One column's filter over one file (filestats.Membership)."""
     spark_type: str
     m: int
     k: int

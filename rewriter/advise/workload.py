@@ -5,14 +5,14 @@ folded per shape hash, so 100,000 statements cost what their few hundred shapes 
 count, the seconds they took, how many were answered from a datamap, and one
 representative statement (with its literals) that the rewriter is asked about.
 An entry without a shape hash is shaped here as the query log shapes statements
-(rewriter/shape.py).
+(rewriter/advise/shape.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from rewriter.shape import shape_of
+from rewriter.advise.shape import shape_of
 
 # answered from a datamap (the query log's decisions, proxy/observe.py)
 ANSWERED = frozenset({"rewritten", "served"})

@@ -11,10 +11,10 @@ Y's name (it replaces Y).
 """
 from __future__ import annotations
 
-from rewriter.advise import (NO_GAIN, Proposal, Sizes, answered, estimate_rows, minimal_dims,
-                             profiles)
-from rewriter.advise_profile import Profile, definition_sql, profile
-from rewriter.advise_workload import Shape
+from rewriter.advise.candidates import (NO_GAIN, Proposal, Sizes, answered, estimate_rows,
+                                        minimal_dims, profiles)
+from rewriter.advise.profile import Profile, definition_sql, profile
+from rewriter.advise.workload import Shape
 from rewriter.api import Candidate
 
 

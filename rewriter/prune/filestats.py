@@ -1,7 +1,7 @@
 """What an index datamap knows about one data file, as the pure pruning code reads it.
 
 The proxy loads these from the catalog (per-file minmax and bloom filter entries built by a
-pipeline job); rewriter/prune.py decides from them which files a query's filters cannot
+pipeline job); files.py decides from them which files a query's filters cannot
 match. Values are Python values of the column's Spark type: int for integral types, float,
 decimal.Decimal, str, bool, datetime.date, datetime.datetime (naive, in the session time
 zone the index was built in).

@@ -1,0 +1,1 @@
+"""The datamap advisor's pure planning: candidates, extensions, profiles, workload."""

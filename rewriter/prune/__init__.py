@@ -1,0 +1,1 @@
+"""Index datamaps at query time: the files a query's filters rule out."""
