@@ -29,13 +29,11 @@ from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import referenced_tables
 from proxy.errors import ClientError
 from proxy.logsafe import safe
-from rewriter.advise.candidates import Proposal, estimate_rows, plan, replay
-from rewriter.advise.extend import extensions
-from rewriter.advise.profile import profile
-from rewriter.advise.workload import Shape, fold
+from rewriter import compile_datamap
+from rewriter.advise import (Proposal, Shape, estimate_rows, extensions, fold, plan, replay,
+                             statement_profile)
 from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.distinct import SketchDefinitionError, sketch_definition
-from rewriter.index import compile_datamap
 
 log = logging.getLogger("proxy.advisor")
 
@@ -269,7 +267,7 @@ class Advisor:
             raise ClientError(message, e.sqlstate) from None
         db = stmt.name.db or d.database
         d = dataclasses.replace(d, database=db, table=f"{db}.{stmt.name.name}_table")
-        prof = profile(d.qualified_sql or d.select_sql, d.database, schemas)
+        prof = statement_profile(d.qualified_sql or d.select_sql, d.database, schemas)
         rows = base_rows = None
         if not isinstance(prof, str):
             rows, base_rows = estimate_rows(prof.graph, prof.dims, prof.dim_columns, self.sizes)

@@ -42,7 +42,7 @@ from proxy.logsafe import redact
 from proxy.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
 from proxy.querylog_reasons import reason_class
 from proxy.querylog_store import QueryStore, encode
-from rewriter.advise.shape import fold_tokens, shape_hash, shape_of
+from rewriter.advise import fold_tokens, shape_hash, shape_of
 
 log = logging.getLogger("proxy.querylog")
 

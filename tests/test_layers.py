@@ -63,6 +63,37 @@ def test_the_check_sees_lazy_imports(tmp_path, monkeypatch):
     assert _violations("rewriter") == ["rewriter/bad.py:2 imports proxy.errors"]
 
 
+# proxy reaches the rewriter through its faces only: the package (`rewriter`: compile,
+# rewrite, DatamapIndex), its data shapes (`rewriter.api`), index pruning (`rewriter.prune`)
+# and the advisor's planning (`rewriter.advise`). The other reaches that remain, each with
+# who makes it; this list only shrinks (an entry no longer used fails the test).
+REWRITER_FACES = {"rewriter", "rewriter.api", "rewriter.prune", "rewriter.advise"}
+REWRITER_REACHES = {
+    "rewriter.bytecache",   # ByteLRU, text_size: serving's result cache and tier, datamaps' schemas
+    "rewriter.normalize",   # DIALECT (serving tier), parse (index pruning's table check)
+    "rewriter.sparktypes",  # Spark's numeric types for serving's SQL translation
+    "rewriter.distinct",    # sketch_definition: CREATE DATAMAP and the advisor check sketches
+}
+
+
+def _rewriter_reaches(root: Path) -> dict[str, list[str]]:
+    """rewriter module -> the proxy lines that import it, for every non-face module."""
+    out: dict[str, list[str]] = {}
+    for path in sorted((root / "proxy").rglob("*.py")):
+        for line, name in _imports(path):
+            if name.split(".")[0] == "rewriter" and name not in REWRITER_FACES:
+                out.setdefault(name, []).append(f"{path.relative_to(root)}:{line}")
+    return out
+
+
+def test_proxy_imports_the_rewriter_through_its_faces():
+    reaches = _rewriter_reaches(ROOT)
+    assert {m: lines for m, lines in reaches.items() if m not in REWRITER_REACHES} == {}, \
+        "import these names from rewriter, rewriter.api, rewriter.prune or rewriter.advise"
+    assert sorted(REWRITER_REACHES - set(reaches)) == [], \
+        "no proxy module imports these any more: remove them from REWRITER_REACHES"
+
+
 def test_serving_translation_is_pure():
     """The serving tier's translation (translate.py and the modules it reads) is pure
     logic, AST in, SQL text out: no engine, no I/O, nothing of the proxy beyond itself, so

@@ -29,7 +29,7 @@ from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
 from proxy.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.sqlscan import Cursor, StatementError
-from rewriter.prune.scope import Unsupported
+from rewriter.prune import Unsupported
 
 log = logging.getLogger("proxy.external")
 
@@ -254,7 +254,7 @@ class ExternalHandler:
         """(SQL reading only the selected segments, their scopes), or None when the
         statement reads no table with a selection."""
         import sqlglot
-        from rewriter.prune.scope import restrict
+        from rewriter.prune import restrict
         scopes = self.tables.scopes(selections(ctx.conf, ctx.current_db))
         if not scopes:
             return None

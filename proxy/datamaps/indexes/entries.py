@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from proxy.datamaps.catalog.records import CatalogError
-from rewriter.prune import bloom
-from rewriter.prune.filestats import ColumnStats, FileStats
+from rewriter.prune import ColumnStats, FileStats, bloom
 
 log = logging.getLogger("proxy.indexes")
 

@@ -32,8 +32,7 @@ from proxy.router import Remember, StatementContext
 from proxy.sqlscan import Cursor, StatementError
 from rewriter.api import STORAGE_SUFFIX
 from rewriter.normalize import NormalizeError, parse
-from rewriter.prune.files import IndexedTable, IndexSpec, prune_sql, referenced_tables
-from rewriter.prune.filestats import FileStats
+from rewriter.prune import FileStats, IndexedTable, IndexSpec, prune_sql, referenced_tables
 
 log = logging.getLogger("proxy.indexes")
 
