@@ -236,3 +236,45 @@ def test_nothing_imports_the_composition_root_or_the_command_line():
     assert _top_importers({"proxy.server": {"proxy.app"}, "proxy.cli.serve": {"proxy.app"},
                            "proxy.__main__": {"proxy.cli"}, "proxy.app": {"proxy.cli.sync"}}
                           ) == ["proxy.app -> proxy.cli.sync", "proxy.server -> proxy.app"]
+
+
+# --- proxy/datamaps' subpackages ------------------------------------------------------------
+# The catalog is the bottom of the datamaps: it imports no proxy module but its own and the
+# shared vocabulary, so whatever else needs the catalog (replicas' leases, the query log's
+# table, external tables) can import it without the rest of the datamaps.
+ROOT_VOCABULARY = ("proxy.config", "proxy.errors", "proxy.logsafe", "proxy.staleness",
+                   "proxy.background")
+
+
+def test_the_datamap_catalog_imports_only_itself_and_the_shared_vocabulary():
+    found = [f"{path.relative_to(ROOT)}:{line} imports {name}"
+             for path in sorted((ROOT / "proxy" / "datamaps" / "catalog").rglob("*.py"))
+             for line, name in _imports(path)
+             if name.split(".")[0] == "proxy"
+             and not name.startswith(("proxy.datamaps.catalog", *ROOT_VOCABULARY))]
+    assert found == []
+
+
+def _subpackage_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """package's subpackages -> the other subpackages they import (modules directly in
+    the package, its face and shared helpers, are left out)."""
+    def sub(module):
+        parts = module.split(".")
+        depth = len(package.split("."))
+        if module.startswith(package + ".") and len(parts) > depth + 1:
+            return ".".join(parts[: depth + 1])
+        return None
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        if (sa := sub(a)) is not None:
+            out.setdefault(sa, set()).update(
+                sb for b in targets if (sb := sub(b)) is not None and sb != sa)
+    return out
+
+
+def test_datamaps_subpackages_import_each_other_one_way():
+    """catalog, upkeep, zones, freshness, ddl, rewrite, verify, indexes: an order, no
+    circle (the DDL parser and the index datamaps once imported each other)."""
+    graph = _subpackage_graph(_import_graph(ROOT), "proxy.datamaps")
+    assert "proxy.datamaps.catalog" in graph
+    assert [_describe(c, graph) for c in sorted(_cycles(graph), key=sorted)] == []
