@@ -51,7 +51,7 @@ def run(a: argparse.Namespace) -> int:
 
 def _has_failed(actions) -> bool:
     """A SYNC DATAMAPS row's DataMaps column names a datamap that could not be refreshed."""
-    from proxy.datamaps.maintenance import RefreshOutcome
+    from proxy.datamaps.upkeep.maintenance import RefreshOutcome
     try:
         return any(str(v).startswith(RefreshOutcome.FAILED) for v in json.loads(actions).values())
     except (TypeError, ValueError, AttributeError):
