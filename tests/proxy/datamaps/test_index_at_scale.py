@@ -96,3 +96,27 @@ def test_a_publish_of_one_of_2000_datamaps_updates_only_its_entry(service, forms
     assert len(later.candidates) == COUNT - 2 and provider.builds == 1
     assert "DISABLED" in provider.unavailable(["db1.sales"])["db1.agg"]
     assert later.rewrite(Q, "db1").used == ["db1.dm1"]
+
+
+def test_an_entry_read_while_the_catalog_changed_is_made_again(service, monkeypatch):
+    """A datamap's entry is read after the marks that said it changed: when the catalog
+    changed in between, its marks may be older than what the entry holds, so the next
+    index makes it again rather than keep it while the marks compare equal."""
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG, rows=5)
+    provider, c = service.rewrite_index, service.catalog
+    assert "db1.agg" in service.index().candidates
+    c.set_status("db1", "agg", "DISABLED", "base table changed")
+    made = provider._entry
+
+    def enabled_meanwhile(rec, *args):
+        if rec.qualified == "db1.agg" and not calls:
+            calls.append(1)
+            c.set_status("db1", "agg", "ENABLED")     # another writer, between the reads
+        return made(rec, *args)
+
+    calls: list[int] = []
+    monkeypatch.setattr(provider, "_entry", enabled_meanwhile)
+    assert "db1.agg" in service.index().candidates     # as the catalog is now
+    c.set_status("db1", "agg", "DISABLED", "base table changed")   # the marks read before
+    assert "db1.agg" not in service.index().candidates
+    assert "DISABLED" in provider.unavailable(["db1.sales"])["db1.agg"]
