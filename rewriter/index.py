@@ -133,8 +133,9 @@ class CompiledForms:
             key = self.key(definition, skey)
             with self._lock:
                 comp = self.entries.get(key)
-            if comp is None:
-                comp = compile_internal(definition, schemas)
+            if comp is not None:
+                return comp
+            comp = compile_internal(definition, schemas)
         self.compiles += 1
         self._put(key, comp)
         return comp

@@ -68,7 +68,8 @@ class RewriteIndexProvider:
     def candidates(self) -> list[Candidate]:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
         self.index()
-        return [e.candidate for e in self._entries.values() if e.candidate is not None]
+        entries = self._entries
+        return [e.candidate for e in entries.values() if e.candidate is not None]
 
     def _marks(self) -> tuple[int, dict[str, tuple], dict, frozenset[str]]:
         """(catalog version, "db.name" -> everything its entry is made from, as of that
@@ -156,14 +157,16 @@ class RewriteIndexProvider:
             # their marks, so make them again next time rather than trust the marks
             made = {n: dataclasses.replace(e, mark=None) for n, e in made.items()}
         put, drop = [], list(gone)
+        entries = dict(self._entries)     # a new dict: candidates() reads without the lock
         for n in gone:
-            self._entries.pop(n)
+            entries.pop(n)
         for n, e in made.items():
-            self._entries[n] = e
+            entries[n] = e
             if e.candidate is not None:
                 put.append(e.candidate)
             else:
                 drop.append(n)
+        self._entries = entries
         self.last_changed = tuple(changed)
         return put, drop
 
