@@ -157,6 +157,29 @@ class SegmentStore:
                           "id = ?", (json.dumps(files), db, name, row["id"]))
             self._event(c, db, name, "relocated", detail=f"files moved from {old} to {new}")
 
+    def rewrite_marks(self) -> tuple[int, dict[str, tuple], dict[str, tuple[int, ...]]]:
+        """What the rewrite index reads of every datamap, in one read transaction, for
+        telling which datamaps changed between two reads without reading each one:
+        (catalog version, "db.name" -> (its datamaps row (record_from_row reads it), its visible
+        segments' rows as tuples),
+        base table -> ids of its live segments). Base segments are only ever added or have
+        their status changed, so their ids say all that changed about them."""
+        with self._tx(write=False) as c:
+            version = int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
+                          .fetchone()[0])
+            rows = {f"{r['db']}.{r['name']}": (r, []) for r in c.execute(
+                "SELECT * FROM datamaps")}
+            for r in c.execute("SELECT * FROM dm_segments WHERE visible = 1 ORDER BY id"):
+                hit = rows.get(f"{r['db']}.{r['name']}")
+                if hit is not None:
+                    hit[1].append(tuple(r))
+            base: dict[str, list[int]] = {}
+            for r in c.execute("SELECT tbl, id FROM base_segments WHERE status = ? ORDER BY id",
+                               (SEG_SUCCESS,)):
+                base.setdefault(r[0], []).append(r[1])
+        return (version, {n: (row, tuple(segs)) for n, (row, segs) in rows.items()},
+                {t: tuple(ids) for t, ids in base.items()})
+
     def segments(self, db: str, name: str) -> list[DatamapSegment]:
         """All segments of the datamap, newest first."""
         with self._tx(write=False) as c:
