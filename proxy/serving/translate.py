@@ -34,7 +34,9 @@ from rewriter.api import SEGMENT_COLUMN
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
-              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
+              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
+              "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
+              "grouping() and grouping_id() (Spark's bit order), HAVING over aggregates",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
                   "(not of doubles), min/max(DISTINCT x)",
