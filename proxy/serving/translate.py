@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 from sqlglot import exp
 
 from proxy.serving.expressions import Expressions, Scope
+from proxy.serving.subtotals import Grouping, grouping, has_subtotals
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
     INT_MAX, TYPES, UNSERVED, NotServable, decimal_div_type, duck_type, lit, q, spark_type,
 )
@@ -33,7 +34,9 @@ from rewriter.api import SEGMENT_COLUMN
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
-              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
+              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
+              "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
+              "grouping() and grouping_id() (Spark's bit order), HAVING over aggregates",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
                   "(not of doubles), min/max(DISTINCT x)",
@@ -124,6 +127,16 @@ class _Translator(Expressions):
         self.files_of = files_of
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.offset, self.zone_problem = fixed_offset(zone)
+        self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
+
+    def expr(self, e: exp.Expression, scope) -> tuple[str, str]:
+        if isinstance(e, (exp.Grouping, exp.GroupingId)):
+            g = self.groupings[-1] if self.groupings else None
+            if g is None:
+                raise NotServable("grouping() / grouping_id() without ROLLUP, CUBE or "
+                                  "GROUPING SETS (Spark rejects it)")
+            return g.function(e, lambda a: self.expr(a, scope)[0])
+        return super().expr(e, scope)
 
     # ---------------------------------------------------------------- relations
     def select(self, sel: exp.Select):
@@ -140,6 +153,25 @@ class _Translator(Expressions):
             raise NotServable("no FROM")
         scope = _Scope()
         rel_sql = self.relation(from_.this, scope)
+        group = sel.args.get("group")
+        key_types: dict[str, str] = {}
+
+        def key_sql(g: exp.Expression) -> str:
+            sql, key_types[sql] = self.expr(g, scope)
+            return sql
+        subtotals = None
+        if group and has_subtotals(group):
+            subtotals = grouping(group, key_sql)
+            self.groupings.append(subtotals)
+        else:       # Spark rejects grouping() without ROLLUP / CUBE / GROUPING SETS
+            self.groupings.append(None)
+        try:
+            return self._select(sel, scope, rel_sql, group, subtotals, key_types)
+        finally:
+            self.groupings.pop()
+
+    def _select(self, sel: exp.Select, scope: _Scope, rel_sql: str, group,
+                subtotals: Grouping | None, key_types: Mapping[str, str]):
         outputs, out_cols, aggregate = [], [], False
         inner_of: dict[str, exp.Expression] = {}      # output name -> its expression
         for e in sel.expressions:
@@ -154,7 +186,6 @@ class _Translator(Expressions):
             outputs.append((sql, typ, name, inner))
             out_cols.append((name, typ))
             inner_of.setdefault(name.lower(), inner)
-        group = sel.args.get("group")
         if sel.args.get("distinct") and any(t == "double" for _, t in out_cols) \
                 and (aggregate or group):
             raise NotServable(_DOUBLE_KEY)
@@ -166,9 +197,9 @@ class _Translator(Expressions):
         where_sql = (self.condition(sel.args["where"].this, scope)
                      if sel.args.get("where") else None)
         keys = []
-        if group:
-            if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
-                raise NotServable("GROUPING SETS / CUBE / ROLLUP")
+        if subtotals is not None:
+            double_keys |= {k for k in subtotals.leaves if key_types[k] == "double"}
+        elif group:
             for g in group.expressions:
                 if isinstance(g, exp.Literal) and not g.is_string:
                     if not (g.this.isdigit() and 1 <= int(g.this) <= len(out_cols)):
@@ -184,7 +215,8 @@ class _Translator(Expressions):
         for sql, typ, name, inner in outputs:
             if sql in double_keys:
                 sql = f"({sql} + 0.0)"
-            elif any(k in sql for k in double_keys) and not isinstance(inner, exp.AggFunc):
+            elif any(k in sql for k in double_keys) and not isinstance(
+                    inner, (exp.AggFunc, exp.Grouping, exp.GroupingId)):
                 raise NotServable(_DOUBLE_KEY)
             # every output is cast to its Spark type: DuckDB's own may be wider
             selected.append(f"CAST({sql} AS {duck_type(typ)}) AS {q(name)}")
@@ -192,10 +224,19 @@ class _Translator(Expressions):
                  + ", ".join(selected), "FROM " + rel_sql]
         if where_sql is not None:
             parts.append("WHERE " + where_sql)
-        if group:
+        if subtotals is not None:
+            parts.append("GROUP BY " + subtotals.group_by())
+        elif group:
             parts.append("GROUP BY " + ", ".join(keys))
-        if sel.args.get("having"):
-            parts.append("HAVING " + self.condition(sel.args["having"].this, scope))
+        if subtotals is not None and sel.args.get("having"):
+            _subtotal_having(sel.args["having"])
+        having = [self.condition(sel.args["having"].this, scope)] \
+            if sel.args.get("having") else []
+        if subtotals is not None and subtotals.having():
+            having.append(subtotals.having())
+        if having:
+            parts.append("HAVING " + (having[0] if len(having) == 1
+                                      else " AND ".join(f"({h})" for h in having)))
         order = sel.args.get("order")
         if order:
             parts.append("ORDER BY " + ", ".join(self.ordered(o, scope, out_cols, inner_of)
@@ -302,6 +343,18 @@ class _Translator(Expressions):
         return f"CAST({local} AS TIMESTAMP) AS {q(name)}"
 
     # ---------------------------------------------------------------- expressions
+
+
+def _subtotal_having(having: exp.Having) -> None:
+    """Spark resolves a HAVING over subtotals only in some shapes: grouping() / grouping_id()
+    there fails, and so does a grouping column beside an ORDER BY over grouping() (Spark
+    raises UNRESOLVED_COLUMN). Served: a HAVING whose columns are all inside aggregates."""
+    if having.find(exp.Grouping, exp.GroupingId):
+        raise NotServable("grouping() / grouping_id() in HAVING (Spark fails to resolve it)")
+    for col in having.find_all(exp.Column):
+        if col.find_ancestor(exp.AggFunc) is None:
+            raise NotServable("a column outside an aggregate in a HAVING over subtotals "
+                              "(Spark resolves it only in some shapes)")
 
 
 def _segments(where: exp.Where | None) -> tuple[str, ...]:
