@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from rewriter import Candidate, DatamapIndex, compile_datamap
-from rewriter.index import CompiledForms
+from rewriter.compiled import CompiledForms
 from rewriter.bytecache import ByteLRU, text_size
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from rewriter import Candidate, DatamapIndex, compile_datamap
-from rewriter.index import CompiledForms
+from rewriter.compiled import CompiledForms
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"},
                    "items": {"id": "int", "kind": "string"}}}

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from rewriter import DatamapIndex
-from rewriter.index import CompiledForms, tables_schema
+from rewriter.compiled import CompiledForms, tables_schema
 from rewriter.layout import schema_key
 from tests.proxy.datamaps.support import add_datamap, decision_service
 
