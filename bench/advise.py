@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proxy.advisor.core import Advisor  # noqa: E402
 from proxy.config import AdvisorSettings  # noqa: E402
-from proxy.datamaps.catalog import Catalog  # noqa: E402
+from proxy.datamaps.catalog.store import Catalog  # noqa: E402
 from proxy.datamaps.service import DatamapService  # noqa: E402
 from proxy.observability.querylog.log import LoggedQuery, QueryLog  # noqa: E402
-from rewriter.advise import FixedSizes  # noqa: E402
-from rewriter.shape import shape_of  # noqa: E402
+from rewriter.advise.candidates import FixedSizes  # noqa: E402
+from rewriter.advise.shape import shape_of  # noqa: E402
 
 DIMS = {
     "date_dim": {"date_key": "int", "year": "int", "month": "int", "quarter": "int",

@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from proxy.datamaps.catalog import Catalog  # noqa: E402
-from proxy.indexes.store import Entry, IndexStore  # noqa: E402
+from proxy.datamaps.catalog.store import Catalog  # noqa: E402
+from proxy.datamaps.indexes.entries import Entry, IndexStore  # noqa: E402
 
 SQL = "SELECT country, sum(price) AS p FROM db1.sales GROUP BY country"
 

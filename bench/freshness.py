@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.datamaps.freshness import Covered, FreshnessGuard  # noqa: E402
+from proxy.datamaps.freshness.guard import Covered, FreshnessGuard  # noqa: E402
 
 
 def p(xs, q):

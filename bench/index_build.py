@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline import list_files  # noqa: E402
 from pipeline.indexes import BloomSpec, build  # noqa: E402
-from rewriter import bloom  # noqa: E402
+from rewriter.prune import bloom  # noqa: E402
 
 MINMAX = ["id", "k", "a", "b", "c", "d", "e", "s", "day", "amount"]
 

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from timing import per_call_us  # noqa: E402  (bench/timing.py)
-from proxy.datamaps.catalog import Catalog  # noqa: E402
+from proxy.datamaps.catalog.store import Catalog  # noqa: E402
 from proxy.observability.metrics.registry import Metrics  # noqa: E402
 from proxy.observability.metrics.collect import DatamapCollector  # noqa: E402
 from proxy.observability.observe import Observers, StatementEvent  # noqa: E402

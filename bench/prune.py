@@ -1,4 +1,4 @@
-"""What index pruning costs on the decision path (proxy/indexes/pruning.py), per query, in
+"""What index pruning costs on the decision path (proxy/datamaps/indexes/pruning.py), per query, in
 µs: the median of many runs in one process, for a table of 200 files x 100 minmax columns
 plus one bloom column (exact-set membership standing in for the bloom filter). Files are
 real (empty) local files, so the stat() before skipping each one is measured too.
@@ -28,8 +28,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proxy.indexes.pruning import Pruner, TableShape  # noqa: E402
-from rewriter.filestats import ColumnStats, FileStats  # noqa: E402
+from proxy.datamaps.indexes.pruning import Pruner, TableShape  # noqa: E402
+from rewriter.prune.filestats import ColumnStats, FileStats  # noqa: E402
 
 FILES, COLUMNS = 200, 100
 QUERIES = {

@@ -1,4 +1,4 @@
-"""The Spark side of a datamap audit (proxy/datamaps/audit.py): run a query, or a datamap's
+"""The Spark side of a datamap audit (proxy/datamaps/verify/auditor.py): run a query, or a datamap's
 definition and its segments, in a session of its own, and bring the rows back.
 
 An audit runs in a new session of the pipeline SparkSession (`newSession()`): its current

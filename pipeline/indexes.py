@@ -38,7 +38,7 @@ from pipeline.errors import PipelineError
 from pipeline.files import (
     decoded_path, hive_scan, in_files, normalize_path, quote_table, table_meta,
 )
-from rewriter import bloom
+from rewriter.prune import bloom
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -111,7 +111,7 @@ def full_build(spark: "SparkSession", definition: DatamapDefinition, segment_id:
                sql: str | None = None) -> SegmentWrite:
     """Compute the whole datamap from its base tables into segment `segment_id`. `sql`:
     a SELECT to read instead of the build SELECT that gives exactly its rows (the build
-    SELECT rewritten onto a finer datamap: proxy/datamaps/finer.py)."""
+    SELECT rewritten onto a finer datamap: proxy/datamaps/upkeep/finer.py)."""
     started = time.monotonic()
     df = spark.sql(sql or definition.build_sql({}))
     return write_segment(spark, definition, df, segment_id, properties, started)

@@ -70,14 +70,14 @@ Layers (I/O only at the edges: gateway/, upstream.py, engine.py)
 errors.py turns any exception into a TStatus in one place (ClientError: our SQLSTATE;
 UpstreamError: Spark's status untouched; anything else: HY000 "Internal proxy error").
 config.py holds frozen settings (defaults < TOML < DATAMAP_PROXY_<SECTION>_<KEY> < flags).
-app.py wires one `serve` process: engine/pipeline_session.py (the lazily opened pipeline
-SparkSession), startup.py (recovery, index warm-up, remote-mode on-open), pipeline_zone.py
-(the pipeline's time zone against the upstream's), background.py (every thread and task
-serve starts, stopped and joined at shutdown); engine/spark.py runs embedded Spark,
-engine/sparkconf.py is its pure half (settings check, Spark conf, state paths).
-cli/: `datamap-proxy serve` (embedded Spark via engine/spark.py when no --upstream), `sync`
-(runs SYNC DATAMAPS on the running proxy through upstream/client.py's client), `advise`,
-`users add`, `doctor`, `docs`: one module per command, cli/main.py dispatches.
+app.py wires one `serve` process: pipeline_session.py (the lazily opened pipeline
+SparkSession), datamaps/startup.py (recovery, index warm-up, remote-mode on-open),
+datamaps/zones/pipeline.py (the pipeline's time zone against the upstream's), background.py
+(every thread and task serve starts, stopped and joined at shutdown); engine.py runs
+embedded Spark, sparkconf.py is its pure half (settings check, Spark conf, state paths).
+cli/: `datamap-proxy serve` (embedded Spark via engine.py when no --upstream), `sync` (runs
+SYNC DATAMAPS on the running proxy through upstream.py's client), `advise`, `users add`,
+`doctor`, `docs`: one module per command, cli/main.py dispatches.
 
 Lifecycle
 ---------

@@ -21,13 +21,13 @@ The parts:
     hold a lease so replicas never run them twice at once;
   - the pipeline SparkSession (proxy/engine/pipeline_session.py): the engine's own session in
     embedded mode; in remote mode a JVM of our own, opened lazily, whose on_open hook is
-    proxy/startup.py's RemoteStart (zone alignment, recovery, index warm-up);
+    proxy/datamaps/startup.py's RemoteStart (zone alignment, recovery, index warm-up);
   - DatamapService over the catalog and that session, external tables, the query log
     (`[querylog]`, docs/querylog.md), the serving tier, the Auditor (`[datamaps]
-    audit_sample_rate`, proxy/datamaps/audit.py), the index pruner, the advisor;
+    audit_sample_rate`, proxy/datamaps/verify/auditor.py), the index pruner, the advisor;
   - the background work (proxy/background.py): `[datamaps] sync_interval_s` > 0 runs SYNC
     DATAMAPS that often; remote mode checks the upstream's zone every ZONE_CHECK_S
-    (proxy/pipeline_zone.py). The stop joins all of it;
+    (proxy/datamaps/zones/pipeline.py). The stop joins all of it;
   - the statement Router, its handlers in order: the gateway's own (`SET
     datamap.rewrite.enabled`, proxy/routing/statements.py), temporary views, external tables, then
     datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
@@ -57,22 +57,23 @@ from proxy.gateway.auth.base import AuthError
 from proxy.background import Background
 from proxy.config import ConfigError, Settings
 from proxy.console import ConsoleRefused, check as check_console, start_console
-from proxy.datamaps.audit import Auditor
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.datamaps.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.datamaps.service import DatamapService
+from proxy.datamaps.startup import RemoteStart, start_embedded
+from proxy.datamaps.verify.auditor import Auditor
+from proxy.datamaps.zones.pipeline import ZONE_CHECK_S, check_upstream_zone
 from proxy.ha.discovery import Registration
 from proxy.external.handler import ExternalHandler
 from proxy.external.hooks import SegmentHooks
 from proxy.external.tables import ExternalTables
-from proxy.indexes.pruning import Pruner, ServiceShapes, StoreForQueries, watch_temp_views
 from proxy.gateway.auth.kerberos import Acceptor, KerberosError
 from proxy.ha.leader import LEADER, LeaseKeeper
 from proxy.observability.metrics.collect import DatamapCollector
 from proxy.observability.metrics.endpoint import start_metrics
 from proxy.observability.observe import Observers
 from proxy.engine.pipeline_session import LazySpark
-from proxy.pipeline_zone import ZONE_CHECK_S, check_upstream_zone
 from proxy.observability.querylog.log import QueryLog
 from proxy.hs2.recovery import HEALTH_FILE
 from proxy.gateway.reload import Reloader, apply_to_server
@@ -81,7 +82,6 @@ from proxy.gateway.server import ProxyServer
 from proxy.hs2.frontend import Service
 from proxy.serving import ServingTier
 from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
-from proxy.startup import RemoteStart, start_embedded
 
 log = logging.getLogger("proxy.app")
 # serve's own lines (starting, listening, ready, shutting down), under the name they had

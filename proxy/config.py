@@ -142,7 +142,7 @@ class StateSettings:
     dir: str = "./.datamap-proxy"
     # The datamap catalog: None = SQLite at <dir>/catalog.db (one process, the default);
     # "postgresql://user:password@host:port/db" = shared by replicas
-    # (proxy/datamaps/catalog_backend.py, docs/replicas.md); kept out of repr: it may
+    # (proxy/datamaps/catalog/backend.py, docs/replicas.md); kept out of repr: it may
     # hold a password
     catalog: str | None = field(default=None, repr=False)
     # leader and datamap-job leases in the catalog (proxy/ha/leader.py): a dead replica's are
@@ -167,7 +167,7 @@ class DatamapsSettings:
     # sqlglot needs about 10 s per megabyte, forwarding is always correct.
     rewrite_max_sql_bytes: int = 1_048_576
     # Share of datamap-answered queries re-run on the base tables in the background and
-    # compared (proxy/datamaps/audit.py, docs/audit.md); 0 = off.
+    # compared (proxy/datamaps/verify/auditor.py, docs/audit.md); 0 = off.
     audit_sample_rate: float = 0.01
     # How old a datamap's data may be before a query checks the base tables' files again
     # (the freshness contract, proxy/staleness.py): "0" = always exact. Kept as seconds.

@@ -5,12 +5,14 @@ Cost model of a decision:
     unchanged without parsing (regex over the table names);
   * datamaps are indexed by base table; a block is matched only against datamaps whose
     tables it contains (Calcite's pre-filter): datamaps elsewhere cost nothing;
-  * definitions are compiled once, cached across indexes by text and schema
-    (DatamapIndex.compiled_forms, which compile_datamap fills after a CREATE);
+  * definitions are compiled once, cached across indexes by definition and the schema of
+    the tables each reads, bounded by count (DatamapIndex.compiled_forms, which
+    compile_datamap fills after a CREATE);
   * results that took a parse are cached in an LRU keyed on (sql text, current_db) and
     bounded in bytes (CACHE_BYTES; an entry over CACHE_BYTES / 8 is not cached); what the
     text pre-check answers is not cached (it costs less than a lookup's worth of memory);
-    a catalog change builds a new index (new `version`), which starts with an empty cache.
+    a catalog change makes a new index (new `version`), which starts with an empty cache;
+    `updated()` makes it from the previous one by replacing only the changed datamaps.
 A statement nested deeper than Python's recursion limit is forwarded unchanged with one
 WARNING line, not a traceback: it is the client's input, not a rewriter bug.
 Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
@@ -33,11 +35,12 @@ from sqlglot import exp
 
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
+from rewriter.compiled import CompiledForms, tables_schema
 from rewriter.derived import graft, has_opaque
 from rewriter.facts import Unsupported, extract
 from rewriter.distinct import APPROXIMATE
 from rewriter.flatten import flattened_blocks, with_notes
-from rewriter.layout import Compiled, compile_definition, compile_internal, schema_key
+from rewriter.layout import Compiled, compile_definition, schema_key
 from rewriter.match import Match, match
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
@@ -57,47 +60,13 @@ def _entry_size(key: tuple[str, str], res: RewriteResult) -> int:
         _TREE_WEIGHT * len(res.sql) if res.tree is not None else 0)
 
 
-# A compiled form (sqlglot trees, facts) weighs some tens of times its SQL text; the
-# schema part of its key is shared by every entry of one index, so it is not counted.
-COMPILED_CACHE_BYTES = 32 << 20
 _TREE_WEIGHT = 32
-
-
-def _compiled_size(key: tuple, comp: Compiled) -> int:
-    d = comp.definition
-    return text_size(key[:-1]) + _TREE_WEIGHT * (len(d.qualified_sql or d.select_sql)
-                                                  + len(d.build_select))
-
-
-class CompiledForms:
-    """Compiled definitions by (definition identity, schema), bounded in bytes. Thread-safe
-    (ByteLRU): indexes are built and CREATEs compiled in worker threads; two threads that
-    compile one definition at once both compile it, and store equal values."""
-
-    def __init__(self, max_bytes: int = COMPILED_CACHE_BYTES):
-        self.entries: ByteLRU[tuple, Compiled] = ByteLRU(max_bytes, _compiled_size)
-
-    @staticmethod
-    def key(d: DatamapDefinition, skey: tuple) -> tuple:
-        return (d.name, d.qualified_sql or d.select_sql, d.database, d.table, d.version,
-                tuple(c.name for c in d.columns), skey)
-
-    def remember(self, comp: Compiled, skey: tuple) -> None:
-        self.entries.put(self.key(comp.definition, skey), comp)
-
-    def get(self, definition: DatamapDefinition, schemas, skey: tuple | None = None) -> Compiled:
-        """The matcher's form of a catalog definition, compiled on a miss."""
-        key = self.key(definition, skey if skey is not None else schema_key(schemas))
-        comp = self.entries.get(key)
-        if comp is None:
-            comp = compile_internal(definition, schemas)
-            self.entries.put(key, comp)
-        return comp
 
 
 def compile_datamap(name: str, select_sql: str, schemas, current_db: str) -> DatamapDefinition:
     comp = compile_definition(name, select_sql, schemas, current_db)
-    DatamapIndex.compiled_forms.remember(comp, schema_key(schemas))
+    DatamapIndex.compiled_forms.remember(
+        comp, schema_key(tables_schema(schemas, comp.definition.base_tables)))
     return comp.definition
 
 
@@ -107,6 +76,7 @@ class DatamapIndex:
     compiled_forms = CompiledForms()
 
     def __init__(self, candidates, schemas, version: int = 0, cache_bytes: int = CACHE_BYTES):
+        candidates = list(candidates)
         self.version = version
         self.token = next(_TOKENS)    # tells this index from a rebuilt one of the same version
         self.schemas = schemas
@@ -115,19 +85,58 @@ class DatamapIndex:
         self.compiled: dict[str, Compiled] = {}
         self.broken: dict[str, str] = {}
         self.by_table: dict[str, list[str]] = defaultdict(list)
-        skey = schema_key(schemas)
+        self.compiled_forms.fit(len(candidates))
         for cand in candidates:
-            name = cand.definition.qualified
-            self.candidates[name] = cand
-            for t in cand.definition.base_tables:
-                self.by_table[t].append(name)
-            try:
-                self.compiled[name] = self.compiled_forms.get(cand.definition, schemas, skey)
-            except DatamapDefinitionError as e:
-                self.broken[name] = f"definition no longer compiles: {e}"
-        bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)
-        self._precheck = re.compile(r"\b(" + "|".join(re.escape(b) for b in bare) + r")\b", re.I) if bare else None
+            self._add(cand)
+        self._precheck = self._table_pattern()
         self._cache: ByteLRU[tuple[str, str], RewriteResult] = ByteLRU(cache_bytes, _entry_size)
+
+    def updated(self, put=(), drop=(), version: int | None = None) -> "DatamapIndex":
+        """A new index equal to this one with the candidates in `put` added or replacing
+        those of the same name, and the datamaps named in `drop` ("db.name") left out.
+        The other datamaps' entries are shared, not rebuilt: the cost is that of the
+        changed entries (a compile only for a definition not compiled before) plus copying
+        the name maps. This index is not changed; the new one starts with an empty cache
+        and a new token."""
+        put = list(put)
+        new = object.__new__(DatamapIndex)
+        new.version = self.version if version is None else version
+        new.token = next(_TOKENS)
+        new.schemas, new.schema = self.schemas, self.schema
+        new.candidates = dict(self.candidates)
+        new.compiled = dict(self.compiled)
+        new.broken = dict(self.broken)
+        gone = set(drop) | {c.definition.qualified for c in put}
+        new.by_table = defaultdict(list)
+        for t, names in self.by_table.items():
+            kept = [n for n in names if n not in gone] if gone.intersection(names) else list(names)
+            if kept:
+                new.by_table[t] = kept
+        for n in gone:
+            new.candidates.pop(n, None)
+            new.compiled.pop(n, None)
+            new.broken.pop(n, None)
+        self.compiled_forms.fit(len(new.candidates) + len(put))
+        for cand in put:
+            new._add(cand)
+        new._precheck = (self._precheck if set(new.by_table) == set(self.by_table)
+                         else new._table_pattern())
+        new._cache = ByteLRU(self._cache.max_bytes, _entry_size)
+        return new
+
+    def _add(self, cand: Candidate) -> None:
+        name = cand.definition.qualified
+        self.candidates[name] = cand
+        for t in cand.definition.base_tables:
+            self.by_table[t].append(name)
+        try:
+            self.compiled[name] = self.compiled_forms.get(cand.definition, self.schemas)
+        except DatamapDefinitionError as e:
+            self.broken[name] = f"definition no longer compiles: {e}"
+
+    def _table_pattern(self):
+        bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)
+        return re.compile(r"\b(" + "|".join(re.escape(b) for b in bare) + r")\b", re.I) if bare else None
 
     # ------------------------------------------------------------------ public
     def would_parse(self, sql: str) -> bool:

@@ -3,9 +3,9 @@ DDL answers and what SHOW SEGMENTS shows of a base table's load. Their Spark sid
 tests/e2e/test_sql_reference.py."""
 from __future__ import annotations
 
-from proxy.datamaps.commands import EMPTY
-from proxy.datamaps.records import BaseSegment
-from proxy.datamaps.show import base_segment_row
+from proxy.datamaps.catalog.records import BaseSegment
+from proxy.datamaps.ddl.commands import EMPTY
+from proxy.datamaps.ddl.show import base_segment_row
 from proxy.thrift.rowsets import table_schema
 from proxy.thrift.gen.TCLIService import ttypes as T
 
@@ -38,7 +38,7 @@ def test_base_segment_row_says_na_for_an_unknown_load_time():
 
 def test_a_segments_rows_come_from_its_parquet_footers(tmp_path):
     import duckdb
-    from proxy.datamaps.segment_rows import parquet_rows
+    from proxy.datamaps.upkeep.segment_rows import parquet_rows
     con = duckdb.connect()
     for name, n in (("a b.parquet", 3), ("c.parquet", 5)):
         con.execute(f"COPY (SELECT range AS v FROM range({n})) TO '{tmp_path / name}' "

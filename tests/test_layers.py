@@ -64,13 +64,44 @@ def test_the_check_sees_lazy_imports(tmp_path, monkeypatch):
     assert _violations("rewriter") == ["rewriter/bad.py:2 imports proxy.errors"]
 
 
+# proxy reaches the rewriter through its faces only: the package (`rewriter`: compile,
+# rewrite, DatamapIndex), its data shapes (`rewriter.api`), index pruning (`rewriter.prune`)
+# and the advisor's planning (`rewriter.advise`). The other reaches that remain, each with
+# who makes it; this list only shrinks (an entry no longer used fails the test).
+REWRITER_FACES = {"rewriter", "rewriter.api", "rewriter.prune", "rewriter.advise"}
+REWRITER_REACHES = {
+    "rewriter.bytecache",   # ByteLRU, text_size: serving's result cache and tier, datamaps' schemas
+    "rewriter.normalize",   # DIALECT (serving tier), parse (index pruning's table check)
+    "rewriter.sparktypes",  # Spark's numeric types for serving's SQL translation
+    "rewriter.distinct",    # sketch_definition: CREATE DATAMAP and the advisor check sketches
+}
+
+
+def _rewriter_reaches(root: Path) -> dict[str, list[str]]:
+    """rewriter module -> the proxy lines that import it, for every non-face module."""
+    out: dict[str, list[str]] = {}
+    for path in sorted((root / "proxy").rglob("*.py")):
+        for line, name in _imports(path):
+            if name.split(".")[0] == "rewriter" and name not in REWRITER_FACES:
+                out.setdefault(name, []).append(f"{path.relative_to(root)}:{line}")
+    return out
+
+
+def test_proxy_imports_the_rewriter_through_its_faces():
+    reaches = _rewriter_reaches(ROOT)
+    assert {m: lines for m, lines in reaches.items() if m not in REWRITER_REACHES} == {}, \
+        "import these names from rewriter, rewriter.api, rewriter.prune or rewriter.advise"
+    assert sorted(REWRITER_REACHES - set(reaches)) == [], \
+        "no proxy module imports these any more: remove them from REWRITER_REACHES"
+
+
 def test_serving_translation_is_pure():
     """The serving tier's translation (translate.py and the modules it reads) is pure
     logic, AST in, SQL text out: no engine, no I/O, nothing of the proxy beyond itself, so
     its allow-list can be tested without either engine."""
     banned = {"proxy", "duckdb", "asyncio", "socket", "sqlite3", "pyspark", "pipeline", "os"}
     pure = ("translate", "expressions", "sqltypes", "timestamps", "dates", "values", "formats",
-            "patterns")
+            "patterns", "subtotals")
     for module in pure:
         path = ROOT / "proxy" / "serving" / f"{module}.py"
         assert [f"{module}:{line} imports {name}" for line, name in _imports(path)
@@ -268,3 +299,43 @@ def test_nothing_imports_the_composition_root_or_the_command_line():
     assert _top_importers({"proxy.server": {"proxy.app"}, "proxy.cli.serve": {"proxy.app"},
                            "proxy.__main__": {"proxy.cli"}, "proxy.app": {"proxy.cli.sync"}}
                           ) == ["proxy.app -> proxy.cli.sync", "proxy.server -> proxy.app"]
+
+
+# --- proxy/datamaps' subpackages ------------------------------------------------------------
+# The catalog is the bottom of the datamaps: it imports no proxy module but its own and the
+# shared vocabulary, so whatever else needs the catalog (replicas' leases, the query log's
+# table, external tables) can import it without the rest of the datamaps.
+
+
+def test_the_datamap_catalog_imports_only_itself_and_the_shared_vocabulary():
+    found = [f"{path.relative_to(ROOT)}:{line} imports {name}"
+             for path in sorted((ROOT / "proxy" / "datamaps" / "catalog").rglob("*.py"))
+             for line, name in _imports(path)
+             if name.split(".")[0] == "proxy"
+             and not name.startswith(("proxy.datamaps.catalog", *ROOT_VOCABULARY))]
+    assert found == []
+
+
+def _subpackage_graph(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """package's subpackages -> the other subpackages they import (modules directly in
+    the package, its face and shared helpers, are left out)."""
+    def sub(module):
+        parts = module.split(".")
+        depth = len(package.split("."))
+        if module.startswith(package + ".") and len(parts) > depth + 1:
+            return ".".join(parts[: depth + 1])
+        return None
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        if (sa := sub(a)) is not None:
+            out.setdefault(sa, set()).update(
+                sb for b in targets if (sb := sub(b)) is not None and sb != sa)
+    return out
+
+
+def test_datamaps_subpackages_import_each_other_one_way():
+    """catalog, upkeep, zones, freshness, ddl, rewrite, verify, indexes: an order, no
+    circle (the DDL parser and the index datamaps once imported each other)."""
+    graph = _subpackage_graph(_import_graph(ROOT), "proxy.datamaps")
+    assert "proxy.datamaps.catalog" in graph
+    assert [_describe(c, graph) for c in sorted(_cycles(graph), key=sorted)] == []

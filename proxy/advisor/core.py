@@ -25,17 +25,15 @@ from statistics import median
 from typing import Callable
 
 from proxy.config import AdvisorSettings
-from proxy.datamaps import ddl
-from proxy.datamaps.commands import referenced_tables
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.commands import referenced_tables
 from proxy.errors import ClientError
 from proxy.logsafe import safe
-from rewriter.advise import Proposal, estimate_rows, plan, replay
-from rewriter.advise_extend import extensions
-from rewriter.advise_profile import profile
-from rewriter.advise_workload import Shape, fold
+from rewriter import compile_datamap
+from rewriter.advise import (Proposal, Shape, estimate_rows, extensions, fold, plan, replay,
+                             statement_profile)
 from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.distinct import SketchDefinitionError, sketch_definition
-from rewriter.index import compile_datamap
 
 log = logging.getLogger("proxy.advisor")
 
@@ -71,7 +69,7 @@ class WhatIf:
 
 
 class SparkSizes:
-    """rewriter.advise.Sizes over sampled statistics, cached per (table, expressions)."""
+    """rewriter.advise.candidates.Sizes over sampled statistics, cached per (table, expressions)."""
 
     def __init__(self, spark: Callable, sample_rows: int, clock=time.monotonic):
         self._spark, self.sample_rows, self._clock = spark, sample_rows, clock
@@ -259,7 +257,7 @@ class Advisor:
         shapes = self._shapes()
         tables = tuple(referenced_tables(stmt.select_sql, current_db, f"datamap {stmt.name}"))
         schemas = self._schemas(shapes, tables)
-        try:      # as CREATE DATAMAP compiles it (proxy/datamaps/commands.py)
+        try:      # as CREATE DATAMAP compiles it (proxy/datamaps/ddl/commands.py)
             d = compile_datamap(stmt.name.name, sketch_definition(stmt.select_sql, stmt.props),
                                 schemas, current_db)
         except SketchDefinitionError as e:
@@ -269,7 +267,7 @@ class Advisor:
             raise ClientError(message, e.sqlstate) from None
         db = stmt.name.db or d.database
         d = dataclasses.replace(d, database=db, table=f"{db}.{stmt.name.name}_table")
-        prof = profile(d.qualified_sql or d.select_sql, d.database, schemas)
+        prof = statement_profile(d.qualified_sql or d.select_sql, d.database, schemas)
         rows = base_rows = None
         if not isinstance(prof, str):
             rows, base_rows = estimate_rows(prof.graph, prof.dims, prof.dim_columns, self.sizes)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.datamaps import ddl
-from proxy.datamaps.records import display_name
+from proxy.datamaps.catalog.records import display_name
+from proxy.datamaps.ddl import parser as ddl
 from proxy.logsafe import safe
 from proxy.routing.router import LocalResult
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from proxy.cli.remote import _target, client_flags, run_statements
+from proxy.cli.remote import remote_target, client_flags, run_statements
 
 
 def add_parser(sub) -> None:
@@ -38,7 +38,7 @@ def run(a: argparse.Namespace) -> int:
         if not statements:
             print(f"error: --what-if file {a.what_if} holds no statement", file=sys.stderr)
             return 2
-    target = _target(a, "advise", statements[0].split(" CREATE")[0])
+    target = remote_target(a, "advise", statements[0].split(" CREATE")[0])
     if isinstance(target, int):
         return target
     up, user, password = target

@@ -1,5 +1,5 @@
 """The client side of `datamap-proxy sync` and `advise`: where the running proxy is
-(`_target`), a HiveServer2 session on it, and running statements there."""
+(`remote_target`), a HiveServer2 session on it, and running statements there."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,7 @@ from proxy import config as cfg
 
 
 def client_flags(p: argparse.ArgumentParser) -> None:
-    """How a client command (sync, advise) reaches the running proxy: see _target."""
+    """How a client command (sync, advise) reaches the running proxy: see remote_target."""
     p.add_argument("--config", metavar="FILE", help="TOML settings file of the running proxy")
     p.add_argument("--host", help="proxy address (default: [server] host; 127.0.0.1 for 0.0.0.0)")
     p.add_argument("--port", type=int, help="proxy port (default: [server] port, 10000)")
@@ -22,7 +22,7 @@ def client_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--password", help="password (needed when the proxy has a users file)")
 
 
-def _target(a: argparse.Namespace, command: str, statement: str):
+def remote_target(a: argparse.Namespace, command: str, statement: str):
     """Where and as whom a client command (sync, advise) reaches the running proxy:
     (UpstreamSettings, user, password), or an exit code after printing why not."""
     try:

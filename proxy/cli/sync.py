@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from proxy.cli.remote import _target, client_flags, run_statements
+from proxy.cli.remote import remote_target, client_flags, run_statements
 
 
 def add_parser(sub) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 def run(a: argparse.Namespace) -> int:
     """`datamap-proxy sync`: SYNC DATAMAPS on the running proxy, over HiveServer2 (in
     embedded mode the proxy owns the metastore and the catalog, so only it can do this)."""
-    target = _target(a, "sync", "SYNC DATAMAPS")
+    target = remote_target(a, "sync", "SYNC DATAMAPS")
     if isinstance(target, int):
         return target
     up, user, password = target
@@ -51,7 +51,7 @@ def run(a: argparse.Namespace) -> int:
 
 def _has_failed(actions) -> bool:
     """A SYNC DATAMAPS row's DataMaps column names a datamap that could not be refreshed."""
-    from proxy.datamaps.maintenance import RefreshOutcome
+    from proxy.datamaps.upkeep.maintenance import RefreshOutcome
     try:
         return any(str(v).startswith(RefreshOutcome.FAILED) for v in json.loads(actions).values())
     except (TypeError, ValueError, AttributeError):

@@ -1,6 +1,6 @@
 """The console's safe actions: REBUILD, COMPACT 'MINOR' | 'MAJOR' and the query rewrite
 switch of one datamap. Each is the SQL statement a client would send, parsed by the same
-parser (proxy/datamaps/ddl.py) and run by the same DatamapService method, so the console
+parser (proxy/datamaps/ddl/parser.py) and run by the same DatamapService method, so the console
 can do nothing SQL cannot. Each is written to the audit log ([server] audit_log) with the
 console user, when it starts and when it ends.
 
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from proxy.datamaps import ddl
+from proxy.datamaps.ddl import parser as ddl
 from proxy.errors import to_status
 from proxy.logsafe import safe
 

@@ -11,7 +11,7 @@ from proxy.console.markup import (
     ago, badge, count, duration, e, hidden, note, page, size, table, url, when,
 )
 from proxy.console.views import Detail, Serving, Summary
-from proxy.datamaps.show import segment_status
+from proxy.datamaps.ddl.show import segment_status
 from proxy.logsafe import redact
 
 LABELS = {"rebuild": "REBUILD", "compact_minor": "COMPACT MINOR",

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.datamaps.listing import local_bytes
-from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
+from proxy.datamaps.catalog.records import DatamapRecord, DatamapSegment, Event
+from proxy.datamaps.freshness.listing import local_bytes
 from proxy.serving.tier import RETRY_S, EngineState
 
 USAGE_WINDOW_S = 24 * 3600.0

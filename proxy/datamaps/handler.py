@@ -22,7 +22,7 @@ complex"; a query over one is forwarded unchanged (the rewriter logs one WARNING
 `DatamapLoadHandler` (proxy/datamaps/loads.py): writes and file-changing DDL on base
 tables re-sync their datamaps after Spark ran them.
 
-With a `pruner` (proxy/indexes/pruning.py), the SQL the SELECT handler is about to send
+With a `pruner` (proxy/datamaps/indexes/pruning.py), the SQL the SELECT handler is about to send
 (rewritten or not) skips the files index datamaps rule out, and EXPLAIN shows that SQL
 and one `Pruned by index datamap` line per index (docs/indexes.md).
 
@@ -39,21 +39,22 @@ from typing import Callable
 
 from proxy.routing.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
-from proxy.datamaps import ddl, fresh_answer
-from proxy.datamaps.audit import Auditor
-from proxy.datamaps.isolated import IsolatedRewriter
+from proxy.datamaps.catalog.records import display_name
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.freshness import answer as fresh_answer
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
-from proxy.datamaps.records import display_name
+from proxy.datamaps.rewrite.isolated import IsolatedRewriter
+from proxy.datamaps.rewrite.spark_sql import translate_only
 from proxy.datamaps.service import DatamapService, referenced_tables
-from proxy.datamaps.spark_sql import translate_only
+from proxy.datamaps.verify.auditor import Auditor
 from proxy.errors import ClientError
 from proxy.logsafe import safe
 from proxy.routing.router import (
     Decision, Local, LocalResult, PassThrough, Reject, Rewrite, Serve, StatementContext,
 )
+from proxy.datamaps.indexes.pruning import names_temp_view, temp_views
 from proxy.serving import Served
 from proxy.routing.session_keys import BLOCKED_KEY, approximate_on, prune_on, rewrite_on
-from proxy.indexes.pruning import names_temp_view, temp_views
 from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
@@ -89,7 +90,7 @@ class DatamapDdlHandler:
         # blocking; the advisor's (proxy/advisor/results.py `answers`), None: not running
         self.advise = advise
         self.serving = serving        # proxy.serving.ServingTier: EXPLAIN says who answers
-        self.pruner = pruner          # proxy.indexes.pruning.Pruner: index datamaps skip files
+        self.pruner = pruner          # indexes.pruning.Pruner: index datamaps skip files
         self.audit = audit or Auditor(service, serving=serving)   # AUDIT DATAMAP
         self.max_staleness_s = max_staleness_s
 
@@ -256,11 +257,11 @@ class DatamapSelectHandler:
                  audit: Auditor | None = None, max_staleness_s: float = 0.0, pruner=None):
         self.service = service
         self.audit = audit or Auditor(service)   # remembers and samples datamap answers
-        self.pruner = pruner          # proxy.indexes.pruning.Pruner, or None: no file skipping
+        self.pruner = pruner          # indexes.pruning.Pruner, or None: no file skipping
         self.max_sql_bytes = max_sql_bytes
         self.serving = serving        # proxy.serving.ServingTier, or None: Spark answers
         self.max_staleness_s = max_staleness_s   # [datamaps] max_staleness
-        # large statements are parsed in a process of their own (see isolated.py)
+        # large statements are parsed in a process of their own (see rewrite/isolated.py)
         self.isolated = isolated or IsolatedRewriter()
 
     def close(self) -> None:

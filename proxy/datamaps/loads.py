@@ -27,8 +27,8 @@ import time
 from proxy.routing.classify import Kind, Statement, classify
 from proxy.routing.classify_parse import mentioned
 from proxy.config import DatamapsSettings
+from proxy.datamaps.catalog.records import display_name
 from proxy.datamaps.failures import STATEMENT
-from proxy.datamaps.records import display_name
 from proxy.datamaps.service import DatamapService
 from proxy.routing.router import Decision, PassThrough, Reject, StatementContext
 

@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
 
 
 class KeyedLocks:

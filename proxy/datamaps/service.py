@@ -22,22 +22,23 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from proxy.datamaps import ddl
-from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.commands import EMPTY, DatamapCommands, referenced_tables
-from proxy.datamaps.compaction import Compaction, SegmentGarbage
-from proxy.datamaps.freshness import FreshnessGuard
-from proxy.datamaps.live_view import LiveViews
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.commands import DatamapCommands, referenced_tables
+from proxy.datamaps.ddl.index_providers import CreateIndexDatamap
+from proxy.datamaps.ddl.words import EMPTY
+from proxy.datamaps.freshness.guard import FreshnessGuard
+from proxy.datamaps.freshness.sync import BackgroundSyncs, propagate
+from proxy.datamaps.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
 from proxy.datamaps.locks import KeyedLocks
-from proxy.datamaps.maintenance import BaseSync, Maintenance, RefreshOutcome
-from proxy.datamaps.rewrite_index import RewriteIndexProvider
-from proxy.datamaps.finer import finer_source
-from proxy.datamaps.sync import BackgroundSyncs, propagate
+from proxy.datamaps.rewrite.candidates import RewriteIndexProvider
 from proxy.datamaps.schemas import SchemaCache, Schemas
-from proxy.datamaps.zone_policy import TimeZonePolicy, ZoneReader
+from proxy.datamaps.upkeep.compaction import Compaction, SegmentGarbage
+from proxy.datamaps.upkeep.finer import finer_source
+from proxy.datamaps.upkeep.live_view import LiveViews
+from proxy.datamaps.upkeep.maintenance import BaseSync, Maintenance, RefreshOutcome
+from proxy.datamaps.zones.policy import TimeZonePolicy, ZoneReader
 from proxy.errors import ClientError
-from proxy.indexes.commands import DEFAULT_MAX_BLOOM_BYTES, IndexService
-from proxy.indexes.ddl import CreateIndexDatamap
 from proxy.routing.router import LocalResult
 from rewriter.api import Candidate
 
@@ -126,8 +127,8 @@ class DatamapService:
     def time_zone_problem(self, why: str | None) -> None:
         self.zone_reader.problem = why
 
-    # -- DDL (commands.py) ---------------------------------------------------------------
-    # Index datamaps (proxy/indexes) share the DROP / SHOW / REBUILD statements and the
+    # -- DDL (ddl/commands.py) -----------------------------------------------------------
+    # Index datamaps (proxy/datamaps/indexes) share the DROP / SHOW / REBUILD statements and the
     # name space with mv datamaps, so each of those asks the index side first.
     def create(self, stmt: ddl.CreateDatamap | CreateIndexDatamap,
                current_db: str) -> LocalResult:
@@ -203,7 +204,7 @@ class DatamapService:
         self.indexes.sync_tables(None)
         return result
 
-    # -- maintenance (maintenance.py) ----------------------------------------------------
+    # -- maintenance (upkeep/maintenance.py) ---------------------------------------------
     def refresh(self, db: str, name: str, synced: Iterable[str] = ()) -> RefreshOutcome:
         return self.maintenance.refresh(db, name, synced)
 
@@ -230,7 +231,7 @@ class DatamapService:
     def recover(self) -> dict[str, list[str]]:
         return self.maintenance.recover()
 
-    # -- time zone (zone_policy.py) ------------------------------------------------------
+    # -- time zone (zones/policy.py) -----------------------------------------------------
     def adopt_time_zone(self, zone: str, align: Callable[[str], object] | None = None,
                         rebuild: bool = True, lock: bool = True) -> list[str]:
         from proxy.engine.timezone import same_zone
@@ -243,7 +244,7 @@ class DatamapService:
     def rebuild_invalidated(self, names: Iterable[str]) -> None:
         self.zones.rebuild_invalidated(names)
 
-    # -- rewriting (rewrite_index.py, schemas.py) -----------------------------------------
+    # -- rewriting (rewrite/candidates.py, schemas.py) -----------------------------------
     def index(self):
         return self.rewrite_index.index()
 

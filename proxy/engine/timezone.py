@@ -82,8 +82,8 @@ def upstream_time_zone(upstream: Any, timeout: float | None = None) -> str | Non
 
 def set_session_zone(session: Any, zone: str) -> str | None:
     """Set the pipeline session's zone to the upstream's (the policy around it is
-    proxy/pipeline_zone.py's align_pipeline_zone). Returns the zone it had when that differed (logged),
-    else None."""
+    proxy/datamaps/zones/pipeline.py's align_pipeline_zone). Returns the zone it had when
+    that differed (logged), else None."""
     current = session.conf.get(TIME_ZONE_KEY)
     if same_zone(current, zone):
         log.info("pipeline session time zone %s matches the upstream's", current)

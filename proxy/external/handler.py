@@ -8,7 +8,7 @@
   CTAS or CREATE OR REPLACE over it, partitions, ADD COLUMNS, non-csv properties)
   -> Reject 0A000 naming the table and the statement;
 - `SET carbon.input.segments.<db>.<t> = ids | *` -> a session setting; a query naming a
-  table with a selection reads only those segments' files (rewriter/scope.py), and is not
+  table with a selection reads only those segments' files (rewriter/prune/scope.py), and is not
   answered from datamaps (their rows cover every segment).
 Anything else -> None (the next handler decides). Only statements that are not queries
 look at the catalog, and queries only when the session has a selection.
@@ -20,16 +20,16 @@ from typing import Callable
 
 from pipeline.files import quote_table
 from proxy.routing.classify import Kind, classify
-from proxy.datamaps import ddl
-from proxy.datamaps.commands import EMPTY
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.commands import EMPTY
+from proxy.datamaps.indexes.pruning import temp_views
 from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar
 from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
-from proxy.indexes.pruning import temp_views
 from proxy.routing.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.routing.sqlscan import Cursor, StatementError
-from rewriter.scope import Unsupported
+from rewriter.prune import Unsupported
 
 log = logging.getLogger("proxy.external")
 
@@ -254,7 +254,7 @@ class ExternalHandler:
         """(SQL reading only the selected segments, their scopes), or None when the
         statement reads no table with a selection."""
         import sqlglot
-        from rewriter.scope import restrict
+        from rewriter.prune import restrict
         scopes = self.tables.scopes(selections(ctx.conf, ctx.current_db))
         if not scopes:
             return None

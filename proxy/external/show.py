@@ -4,8 +4,8 @@ added), Merged Into (a compacted segment's successor). Rows is NULL unless the i
 hook counted them (docs/external.md)."""
 from __future__ import annotations
 
-from proxy.datamaps.records import format_time
-from proxy.datamaps.show import SHOW_SEGMENTS_COLUMNS, format_seconds
+from proxy.datamaps.catalog.records import format_time
+from proxy.datamaps.ddl.show import SHOW_SEGMENTS_COLUMNS, format_seconds
 from proxy.external.store import ExternalSegment, ExternalTable
 from proxy.routing.router import LocalResult
 

@@ -1,5 +1,5 @@
 """External-format tables in the datamap catalog (SQLite; tables external_tables and
-external_segments, proxy/datamaps/catalog_schema.py). Every change is one catalog
+external_segments, proxy/datamaps/catalog/schema.py). Every change is one catalog
 transaction, which bumps the catalog version as any other change does."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 
 LIVE, DELETED, COMPACTED = "Success", "Marked for Delete", "Compacted"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from pipeline import external as spark_side
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.locks import KeyedLocks
 from proxy.errors import ClientError
 from proxy.external import grammar, links
@@ -350,7 +350,7 @@ class ExternalTables:
     # -- segment selection -----------------------------------------------------------------
     def scopes(self, selections: dict[str, tuple[int, ...]]):
         """{table: (source, fields, files of the selected live segments)} for
-        rewriter.scope.restrict."""
+        rewriter.prune.scope.restrict."""
         out = {}
         for table, ids in selections.items():
             t = self.store.get(table)

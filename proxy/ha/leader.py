@@ -1,6 +1,6 @@
 """Leader election and job leases for replicas sharing one catalog (docs/replicas.md).
 
-A lease is a catalog row (catalog_leases.py). One LeaseKeeper per process holds this
+A lease is a catalog row (datamaps/catalog/leases.py). One LeaseKeeper per process holds this
 process's leases and renews them every ttl/3 from one named thread; a lease it cannot renew
 (the catalog is unreachable, or another holder took it after it expired) is dropped, and
 the keeper stops trusting any lease after ttl - ttl/6 without a successful renewal, before
@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 
-from proxy.datamaps.records import CatalogError
+from proxy.datamaps.catalog.records import CatalogError
 
 log = logging.getLogger("proxy.leader")
 

@@ -41,7 +41,7 @@ from proxy.staleness import MAX_STALENESS_KEY, parse_duration
 REWRITE_KEY = "datamap.rewrite.enabled"      # the proxy's own session settings
 SERVING_KEY = "datamap.serving.enabled"      # answer datamap hits in-process (proxy/serving)
 CACHE_KEY = "datamap.cache.enabled"          # the result cache of served answers
-PRUNE_KEY = "datamap.prune.enabled"          # index datamaps skip files (proxy/indexes)
+PRUNE_KEY = "datamap.prune.enabled"          # index datamaps skip files (proxy/datamaps/indexes)
 PROXY_KEYS = (REWRITE_KEY, SERVING_KEY, CACHE_KEY, PRUNE_KEY)   # switches: true | false
 # estimates from stored sketches (rewriter/distinct.py, same key): true | false, default false
 APPROXIMATE_KEY = "datamap.rewrite.approximate"
@@ -200,7 +200,7 @@ FORMS: tuple[Form, ...] = (
     Form(Kind.CREATE_TABLE, ("create", "or replace?", "temporary|external?", "table",
                              "if not exists?", NAME), _written(Kind.CREATE_TABLE)),
     Form(Kind.CREATE_TABLE, ("replace", "table", NAME), _written(Kind.CREATE_TABLE)),
-    # -- datamap DDL (proxy/datamaps/ddl.py parses the frame) -------------------------------
+    # -- datamap DDL (proxy/datamaps/ddl/parser.py parses the frame) ------------------------
     Form(Kind.DATAMAP, ("create", "datamap")),
     Form(Kind.DATAMAP, ("create", "materialized", "view")),
     Form(Kind.DATAMAP, ("drop", "datamap")),

@@ -21,7 +21,7 @@ class Kind(Enum):
     DROP_VIEW = "drop_view"        # a view: never a base table's rows (a temporary view may
                                    # shadow one), but a datamap's live table is one
     CREATE_TABLE = "create_table"  # CREATE [OR REPLACE] TABLE, REPLACE TABLE (overwrite)
-    DATAMAP = "datamap"            # datamap DDL or EXPLAIN: proxy/datamaps/ddl.py parses it
+    DATAMAP = "datamap"            # datamap DDL or EXPLAIN: proxy/datamaps/ddl/parser.py parses it
     OTHER = "other"
 
 

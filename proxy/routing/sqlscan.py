@@ -1,7 +1,7 @@
 """SQL text scanning: a lazy tokenizer with a cursor over it (no parse, no I/O).
 
 Shared by the statement classifier (proxy/routing/classify.py), which reads only a statement's
-first few words, and the datamap DDL parser (proxy/datamaps/ddl.py), which reads a frame
+first few words, and the datamap DDL parser (proxy/datamaps/ddl/parser.py), which reads a frame
 and hands the query after it over as text. Tokens are made on demand, so neither pays for
 the rest of a long statement. Every pattern here runs in time linear in its input: the
 tokenizer never backtracks over a run of blanks or comments (24 blanks once took 7 s in

@@ -3,7 +3,7 @@
 `SET datamap.rewrite.enabled=true|false` (per session; default true) and
 `SET datamap.rewrite.enabled` (show); the same for `datamap.serving.enabled` (answer hits
 in-process, proxy/serving), `datamap.cache.enabled` (their result cache) and
-`datamap.prune.enabled` (index datamaps skip files, proxy/indexes/pruning.py), and
+`datamap.prune.enabled` (index datamaps skip files, proxy/datamaps/indexes/pruning.py), and
 `SET datamap.max_staleness = 5m` (the freshness contract, proxy/staleness.py: kept and
 shown in seconds; the session starts with [datamaps] max_staleness or its JDBC URL's
 value), and `SET datamap.rewrite.approximate=true|false` (default false: distinct counts

@@ -14,7 +14,6 @@ from sqlglot import exp
 
 from proxy.serving.sqltypes import NotServable, date_literal
 from proxy.serving.timestamps import Zone, timestamp_literal
-from rewriter.sparktypes import INTEGRAL
 
 # Spark's date_trunc units (DateTimeUtils.parseTruncLevel, any casing) -> DuckDB's; weeks
 # start on Monday in both

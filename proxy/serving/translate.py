@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Sequence
 from sqlglot import exp
 
 from proxy.serving.expressions import Expressions, Scope
+from proxy.serving.subtotals import Grouping, grouping, has_subtotals
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
     INT_MAX, TYPES, UNSERVED, NotServable, decimal_div_type, duck_type, lit, q, spark_type,
 )
@@ -33,7 +34,9 @@ from rewriter.api import SEGMENT_COLUMN
 ALLOWED = {
     "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
-              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range)",
+              "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
+              "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
+              "grouping() and grouping_id() (Spark's bit order), HAVING over aggregates",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
                   "(not of doubles), min/max(DISTINCT x)",
@@ -125,12 +128,32 @@ class _Scope(Scope):
         return f"{q(alias)}.{q(name)}", cols[name]
 
 
+def _limit(limit: exp.Limit) -> str:
+    n = limit.expression
+    if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()) \
+            or limit.args.get("offset"):
+        raise NotServable("LIMIT other than a whole number")
+    if int(n.this) > INT_MAX:
+        raise NotServable("LIMIT over the int range (Spark raises)")
+    return f"LIMIT {int(n.this)}"
+
+
 class _Translator(Expressions):
     def __init__(self, tables: TableColumns, files_of: FilesOf, zone: str | None = None):
         self.tables = {k.lower(): v for k, v in tables.items()}
         self.files_of = files_of
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.zone, self.zone_problem = session_zone(zone)
+        self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
+
+    def expr(self, e: exp.Expression, scope) -> tuple[str, str]:
+        if isinstance(e, (exp.Grouping, exp.GroupingId)):
+            g = self.groupings[-1] if self.groupings else None
+            if g is None:
+                raise NotServable("grouping() / grouping_id() without ROLLUP, CUBE or "
+                                  "GROUPING SETS (Spark rejects it)")
+            return g.function(e, lambda a: self.expr(a, scope)[0])
+        return super().expr(e, scope)
 
     # ---------------------------------------------------------------- relations
     def select(self, sel: exp.Select, top: bool = True):
@@ -149,22 +172,30 @@ class _Translator(Expressions):
             raise NotServable("no FROM")
         scope = _Scope()
         rel_sql = self.relation(from_.this, scope)
-        outputs, out_cols, aggregate = [], [], False
+        group = sel.args.get("group")
+        key_types: dict[str, str] = {}
+
+        def key_sql(g: exp.Expression) -> str:
+            sql, key_types[sql] = self.expr(g, scope)
+            return sql
+        subtotals = None
+        if group and has_subtotals(group):
+            subtotals = grouping(group, key_sql)
+            self.groupings.append(subtotals)
+        else:       # Spark rejects grouping() without ROLLUP / CUBE / GROUPING SETS
+            self.groupings.append(None)
+        try:
+            return self._select(sel, scope, rel_sql, group, subtotals, key_types, top)
+        finally:
+            self.groupings.pop()
+
+    def _select(self, sel: exp.Select, scope: _Scope, rel_sql: str, group,
+                subtotals: Grouping | None, key_types: Mapping[str, str], top: bool):
+        outputs, out_cols, aggregate = self._outputs(sel, scope)
         inner_of: dict[str, exp.Expression] = {}      # output name -> its expression
-        for e in sel.expressions:
-            if isinstance(e, exp.Alias):
-                name, inner = e.alias, e.this
-            elif isinstance(e, exp.Column) and not isinstance(e.this, exp.Star):
-                name, inner = e.name, e
-            else:
-                raise NotServable("an output without a name (or *)")
-            sql, typ = self.expr(inner, scope)
-            aggregate = aggregate or bool(inner.find(exp.AggFunc))
-            outputs.append((sql, typ, name, inner))      # a timestamp's sql: its instant
-            out_cols.append((name, typ))
+        for (_, _, name, inner) in outputs:
             inner_of.setdefault(name.lower(), inner)
         instants = [sql for sql, _, _, _ in outputs]  # each output's SQL before local()
-        group = sel.args.get("group")
         if sel.args.get("distinct") and any(t == "double" for _, t in out_cols) \
                 and (aggregate or group):
             raise NotServable(_DOUBLE_KEY)
@@ -186,26 +217,16 @@ class _Translator(Expressions):
         where_sql = (self.condition(sel.args["where"].this, scope)
                      if sel.args.get("where") else None)
         keys = []
-        if group:
-            if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals")):
-                raise NotServable("GROUPING SETS / CUBE / ROLLUP")
-            for g in group.expressions:
-                if isinstance(g, exp.Literal) and not g.is_string:
-                    if not (g.this.isdigit() and 1 <= int(g.this) <= len(out_cols)):
-                        raise NotServable(f"GROUP BY {g.this}")
-                    sql, typ = outputs[int(g.this) - 1][:2]
-                    keys.append(sql if by_instant and typ == "timestamp"
-                                else g.this)       # ordinal
-                else:
-                    sql, typ = self.expr(g, scope)
-                    keys.append(sql)
-                if typ == "double":
-                    double_keys.add(sql)
+        if subtotals is not None:
+            double_keys |= {k for k in subtotals.leaves if key_types[k] == "double"}
+        elif group:
+            keys = self._group_keys(group, scope, outputs, by_instant, double_keys)
         selected = []
         for sql, typ, name, inner in outputs:
             if sql in double_keys:
                 sql = f"({sql} + 0.0)"
-            elif any(k in sql for k in double_keys) and not isinstance(inner, exp.AggFunc):
+            elif any(k in sql for k in double_keys) and not isinstance(
+                    inner, (exp.AggFunc, exp.Grouping, exp.GroupingId)):
                 raise NotServable(_DOUBLE_KEY)
             if typ == "timestamp" and top:
                 sql = self.zone.local(sql)       # sent as the local wall-clock time
@@ -217,10 +238,19 @@ class _Translator(Expressions):
             parts.append("WHERE " + where_sql)
         if distinct_keys is not None:
             parts.append("GROUP BY " + ", ".join(distinct_keys))
-        if group:
+        if subtotals is not None:
+            parts.append("GROUP BY " + subtotals.group_by())
+        elif group:
             parts.append("GROUP BY " + ", ".join(keys))
-        if sel.args.get("having"):
-            parts.append("HAVING " + self.condition(sel.args["having"].this, scope))
+        if subtotals is not None and sel.args.get("having"):
+            _subtotal_having(sel.args["having"])
+        having = [self.condition(sel.args["having"].this, scope)] \
+            if sel.args.get("having") else []
+        if subtotals is not None and subtotals.having():
+            having.append(subtotals.having())
+        if having:
+            parts.append("HAVING " + (having[0] if len(having) == 1
+                                      else " AND ".join(f"({h})" for h in having)))
         order = sel.args.get("order")
         if order:
             parts.append("ORDER BY " + ", ".join(
@@ -228,14 +258,44 @@ class _Translator(Expressions):
                 for o in order.expressions))
         limit = sel.args.get("limit")
         if limit is not None:
-            n = limit.expression
-            if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()) \
-                    or limit.args.get("offset"):
-                raise NotServable("LIMIT other than a whole number")
-            if int(n.this) > INT_MAX:
-                raise NotServable("LIMIT over the int range (Spark raises)")
-            parts.append(f"LIMIT {int(n.this)}")
+            parts.append(_limit(limit))
         return " ".join(parts), out_cols
+
+    def _group_keys(self, group: exp.Group, scope: _Scope, outputs, by_instant: bool,
+                    double_keys: set[str]) -> list[str]:
+        """The SQL of each GROUP BY key (an ordinal stays one, but a timestamp's is its
+        instant where the zone prints two instants alike); adds the double keys."""
+        keys = []
+        for g in group.expressions:
+            if isinstance(g, exp.Literal) and not g.is_string:
+                if not (g.this.isdigit() and 1 <= int(g.this) <= len(outputs)):
+                    raise NotServable(f"GROUP BY {g.this}")
+                sql, typ = outputs[int(g.this) - 1][:2]
+                keys.append(sql if by_instant and typ == "timestamp"
+                            else g.this)       # ordinal
+            else:
+                sql, typ = self.expr(g, scope)
+                keys.append(sql)
+            if typ == "double":
+                double_keys.add(sql)
+        return keys
+
+    def _outputs(self, sel: exp.Select, scope: _Scope):
+        """Each output's (sql, Spark type, name, expression) — a timestamp's sql is its
+        instant —, the (name, type) columns, and whether any output aggregates."""
+        outputs, out_cols, aggregate = [], [], False
+        for e in sel.expressions:
+            if isinstance(e, exp.Alias):
+                name, inner = e.alias, e.this
+            elif isinstance(e, exp.Column) and not isinstance(e.this, exp.Star):
+                name, inner = e.name, e
+            else:
+                raise NotServable("an output without a name (or *)")
+            sql, typ = self.expr(inner, scope)
+            aggregate = aggregate or bool(inner.find(exp.AggFunc))
+            outputs.append((sql, typ, name, inner))
+            out_cols.append((name, typ))
+        return outputs, out_cols, aggregate
 
     def ordered(self, o: exp.Ordered, scope: _Scope, out_cols,
                 inner_of: Mapping[str, exp.Expression], instants: list[str] | None) -> str:
@@ -333,6 +393,18 @@ class _Translator(Expressions):
         return f"CAST({q(name)} AS TIMESTAMP) AS {q(name)}"
 
     # ---------------------------------------------------------------- expressions
+
+
+def _subtotal_having(having: exp.Having) -> None:
+    """Spark resolves a HAVING over subtotals only in some shapes: grouping() / grouping_id()
+    there fails, and so does a grouping column beside an ORDER BY over grouping() (Spark
+    raises UNRESOLVED_COLUMN). Served: a HAVING whose columns are all inside aggregates."""
+    if having.find(exp.Grouping, exp.GroupingId):
+        raise NotServable("grouping() / grouping_id() in HAVING (Spark fails to resolve it)")
+    for col in having.find_all(exp.Column):
+        if col.find_ancestor(exp.AggFunc) is None:
+            raise NotServable("a column outside an aggregate in a HAVING over subtotals "
+                              "(Spark resolves it only in some shapes)")
 
 
 def _segments(where: exp.Where | None) -> tuple[str, ...]:

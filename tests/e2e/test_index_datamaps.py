@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
-from proxy.indexes.store import IndexStore
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.indexes.entries import IndexStore
 from tests.e2e.support import Conn, doc_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]

@@ -66,7 +66,7 @@ def values(rows) -> str:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     work = tmp_path_factory.mktemp("serving")
-    # timestamps: a fixed offset; every datamap answer is audited (proxy/datamaps/audit.py)
+    # timestamps: a fixed offset; every datamap answer is audited (proxy/datamaps/verify/auditor.py)
     srv = ServeProc(work, work / "state", env={"TZ": "UTC",
                                                "DATAMAP_PROXY_DATAMAPS_AUDIT_SAMPLE_RATE": "1"})
     proxy = RawHS2("127.0.0.1", srv.port)

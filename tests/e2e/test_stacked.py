@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from tests.e2e.support import Pair, doc_blocks
 from tests.support.clients import RawHS2
 

@@ -1,4 +1,4 @@
-"""The online audit on a real SparkSession (proxy/datamaps/audit.py): an intact datamap
+"""The online audit on a real SparkSession (proxy/datamaps/verify/auditor.py): an intact datamap
 (doubles, decimals, NULLs, several segments) passes however often it is audited; a write
 during an audit, or files the catalog has not seen, make it INCONCLUSIVE; a corrupted
 segment is caught by AUDIT DATAMAP and by sampling, and the datamap is DISABLED with the
@@ -12,10 +12,10 @@ import uuid
 import pytest
 
 from proxy.background import Background
-from proxy.datamaps.audit import Auditor
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
+from proxy.datamaps.verify.auditor import Auditor
 from proxy.routing.router import LocalResult, PassThrough, Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

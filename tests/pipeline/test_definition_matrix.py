@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError

@@ -1,4 +1,4 @@
-"""pipeline/indexes.py and rewriter/bloom.py against Spark itself: Python's xxhash64
+"""pipeline/indexes.py and rewriter/prune/bloom.py against Spark itself: Python's xxhash64
 equals Spark's for every type bloom filters support; built filters have no false
 negatives and about the configured false-positive rate; minmax entries equal Spark's
 min/max/NULL count per file; staged files are read by path and keyed by their final path.
@@ -16,7 +16,7 @@ import pytest
 from pipeline import list_files
 from pipeline.indexes import BloomSpec, build, minmax_supports
 from pipeline.errors import PipelineError
-from rewriter import bloom
+from rewriter.prune import bloom
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -160,12 +160,12 @@ def test_minmax_types(t, ok):
     assert minmax_supports(t) is ok
 
 
-# -- IndexService (proxy/indexes/commands.py) over this session: the hooks ----------------
+# -- IndexService (proxy/datamaps/indexes/commands.py) over this session: the hooks -------
 @pytest.fixture
 def service(pipeline_spark, tmp_path):
-    from proxy.datamaps.catalog import Catalog
+    from proxy.datamaps.catalog.store import Catalog
+    from proxy.datamaps.indexes.commands import IndexService
     from proxy.datamaps.locks import KeyedLocks
-    from proxy.indexes.commands import IndexService
     catalog = Catalog.in_state_dir(tmp_path)
     svc = IndexService(catalog, lambda: pipeline_spark, KeyedLocks())
     svc.store._max_age = 0.0
@@ -174,7 +174,7 @@ def service(pipeline_spark, tmp_path):
 
 
 def _create(service, sql, db):
-    from proxy.datamaps.ddl import parse
+    from proxy.datamaps.ddl.parser import parse
     service.create(parse(sql), db)
 
 

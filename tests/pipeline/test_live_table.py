@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-import proxy.datamaps.live_view as live_view
-import proxy.datamaps.maintenance as maintenance
-from proxy.datamaps.catalog import Catalog
+import proxy.datamaps.upkeep.live_view as live_view
+import proxy.datamaps.upkeep.maintenance as maintenance
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.routing.router import Rewrite, StatementContext

@@ -1,6 +1,6 @@
 """Remote mode's time-zone alignment against a real Spark Thrift Server started in another
 zone (America/Los_Angeles) than the pipeline session (UTC): the same time bucket differs
-between the two until the proxy aligns the pipeline session (proxy/pipeline_zone.py
+between the two until the proxy aligns the pipeline session (proxy/datamaps/zones/pipeline.py
 align_pipeline_zone, run when the remote pipeline session opens); an upstream whose zone
 cannot be read blocks time-dependent datamaps instead; doctor reports the mismatch.
 
@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.pipeline_zone import align_pipeline_zone, check_upstream_zone
+from proxy.datamaps.catalog.store import Catalog
 from proxy.config import UpstreamSettings
-from proxy.datamaps.catalog import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.datamaps.service import DatamapService
+from proxy.datamaps.zones.pipeline import align_pipeline_zone, check_upstream_zone
 from proxy.routing.router import StatementContext
 from proxy.doctor import PASS, WARN, Target, check_upstream
 from proxy.engine.timezone import TIME_ZONE_KEY, upstream_time_zone

@@ -12,7 +12,7 @@ import pytest
 from pipeline import list_segments
 from pipeline.table import create_table
 from proxy.ha import leader
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError

@@ -10,12 +10,12 @@ import pytest
 
 from pipeline.stats import gee
 from rewriter import DatamapIndex, compile_datamap
-from rewriter.advise import NO_GAIN, FixedSizes, plan, replay
-from rewriter.advise_extend import extensions
-from rewriter.advise_profile import profile
-from rewriter.advise_workload import fold
+from rewriter.advise.candidates import NO_GAIN, FixedSizes, plan, replay
+from rewriter.advise.extend import extensions
+from rewriter.advise.profile import profile
+from rewriter.advise.shape import shape_of
+from rewriter.advise.workload import fold
 from rewriter.api import Candidate
-from rewriter.shape import shape_of
 
 SCHEMAS = {"s": {
     "sales": {"k": "int", "store": "int", "d": "date", "amt": "double", "q": "int",

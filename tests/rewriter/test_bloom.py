@@ -1,4 +1,4 @@
-"""rewriter/bloom.py without Spark: XXH64 vectors (the reference algorithm's and values
+"""rewriter/prune/bloom.py without Spark: XXH64 vectors (the reference algorithm's and values
 Spark 4's xxhash64() returned), sizing, and the membership test over filters built with
 the same probe arithmetic the Spark expression uses. tests/pipeline/test_indexes.py checks
 the same functions against Spark itself."""
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from rewriter import bloom
+from rewriter.prune import bloom
 
 M64 = (1 << 64) - 1
 

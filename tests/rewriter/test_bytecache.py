@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from rewriter import Candidate, DatamapIndex, compile_datamap
-from rewriter.index import CompiledForms
+from rewriter.compiled import CompiledForms
 from rewriter.bytecache import ByteLRU, text_size
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}
@@ -93,12 +93,11 @@ def test_rewrite_cache_skips_entries_over_an_eighth_of_the_budget_and_cheap_answ
     assert [sql for sql, _ in idx._cache] == [small]
 
 
-def test_compiled_definition_cache_is_bounded_in_bytes(monkeypatch):
-    forms = CompiledForms(200_000)
+def test_compiled_definition_cache_is_bounded_by_count(monkeypatch):
+    forms = CompiledForms(spare=50)
     monkeypatch.setattr(DatamapIndex, "compiled_forms", forms)
-    cache = forms.entries
     for i in range(200):   # each definition compiles to a distinct entry
         compile_datamap(f"agg{i}", f"SELECT country, sum(qty) + {i} AS q FROM sales GROUP BY country",
                         SCHEMAS, "db1")
-    assert 0 < len(cache) < 200 and cache.bytes <= 200_000
-    assert ("agg199" in {k[0] for k in cache})    # the newest survive
+    assert len(forms.entries) == 50
+    assert "agg199" in {k[0] for k in forms.entries}    # the newest survive

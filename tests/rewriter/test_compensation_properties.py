@@ -19,7 +19,7 @@ Then, as production does:
     SELECT over its files only (the other base tables whole), cast to the stored types,
     one partition per segment, plus a hidden segment `9` (a copy of the first, which a
     correct rewrite never reads);
-  * the freshness guard (proxy/datamaps/freshness.py) lists the table's directory
+  * the freshness guard (proxy/datamaps/freshness/guard.py) lists the table's directory
     against the covered files and gives its verdict: FRESH (nothing new), NEW (the delta
     is its relation, `(SELECT * FROM t WHERE _metadata.file_path IN (...))`) or CHANGED
     (plan_delta would rebuild: the rewriter must refuse that delta too);
@@ -49,7 +49,7 @@ from hypothesis import strategies as st
 
 import rewriter as core
 from pipeline import plan_delta
-from proxy.datamaps.freshness import CHANGED, FRESH, NEW, Covered, FreshnessGuard
+from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, Covered, FreshnessGuard
 from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinitionError
 from tests.rewriter.conftest import SEED, generate_rows
 from tests.rewriter.spark_tier import HIDDEN_SEGMENT, compare

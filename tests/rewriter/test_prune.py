@@ -1,4 +1,4 @@
-"""rewriter/prune.py on fixtures: tests/fixtures/prune/prune.yaml (files each reference
+"""rewriter/prune/files.py on fixtures: tests/fixtures/prune/prune.yaml (files each reference
 skips) and prune__nomatch.yaml (nothing skipped). The Spark tier
 (tests/rewriter/test_prune_spark.py) checks that pruned SQL returns Spark's rows."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from rewriter.filestats import ColumnStats, FileStats
 from rewriter.normalize import parse
-from rewriter.prune import IndexedTable, IndexSpec, prune_files, prune_sql
+from rewriter.prune.files import IndexedTable, IndexSpec, prune_files, prune_sql
+from rewriter.prune.filestats import ColumnStats, FileStats
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "prune"
 COLUMNS = {"id": "bigint", "id2": "int", "s": "string", "v": "double", "d": "date",

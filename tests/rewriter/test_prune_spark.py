@@ -16,8 +16,8 @@ import random
 
 import pytest
 
-from proxy.indexes.pruning import Pruner, TableShape
-from rewriter.filestats import ColumnStats, FileStats
+from proxy.datamaps.indexes.pruning import Pruner, TableShape
+from rewriter.prune.filestats import ColumnStats, FileStats
 from tests.proxy.indexes.test_pruning import FakeStore, Info
 from tests.rewriter.test_prune import ExactSet
 
@@ -189,7 +189,7 @@ def _nodes(plan):
 
 
 def test_the_shape_of_an_external_view_and_of_a_parquet_table(spark, tables):
-    from proxy.indexes.pruning import read_kind
+    from proxy.datamaps.indexes.pruning import read_kind
     assert read_kind(spark, "prune_db.ev") == ("prune_db.ev_src", True)
     assert read_kind(spark, "prune_db.pq") == (None, True)
     spark.sql("CREATE OR REPLACE VIEW prune_db.v AS SELECT * FROM prune_db.pq")

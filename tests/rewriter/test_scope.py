@@ -1,10 +1,10 @@
-"""rewriter/scope.py: every reference to a table becomes its file-restricted subquery,
+"""rewriter/prune/scope.py: every reference to a table becomes its file-restricted subquery,
 keeping the alias or the name; CTEs of the same name are left alone."""
 from __future__ import annotations
 
 import sqlglot
 
-from rewriter.scope import restrict
+from rewriter.prune.scope import restrict
 
 SCOPE = {"db.t": ("db.t__src", ["a", "b"], ["file:/x/seg_1/f2.csv", "file:/x/seg_0/f1.csv"])}
 

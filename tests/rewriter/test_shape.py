@@ -1,9 +1,9 @@
-"""rewriter/shape.py: the query log's notion of "the same query"."""
+"""rewriter/advise/shape.py: the query log's notion of "the same query"."""
 from __future__ import annotations
 
 import pytest
 
-from rewriter.shape import fold_tokens, shape_of
+from rewriter.advise.shape import fold_tokens, shape_of
 
 SAME = [
     ("literals and IN-list lengths",

@@ -15,7 +15,7 @@ import sys
 import time
 
 from proxy.ha import leader
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.locks import KeyedLocks
 
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Iterator
@@ -85,4 +86,31 @@ def scale_problems(columns, rows) -> list[str]:
                 not isinstance(r[i], Decimal) or r[i].as_tuple().exponent != -scale)]
             if bad:
                 out.append(f"column {name} {typ}: {bad[0]!r} is not a Decimal of scale {scale}")
+    return out
+
+
+@dataclass
+class Outcomes:
+    """One query run by Spark and its served plan run by the local engine: each side's
+    answer or its error (an error is an outcome the differential tests compare too)."""
+    spark_schema: list = field(default_factory=list)   # [(name, Spark type)]
+    spark_rows: list = field(default_factory=list)
+    spark_error: str | None = None
+    rows: list = field(default_factory=list)
+    engine_error: str | None = None
+
+
+def both_outcomes(spark, engine, sql: str, plan) -> Outcomes:
+    from proxy.serving.engine import EngineFailure
+    out = Outcomes()
+    try:
+        sdf = spark.sql(sql)
+        out.spark_schema = [(f.name, f.dataType.simpleString()) for f in sdf.schema.fields]
+        out.spark_rows = [tuple(r) for r in sdf.collect()]
+    except Exception as e:  # noqa: BLE001 - Spark's own error is an outcome here
+        out.spark_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    try:
+        out.rows = engine.run_blocking(plan)
+    except EngineFailure as e:
+        out.engine_error = str(e)
     return out

@@ -126,7 +126,7 @@ def statement_kind(statement: str) -> str | None:
     ("CreateDatamap", "AddSegment", ...), "SET <key>" for a session setting, or None for
     a statement Spark answers. Raises the parser's error for a malformed one."""
     from proxy.routing.classify import Kind, classify
-    from proxy.datamaps import ddl
+    from proxy.datamaps.ddl import parser as ddl
     from proxy.external import grammar
     parsed = ddl.parse(statement)
     if parsed is not None:
@@ -147,7 +147,7 @@ def check_parses(statement: str) -> None:
     """Raise when a ```sql statement is not SQL: the proxy's parsers for its own
     statements (an EXPLAIN's query by sqlglot too), sqlglot's Spark dialect for the rest."""
     import sqlglot
-    from proxy.datamaps import ddl
+    from proxy.datamaps.ddl import parser as ddl
     kind = statement_kind(statement)
     if kind == "Explain":
         statement = ddl.parse(statement).query

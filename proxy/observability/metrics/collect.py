@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
-from proxy.datamaps.listing import local_bytes
-from proxy.datamaps.records import SEG_SUCCESS, DatamapStatus
+from proxy.datamaps.catalog.records import SEG_SUCCESS, DatamapStatus
+from proxy.datamaps.freshness.listing import local_bytes
 
 log = logging.getLogger("proxy.metrics")
 P = "datamap_proxy_"

@@ -10,7 +10,7 @@ metrics and the advisor read (docs/querylog.md).
 On the event loop, `statement()` only appends the event to a bounded queue; when the
 writer falls behind, the oldest waiting events are dropped, counted and logged, and the
 client never waits. One named thread ("querylog-writer") takes the events in batches:
-it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/shape.py), completes the why-not
+it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py), completes the why-not
 of a miss with the datamaps over its tables that were not offered (DISABLED, not in
 sync), classifies it (querylog_reasons.py), estimates the time a datamap answer saved,
 redacts and cuts the statement text ([querylog] statement_bytes), and inserts the batch
@@ -42,7 +42,7 @@ from proxy.logsafe import redact
 from proxy.observability.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
 from proxy.observability.querylog.reasons import reason_class
 from proxy.observability.querylog.store import QueryStore, encode
-from rewriter.shape import fold_tokens, shape_hash, shape_of
+from rewriter.advise import fold_tokens, shape_hash, shape_of
 
 log = logging.getLogger("proxy.querylog")
 

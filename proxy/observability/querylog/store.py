@@ -12,8 +12,8 @@ import json
 import threading
 from typing import Any, Iterator
 
-from proxy.datamaps.catalog_backend import open_backend
-from proxy.datamaps.catalog_schema import migrate
+from proxy.datamaps.catalog.backend import open_backend
+from proxy.datamaps.catalog.schema import migrate
 
 COLUMNS = ("at", "user_name", "client", "session_id", "shape_hash", "shape", "statement",
            "current_db", "tables", "decision", "datamaps", "why_not", "reason_class",

@@ -6,7 +6,7 @@ from proxy.console import chart, pages, pages_log
 from proxy.console.actions import ActionRecord, statement
 from proxy.console.views import Detail, Summary, usage_buckets
 from proxy.advisor.core import Suggestion
-from proxy.datamaps.records import DatamapRecord, DatamapSegment, Event
+from proxy.datamaps.catalog.records import DatamapRecord, DatamapSegment, Event
 from proxy.observability.querylog.log import QueryLog
 from tests.proxy.console.fakes import logged
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.service import DatamapService
 from rewriter import compile_datamap
 from rewriter.api import DatamapDefinition

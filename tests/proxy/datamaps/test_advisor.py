@@ -15,7 +15,7 @@ from proxy.cli.advise import _format_suggestions, _split_statements
 from proxy.advisor.core import Advisor
 from proxy.advisor.results import answers
 from proxy.config import AdvisorSettings
-from proxy.datamaps import ddl
+from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.errors import ClientError
 from proxy.observability.observe import StatementEvent

@@ -11,15 +11,15 @@ from types import SimpleNamespace
 import pytest
 
 from proxy.engine import spark as engine_mod, timezone
-from proxy import startup
 from proxy.routing import statements
 from proxy.app import App
+from proxy.datamaps import startup
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
                           UpstreamSettings)
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
+from proxy.datamaps.indexes.pruning import watch_temp_views
 from proxy.datamaps.service import DatamapService
 from proxy.external.handler import ExternalHandler
-from proxy.indexes.pruning import watch_temp_views
 from proxy.engine.pipeline_session import LazySpark, SparkNotReady
 from proxy.routing.router import Local, PassThrough, Rewrite, StatementContext
 
@@ -190,7 +190,7 @@ class _FakeSession:
 
 
 def _catalog_with_a_datamap(state_dir):
-    from proxy.datamaps.catalog import Catalog
+    from proxy.datamaps.catalog.store import Catalog
     from rewriter import compile_datamap
     schemas = {"db1": {"sales": {"country": "string", "qty": "int"}}}
     sql = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"

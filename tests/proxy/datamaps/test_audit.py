@@ -11,12 +11,12 @@ import pytest
 
 from proxy import config
 from proxy.routing.classify import Kind, classify
-from proxy.datamaps import audit as audit_mod
-from proxy.datamaps import audit_ring
-from proxy.datamaps import ddl
-from proxy.datamaps.audit import Auditor
-from proxy.datamaps.audit_compare import NotAuditable, audited_form, compare, digest
+from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
+from proxy.datamaps.verify import auditor as audit_mod
+from proxy.datamaps.verify import ring as audit_ring
+from proxy.datamaps.verify.auditor import Auditor
+from proxy.datamaps.verify.compare import NotAuditable, audited_form, compare, digest
 from proxy.routing.router import Local, Rewrite, StatementContext
 from rewriter.api import RewriteResult
 from tests.proxy.datamaps.support import add_datamap, decision_service

@@ -7,9 +7,10 @@ import threading
 
 import pytest
 
-from proxy.datamaps import catalog as cat
-from proxy.datamaps.catalog import Catalog, CatalogError
-from proxy.datamaps.show import SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps, show_segments
+from proxy.datamaps.catalog import store as cat
+from proxy.datamaps.catalog.store import Catalog, CatalogError
+from proxy.datamaps.ddl.show import (SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps,
+                                     show_segments)
 from rewriter.api import DatamapDefinition, StoredColumn
 
 DEFN = DatamapDefinition(
@@ -272,7 +273,7 @@ def test_migration_1_to_2_backfills_segment_kinds_from_the_history(tmp_path):
 
 
 def test_failed_migration_rolls_back(tmp_path, monkeypatch):
-    from proxy.datamaps import catalog_schema as schema
+    from proxy.datamaps.catalog import schema
     monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS + ["CREATE TABLE broken (;"])
     monkeypatch.setattr(schema, "SCHEMA_VERSION", len(schema.MIGRATIONS))
     with pytest.raises(sqlite3.Error):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy.datamaps import ddl
-from proxy.datamaps.ddl import DdlError, Name, parse
+from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.parser import DdlError, Name, parse
 
 CASES = yaml.safe_load((Path(__file__).parents[2] / "fixtures/datamaps/ddl.yaml").read_text())
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Covered, FreshnessGuard
-from proxy.datamaps.listing import Listing, hidden, local_path
+from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, UNVERIFIED, Covered, FreshnessGuard
+from proxy.datamaps.freshness.listing import Listing, hidden, local_path
 
 
 def touch(path, text="x"):
@@ -210,7 +210,7 @@ def test_a_symbolic_link_loop_is_listed_once(tmp_path):
 
 
 def test_refresh_goes_before_what_spark_runs_and_the_session_remembers_it():
-    from proxy.datamaps.fresh_answer import refresh_statements, with_refresh
+    from proxy.datamaps.freshness.answer import refresh_statements, with_refresh
     from proxy.routing.router import PassThrough, Rewrite, Serve
     refresh = refresh_statements(["db.t", "db.t"])
     assert refresh == ("REFRESH TABLE `db`.`t`",)
@@ -309,7 +309,7 @@ def test_a_hold_on_a_table_not_listed_when_it_began_holds_nothing_back(tmp_path)
 
 
 def test_a_hold_never_ended_is_ignored_after_an_hour(tmp_path, monkeypatch):
-    import proxy.datamaps.freshness as freshness
+    import proxy.datamaps.freshness.guard as freshness
     a = touch(tmp_path / "t" / "a.parquet")
     g, _ = guard_for(tmp_path)
     arrived = time.monotonic()

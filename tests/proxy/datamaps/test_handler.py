@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, explain_header
 from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
@@ -225,8 +225,8 @@ async def test_inserts_behind_a_cte_or_from_clause_are_loads_too(service, monkey
 
 
 async def test_drop_table_decisions(service, monkeypatch):
-    from proxy.datamaps import maintenance
     from proxy.datamaps.handler import DatamapLoadHandler
+    from proxy.datamaps.upkeep import maintenance
     from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
     assert h(_ctx(), "DROP TABLE sales") is None
@@ -267,7 +267,7 @@ async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monke
 
 
 def test_minor_compaction_threshold_property():
-    from proxy.datamaps.compaction import minor_threshold
+    from proxy.datamaps.upkeep.compaction import minor_threshold
     assert minor_threshold({}) == 4
     assert minor_threshold({"minor_compaction_threshold": "2"}) == 2
     for bad in ("1", "x", "-3", ""):
@@ -356,8 +356,8 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
     which datamap is refreshed, disabled or left alone, and a failing refresh disables
     only its own datamap."""
     import json as _json
-    from proxy.datamaps.maintenance import BaseSync
-    from proxy.datamaps.sync import sync_datamaps
+    from proxy.datamaps.freshness.sync import sync_datamaps
+    from proxy.datamaps.upkeep.maintenance import BaseSync
     _add_built_datamap(service, "agg")
     _add_built_datamap(service, "lazy_one", "SELECT country, max(qty) FROM db1.sales "
                        "GROUP BY country", lazy=True)
@@ -394,7 +394,7 @@ def test_sync_reports_each_datamap_and_survives_failures(service, monkeypatch):
 
 
 def test_auto_compaction_setting_and_segment_kinds(service):
-    from proxy.datamaps.compaction import auto_compaction
+    from proxy.datamaps.upkeep.compaction import auto_compaction
     assert auto_compaction({}, False) is False and auto_compaction({}, True) is True
     assert auto_compaction({"auto_compaction": "TRUE"}, False) is True
     assert auto_compaction({"auto_compaction": "false"}, True) is False

@@ -1,4 +1,4 @@
-"""Large statements are rewritten in a process of their own (proxy/datamaps/isolated.py):
+"""Large statements are rewritten in a process of their own (proxy/datamaps/rewrite/isolated.py):
 the compiled parser never lets another thread in, so a 1 MB parse in a worker thread froze
 the event loop for most of a second. No Spark: a real catalog, schemas given as data."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 import time
 
 from proxy.datamaps.handler import DatamapSelectHandler
-from proxy.datamaps.isolated import IsolatedRewriter
+from proxy.datamaps.rewrite.isolated import IsolatedRewriter
 from proxy.routing.router import Rewrite
 from tests.proxy.datamaps.support import add_datamap
 from tests.proxy.datamaps.test_handler import AGG, SCHEMAS, _ctx, service  # noqa: F401 - fixture

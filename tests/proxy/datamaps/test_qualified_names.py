@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from proxy.datamaps.ddl import Name
+from proxy.datamaps.ddl.parser import Name
 from proxy.datamaps.handler import (DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler,
                                     display_name, explain_header)
 from proxy.errors import ClientError
@@ -73,7 +73,7 @@ async def test_both_datamaps_are_offered_and_each_database_hits_its_own(service)
 
 
 async def test_ddl_resolves_names_against_the_current_database(service, monkeypatch):
-    from proxy.datamaps import maintenance
+    from proxy.datamaps.upkeep import maintenance
     _datamap(service, "db1")
     _datamap(service, "db2", rows=7)
     ddl = DatamapDdlHandler(service)

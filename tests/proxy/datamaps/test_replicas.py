@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from proxy.ha import leader
-from proxy.datamaps.catalog import Catalog, CatalogError
+from proxy.datamaps.catalog.store import Catalog, CatalogError
 from proxy.datamaps.locks import KeyedLocks
 from tests.proxy.datamaps.support import add_datamap, no_spark, schemas_of
 from tests.support.lease_worker import wait_until

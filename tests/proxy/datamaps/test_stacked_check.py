@@ -2,8 +2,8 @@
 (pure logic: a guard that returns set verdicts, a provider of Covered)."""
 from __future__ import annotations
 
-from proxy.datamaps.freshness import CHANGED, FRESH, NEW, UNVERIFIED, Covered, Verdict
-from proxy.datamaps.fresh_answer import stacked_check
+from proxy.datamaps.freshness.answer import stacked_check
+from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, UNVERIFIED, Covered, Verdict
 
 HOUR = Covered({"d.ev": frozenset({"/ev/1"})}, 0.0, None)
 DAY = Covered({"d.hour_table": frozenset({"/hour/1"})}, 0.0, None)

@@ -1,4 +1,4 @@
-"""The dependency graph of datamaps on datamaps (proxy/datamaps/stacking.py): order,
+"""The dependency graph of datamaps on datamaps (proxy/datamaps/upkeep/stacking.py): order,
 cycles, DROP refusal, and freshness through the levels on a real SQLite catalog."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.stacking import (
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.upkeep.stacking import (
     CycleError, check_create, check_drop, dependents, depends_on, refresh_order, stale_below,
     table_levels,
 )
@@ -123,7 +123,7 @@ def test_stacked_is_fresh_only_while_everything_below_is(catalog):
     assert "DISABLED: refresh failed: boom" in stale_below(catalog, day)
 
 
-# -- a coarse datamap's full build from a finer one (proxy/datamaps/finer.py) -----------------
+# -- a coarse datamap's full build from a finer one (proxy/datamaps/upkeep/finer.py) ----------
 
 EV = {"db1": {"ev": {"ts": "timestamp", "k": "string", "v": "int"}}}
 

@@ -58,7 +58,7 @@ def test_partition_ddl_on_a_datamap_table_is_refused(service):
 def test_overwrite_with_the_same_file_names_forces_a_rebuild(service, monkeypatch):
     """A listing diff cannot see LOAD DATA ... OVERWRITE of a file of the same name: the
     statement's word for it marks every known segment deleted."""
-    from proxy.datamaps import maintenance
+    from proxy.datamaps.upkeep import maintenance
     files = ["file:/w/sales/a.csv"]
     monkeypatch.setattr(maintenance, "list_files", lambda spark, table: tuple(files))
     monkeypatch.setattr(service, "spark_provider", lambda: None)

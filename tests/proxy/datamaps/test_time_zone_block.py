@@ -60,9 +60,9 @@ async def test_remote_pipeline_session_is_aligned_before_any_job(tmp_path, monke
     from types import SimpleNamespace
 
     from proxy.engine import spark as engine_mod, timezone
-    from proxy import startup
     from proxy.app import App
     from proxy.config import ServerSettings, Settings, StateSettings, UpstreamSettings
+    from proxy.datamaps import startup
     from proxy.datamaps.handler import DatamapSelectHandler as Select
 
     class Conf(dict):
@@ -98,7 +98,7 @@ def test_zone_change_invalidates_only_time_dependent_datamaps(service):
     embedded engine's zone is checked the same way at start."""
     from types import SimpleNamespace
 
-    from proxy.pipeline_zone import adopt_engine_zone
+    from proxy.datamaps.zones.pipeline import adopt_engine_zone
     from proxy.engine.timezone import TIME_ZONE_KEY
     c = service.catalog
     session = SimpleNamespace(conf={TIME_ZONE_KEY: "UTC"})

@@ -1,7 +1,7 @@
 """ExternalStore's catalog rows on both catalog backends (SQLite, PostgreSQL). No Spark."""
 from __future__ import annotations
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.external.store import (
     COMPACTED, DELETED, LIVE, ExternalSegment, ExternalStore, ExternalTable, MappedFile,
 )

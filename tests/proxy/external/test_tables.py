@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
+from proxy.datamaps.catalog.store import Catalog
 from proxy.errors import ClientError
 from proxy.external import grammar, links
 from proxy.external.handler import ExternalHandler

@@ -1,8 +1,8 @@
 """Index datamap DDL without Spark: what parses, what fails with which SQLSTATE."""
 import pytest
 
-from proxy.datamaps.ddl import DdlError, Name, parse
-from proxy.indexes.ddl import CreateIndexDatamap, bloom_settings
+from proxy.datamaps.ddl.index_providers import CreateIndexDatamap, bloom_settings
+from proxy.datamaps.ddl.parser import DdlError, Name, parse
 
 
 def test_minmax_defaults_to_every_column():

@@ -1,4 +1,4 @@
-"""The query side of index datamaps in the proxy (proxy/indexes/pruning.py and its hook in
+"""The query side of index datamaps in the proxy (proxy/datamaps/indexes/pruning.py and its hook in
 proxy/datamaps/handler.py), without Spark: a real catalog, schemas given as data, real
 files on disk for the stat() check.
 
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
-from proxy.indexes.pruning import Pruner, TableShape
+from proxy.datamaps.indexes.pruning import Pruner, TableShape
 from proxy.routing.router import LocalResult, Rewrite, StatementContext
 from proxy.routing.session_keys import BLOCKED_KEY
-from rewriter.filestats import ColumnStats, FileStats
+from rewriter.prune.filestats import ColumnStats, FileStats
 from tests.proxy.datamaps.support import forwarded, decision_service
 
 SCHEMAS = {"db1": {"events": {"id": "bigint", "kind": "string"}}}
@@ -160,7 +160,7 @@ async def test_explain_prints_the_pruning_and_the_sql_sent(service, files):
 
 
 def test_service_shapes_load_in_the_background_then_answer(service, monkeypatch):
-    from proxy.indexes import pruning
+    from proxy.datamaps.indexes import pruning
     monkeypatch.setattr(pruning, "read_kind", lambda spark, t: ("db1.events__csv", True))
     shapes = pruning.ServiceShapes(service.schema_cache, spark=lambda: "the pipeline session")
     try:
@@ -180,7 +180,7 @@ def test_service_shapes_load_in_the_background_then_answer(service, monkeypatch)
 
 
 def test_a_store_listing_its_tables_spares_the_parse_of_other_statements(files, monkeypatch):
-    from proxy.indexes import pruning
+    from proxy.datamaps.indexes import pruning
 
     class Listing(FakeStore):
         def indexed_tables(self):
@@ -209,7 +209,7 @@ async def test_set_datamap_prune_enabled_through_the_router(service, files):
 
 
 def test_a_statement_too_large_to_parse_on_the_decision_path_is_sent_unpruned(files, monkeypatch):
-    from proxy.indexes import pruning
+    from proxy.datamaps.indexes import pruning
     p = pruner(files)
     monkeypatch.setattr(pruning, "parse", lambda sql: pytest.fail("parsed"))
     padded = NEEDLE + " OR kind IN (" + ", ".join(["'x'"] * 20000) + ")"
@@ -242,7 +242,7 @@ class _Store:
 
 
 def test_an_mv_datamaps_storage_table_is_asked_as_its_indexed_table():
-    from proxy.indexes.pruning import StoreForQueries
+    from proxy.datamaps.indexes.pruning import StoreForQueries
     store = _Store({"db.mv_table", "db.plain_table"})
     storages = {"db.mv_table_segments"}         # plain_table_segments: a user's own table
     warmed = []
@@ -268,7 +268,7 @@ def test_an_mv_datamaps_storage_table_is_asked_as_its_indexed_table():
 def test_a_temporary_view_shadowing_the_table_is_not_pruned(service, files, create):
     """Spark reads the session's temporary view `events` for an unqualified `events`; the
     pruned SQL would read db1.events instead. A qualified name still reads the table."""
-    from proxy.indexes.pruning import watch_temp_views
+    from proxy.datamaps.indexes.pruning import watch_temp_views
     from proxy.routing.router import Router
     router = Router([watch_temp_views, DatamapSelectHandler(service, pruner=pruner(files))])
     d = router.decide(ctx(), create)
@@ -286,7 +286,7 @@ def test_entries_not_loaded_yet_are_loaded_off_the_decision_path():
     """A store whose entries of a table are not current: nothing is pruned now, and a
     worker thread loads them; the next statement finds them."""
     import threading
-    from proxy.indexes.pruning import StoreForQueries
+    from proxy.datamaps.indexes.pruning import StoreForQueries
     loaded = threading.Event()
 
     class Slow(_Store):

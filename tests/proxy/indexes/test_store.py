@@ -6,11 +6,11 @@ import decimal
 
 import pytest
 
-from proxy.datamaps.catalog import Catalog
-from proxy.datamaps.records import CatalogError
-from proxy.indexes.commands import IndexService
-from proxy.indexes.store import Entry, IndexStore
-from rewriter import bloom
+from proxy.datamaps.catalog.records import CatalogError
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.indexes.commands import IndexService
+from proxy.datamaps.indexes.entries import Entry, IndexStore
+from rewriter.prune import bloom
 
 TYPES = [("id", "bigint"), ("d", "date"), ("m", "decimal(10,2)"), ("s", "string")]
 
@@ -113,7 +113,7 @@ def test_show_rows(store):
 
 
 def test_bounds_python_cannot_hold_are_unknown():
-    from proxy.indexes.store import decode
+    from proxy.datamaps.indexes.entries import decode
     assert decode("+12024-01-02", "date") is None
     assert decode("2021-03-04 05:06:07.1", "timestamp").microsecond == 100000
     assert decode("1.5", "decimal(3,1)") == decimal.Decimal("1.5")

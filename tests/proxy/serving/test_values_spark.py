@@ -23,11 +23,10 @@ from decimal import Decimal
 import pytest
 import sqlglot
 
-from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
-from tests.rewriter.spark_tier import _fmt_rows, _schema
+from tests.rewriter.spark_tier import _fmt_rows
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    engine, scale_problems, segmented_table,
+    both_outcomes, engine, scale_problems, segmented_table,
 )
 
 pytestmark = pytest.mark.spark
@@ -251,18 +250,9 @@ def test_served_like_spark(title, template, expect, served_table, engine):
         assert expect == REFUSED, f"not servable: {e}"
         return
     assert expect != REFUSED, f"served, but the case says refused: {plan.sql}"
-    try:
-        sdf = spark.sql(sql)
-        sschema = _schema(sdf)
-        srows = [tuple(r) for r in sdf.collect()]
-        spark_error = None
-    except Exception as e:  # noqa: BLE001 - Spark's own error is an outcome here
-        spark_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-    try:
-        rows = engine.run_blocking(plan)
-        engine_error = None
-    except EngineFailure as e:
-        engine_error = str(e)
+    o = both_outcomes(spark, engine, sql, plan)
+    sschema, srows, spark_error = o.spark_schema, o.spark_rows, o.spark_error
+    rows, engine_error = o.rows, o.engine_error
     if expect in (ERROR, FALLBACK):
         if expect == ERROR:
             assert spark_error is not None, f"the case expects Spark to raise; it answered {srows}"

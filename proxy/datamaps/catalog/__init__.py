@@ -1,0 +1,1 @@
+"""The datamap catalog: definitions, segments, events, leases (SQLite or PostgreSQL)."""

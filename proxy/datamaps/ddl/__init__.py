@@ -1,0 +1,1 @@
+"""The datamap DDL: shared words, parser, legacy providers, runners, SHOW rows."""

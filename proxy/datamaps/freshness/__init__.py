@@ -1,0 +1,1 @@
+"""Datamap answers checked against the base files on disk, and syncs."""

@@ -1,0 +1,1 @@
+"""The proxy's side of query rewrite: candidates, isolated rewrites, Spark SQL."""

@@ -1,0 +1,1 @@
+"""Keeping datamaps current: refresh, compaction, the live view, stacked builds."""

@@ -1,0 +1,1 @@
+"""Online audits of datamap answers: sampled and AUDIT DATAMAP runs against Spark."""

@@ -1,0 +1,1 @@
+"""The session time zone datamaps are computed under: policy and alignment."""
