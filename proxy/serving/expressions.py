@@ -147,6 +147,20 @@ class Expressions:
                 f"WHEN {right} = 0 THEN error('division by zero') "
                 f"ELSE {left} / {right} END)"), "double"
 
+    def _mod(self, e: exp.Mod, scope):
+        """`a % b` of integers: the wider integral type, the sign of the dividend (Java's
+        remainder, and DuckDB's); a zero divisor raises (Spark fails or returns NULL by its
+        ANSI setting), and Spark answers."""
+        l_sql, lt = self.expr(e.this, scope)
+        r_sql, rt = self.expr(e.expression, scope)
+        if not (lt in INTEGRAL and rt in INTEGRAL):
+            raise NotServable(f"% of {lt} and {rt}")
+        t = max(lt, rt, key=INT_ORDER.index)
+        left, right = f"CAST({l_sql} AS {DUCK[t]})", f"CAST({r_sql} AS {DUCK[t]})"
+        return (f"(CASE WHEN {left} IS NULL OR {right} IS NULL THEN CAST(NULL AS {DUCK[t]}) "
+                f"WHEN {right} = 0 THEN error('remainder by zero') "
+                f"ELSE CAST({left} % {right} AS {DUCK[t]}) END)"), t
+
     def _compare(self, e: exp.Binary, scope):
         op = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
               exp.LTE: "<="}[type(e)]
@@ -306,7 +320,7 @@ _T = Expressions
 DISPATCH: dict[type, Callable] = {
     exp.Column: _T._column, exp.Paren: _T._paren, exp.Literal: _T._literal,
     exp.Boolean: _T._boolean, exp.Neg: _T._neg,
-    exp.Add: _T._arith, exp.Sub: _T._arith, exp.Mul: _T._arith, exp.Div: _T._div,
+    exp.Add: _T._arith, exp.Sub: _T._arith, exp.Mul: _T._arith, exp.Div: _T._div, exp.Mod: _T._mod,
     exp.EQ: _T._compare, exp.NEQ: _T._compare, exp.GT: _T._compare, exp.GTE: _T._compare,
     exp.LT: _T._compare, exp.LTE: _T._compare,
     exp.And: _T._logic, exp.Or: _T._logic, exp.Not: _T._not, exp.Is: _T._is, exp.In: _T._in,

@@ -195,6 +195,16 @@ CASES = [
     ("count(DISTINCT) of several columns with a double (-0.0, NaN)", "SELECT m.flag AS f, "
      "count(DISTINCT m.flag, m.dbl) AS a, count(DISTINCT m.dbl, m.ti) AS b FROM {m} "
      "GROUP BY m.flag", ROWS_),
+    ("% of integers: the dividend's sign, the wider type, MIN_VALUE % -1",
+     "SELECT m.k AS k, m.i % 3 AS a, m.p % -7 AS b, m.b % -1 AS c, m.ti % 5 AS d, "
+     "m.i % -1 AS e, -(m.p - 1) % 3 AS f, m.b % m.i AS g FROM {m} WHERE m.i <> 0", ROWS_),
+    ("* and alias.* over a derived table (Power BI's OTBL): its columns as named, in order",
+     "SELECT * FROM (SELECT m.flag AS Flag, count(*) AS `N`, sum(m.d10) AS a0 FROM {m} "
+     "GROUP BY m.flag) AS o WHERE NOT a0 IS NULL", ROWS_),
+    ("alias.* beside another output", "SELECT o.*, o.k + 1 AS more FROM (SELECT m.k AS k, "
+     "m.i AS n FROM {m}) AS o", ROWS_),
+    ("% by zero", "SELECT m.i % m.ti AS a FROM {m}", ERROR),
+    ("% of a decimal", "SELECT m.d10 % 3 AS a FROM {m}", REFUSED),
     ("sum(DISTINCT) of a double", "SELECT sum(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
     ("avg(DISTINCT)", "SELECT avg(DISTINCT m.i) AS a FROM {m}", REFUSED),
 ]
