@@ -285,11 +285,11 @@ class Expressions:
         raise NotServable(f"sum of {t}")
 
     def _case(self, e: exp.Case, scope):
-        if e.this is not None:
-            raise NotServable("CASE <expr> WHEN")
         whens, types = [], []
         for w in e.args.get("ifs") or []:
-            cond = self.condition(w.this, scope)
+            # CASE x WHEN v: Spark's parser makes it CASE WHEN x = v (a NULL x matches none)
+            cond = self.condition(w.this if e.this is None else
+                                  exp.EQ(this=e.this.copy(), expression=w.this.copy()), scope)
             val, t = self._value(w.args["true"], scope)
             whens.append((cond, val, t))
             types.append(t)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.serving.sqltypes import (
-    DEC, INT_ORDER, NotServable, common, duck_type, fits_one_decimal, int_literal, lit,
+    DEC, DUCK, INT_ORDER, NotServable, common, duck_type, fits_one_decimal, int_literal, lit,
 )
 from rewriter.sparktypes import INTEGRAL
 
@@ -300,7 +300,20 @@ def round_(self, e, scope):
 
 
 # functions sqlglot keeps as plain calls (exp.Anonymous), by lower-case name
-ANONYMOUS = {"bround": round_}
+def pmod(self, e: exp.Anonymous, scope):
+    """pmod(a, n) of integers as Spark's Pmod computes it: r = a % n, and (r + n) % n when
+    r is negative; the wider integral type; a zero divisor raises and Spark answers."""
+    if len(e.expressions) != 2:
+        raise NotServable("pmod with other than two arguments")
+    a, n = e.expressions
+    mod = self.expr(exp.Mod(this=a.copy(), expression=n.copy()), scope)
+    n_sql, _ = self.expr(n, scope)
+    sql, t = mod
+    return (f"list_transform([{{'r': {sql}, 'n': CAST({n_sql} AS {DUCK[t]})}}], lambda v: "
+            f"CASE WHEN v.r < 0 THEN CAST((v.r + v.n) % v.n AS {DUCK[t]}) ELSE v.r END)[1]"), t
+
+
+ANONYMOUS = {"bround": round_, "pmod": pmod}
 
 
 

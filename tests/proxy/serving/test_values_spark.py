@@ -203,6 +203,14 @@ CASES = [
      "GROUP BY m.flag) AS o WHERE NOT a0 IS NULL", ROWS_),
     ("alias.* beside another output", "SELECT o.*, o.k + 1 AS more FROM (SELECT m.k AS k, "
      "m.i AS n FROM {m}) AS o", ROWS_),
+    ("pmod of integers: positive for a positive divisor, Spark's formula for a negative one",
+     "SELECT m.k AS k, pmod(m.i, 3) AS a, pmod(m.p, -7) AS b, pmod(m.ti, 5) AS c, "
+     "pmod(m.b, m.i) AS d FROM {m} WHERE m.i <> 0 AND " + NO_EXTREMES, ROWS_),
+    ("pmod by zero", "SELECT pmod(m.i, m.ti) AS a FROM {m}", ERROR),
+    ("CASE x WHEN: equality with Spark's coercion, a NULL x matches no branch",
+     "SELECT m.k AS k, CASE m.s WHEN 'abc' THEN 1 WHEN '' THEN 2 ELSE 0 END AS a, "
+     "CASE m.ti WHEN 0 THEN 'zero' WHEN 127 THEN 'max' END AS b, "
+     "CASE m.d10 WHEN 1.25 THEN m.i END AS c FROM {m}", ROWS_),
     ("% by zero", "SELECT m.i % m.ti AS a FROM {m}", ERROR),
     ("% of a decimal", "SELECT m.d10 % 3 AS a FROM {m}", REFUSED),
     ("sum(DISTINCT) of a double", "SELECT sum(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
