@@ -18,7 +18,7 @@ from proxy.routing.classify import Kind, classify
 # the query log's classes, one classifier
 from proxy.observability.querylog.reasons import reason_class
 from proxy.observability.observe import (
-    BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent,
+    BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, SessionDetail, StatementEvent,
 )
 
 PREFIX = "datamap_proxy_"
@@ -115,7 +115,8 @@ class Metrics(Observer):
         elif event == "close":
             gauge.dec()
 
-    def session(self, event: str, user: str, client: str = "") -> None:
+    def session(self, event: str, user: str, client: str = "",
+                detail: SessionDetail | None = None) -> None:
         if event == "refused":
             self._refused.inc()
             return

@@ -3,7 +3,7 @@ and rows, kept in the catalog's database (table query_log). What the console, th
 metrics and the advisor read (docs/querylog.md).
 
     qlog = QueryLog(location, settings.querylog, unavailable=service.unavailable)
-    Service(settings, router, observers=Observers(qlog))     # proxy/app.py
+    Frontend(settings, router, observers=Observers(qlog))     # proxy/app.py
     qlog.recent(100) / qlog.entries(since) / qlog.datamap_usage(since, 3600) / ...
     qlog.close()                        # at shutdown: what was observed is written first
 
