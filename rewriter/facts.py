@@ -31,6 +31,7 @@ from sqlglot import exp
 from rewriter import derived
 from rewriter import ranges as R
 from rewriter import subtotals
+from rewriter import timeseries as ts
 from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import (DIALECT, canonical_expr, canonical_predicate, column_key,
                                 conjuncts, is_constant, key_of, nondeterministic)
@@ -276,7 +277,6 @@ def class_ranges(preds: list[Pred], rep: dict[str, str]) -> dict[str, R.Range]:
 def canonical_buckets(e: exp.Expression, types: dict[str, str]) -> exp.Expression:
     """timeseries(col, 'gran'), date_trunc('<unit>', col) and the n-minute form -> one form
     (rewriter.timeseries.bucket_expr), so a datamap bucket matches any spelling of it."""
-    from rewriter import timeseries as ts
     for node in list(e.walk()):
         if not isinstance(node, (exp.Anonymous, exp.TimestampTrunc, exp.Sub)):
             continue
