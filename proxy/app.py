@@ -12,8 +12,8 @@ raises StartFailed (exit 1).
 The parts:
   - the checks that must fail before a minute of Spark start: audit log, console settings,
     the authenticator, the Kerberos acceptor;
-  - `[metrics] port` (proxy/observability/metrics/registry.py, docs/metrics.md), first: a port in use stops the
-    start before any thread does;
+  - `[metrics] port` (proxy/observability/metrics/registry.py, docs/metrics.md), first: a
+    port in use stops the start before any thread does;
   - the embedded Spark (proxy/engine/spark.py) when there is no `[upstream]`;
   - the datamap catalog: SQLite at `<state dir>/catalog.db`, or the PostgreSQL database
     `[state] catalog` names, shared by replicas (docs/replicas.md), and its leases
@@ -33,8 +33,8 @@ The parts:
     datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
     (proxy/datamaps/handler.py);
   - the protocol Frontend with its Observers (query log, metrics, audit log) and
-    ProxyServer; the web console (proxy/console); the Reloader (SIGHUP, proxy/gateway/reload.py); the ZooKeeper
-    registration (proxy/ha/discovery.py) once ready.
+    ProxyServer; the web console (proxy/console); the Reloader (SIGHUP,
+    proxy/gateway/reload.py); the ZooKeeper registration (proxy/ha/discovery.py) once ready.
 """
 from __future__ import annotations
 

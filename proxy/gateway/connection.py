@@ -190,8 +190,8 @@ class ConnectionHandler:
             buf += chunk
 
     async def _negotiate_gssapi(self, conn, reader, writer, buf: bytearray) -> bytearray | None:
-        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/gateway/auth/kerberos.py has the exchange).
-        Each step decrypts with the keytab: run it off the event loop."""
+        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/gateway/auth/kerberos.py has
+        the exchange). Each step decrypts with the keytab: run it off the event loop."""
         neg = self.server.kerberos.sasl()
         # An Active Directory ticket carries the user's groups (Windows allows 48000-byte
         # tokens): a PLAIN-sized cap would lock those users out.

@@ -141,7 +141,8 @@ class ProxyServer:
                 pass
 
     def reconfigured(self) -> None:
-        """New settings are in place (SIGHUP, proxy/gateway/reload.py): the reaper's pace follows."""
+        """New settings are in place (SIGHUP, proxy/gateway/reload.py): the reaper's pace
+        follows."""
         self._reconfigured.set()
 
     async def _reap_loop(self) -> None:

@@ -7,8 +7,8 @@ the rest once FINISHED (proxy/hs2/statements.py runs them).
 
 The registry maps client handles to operations; an operation leaves it when it is closed,
 with its session, or when idle, and its statement's log line and event are written then
-(`log_statement`; the audit log is one of the event's observers). A statement counted by the RunGate gives its slot back
-here once it ended (`release_run_slot`).
+(`log_statement`; the audit log is one of the event's observers). A statement counted by
+the RunGate gives its slot back here once it ended (`release_run_slot`).
 """
 from __future__ import annotations
 
@@ -97,9 +97,10 @@ class OperationManager:
 
     def log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
                       statement: str, sqlstate: str | None = None) -> None:
-        """The statement's one log line and event (the audit line is its observer's). Its duration runs from
-        ExecuteStatement's arrival to the end first seen (the sync call's return, the first
-        final status relayed, the proxy's own run ending), not to CloseOperation."""
+        """The statement's one log line and event (the audit line is its observer's). Its
+        duration runs from ExecuteStatement's arrival to the end first seen (the sync call's
+        return, the first final status relayed, the proxy's own run ending), not to
+        CloseOperation."""
         op_id = hex_id(op.client_handle.operationId) if op is not None else None
         facts, duration = statement_facts.timing(op)
         if stmt_log.isEnabledFor(logging.INFO):

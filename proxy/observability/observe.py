@@ -39,17 +39,18 @@ class StatementEvent:
     at: float                       # time.time() when ExecuteStatement arrived
     session_id: str
     user: str
-    client: str                     # the client tool when known (JDBC ApplicationName, ...), else ""
+    client: str                     # the client tool if known (JDBC ApplicationName...), else ""
     statement: str                  # as the client sent it; an observer redacts what it keeps
     current_db: str
     decision: str                   # one of DECISIONS
     datamaps: tuple[str, ...] = ()  # datamaps that answered, "db.name"
     why_not: tuple[tuple[str, str], ...] = ()   # (datamap "db.name", one-line reason) not used
-    duration_s: float = 0.0         # arrival to the statement's end (FINISHED/ERROR/...), not the fetches
+    duration_s: float = 0.0         # arrival to the statement's end (FINISHED, ERROR...), not
+                                    # to the last fetch
     rows: int | None = None         # rows sent to the client, when counted
     outcome: str = "FINISHED"       # FINISHED | ERROR | CANCELED | TIMEDOUT | CLOSED
     sqlstate: str | None = None
-    note: str = ""                  # the statement log's label (e.g. "rewrite:mv:agg served=duckdb")
+    note: str = ""                  # the statement log's label ("rewrite:mv:agg served=duckdb")
     real_user: str | None = None    # the authenticated user when the session impersonates `user`
     peer: str = ""                  # the client's address (host:port)
     operation: str | None = None    # the proxy's operation id (hex), None: no operation yet

@@ -1,9 +1,10 @@
 """Prometheus metrics of one `serve` process (docs/metrics.md).
 
-`Metrics` is an Observer (proxy/observability/observe.py): the protocol layer calls it on the event loop,
-on the client's path, so each call only bumps counters (children looked up once and kept
-in dicts, no labels() lookup per event). Everything read from the catalog (per-datamap
-status, segments, staleness, job durations) is a collector evaluated when Prometheus
+`Metrics` is an Observer (proxy/observability/observe.py): the protocol layer calls it on
+the event loop, on the client's path, so each call only bumps counters (children looked up
+once and kept in dicts, no labels() lookup per event). Everything read from the catalog
+(per-datamap status, segments, staleness, job durations) is a collector evaluated when
+Prometheus
 scrapes (proxy/observability/metrics/collect.py), in the scrape's worker thread. The endpoint that
 serves the text is proxy/observability/metrics/endpoint.py.
 
