@@ -17,5 +17,7 @@ from pipeline.jobs import (  # noqa: F401
 )
 from pipeline.errors import PipelineError  # noqa: F401
 from pipeline.live import adopt_table, drop_live, show_live, shown_segments  # noqa: F401
-from pipeline.segments import drop_segments, list_segments, read_segments, table_exists  # noqa: F401
+from pipeline.segments import (  # noqa: F401
+    drop_segments, list_segments, read_segments, table_exists,
+)
 from pipeline.table import SegmentWrite, create_table, with_spark_types  # noqa: F401

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
 from pipeline.files import (
     LOOK_UP, hive_scan, normalize_path, quote_table, read_files, small_input_bytes, table_meta,
-    total_bytes, unreadable_by_file,
+    read_other_files, total_bytes, unreadable_by_file,
 )
 from pipeline.errors import PipelineError
 from pipeline.segments import drop_segments, drop_stray_dirs, list_segments, read_segments
@@ -178,7 +178,6 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
 def _register(spark: "SparkSession", table: str, side: Side, new: Sequence[str],
               old: Sequence[str] | None, seq: int, hive: bool | None = None,
               meta=LOOK_UP) -> str:
-    from pipeline.files import read_other_files
     if side == "new":
         df = read_files(spark, table, new, hive, meta)
         size = total_bytes(spark, new)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Iterable
 
+from pipeline.files import quote_table
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -34,7 +36,6 @@ def gee(distinct_in_sample: int, singletons: int, sample_rows: int, table_rows: 
 
 class TableSample:
     def __init__(self, spark: "SparkSession", table: str, alias: str, sample_rows: int):
-        from pipeline.files import quote_table
         self.table = table
         df = spark.table(quote_table(table))
         self.rows = df.count()

@@ -12,8 +12,8 @@ raises StartFailed (exit 1).
 The parts:
   - the checks that must fail before a minute of Spark start: audit log, console settings,
     the authenticator, the Kerberos acceptor;
-  - `[metrics] port` (proxy/observability/metrics/registry.py, docs/metrics.md), first: a port in use stops the
-    start before any thread does;
+  - `[metrics] port` (proxy/observability/metrics/registry.py, docs/metrics.md), first: a
+    port in use stops the start before any thread does;
   - the embedded Spark (proxy/engine/spark.py) when there is no `[upstream]`;
   - the datamap catalog: SQLite at `<state dir>/catalog.db`, or the PostgreSQL database
     `[state] catalog` names, shared by replicas (docs/replicas.md), and its leases
@@ -32,9 +32,9 @@ The parts:
     datamap.rewrite.enabled`, proxy/routing/statements.py), temporary views, external tables, then
     datamap DDL / EXPLAIN, loads into base tables, and the SELECT rewrite
     (proxy/datamaps/handler.py);
-  - the protocol Service with its Observers (query log, metrics) and ProxyServer; the web
-    console (proxy/console); the Reloader (SIGHUP, proxy/gateway/reload.py); the ZooKeeper
-    registration (proxy/ha/discovery.py) once ready.
+  - the protocol Frontend with its Observers (query log, metrics, audit log) and
+    ProxyServer; the web console (proxy/console); the Reloader (SIGHUP,
+    proxy/gateway/reload.py); the ZooKeeper registration (proxy/ha/discovery.py) once ready.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ from proxy.hs2.recovery import HEALTH_FILE
 from proxy.gateway.reload import Reloader, apply_to_server
 from proxy.routing.router import Router, share_the_interpreter
 from proxy.gateway.server import ProxyServer
-from proxy.hs2.frontend import Service
+from proxy.hs2.frontend import Frontend
 from proxy.serving import ServingTier
 from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
 
@@ -131,6 +131,7 @@ class App:
         self.shapes: ServiceShapes | None = None
         self.indexed: StoreForQueries | None = None
         self.console = None
+        self.audit: AuditLog | None = None
         self.address: tuple[str, int] | None = None
 
     async def __aenter__(self) -> App:
@@ -160,7 +161,8 @@ class App:
         actions use the datamaps), server (drains), metrics endpoint, query log (writes what
         the server saw), auditor (cancels its Spark jobs before the threads are joined),
         background, router, SELECT handler, serving tier, shapes, index store, datamap
-        service, pipeline session (remote mode), leases, catalog, embedded Spark."""
+        service, pipeline session (remote mode), leases, catalog, embedded Spark, audit
+        log."""
         loop = asyncio.get_running_loop()
         # SIGHUP's default action ends the process: one sent while starting (an embedded
         # Spark takes a minute) is kept, and the reload runs once serving
@@ -192,7 +194,8 @@ class App:
         """What must fail before anything starts (exit 2)."""
         s = self.settings
         try:
-            AuditLog(s.server.audit_log).close()       # an unwritable file stops us here
+            self.audit = AuditLog(s.server.audit_log)  # an unwritable file stops us here
+            self._stack.callback(self.audit.close)     # after the server's last lines
             check_console(s)                           # before a minute of Spark start
             self.authenticator = await asyncio.to_thread(build_authenticator, s)
             if s.server.auth == "kerberos":
@@ -336,12 +339,13 @@ class App:
                                      "checking the upstream's time zone", SYNC_STOP_GRACE_S)
 
     async def _start_server(self) -> None:
-        """The protocol Service, observed by the query log and the metrics, and its
-        listener."""
+        """The protocol Frontend, observed by the query log, the metrics and the audit log,
+        and its listener."""
         s = self.settings
-        observers = Observers(*(o for o in (self.querylog, self.metrics) if o is not None))
-        self.service = service = Service(s, self.router, observers=observers,
-                                         health_path=self.state_dir / HEALTH_FILE)
+        observers = Observers(*(o for o in (self.querylog, self.metrics, self.audit)
+                                if o is not None))
+        self.service = service = Frontend(s, self.router, observers=observers,
+                                          health_path=self.state_dir / HEALTH_FILE)
         if self.metrics is not None:          # docs/metrics.md
             self.metrics.add_collector(DatamapCollector(
                 self.catalog, self.serving, querylog=self.querylog,
@@ -361,7 +365,7 @@ class App:
             return
         try:
             self.console = await start_console(s, self.server, self.datamaps, self.querylog,
-                                               self.advisor, self.serving)
+                                               self.advisor, self.serving, self.audit)
         except OSError as e:
             raise StartFailed(f"cannot listen for the web console on port {s.console.port}: "
                               f"{e.strerror or e}") from e

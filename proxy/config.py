@@ -74,7 +74,8 @@ class ServerSettings:
     http_on_binary_port: bool = True    # also answer HTTP sniffed on the binary port
     http_cookie_max_age: float = 86400.0    # the hive.server2.auth session cookie; <= 0: none
     # -- LDAP (auth = ldap; proxy/gateway/auth/ldap.py) ------------------------------------------
-    ldap_url: str | None = None         # ldap://host:389 or ldaps://host:636; several, space-separated
+    # ldap://host:389 or ldaps://host:636; several, space-separated
+    ldap_url: str | None = None
     ldap_starttls: bool = False         # upgrade an ldap:// connection with StartTLS
     ldap_ca_file: str | None = None     # CA bundle checking the directory's certificate
     ldap_user_dn_pattern: str | None = None   # "uid=%s,ou=people,dc=example,dc=com" (%s = user)
@@ -86,7 +87,7 @@ class ServerSettings:
     ldap_group_base_dn: str | None = None
     ldap_group_member_attribute: str = "member"
     ldap_timeout: float = 10.0
-    # -- Kerberos (auth = kerberos; proxy/gateway/auth/kerberos.py) ------------------------------------
+    # -- Kerberos (auth = kerberos; proxy/gateway/auth/kerberos.py) ------------------------------
     kerberos_principal: str | None = None     # hive/_HOST@REALM: SASL GSSAPI on the binary port
     kerberos_keytab: str | None = None
     kerberos_spnego_principal: str | None = None   # HTTP/_HOST@REALM: SPNEGO on HTTP

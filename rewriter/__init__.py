@@ -40,6 +40,7 @@ from rewriter.api import (  # noqa: F401
     StoredColumn,
 )
 from rewriter.index import DatamapIndex, compile_datamap, rewrite  # noqa: F401,E402
+from rewriter.timeseries import translate_sql as _translate_sql
 
 
 def build_sql(definition: DatamapDefinition, sources=None) -> str:
@@ -49,5 +50,4 @@ def build_sql(definition: DatamapDefinition, sources=None) -> str:
 
 def translate_timeseries(sql: str, schemas=None, current_db: str = "default") -> str:
     """timeseries(col, 'gran') -> Spark SQL for a statement no datamap answers."""
-    from rewriter.timeseries import translate_sql
-    return translate_sql(sql, schemas, current_db)
+    return _translate_sql(sql, schemas, current_db)

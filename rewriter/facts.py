@@ -31,6 +31,7 @@ from sqlglot import exp
 from rewriter import derived
 from rewriter import ranges as R
 from rewriter import subtotals
+from rewriter import timeseries as ts
 from rewriter.aggregates import is_aggregate_call
 from rewriter.normalize import (DIALECT, canonical_expr, canonical_predicate, column_key,
                                 conjuncts, is_constant, key_of, nondeterministic)
@@ -112,6 +113,29 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
     `primary`: aliases of a query's self-joined table to keep as the table itself (by
     default its first reference; the others are opaque relations)."""
     opaque = derived.mark(select) if as_query else set()
+    _check_block(select, opaque)
+    edges, aliases = _edges(select, schemas, as_query, opaque, primary)
+    canon = _Canoniser(schemas, aliases, {e.alias: e.relation for e in edges})
+    preds = _predicates(select, edges, canon, in_place)
+    rep = _equivalence(preds)
+    rngs = class_ranges(preds, rep)
+    group, sub = _grouping(select, canon, in_place)
+    outputs, output_aliases = _outputs(select, sub, names, canon, in_place)
+    having = select.args.get("having")
+    if sub:
+        having = exp.Having(this=sub.having) if sub.having is not None else None
+    having_expr = canon(canonical_expr(having.this, copy=not in_place)) if having else None
+    order = _order(select, sub, output_aliases, canon)
+    is_agg = bool(group) or any(has_aggregate(e) for _, e in outputs) or having is not None
+    return Facts(select=select, edges=edges, preds=preds, rep=rep, ranges=rngs, group=group,
+                 outputs=outputs, having=having_expr, order=order,
+                 distinct=bool(select.args.get("distinct")), is_aggregate=is_agg,
+                 column_types=canon.types, output_aliases=output_aliases, subtotals=sub)
+
+
+def _check_block(select: exp.Select, opaque: set[int]) -> None:
+    """Refuse a block with a clause, a nested query (other than the opaque ones), a
+    generator or a non-deterministic call the matcher cannot reason about."""
     for arg in _UNSUPPORTED_ARGS:
         if select.args.get(arg):
             raise Unsupported(f"{arg.upper()} clause is not supported")
@@ -132,88 +156,112 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
             if nd:
                 raise Unsupported(f"non-deterministic function {nd}")
 
-    edges, aliases = _edges(select, schemas, as_query, opaque, primary)
-    relations = {e.alias: e.relation for e in edges}
-    types: dict[str, str] = {}
 
-    def canon_cols(e: exp.Expression) -> exp.Expression:
+class _Canoniser:
+    """Rewrites a block's columns to `db.table.column` (an opaque relation's as
+    `#derived.<alias>.column`) and records each column's Spark type in `types`, keyed by
+    the canonical column; then canonicalises time buckets, which need those types."""
+
+    def __init__(self, schemas, aliases: dict[str, str],
+                 relations: dict[str, exp.Expression | None]):
+        self.schemas, self.aliases, self.relations = schemas, aliases, relations
+        self.types: dict[str, str] = {}
+
+    def __call__(self, e: exp.Expression) -> exp.Expression:
         for col in list(derived.outer_columns(e)):
-            if isinstance(col.this, exp.Star):
-                raise Unsupported("unexpanded *")
-            tbl = aliases.get(col.table)
-            if tbl is None:
-                raise Unsupported(f"column {col.sql(DIALECT)} does not belong to the block")
-            db, t = tbl.split(".", 1)
-            if db == derived.DERIVED_DB:
-                rel = relations[col.table]
-                ctype = schemas[rel.db][rel.name].get(col.name) if isinstance(rel, exp.Table) else None
-            else:
-                ctype = schemas[db][t].get(col.name)
-            new = exp.Column(this=exp.to_identifier(col.name), table=exp.to_identifier(t),
-                             db=exp.to_identifier(db))
-            types[column_key(new)] = ctype
+            new = self._column(col)
             if col is e:
                 e = new
             else:
                 col.replace(new)
-        return canonical_buckets(e, types)
+        return canonical_buckets(e, self.types)
 
-    preds: list[Pred] = []
+    def _column(self, col: exp.Column) -> exp.Column:
+        if isinstance(col.this, exp.Star):
+            raise Unsupported("unexpanded *")
+        tbl = self.aliases.get(col.table)
+        if tbl is None:
+            raise Unsupported(f"column {col.sql(DIALECT)} does not belong to the block")
+        db, t = tbl.split(".", 1)
+        if db == derived.DERIVED_DB:
+            rel = self.relations[col.table]
+            table = isinstance(rel, exp.Table)
+            ctype = self.schemas[rel.db][rel.name].get(col.name) if table else None
+        else:
+            ctype = self.schemas[db][t].get(col.name)
+        new = exp.Column(this=exp.to_identifier(col.name), table=exp.to_identifier(t),
+                         db=exp.to_identifier(db))
+        self.types[column_key(new)] = ctype
+        return new
+
+
+def _predicates(select: exp.Select, edges: list[Edge], canon: _Canoniser,
+                in_place: bool) -> list[Pred]:
+    """The classified conjuncts of WHERE and of inner joins' ON; a left join's ON
+    conjuncts stay on its edge (canonical, with their key)."""
     raw_preds = conjuncts(select.args.get("where").this) if select.args.get("where") else []
     for edge_expr, edge in zip(_join_ons(select), edges):
         if edge.kind == "inner":
             raw_preds.extend(conjuncts(edge_expr))
         elif edge.kind == "left":
-            on = [canon_cols(c) for cond in conjuncts(edge_expr) for c in canonical_predicate(cond)]
+            on = [canon(c) for cond in conjuncts(edge_expr) for c in canonical_predicate(cond)]
             edge.on = on
             edge.on_key = "&".join(sorted(key_of(c) for c in on))
+    preds: list[Pred] = []
     for raw in raw_preds:
         for c in canonical_predicate(raw, copy=not in_place):
-            preds.append(_classify(canon_cols(c), types))
+            preds.append(_classify(canon(c), canon.types))
+    return preds
 
-    rep = _equivalence(preds)
-    rngs = class_ranges(preds, rep)
 
+def _grouping(select: exp.Select, canon: _Canoniser, in_place: bool
+              ) -> tuple[list[exp.Expression], "subtotals.Subtotals | None"]:
+    """The canonical grouping expressions, and the subtotals' structure when GROUP BY has
+    ROLLUP / CUBE / GROUPING SETS (then the distinct leaves are the grouping)."""
     group_node = select.args.get("group")
-    sub = None
-    if subtotals.has_subtotals(group_node):
-        try:
-            sub = subtotals.prepare(select)
-        except subtotals.SubtotalError as e:
-            raise Unsupported(str(e)) from None
-        group = [canon_cols(g) for g in sub.leaves]
-        try:
-            subtotals.check_leaves(group, sub.texts)
-        except subtotals.SubtotalError as e:
-            raise Unsupported(str(e)) from None
-    else:
-        group = [canon_cols(canonical_expr(g, copy=not in_place)) for g in (group_node.expressions if group_node else [])]
+    if not subtotals.has_subtotals(group_node):
+        exprs = group_node.expressions if group_node else []
+        return [canon(canonical_expr(g, copy=not in_place)) for g in exprs], None
+    try:
+        sub = subtotals.prepare(select)
+    except subtotals.SubtotalError as e:
+        raise Unsupported(str(e)) from None
+    group = [canon(g) for g in sub.leaves]
+    try:
+        subtotals.check_leaves(group, sub.texts)
+    except subtotals.SubtotalError as e:
+        raise Unsupported(str(e)) from None
+    return group, sub
+
+
+def _outputs(select: exp.Select, sub, names: list[str | None] | None, canon: _Canoniser,
+             in_place: bool) -> tuple[list[tuple[str | None, exp.Expression]], list[str]]:
+    """(Spark's output name, canonical expression) per output, and the block's own aliases."""
     outputs = []
     output_aliases = []
     for i, item in enumerate(sub.items if sub else select.expressions):
         inner = item.this if isinstance(item, exp.Alias) else item
         output_aliases.append(item.alias_or_name)
         name = names[i] if names is not None and i < len(names) else item.alias_or_name
-        outputs.append((name, canon_cols(canonical_expr(inner, copy=not in_place))))
-    having = select.args.get("having")
-    if sub:
-        having = exp.Having(this=sub.having) if sub.having is not None else None
-    having_expr = canon_cols(canonical_expr(having.this, copy=not in_place)) if having else None
+        outputs.append((name, canon(canonical_expr(inner, copy=not in_place))))
+    return outputs, output_aliases
+
+
+def _order(select: exp.Select, sub, output_aliases: list[str],
+           canon: _Canoniser) -> list[OrderItem]:
+    """One OrderItem per ORDER BY item: a reference to an output alias, or an expression."""
     order: list[OrderItem] = []
-    if select.args.get("order"):
-        for o in sub.order if sub else select.args["order"].expressions:
-            ref = o.this
-            if isinstance(ref, exp.Column) and not ref.table and ref.name in output_aliases:
-                order.append(("alias", (o, output_aliases.index(ref.name))))
-            else:
-                item = o.copy()
-                item.set("this", canon_cols(canonical_expr(o.this)))
-                order.append(("expr", item))
-    is_agg = bool(group) or any(has_aggregate(e) for _, e in outputs) or having is not None
-    return Facts(select=select, edges=edges, preds=preds, rep=rep, ranges=rngs, group=group,
-                 outputs=outputs, having=having_expr, order=order,
-                 distinct=bool(select.args.get("distinct")), is_aggregate=is_agg,
-                 column_types=types, output_aliases=output_aliases, subtotals=sub)
+    if not select.args.get("order"):
+        return order
+    for o in sub.order if sub else select.args["order"].expressions:
+        ref = o.this
+        if isinstance(ref, exp.Column) and not ref.table and ref.name in output_aliases:
+            order.append(("alias", (o, output_aliases.index(ref.name))))
+        else:
+            item = o.copy()
+            item.set("this", canon(canonical_expr(o.this)))
+            order.append(("expr", item))
+    return order
 
 
 def class_ranges(preds: list[Pred], rep: dict[str, str]) -> dict[str, R.Range]:
@@ -229,7 +277,6 @@ def class_ranges(preds: list[Pred], rep: dict[str, str]) -> dict[str, R.Range]:
 def canonical_buckets(e: exp.Expression, types: dict[str, str]) -> exp.Expression:
     """timeseries(col, 'gran'), date_trunc('<unit>', col) and the n-minute form -> one form
     (rewriter.timeseries.bucket_expr), so a datamap bucket matches any spelling of it."""
-    from rewriter import timeseries as ts
     for node in list(e.walk()):
         if not isinstance(node, (exp.Anonymous, exp.TimestampTrunc, exp.Sub)):
             continue

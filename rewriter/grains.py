@@ -3,8 +3,9 @@
 BI tools never send ``timeseries()``; each writes its time grain its own way:
 ``date_trunc('month', col)`` (Superset's Spark SQL grains, and its Hive spec with the
 ``TIME_GRAIN_ADDON_EXPRESSIONS`` of docs/clients.md), ``date_trunc('month', CAST(col AS
-TIMESTAMP))``, ``CAST(DATE_TRUNC('MONTH', CAST(col AS TIMESTAMP)) AS DATE)`` (Tableau), ``trunc(col, 'MM')``, ``to_date(col)``,
-``year(col), month(col)``, ``date_format(col, 'yyyy-MM')`` (Looker),
+TIMESTAMP))``, ``CAST(DATE_TRUNC('MONTH', CAST(col AS TIMESTAMP)) AS DATE)`` (Tableau),
+``trunc(col, 'MM')``, ``to_date(col)``, ``year(col), month(col)``,
+``date_format(col, 'yyyy-MM')`` (Looker),
 ``from_unixtime(unix_timestamp(col), 'yyyy-MM-01 00:00:00')`` (Superset's Hive grains),
 ``EXTRACT(year FROM col)`` (MetricFlow), week starts written as a weekday offset
 (``date_sub(col, dayofweek(col) - 2)``, ``date_add(col, -((dayofweek(col) + 5) % 7))``).

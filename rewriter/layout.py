@@ -40,8 +40,10 @@ class Compiled:
     """A definition prepared for matching (built once per catalog version)."""
     definition: DatamapDefinition
     facts: Facts
-    group: list[tuple[exp.Expression, str]] = field(default_factory=list)     # canonical expr, column
-    aggs: list[tuple[str, exp.Expression | None, str]] = field(default_factory=list)  # kind, arg, column
+    # (canonical expression, column)
+    group: list[tuple[exp.Expression, str]] = field(default_factory=list)
+    # (kind, argument, column)
+    aggs: list[tuple[str, exp.Expression | None, str]] = field(default_factory=list)
     plain: list[tuple[exp.Expression, str]] = field(default_factory=list)     # SPJ columns
     types: dict[str, str] = field(default_factory=dict)                       # column -> type
     granularity: str | None = None

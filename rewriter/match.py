@@ -23,6 +23,7 @@ from typing import Callable
 
 from sqlglot import exp
 
+from rewriter import timeseries as ts
 from rewriter.api import SEGMENT_COLUMN, Candidate
 from rewriter.compensation import delta_refusal
 from rewriter.facts import Facts, OrderItem
@@ -215,7 +216,6 @@ def _maps(comp: Compiled, rep: dict) -> tuple[dict, dict]:
 
 
 def _buckets(comp: Compiled, rep, column_types) -> list:
-    from rewriter import timeseries as ts
     out = []
     for e, c in comp.group:
         if isinstance(e, (exp.TimestampTrunc, exp.Paren, exp.Sub)):

@@ -1,9 +1,10 @@
 """The one normaliser used for queries and datamap definitions alike.
 
-Pipeline: parse (dialect spark, datetime patterns kept as written: `DIALECT`) -> remember Spark's output column names -> sqlglot
-`qualify` against the schemas (tables become db.table AS alias, every column is qualified,
-stars and alias references are expanded, identifiers are lower-cased) -> per predicate, a
-canonical form (`canonical_predicate`) and per expression a canonical key (`key_of`).
+Pipeline: parse (dialect spark, datetime patterns kept as written: `DIALECT`) -> remember
+Spark's output column names -> sqlglot `qualify` against the schemas (tables become db.table
+AS alias, every column is qualified, stars and alias references are expanded, identifiers
+are lower-cased) -> per predicate, a canonical form (`canonical_predicate`) and per
+expression a canonical key (`key_of`).
 
 Canonical forms, so that the same meaning gives the same key:
   * commutative operators (AND, OR, +, *, =, <>, <=>) have their operands sorted;

@@ -41,6 +41,8 @@ from typing import Mapping
 import sqlglot
 from sqlglot import exp
 
+from rewriter.normalize import spark_output_name
+
 # Ordered FINE -> COARSE (by bucket length; note that length order is not the rollup order,
 # see is_rollup).
 GRANULARITIES: tuple[str, ...] = (
@@ -344,7 +346,6 @@ def _keep_output_names(tree: exp.Expression) -> None:
     give it if timeseries were a function (`timeseries(ts, hour)`), so a column's name does
     not depend on whether a datamap answered the query (the rewriter names it the same way).
     """
-    from rewriter.normalize import spark_output_name   # lazy: normalize is the heavier module
     for select in tree.find_all(exp.Select):
         for item in select.expressions:
             if isinstance(item, exp.Alias) or not any(

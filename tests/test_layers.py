@@ -124,12 +124,11 @@ MAY_IMPORT = {
     "proxy/advisor": ("proxy.datamaps", "proxy.routing", "proxy.observability.querylog",
                       "pipeline"),
     # the HiveServer2 service: routing (router, classify, statements, the session keys),
-    # the upstream client and its slots, the observers. The audit log is written by hs2
-    # itself until it becomes an observer.
-    "proxy/hs2": ("proxy.routing", "proxy.upstream", "proxy.observability.observe",
-                  "proxy.observability.audit_log"),
+    # the upstream client and its slots, the observers (the query log, the metrics and the
+    # audit log are observers proxy/app.py registers)
+    "proxy/hs2": ("proxy.routing", "proxy.upstream", "proxy.observability.observe"),
     # the listeners: the service they hand messages to, the HTTP wire, the Router (which
-    # only passes through ProxyServer to the Service it builds when given none).
+    # only passes through ProxyServer to the Frontend it builds when given none).
     "proxy/gateway": ("proxy.hs2", "proxy.http", "proxy.routing"),
 }
 
@@ -162,6 +161,22 @@ def _package_violations(package: str) -> list[str]:
 @pytest.mark.parametrize("package", sorted(MAY_IMPORT))
 def test_proxy_packages_import_only_what_is_below_them(package):
     assert _package_violations(package) == []
+
+
+# The protocol layer, the routing, the listeners and the datamaps hand what they saw to
+# observers; which ones record it (query log, metrics, audit log) is proxy/app.py's choice.
+OBSERVED = ("proxy/hs2", "proxy/routing", "proxy/gateway", "proxy/datamaps")
+OBSERVER_INTERFACE = "proxy.observability.observe"
+
+
+@pytest.mark.parametrize("package", OBSERVED)
+def test_observability_is_reached_only_through_the_observer_interface(package):
+    assert [f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for path in sorted((ROOT / package).rglob("*.py"))
+            for line, name in _proxy_imports(path)
+            if (name == "proxy.observability" or name.startswith("proxy.observability."))
+            and not (name == OBSERVER_INTERFACE or name.startswith(OBSERVER_INTERFACE + "."))
+            ] == []
 
 
 def test_the_package_check_sees_lazy_and_parent_imports(tmp_path, monkeypatch):

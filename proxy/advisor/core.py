@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Callable
 
+from pipeline.stats import TableSample
 from proxy.config import AdvisorSettings
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import referenced_tables
@@ -93,7 +94,6 @@ class SparkSizes:
         return value
 
     def _sample(self, table: str, alias: str):
-        from pipeline.stats import TableSample
         s = self._samples.get(table)
         if s is None:
             s = self._samples[table] = TableSample(self._spark(), table, alias, self.sample_rows)

@@ -16,17 +16,21 @@ from __future__ import annotations
 from proxy.console.login import Login
 from proxy.console.routes import ConsoleApp
 from proxy.console.server import ConsoleRefused, ConsoleServer, check
+from proxy.observability.audit_log import AuditLog
 
 __all__ = ["ConsoleRefused", "ConsoleServer", "check", "start_console"]
 
 
 async def start_console(settings, server, datamaps, querylog=None, advisor=None,
-                        serving=None) -> ConsoleServer:
-    """The console of `server` (proxy.gateway.server.ProxyServer: its sign-in and audit log) over
+                        serving=None, audit: AuditLog | None = None) -> ConsoleServer:
+    """The console of `server` (proxy.gateway.server.ProxyServer: its sign-in) over
     `datamaps` (the DatamapService), started; ConsoleRefused or OSError if it cannot be.
-    `serving`: the ServingTier, whose engine's state the datamap list shows."""
-    app = ConsoleApp(Login(server), datamaps, server.service.audit, querylog, advisor,
-                     serving)
+    `serving`: the ServingTier, whose engine's state the datamap list shows. `audit`: the
+    audit log the actions are written to (serve's, which SIGHUP reopens), else one of
+    its own on [server] audit_log."""
+    if audit is None:
+        audit = AuditLog(settings.server.audit_log)
+    app = ConsoleApp(Login(server), datamaps, audit, querylog, advisor, serving)
     console = ConsoleServer(settings, app, server._ssl_context())
     await console.start()
     return console

@@ -47,8 +47,9 @@ def redirect(location: str, **headers: str) -> Reply:
 
 class ConsoleApp:
     """`service`: the DatamapService (its catalog too); `audit`: the proxy's AuditLog;
-    `querylog`, `advisor`: part of proxy/observability/querylog/log.py and proxy/advisor/core.py, or None;
-    `serving`: the ServingTier (its engine_status() and settings), or None."""
+    `querylog`, `advisor`: part of proxy/observability/querylog/log.py and
+    proxy/advisor/core.py, or None; `serving`: the ServingTier (its engine_status() and
+    settings), or None."""
 
     def __init__(self, login: Login, service, audit, querylog=None, advisor=None,
                  serving=None):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from pipeline import table_layout
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import DatamapCommands, referenced_tables
@@ -38,6 +39,7 @@ from proxy.datamaps.upkeep.finer import finer_source
 from proxy.datamaps.upkeep.live_view import LiveViews
 from proxy.datamaps.upkeep.maintenance import BaseSync, Maintenance, RefreshOutcome
 from proxy.datamaps.zones.policy import TimeZonePolicy, ZoneReader
+from proxy.engine.timezone import same_zone
 from proxy.errors import ClientError
 from proxy.routing.router import LocalResult
 from rewriter.api import Candidate
@@ -87,7 +89,6 @@ class DatamapService:
                                     on_indexed=on_indexed)
 
     def _table_layout(self, table: str) -> dict:
-        from pipeline import table_layout
         return table_layout(self._spark(), table)
 
     def request_sync(self, table: str) -> None:
@@ -234,7 +235,6 @@ class DatamapService:
     # -- time zone (zones/policy.py) -----------------------------------------------------
     def adopt_time_zone(self, zone: str, align: Callable[[str], object] | None = None,
                         rebuild: bool = True, lock: bool = True) -> list[str]:
-        from proxy.engine.timezone import same_zone
         before = self.catalog.setting("time_zone")
         gone = self.zones.adopt(zone, align, rebuild, lock)
         if before is not None and not same_zone(before, zone):

@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from proxy.upstream.client import run_blocking, show_settings
+
 log = logging.getLogger("proxy.timezone")
 
 TIME_ZONE_KEY = "spark.sql.session.timeZone"
@@ -59,7 +61,6 @@ def upstream_time_zone(upstream: Any, timeout: float | None = None) -> str | Non
     session of its own; None (logged) when it cannot be read. Blocking: its callers are
     worker threads (the pipeline session's opener, the periodic check), so the async client
     runs on a loop of its own rather than on the serving loop."""
-    from proxy.upstream.client import run_blocking, show_settings
     limit = float(timeout if timeout is not None else
                   min(getattr(upstream, "connect_timeout", 30.0) or 30.0, 60.0))
     try:

@@ -18,10 +18,13 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+import sqlglot
+
 from pipeline.files import quote_table
 from proxy.routing.classify import Kind, classify
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import EMPTY
+from proxy.datamaps.handler import explain_header
 from proxy.datamaps.indexes.pruning import temp_views
 from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar
@@ -29,7 +32,8 @@ from proxy.external.show import DESC_COLUMNS, describe_rows, show_segments
 from proxy.external.tables import ExternalTables, client_error
 from proxy.routing.router import Decision, Local, LocalResult, Reject, Rewrite, StatementContext
 from proxy.routing.sqlscan import Cursor, StatementError
-from rewriter.prune import Unsupported
+from rewriter.api import RewriteResult
+from rewriter.prune import Unsupported, restrict
 
 log = logging.getLogger("proxy.external")
 
@@ -253,8 +257,6 @@ class ExternalHandler:
     def _restricted(self, ctx: StatementContext, statement: str):
         """(SQL reading only the selected segments, their scopes), or None when the
         statement reads no table with a selection."""
-        import sqlglot
-        from rewriter.prune import restrict
         scopes = self.tables.scopes(selections(ctx.conf, ctx.current_db))
         if not scopes:
             return None
@@ -284,8 +286,6 @@ class ExternalHandler:
 
     def _explain(self, ctx: StatementContext, stmt: ddl.Explain) -> Decision | None:
         """EXPLAIN under a segment selection: what is really sent (no datamap answers)."""
-        from proxy.datamaps.handler import explain_header
-        from rewriter.api import RewriteResult
         try:
             found = self._restricted(ctx, stmt.query)
         except Unsupported as e:

@@ -4,7 +4,7 @@ bytes are, the login, then its Thrift messages.
 Sniff the first byte (1 = SASL START, 0x80/0x00 = raw Thrift = NOSASL, an HTTP method =
 proxy/gateway/http_transport.py, also what the http_port serves), negotiate SASL PLAIN (GSSAPI under
 auth=kerberos; proxy/gateway/auth/kerberos.py) or not, then cut the byte stream into Thrift
-messages and hand each to Service.handle, strictly one at a time. A connection that closes
+messages and hand each to Frontend.handle, strictly one at a time. A connection that closes
 without a byte is a health probe (logged at debug). Malformed or oversized input closes
 that connection with a log line, never the server.
 
@@ -24,7 +24,7 @@ from typing import Protocol
 from proxy.config import Settings
 from proxy.gateway.auth.kerberos import MAX_TOKEN_BYTES, Acceptor
 from proxy.hs2.connection import ClientConnection
-from proxy.hs2.frontend import Service
+from proxy.hs2.frontend import Frontend
 from proxy.gateway.http_transport import HttpTransport
 from proxy.http.wire import looks_like_http
 from proxy.logsafe import safe
@@ -43,7 +43,7 @@ class ConnectionOwner(Protocol):
     module): the settings, the service, the http transport, the Kerberos acceptor (or None),
     and the login check and login pool."""
     settings: Settings
-    service: Service
+    service: Frontend
     http: HttpTransport
     kerberos: Acceptor | None
 
@@ -190,8 +190,8 @@ class ConnectionHandler:
             buf += chunk
 
     async def _negotiate_gssapi(self, conn, reader, writer, buf: bytearray) -> bytearray | None:
-        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/gateway/auth/kerberos.py has the exchange).
-        Each step decrypts with the keytab: run it off the event loop."""
+        """auth = kerberos: SASL GSSAPI up to COMPLETE (proxy/gateway/auth/kerberos.py has
+        the exchange). Each step decrypts with the keytab: run it off the event loop."""
         neg = self.server.kerberos.sasl()
         # An Active Directory ticket carries the user's groups (Windows allows 48000-byte
         # tokens): a PLAIN-sized cap would lock those users out.

@@ -1,6 +1,6 @@
 """HiveServer2's http transport (`transportMode=http`): one strict TBinaryProtocol call in
 the body of each POST to `/<http_path>`, its reply in the 200 response, answered by the
-same Service.handle as the binary port.
+same Frontend.handle as the binary port.
 
 A connection carries any number of requests (keep-alive). Each request is authenticated
 on its own: a valid `hive.server2.auth` cookie, else `Authorization: Basic` checked by the
@@ -26,7 +26,7 @@ from proxy.http import wire as hw
 from proxy.http.listener import read_head
 from proxy.logsafe import safe
 from proxy.hs2.connection import ClientConnection
-from proxy.hs2.frontend import Service
+from proxy.hs2.frontend import Frontend
 from proxy.thrift import codec
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class TransportOwner(Protocol):
     """What the transport uses of its ProxyServer (proxy/gateway/server.py, which imports this
     module): the settings, the service, the binary port's login check and login pool."""
     settings: Settings
-    service: Service
+    service: Frontend
 
     async def _authenticate(self, conn, address: str, user: str,
                             password: str) -> str | None: ...

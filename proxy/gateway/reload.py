@@ -116,7 +116,7 @@ class Reloader:
 
 
 def apply_to_server(server: Any) -> Callback:
-    """The callback for a proxy.gateway.server.ProxyServer and its Service: every reloadable
+    """The callback for a proxy.gateway.server.ProxyServer and its Frontend: every reloadable
     setting of the gateway's own objects. Other parts' policy objects with an `update(...)`
     register their own callback, or are found here by name (`impersonation`)."""
     def apply(settings: cfg.Settings) -> None:
@@ -124,7 +124,7 @@ def apply_to_server(server: Any) -> Callback:
         service = server.service
         server.settings = settings
         service.settings = settings          # idle timeouts, query_timeout are read per use
-        # (the Service hands them on to its managers)
+        # (the Frontend hands them on to its managers)
         server.limits.total_limit = s.max_connections
         server.limits.per_address_limit = s.max_connections_per_address
         for window, limit in ((server.throttle.users, s.max_login_failures),
@@ -142,6 +142,6 @@ def apply_to_server(server: Any) -> Callback:
             policy = getattr(owner, "impersonation", None)
             if policy is not None and hasattr(policy, "update"):
                 policy.update(s.impersonation)
-        service.audit.reopen()              # logrotate moved it: write to the new file
+        service.observers.reopen()          # logrotate moved the audit log: write to the new file
         server.reconfigured()
     return apply

@@ -1,7 +1,7 @@
 """Asyncio accept loop: one owned task per client connection.
 
 Per connection (proxy/gateway/connection.py): sniff the first bytes (SASL, NOSASL or HTTP),
-log in, then hand each Thrift message to Service.handle, strictly one at a time. Client
+log in, then hand each Thrift message to Frontend.handle, strictly one at a time. Client
 disconnect closes its sessions upstream. The password check is here, shared by both
 transports: one login pool, one throttle.
 
@@ -28,7 +28,7 @@ from proxy.gateway.auth.base import AllowAll, Authenticator, AuthUnavailable
 from proxy.gateway.auth.kerberos import Acceptor
 from proxy.gateway.connection import ConnectionHandler
 from proxy.hs2.connection import ClientConnection
-from proxy.hs2.frontend import Service
+from proxy.hs2.frontend import Frontend
 from proxy.gateway.http_transport import HttpTransport
 from proxy.http.wire import response as http_response
 from proxy.logsafe import Sampler, safe
@@ -47,11 +47,11 @@ def _held(n: int) -> str:
 
 
 class ProxyServer:
-    def __init__(self, settings: Settings, router: Router, service: Service | None = None,
+    def __init__(self, settings: Settings, router: Router, service: Frontend | None = None,
                  authenticator: Authenticator | None = None, kerberos: Acceptor | None = None):
         self.settings = settings
         self.router = router
-        self.service = service or Service(settings, router)
+        self.service = service or Frontend(settings, router)
         self.authenticator = authenticator or AllowAll()
         # auth = kerberos: the keytab's service credentials (SASL GSSAPI here, SPNEGO on HTTP)
         if kerberos is None and settings.server.auth == "kerberos":
@@ -141,7 +141,8 @@ class ProxyServer:
                 pass
 
     def reconfigured(self) -> None:
-        """New settings are in place (SIGHUP, proxy/gateway/reload.py): the reaper's pace follows."""
+        """New settings are in place (SIGHUP, proxy/gateway/reload.py): the reaper's pace
+        follows."""
         self._reconfigured.set()
 
     async def _reap_loop(self) -> None:

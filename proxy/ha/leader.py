@@ -14,8 +14,9 @@ any other replica may take it over.
     keeper.stop()                  # releases everything
 
 Periodic maintenance (sync, auto-compaction run from it, segment garbage) runs only where
-`keeper.holds(LEADER)`: the keeper is handed to its users (proxy/app.py), no global. With the SQLite catalog the same lease works across processes
-sharing the file; a lone process always wins it.
+`keeper.holds(LEADER)`: the keeper is handed to its users (proxy/app.py), no global. With
+the SQLite catalog the same lease works across processes sharing the file; a lone process
+always wins it.
 """
 from __future__ import annotations
 

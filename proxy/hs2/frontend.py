@@ -1,6 +1,6 @@
-"""One handler per TCLIService call.
+"""The TCLIService frontend: one handler per TCLIService call.
 
-`Service.handle(conn, message bytes) -> reply bytes`: decode the call, map the client's
+`Frontend.handle(conn, message bytes) -> reply bytes`: decode the call, map the client's
 handles to upstream handles, forward or answer locally, map handles back. Replies that carry
 no handle (FetchResults, GetOperationStatus, GetResultSetMetadata, Cancel/CloseOperation,
 GetInfo, ...) are relayed as upstream's bytes with the client's seqid: the row data of a
@@ -32,8 +32,6 @@ from typing import Any, Awaitable, Callable
 
 from thrift.Thrift import TApplicationException
 
-from proxy.routing import statements
-from proxy.observability.audit_log import AuditLog
 from proxy.config import Settings
 from proxy.errors import ProxyError, to_status
 from proxy.hs2.connection import ClientConnection
@@ -51,28 +49,28 @@ from proxy.upstream.client import UpstreamSession
 log = logging.getLogger("proxy.service")
 
 
-class Service:
+class Frontend:
     """Dispatch over the session manager, the operation manager and the statement runner,
     and housekeeping."""
 
     def __init__(self, settings: Settings, router: Router,
                  upstream_factory: UpstreamFactory | None = None, *,
                  observers: Observers | None = None, health_path: Path | None = None):
-        """observers: the query log and the metrics (proxy/observability/observe.py; serve's App passes
-        them); health_path: where the upstream's health is kept for doctor
-        (proxy/hs2/recovery.py HEALTH_FILE in the state directory), None: in memory only."""
+        """router: decides each statement; serve's is built with the gateway's own
+        handlers first (proxy.routing.statements.HANDLERS, proxy/app.py).
+        observers: the query log, the metrics and the audit log
+        (proxy/observability/observe.py; serve's App passes them); health_path: where the
+        upstream's health is kept for doctor (proxy/hs2/recovery.py HEALTH_FILE in the
+        state directory), None: in memory only."""
         self.router = router
-        statements.install(router)
         s = settings.server
         self.run_gate = RunGate(s.max_running_operations, s.operation_queue_size,
                                 s.operation_queue_timeout)
-        self.audit = AuditLog(settings.server.audit_log)
         self.observers = observers if observers is not None else Observers()
-        self.operation_manager = OperationManager(settings, self.run_gate, self.audit,
-                                                  self.observers)
+        self.operation_manager = OperationManager(settings, self.run_gate, self.observers)
         self.session_manager = SessionManager(
             settings, upstream_factory or (lambda: UpstreamSession(settings.upstream)),
-            self.operation_manager, self.audit, self.observers, health_path)
+            self.operation_manager, self.observers, health_path)
         self.statement_runner = StatementRunner(settings, router, self.session_manager,
                                                 self.operation_manager, self.run_gate)
         self.settings = settings

@@ -83,10 +83,10 @@ class Operation:
     completed_ms: int | None = None
     log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
     log_sent: bool = False
-    holds_run_slot: bool = False          # counted by the RunGate (proxy/hs2/limits.py) until it ends
+    holds_run_slot: bool = False          # counted by the RunGate (hs2/limits.py) until it ends
     lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
-    # the statement event (proxy/observability/observe.py): from ExecuteStatement's arrival to the end first
-    # seen (time.monotonic()), rows sent to the client, and what was decided
+    # the statement event (proxy/observability/observe.py): from ExecuteStatement's arrival
+    # to the end first seen (time.monotonic()), rows sent to the client, and what was decided
     arrived: float = field(default_factory=time.monotonic)
     ended_at: float | None = None
     rows: int | None = None

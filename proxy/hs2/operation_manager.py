@@ -6,9 +6,9 @@ answered from their LocalRowSource; HOOKED ones report the proxy's state and for
 the rest once FINISHED (proxy/hs2/statements.py runs them).
 
 The registry maps client handles to operations; an operation leaves it when it is closed,
-with its session, or when idle, and its statement's log line, audit line and event are
-written then (`log_statement`). A statement counted by the RunGate gives its slot back
-here once it ended (`release_run_slot`).
+with its session, or when idle, and its statement's log line and event are written then
+(`log_statement`; the audit log is one of the event's observers). A statement counted by
+the RunGate gives its slot back here once it ended (`release_run_slot`).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from proxy.hs2.limits import RunGate
 from proxy.hs2.operation import OpKind, OpState, Operation
 from proxy.hs2.session import Session
 from proxy.logsafe import redact, safe
+from proxy.observability.observe import Observers
 from proxy.thrift.rowsets import empty_log_rowset, log_rowset
 from proxy.thrift import codec
 from proxy.thrift.rowcount import fetched_rows, rowset_rows
@@ -36,13 +37,12 @@ OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 class OperationManager:
     """The operation registry, the operation calls and each statement's final log line."""
 
-    def __init__(self, settings, run_gate: RunGate, audit, observers):
+    def __init__(self, settings, run_gate: RunGate, observers: Observers):
         self.settings = settings
         self.operations: HandleRegistry[Operation] = HandleRegistry("OperationHandle")
         self._recently_closed: dict[bytes, None] = {}     # insertion-ordered, bounded
         self.long_poll = settings.server.long_poll_timeout
         self.run_gate = run_gate
-        self.audit = audit
         self.observers = observers
 
     # ------------------------------------------------------------------ registry
@@ -97,9 +97,10 @@ class OperationManager:
 
     def log_statement(self, session: Session, op: Operation | None, decision: str, state: str,
                       statement: str, sqlstate: str | None = None) -> None:
-        """The statement's one log line, audit line and event. Its duration runs from
-        ExecuteStatement's arrival to the end first seen (the sync call's return, the first
-        final status relayed, the proxy's own run ending), not to CloseOperation."""
+        """The statement's one log line and event (the audit line is its observer's). Its
+        duration runs from ExecuteStatement's arrival to the end first seen (the sync call's
+        return, the first final status relayed, the proxy's own run ending), not to
+        CloseOperation."""
         op_id = hex_id(op.client_handle.operationId) if op is not None else None
         facts, duration = statement_facts.timing(op)
         if stmt_log.isEnabledFor(logging.INFO):
@@ -108,9 +109,8 @@ class OperationManager:
                           decision, state, duration, safe(redact((statement or "")[:2000]), 200))
         if op is not None and op.error is not None:
             sqlstate = op.error.sqlState or sqlstate
-        self.audit.statement(session, op_id, decision, state, sqlstate, duration, statement)
         self.observers.statement(statement_facts.event(session, op, facts, duration, decision,
-                                                       state, statement, sqlstate))
+                                                       state, statement, sqlstate, op_id))
 
     def running(self) -> int:
         """Statements still running (upstream ones as last reported to their client)."""

@@ -62,7 +62,7 @@ class Session:
     peer: str = "-"
     real_user: str | None = None          # the authenticated user, when it impersonates `user`
     admitted_as: tuple[str, str] | None = None   # (user, address) counted by proxy/hs2/limits.py
-    reopen: Any = None                    # proxy.hs2.recovery.Reopen: what a new upstream session needs
+    reopen: Any = None                    # hs2.recovery.Reopen: what a new upstream session needs
 
     def __post_init__(self) -> None:
         self.conf.setdefault(REWRITE_KEY, "true")

@@ -25,6 +25,7 @@ from proxy.hs2.operation_manager import OperationManager
 from proxy.hs2.recovery import Reopen, UpstreamHealth, lose_operations, upstream_for
 from proxy.hs2.session import Session
 from proxy.logsafe import safe
+from proxy.observability.observe import Observers, SessionDetail
 from proxy.routing.session_keys import MAX_STALENESS_KEY, session_settings
 from proxy.upstream.slots import SessionSlots, TooManySessions
 from proxy.thrift import codec
@@ -56,7 +57,7 @@ class SessionManager:
     impersonation, the upstream's health) and the session calls."""
 
     def __init__(self, settings, upstream_factory: UpstreamFactory, operations: OperationManager,
-                 audit, observers, health_path: Path | None = None):
+                 observers: Observers, health_path: Path | None = None):
         self.settings = settings
         self.sessions: HandleRegistry[Session] = HandleRegistry("SessionHandle")
         self._factory = upstream_factory
@@ -70,7 +71,6 @@ class SessionManager:
                                             s.limit_connections_per_user_ipaddress)
         self.health = UpstreamHealth(f"{up.host}:{up.port}", health_path)
         self.impersonation = ImpersonationPolicy(settings.server.impersonation)   # SIGHUP: update()
-        self.audit = audit
         self.observers = observers
 
     def session(self, handle: T.TSessionHandle | None) -> Session:
@@ -90,8 +90,7 @@ class SessionManager:
             ident = self.impersonation.resolve(login, req.configuration)
         except ImpersonationRefused as e:
             log.warning("session refused user=%s peer=%s: %s", safe(login, 64), conn.peer, e)
-            self.audit.refused(login, conn.peer, e.sqlstate, str(e))
-            self.observers.session("refused", login)
+            self._refused(login, conn, e)
             raise
         user = ident.user
         session_settings(ident.configuration)   # a bad proxy setting fails before Spark is asked
@@ -107,8 +106,7 @@ class SessionManager:
         except (TooManySessions, SessionLimitReached) as e:
             log.warning("session refused user=%s peer=%s after %.1fs: %s", safe(user, 64),
                         conn.peer, time.monotonic() - t0, e)
-            self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
-            self.observers.session("refused", user)
+            self._refused(user, conn, e, ident.real_user)
             raise
         upstream = session = None
         try:
@@ -118,8 +116,7 @@ class SessionManager:
                                                       upstream)
             session.admitted_as = (user, address)
         except ProxyError as e:
-            self.audit.refused(user, conn.peer, e.sqlstate, str(e), ident.real_user)
-            self.observers.session("refused", user)
+            self._refused(user, conn, e, ident.real_user)
             raise
         finally:
             if session is None:
@@ -130,8 +127,7 @@ class SessionManager:
         log.info("session open id=%s user=%s peer=%s protocol=V%d (client V%d) %.0fms",
                  session.id, safe(user, 64), conn.peer, session.protocol + 1, client_protocol + 1,
                  (time.monotonic() - t0) * 1000)
-        self.audit.session("session_open", session, time.monotonic() - t0)
-        self.observers.session("open", user, session.client_info.get("ApplicationName", ""))
+        self._observe("open", session, time.monotonic() - t0)
         return T.TOpenSessionResp(status=resp.status, serverProtocolVersion=resp.serverProtocolVersion,
                                   sessionHandle=T.TSessionHandle(sessionId=session.handle),
                                   configuration=resp.configuration)
@@ -162,6 +158,20 @@ class SessionManager:
         session.reopen = Reopen(password)
         upstream.conn.on_break = lambda reason: self._upstream_lost(session, reason)
         return session, resp
+
+    def _refused(self, user: str, conn: ClientConnection, e: Exception,
+                 real_user: str | None = None) -> None:
+        self.observers.session("refused", user, "", SessionDetail(
+            peer=conn.peer, real_user=real_user, reason=str(e), sqlstate=e.sqlstate))
+
+    def _observe(self, event: str, session: Session, duration_s: float,
+                 reason: str | None = None) -> None:
+        detail = SessionDetail(peer=session.peer, session_id=session.id,
+                               real_user=session.real_user,
+                               configuration=session.configuration if event == "open" else None,
+                               duration_s=duration_s, reason=reason)
+        self.observers.session(event, session.user,
+                               session.client_info.get("ApplicationName", ""), detail)
 
     @staticmethod
     def _log_open_failed(user: str, conn: ClientConnection, upstream: UpstreamSession,
@@ -211,8 +221,7 @@ class SessionManager:
                 self.session_limits.release(*session.admitted_as)
         log.info("session close id=%s user=%s reason=%s duration=%.1fs", session.id,
                  safe(session.user, 64), reason, time.monotonic() - session.created)
-        self.audit.session("session_close", session, time.monotonic() - session.created, reason)
-        self.observers.session("close", session.user, session.client_info.get("ApplicationName", ""))
+        self._observe("close", session, time.monotonic() - session.created, reason)
 
     async def connection_closed(self, conn: ClientConnection) -> None:
         for session in list(conn.sessions):

@@ -69,13 +69,15 @@ def timing(op) -> tuple[Facts, float]:
 
 
 def event(session, op, facts: Facts, duration: float, label: str, state: str,
-          statement: str, sqlstate: str | None) -> StatementEvent:
+          statement: str, sqlstate: str | None, operation: str | None = None) -> StatementEvent:
+    """`operation`: the proxy's operation id (hex), None when the statement has none."""
     return StatementEvent(
         at=facts.at, session_id=session.id, user=session.user, client=client_tool(session),
         statement=statement or "", current_db=session.current_db, decision=facts.decision,
         datamaps=facts.datamaps, why_not=facts.why_not, duration_s=duration,
         rows=op.rows if op is not None else None,
-        outcome=state if state in _OUTCOMES else "CLOSED", sqlstate=sqlstate, note=label)
+        outcome=state if state in _OUTCOMES else "CLOSED", sqlstate=sqlstate, note=label,
+        real_user=session.real_user, peer=session.peer, operation=operation)
 
 
 def client_tool(session) -> str:

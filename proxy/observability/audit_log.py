@@ -1,5 +1,9 @@
 """The audit trail: one JSON line per session open, session close and statement.
 
+`AuditLog` is an Observer (proxy/observability/observe.py) of the protocol layer's session
+and statement events; proxy/app.py registers it. The web console writes its actions with
+`write` (proxy/console/actions.py).
+
 Fields (absent when they do not apply):
   time         UTC, ISO 8601 with milliseconds
   event        session_open | session_refused | session_close | statement
@@ -18,8 +22,9 @@ Fields (absent when they do not apply):
 
 `[server] audit_log` = a file: appended, one line per event, flushed per line (a crash
 loses nothing already written); created 0600, since statements name the data people
-looked at; opened again on SIGHUP (log rotation). Unset: the lines go to the `proxy.audit` logger at INFO, so they follow the
-server log's handlers (and can be routed apart by logging configuration).
+looked at; opened again on SIGHUP (log rotation). Unset: the lines go to the `proxy.audit`
+logger at INFO, so they follow the server log's handlers (and can be routed apart by
+logging configuration).
 """
 from __future__ import annotations
 
@@ -30,11 +35,13 @@ import threading
 from datetime import datetime, timezone
 
 from proxy.logsafe import redact, redact_conf
+from proxy.observability.observe import Observer, SessionDetail, StatementEvent
 
 log = logging.getLogger("proxy.audit")
 STATEMENT_CHARS = 4000
-# The operation's last state as the proxy knows it -> outcome. A pass-through statement's
-# state is the one its client last polled, so one closed unpolled is "closed".
+# The statement event's outcome (its operation's last state as the proxy knows it) ->
+# outcome. A pass-through statement's state is the one its client last polled, so one
+# closed unpolled is "closed".
 _OUTCOMES = {"FINISHED": "ok", "ERROR": "error", "TIMEDOUT": "error", "CANCELED": "canceled",
              "REFUSED": "error"}    # refused before it ran (a full queue, gated.py)
 
@@ -56,7 +63,7 @@ class AuditLogError(OSError):
     pass
 
 
-class AuditLog:
+class AuditLog(Observer):
     def __init__(self, path: str | None = None):
         self.path = path
         self._lock = threading.Lock()
@@ -107,30 +114,29 @@ class AuditLog:
         except OSError as e:      # a full disk must not fail the client's statement
             log.error("cannot write the audit log %s: %s; line: %s", self.path, e, line)
 
-    # ---------------------------------------------------------------- the events
+    # ---------------------------------------------------------------- the events (Observer)
 
-    def session(self, event: str, session, duration_s: float | None = None,
-                reason: str | None = None) -> None:
-        conf = redact_conf(session.configuration) if event == "session_open" else None
-        self.write(event, user=session.user, real_user=session.real_user, client=session.peer,
-                   session=session.id, reason=reason, configuration=conf or None,
-                   duration_ms=None if duration_s is None else round(duration_s * 1000, 1),
+    def session(self, event: str, user: str, client: str = "",
+                detail: SessionDetail | None = None) -> None:
+        d = detail or SessionDetail()
+        if event == "refused":
+            self.write("session_refused", user=user, real_user=d.real_user, client=d.peer,
+                       outcome="error", sqlstate=d.sqlstate, reason=redact(d.reason or ""))
+            return
+        conf = redact_conf(d.configuration) if event == "open" else None
+        self.write(f"session_{event}", user=user, real_user=d.real_user, client=d.peer,
+                   session=d.session_id, reason=d.reason, configuration=conf or None,
+                   duration_ms=None if d.duration_s is None else round(d.duration_s * 1000, 1),
                    outcome="ok")
 
-    def refused(self, user: str, client: str, sqlstate: str, reason: str,
-                real_user: str | None = None) -> None:
-        self.write("session_refused", user=user, real_user=real_user, client=client,
-                   outcome="error", sqlstate=sqlstate, reason=redact(reason))
-
-    def statement(self, session, operation: str | None, label: str, state: str,
-                  sqlstate: str | None, duration_s: float, sql: str) -> None:
-        decision, datamaps = decision_of(label)
-        outcome = _OUTCOMES.get(state, "closed")
-        text = sql or ""
+    def statement(self, ev: StatementEvent) -> None:
+        decision, datamaps = decision_of(ev.note)
+        outcome = _OUTCOMES.get(ev.outcome, "closed")
+        text = ev.statement
         cut = len(text) - STATEMENT_CHARS
-        self.write("statement", user=session.user, real_user=session.real_user,
-                   client=session.peer, session=session.id, operation=operation,
+        self.write("statement", user=ev.user, real_user=ev.real_user, client=ev.peer,
+                   session=ev.session_id, operation=ev.operation,
                    decision=decision, datamaps=datamaps,
-                   duration_ms=round(duration_s * 1000, 1), outcome=outcome,
-                   sqlstate=(sqlstate or "HY000") if outcome == "error" else None,
+                   duration_ms=round(ev.duration_s * 1000, 1), outcome=outcome,
+                   sqlstate=(ev.sqlstate or "HY000") if outcome == "error" else None,
                    statement=redact(text[:STATEMENT_CHARS]) + (f"…(+{cut} chars)" if cut > 0 else ""))

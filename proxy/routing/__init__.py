@@ -1,1 +1,2 @@
-"""What a statement is and who answers it: classifier, Router and its decisions, the session switches."""
+"""What a statement is and who answers it: classifier, Router and its decisions, the
+session switches."""

@@ -12,7 +12,7 @@ import decimal
 import re
 from typing import Any, Sequence
 
-from proxy.errors import InternalError
+from proxy.errors import ClientError, InternalError
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 _T = T.TTypeId
@@ -210,7 +210,6 @@ class LocalRowSource:
         elif orientation == T.TFetchOrientation.FETCH_PRIOR:
             self.pos = max(0, self.pos - self._last_batch - max(max_rows, 0))
         elif orientation != T.TFetchOrientation.FETCH_NEXT:
-            from proxy.errors import ClientError
             raise ClientError(
                 f"fetch orientation {T.TFetchOrientation._VALUES_TO_NAMES.get(orientation, orientation)}"
                 " is not supported (FETCH_NEXT, FETCH_FIRST, FETCH_PRIOR are)", "HY106")

@@ -36,7 +36,7 @@ from rewriter.index import DatamapIndex, compile_datamap
 NO_GAIN = 0.5                 # a node over this share of the base rows is not worth building
 UNKNOWN_FRACTION = 0.1        # a node's share of the base rows when no statistics are known
 MAX_NODES = 256               # lattice nodes per join graph (unions beyond are not formed)
-MIN_SHARE = 0.01              # a suggestion saving less than this share of the fixable time is noise
+MIN_SHARE = 0.01              # a suggestion saving less of the fixable time is noise
 
 
 class Sizes(Protocol):

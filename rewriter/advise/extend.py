@@ -16,6 +16,7 @@ from rewriter.advise.candidates import (NO_GAIN, Proposal, Sizes, answered, esti
 from rewriter.advise.profile import Profile, definition_sql, profile
 from rewriter.advise.workload import Shape
 from rewriter.api import Candidate
+from rewriter.normalize import parse
 
 
 def extensions(shapes: list[Shape], existing: list[Candidate], schemas,
@@ -38,7 +39,6 @@ def extensions(shapes: list[Shape], existing: list[Candidate], schemas,
 def _filtered(d) -> bool:
     """A definition with a WHERE keeps only some rows: grouping more finely would not give
     the rows it filters out, so it is not extended (a new datamap is proposed instead)."""
-    from rewriter.normalize import parse
     try:
         return parse(d.qualified_sql or d.select_sql).args.get("where") is not None
     except Exception:  # noqa: BLE001 - it compiled once; be conservative

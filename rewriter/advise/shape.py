@@ -1,4 +1,5 @@
-"""A statement's shape: the query log's key for "the same query" (proxy/observability/querylog/log.py).
+"""A statement's shape: the query log's key for "the same query"
+(proxy/observability/querylog/log.py).
 
 Dashboards send the same statement again and again with other literals (a date range, a
 region picked in a filter). The shape keeps what decides how a datamap could answer it

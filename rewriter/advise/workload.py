@@ -1,8 +1,8 @@
 """The logged workload as the advisor reads it: one `Shape` per distinct query shape.
 
-Query-log entries (proxy/observability/querylog/log.py's LoggedQuery, or any object with its fields) are
-folded per shape hash, so 100,000 statements cost what their few hundred shapes cost: the
-count, the seconds they took, how many were answered from a datamap, and one
+Query-log entries (proxy/observability/querylog/log.py's LoggedQuery, or any object with its
+fields) are folded per shape hash, so 100,000 statements cost what their few hundred shapes
+cost: the count, the seconds they took, how many were answered from a datamap, and one
 representative statement (with its literals) that the rewriter is asked about.
 An entry without a shape hash is shaped here as the query log shapes statements
 (rewriter/advise/shape.py).

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from rewriter import grains
+from rewriter import timeseries as ts
 from rewriter.aggregates import is_aggregate_call
 from rewriter.derived import MARK
 from rewriter.normalize import ident, key_of
@@ -67,7 +69,6 @@ def derive_expression(node: exp.Expression, ctx, groups_only: bool = False) -> e
 def _grain_from_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
     """A BI tool's time grain of a column (rewriter.grains) from a stored bucket of that
     column, when every grain value is constant on the stored buckets."""
-    from rewriter import grains
     found = grains.grain_of(node)
     if found is None:
         return None
@@ -85,7 +86,6 @@ def _grain_from_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
 
 def _date_from_day_bucket(col: exp.Column, ctx) -> exp.Expression | None:
     """A DATE column the datamap keeps only as its day bucket (rewriter.grains)."""
-    from rewriter import grains
     k = key_of(col, ctx.rep)
     for col_key, fine, view_col, ctype in ctx.buckets or ():
         if col_key == k:
@@ -100,7 +100,6 @@ def _roll_up_bucket(node: exp.Expression, ctx) -> exp.Expression | None:
     """A coarser time bucket from a stored finer bucket of the same column (timeseries
     rollup: only when every coarse bucket is a union of fine buckets, per
     rewriter.timeseries.is_rollup — never week->month, never ten->fifteen minutes)."""
-    from rewriter import timeseries as ts
     found = ts.bucket_of(node)
     if found is None:
         return None
@@ -120,8 +119,6 @@ def _aligned_bound(node: exp.Expression, ctx) -> exp.Expression | None:
     and a plain date X, as >= / < the next day (rewriter.grains.next_day).
     The same holds for the column's local date (CAST(col AS DATE), to_date(col): Tableau's
     and Metabase's date filters) when X also starts a day: date(col) >= X <=> col >= X."""
-    from rewriter import grains
-    from rewriter import timeseries as ts
     col, day = node.this, False
     if not isinstance(col, exp.Column):
         col, day = grains.date_of(col), True

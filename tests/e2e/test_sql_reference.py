@@ -19,7 +19,7 @@ from tests.support.sts import spark_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
-DOC_CSV_DIR = "/tmp/e17_cdr"        # where docs/sql.md's CSV example expects its files
+DOC_CSV_DIR = "/tmp/ref_cdr"        # where docs/sql.md's CSV example expects its files
 # PyHive's type names for the Spark types the entries' tables use
 _TYPES = {"string": "STRING_TYPE", "bigint": "BIGINT_TYPE", "int": "INT_TYPE", "double": "DOUBLE_TYPE"}
 
@@ -53,7 +53,7 @@ def test_every_example_of_the_sql_reference_runs_and_returns_its_columns(shared_
                 want = [(name, _TYPES[t]) for name, t in entry.columns]
                 assert list(zip(got.columns, got.types)) == want, (entry.heading, stmt)
                 checked += 1
-                if stmt == "SHOW SEGMENTS FOR TABLE e17_sales":
+                if stmt == "SHOW SEGMENTS FOR TABLE ref_sales":
                     # segment 0: the two rows found at CREATE DATAMAP (no load time);
                     # segment 1: the INSERT of one row through the proxy, timed
                     segs = _base_segments(got.rows)

@@ -14,6 +14,7 @@ import pytest
 
 from proxy import config
 from proxy.observability.audit_log import AuditLog, AuditLogError, decision_of
+from proxy.observability.observe import SessionDetail, StatementEvent
 from proxy.config import UpstreamSettings, parse_rules
 from proxy.doctor import report
 from proxy.doctor.checks import FAIL, Check
@@ -146,17 +147,28 @@ def _session(**kw) -> Session:
     return s
 
 
+def _statement(s: Session, operation, label, state, sqlstate, duration_s, sql) -> StatementEvent:
+    """The statement event the operation manager hands the audit log (an observer)."""
+    return StatementEvent(at=0.0, session_id=s.id, user=s.user, client="", statement=sql,
+                          current_db="default", decision="forwarded", duration_s=duration_s,
+                          outcome=state, sqlstate=sqlstate, note=label, real_user=s.real_user,
+                          peer=s.peer, operation=operation)
+
+
 def test_audit_lines_are_json_in_a_private_file(tmp_path):
     path = tmp_path / "audit.jsonl"
     audit = AuditLog(str(path))
     s = _session(real_user="superset", configuration={"set:hiveconf:fs.s3a.secret.key": SECRET,
                                                       "use:database": "sales"})
-    audit.session("session_open", s, 0.0123)
-    audit.statement(s, "ab12", "rewrite:mv:sales.agg_by_day served=local", "FINISHED", None,
-                    0.004, f"SET x.password={SECRET}; SELECT 1")
-    audit.statement(s, None, "pass", "ERROR", "42P01", 0.5, "SELECT * FROM nope")
-    audit.statement(s, "cd34", "reject", "ERROR", "0A000", 0.0, "x" * 5000)
-    audit.refused("eve", "10.0.0.8:1", "28000", "User eve is not allowed to impersonate bob")
+    audit.session("open", s.user, "", SessionDetail(
+        peer=s.peer, session_id=s.id, real_user=s.real_user, configuration=s.configuration,
+        duration_s=0.0123))
+    audit.statement(_statement(s, "ab12", "rewrite:mv:sales.agg_by_day served=local",
+                               "FINISHED", None, 0.004, f"SET x.password={SECRET}; SELECT 1"))
+    audit.statement(_statement(s, None, "pass", "ERROR", "42P01", 0.5, "SELECT * FROM nope"))
+    audit.statement(_statement(s, "cd34", "reject", "ERROR", "0A000", 0.0, "x" * 5000))
+    audit.session("refused", "eve", "", SessionDetail(
+        peer="10.0.0.8:1", sqlstate="28000", reason="User eve is not allowed to impersonate bob"))
     audit.close()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     lines = [json.loads(ln) for ln in path.read_text().splitlines()]
@@ -188,7 +200,8 @@ def test_decisions(label, expected):
 
 def test_audit_goes_to_the_logger_without_a_file(caplog):
     caplog.set_level(logging.INFO, "proxy.audit")
-    AuditLog(None).statement(_session(), None, "local", "FINISHED", None, 0.0, "SHOW DATAMAP")
+    AuditLog(None).statement(_statement(_session(), None, "local", "FINISHED", None, 0.0,
+                                        "SHOW DATAMAP"))
     assert json.loads(caplog.records[-1].getMessage())["decision"] == "local"
     with pytest.raises(AuditLogError, match="cannot open \\[server\\] audit_log /nonexistent/"):
         AuditLog("/nonexistent/dir/audit.jsonl")
@@ -245,7 +258,7 @@ def test_calls_without_a_status_field_mask_secrets_in_their_exception_text():
     which is masked like every other error."""
     from proxy.config import Settings
     from proxy.routing.router import Router
-    from proxy.hs2.frontend import Service
-    reply = Service(Settings(), Router())._error_reply(
+    from proxy.hs2.frontend import Frontend
+    reply = Frontend(Settings(), Router())._error_reply(
         "GetQueryId", 7, RuntimeError("failed: SET spark.hadoop.fs.s3a.secret.key=hunter2"), None)
     assert b"hunter2" not in reply and b"failed" in reply

@@ -155,18 +155,22 @@ def test_a_statement_refused_by_a_full_queue_is_audited_as_an_error(tmp_path):
 
     from proxy.config import ServerSettings, Settings
     from proxy.routing.router import Router
-    from proxy.hs2.frontend import Service
+    from proxy.hs2.frontend import Frontend
     from proxy.hs2.session import Session
+    from proxy.observability.audit_log import AuditLog
+    from proxy.observability.observe import Observers
     from proxy.thrift.gen.TCLIService import ttypes as T
 
     audit = tmp_path / "audit.jsonl"
-    service = Service(Settings(server=ServerSettings(
-        max_running_operations=1, operation_queue_size=0, audit_log=str(audit))), Router())
+    audit_log = AuditLog(str(audit))
+    service = Frontend(Settings(server=ServerSettings(
+        max_running_operations=1, operation_queue_size=0)), Router(),
+        observers=Observers(audit_log))
     assert service.run_gate.enter() is None            # the one slot is taken
     session = Session(user="alice", protocol=10, client_protocol=10)
     req = T.TExecuteStatementReq(statement="SELECT 1", runAsync=True)
     with pytest.raises(RunQueueError):
         asyncio.run(service.statement_runner._execute_gated(session, req, "SELECT 1", "pass", 1))
-    service.audit.close()
+    audit_log.close()
     [line] = [json.loads(x) for x in audit.read_text().splitlines()]
     assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "53000")

@@ -221,7 +221,9 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     from proxy.config import ServerSettings, Settings, UpstreamSettings
     from proxy.routing.router import PassThrough, Router
     from proxy.hs2.connection import ClientConnection
-    from proxy.hs2.frontend import Service
+    from proxy.hs2.frontend import Frontend
+    from proxy.observability.audit_log import AuditLog
+    from proxy.observability.observe import Observers
     from proxy.upstream.client import UpstreamSession
     from tests.support.ports import free_port
 
@@ -237,7 +239,8 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
     settings = Settings(server=ServerSettings(audit_log=str(audit)),
                         upstream=UpstreamSettings(host="127.0.0.1", port=free_port(),
                                                   connect_timeout=5.0))
-    service = Service(settings, Router([load]))
+    audit_log = AuditLog(str(audit))
+    service = Frontend(settings, Router([load]), observers=Observers(audit_log))
     s = Session(user="alice", protocol=5, client_protocol=5)
     s.upstream = UpstreamSession(settings.upstream)
     s.upstream.conn.broken = "Spark Thrift Server closed the connection"
@@ -250,7 +253,7 @@ def test_a_write_that_cannot_reach_spark_ends_its_hold_and_is_audited(tmp_path):
                                                          "ExecuteStatement", req, 1))
     assert info.value.sqlstate == "08S01"
     assert ended == ["INSERT INTO db.fact VALUES (1)"]
-    service.audit.close()
+    audit_log.close()
     [line] = [json.loads(x) for x in audit.read_text().splitlines()]
     assert (line["event"], line["outcome"], line["sqlstate"]) == ("statement", "error", "08S01")
 
@@ -275,7 +278,7 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
     # when the slot comes it is sent on a reopened session, not failed on the dead one
     from proxy.config import ServerSettings, Settings
     from proxy.routing.router import Router
-    from proxy.hs2.frontend import Service
+    from proxy.hs2.frontend import Frontend
 
     made = []
 
@@ -284,7 +287,7 @@ def test_a_queued_statement_reopens_an_upstream_lost_while_it_waited():
         up.conn = _SparkConn()
         made.append(up)
         return up
-    service = Service(Settings(server=ServerSettings(max_running_operations=1)), Router(),
+    service = Frontend(Settings(server=ServerSettings(max_running_operations=1)), Router(),
                       upstream_factory=factory)
     s = Session(user="alice", protocol=5, client_protocol=5)
     s.upstream, s.reopen = factory(), Reopen("secret")

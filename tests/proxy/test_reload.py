@@ -6,6 +6,9 @@ from proxy import config as cfg
 from proxy.gateway.reload import RELOADABLE, Reloader, apply_to_server, changes
 from proxy.routing.router import Router
 from proxy.gateway.server import ProxyServer
+from proxy.hs2.frontend import Frontend
+from proxy.observability.audit_log import AuditLog
+from proxy.observability.observe import Observers
 
 
 def _reloader(path, text, env=None, **kw):
@@ -124,15 +127,17 @@ def test_apply_to_server_reaches_every_live_object():
 def test_sighup_reopens_the_audit_log_after_logrotate_moved_it(tmp_path):
     audit = tmp_path / "audit.jsonl"
     settings = cfg.Settings(server=cfg.ServerSettings(audit_log=str(audit)))
-    server = ProxyServer(settings, Router())
+    audit_log = AuditLog(str(audit))
+    server = ProxyServer(settings, Router(),
+                         Frontend(settings, Router(), observers=Observers(audit_log)))
     try:
-        server.service.audit.write("statement", user="before")
+        audit_log.write("statement", user="before")
         audit.rename(tmp_path / "audit.jsonl.1")            # logrotate, then kill -HUP
         apply_to_server(server)(settings)
-        server.service.audit.write("statement", user="after")
+        audit_log.write("statement", user="after")
         assert '"user":"before"' in (tmp_path / "audit.jsonl.1").read_text()
         assert '"user":"after"' in audit.read_text()
         assert audit.stat().st_mode & 0o777 == 0o600
     finally:
-        server.service.audit.close()
+        audit_log.close()
         server._auth_pool.shutdown()

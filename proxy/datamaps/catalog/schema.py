@@ -112,8 +112,9 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires REAL NOT NULL,
         acquired REAL NOT NULL)
     """,
-    # the query log (proxy/observability/querylog/log.py, docs/querylog.md): one row per statement, written
-    # in batches by its own thread; JSON lists in tables, datamaps and why_not
+    # the query log (proxy/observability/querylog/log.py, docs/querylog.md): one row per
+    # statement, written in batches by its own thread; JSON lists in tables, datamaps and
+    # why_not
     """
     CREATE TABLE IF NOT EXISTS query_log (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

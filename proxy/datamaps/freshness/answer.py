@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from pipeline import plan_delta
 from pipeline.files import quote_table
 from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, UNVERIFIED, Verdict
 from proxy.routing.router import Decision, PassThrough, Serve
@@ -96,7 +97,6 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
     index: a datamap refreshed in between would otherwise be judged by its new segments
     while `result` reads its old ones. `since`: when the statement arrived
     (time.monotonic()), for FreshnessGuard.check."""
-    from pipeline import plan_delta
     guard, provider = service.guard, service.rewrite_index
     index = index if index is not None else service.index()
     allowed = staleness_budget(conf, default_budget_s)

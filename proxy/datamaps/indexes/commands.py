@@ -23,6 +23,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
+from pipeline import list_files, normalize_path, table_exists
+from pipeline.indexes import BloomSpec, build, column_types, minmax_supports
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_time, one_line
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.index_providers import CreateIndexDatamap, bloom_settings
@@ -66,7 +68,6 @@ class IndexService:
         rec = self._datamap(table)
         if rec is not None:
             return rec.table
-        from pipeline import table_exists
         if not table_exists(self._spark(), table):
             raise ClientError(f"Table {table} does not exist", "42S02")
         return table
@@ -81,12 +82,10 @@ class IndexService:
         if rec is not None:
             return tuple(sorted({f for s in self.catalog.visible_segments(rec.db, rec.name)
                                  for f in s.files}))
-        from pipeline import list_files
         return list_files(self._spark(), table)
 
     def _columns(self, stmt: CreateIndexDatamap, table: str, subject: str
                  ) -> list[tuple[str, str]]:
-        from pipeline.indexes import column_types, minmax_supports
         types = column_types(self._spark(), table)
         supports = bloom.supports if stmt.provider == "bloomfilter" else minmax_supports
         wanted = stmt.columns
@@ -192,7 +191,6 @@ class IndexService:
                  staged: dict[str, str] | None = None) -> dict[str, list[Entry]]:
         """Entries of `files` for each of `infos` (one table), from one read of the files
         (a second one only for two bloom indexes on one column with different sizes)."""
-        from pipeline.indexes import BloomSpec, build
         files = list(files)
         table = infos[0].table
         out: dict[str, list[Entry]] = {}
@@ -229,7 +227,6 @@ class IndexService:
         """The indexed columns' types as the table declares them now: the build reads and
         hashes them so (an external table's CHANGE type changes them under the same
         files); 0A000 when one is gone or of a type the index does not take."""
-        from pipeline.indexes import column_types, minmax_supports
         types = column_types(self._spark(), info.table)
         supports = bloom.supports if info.kind == "bloomfilter" else minmax_supports
         for c in info.columns:
@@ -354,7 +351,6 @@ class IndexService:
         `files` ((staged path, final path)) for every enabled index of `table`, stored
         under the final paths. Raising aborts the ADD SEGMENT. Returns the segment's row
         count (the indexes counted them), None without an index."""
-        from pipeline import normalize_path
         infos = [i for i in self.store.indexes_on(table) if i.enabled]
         if not infos or not files:
             return None
@@ -370,7 +366,6 @@ class IndexService:
         return sum(e.rows for e in entries)
 
     def on_files_gone(self, table: str, files: Iterable[str]) -> None:
-        from pipeline import normalize_path
         self.store.forget(table, [normalize_path(f) for f in files])
 
     def on_compacted(self, table: str, old_ids: Iterable[str], new_id: str) -> None:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
+from pipeline.files import hive_scan, table_meta
 from proxy.datamaps.catalog.records import display_name
 from proxy.datamaps.freshness.listing import local_path
 from proxy.routing.router import Remember, StatementContext
@@ -234,7 +235,6 @@ def read_kind(spark, table: str) -> tuple[str | None, bool]:
     """(the external view's source table or None, whether rows carry _metadata). Any
     other view, and a name the metastore does not know (a temporary view), is not pruned:
     a view has no `_metadata` column."""
-    from pipeline.files import hive_scan, table_meta
     meta = table_meta(spark, table)
     if meta is None:
         return None, False

@@ -23,6 +23,7 @@ from proxy.datamaps.freshness.listing import local_path
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.upkeep.stacking import stale_below
 from proxy.datamaps.zones.policy import ZoneReader
+from rewriter import DatamapIndex
 from rewriter.api import Candidate
 
 Unavailable = dict[str, tuple[tuple[str, ...], str]]   # "db.name" -> (base tables, reason)
@@ -201,7 +202,6 @@ class RewriteIndexProvider:
             return self._compensated.get(key) or self._compensate(key, index, deltas)
 
     def _compensate(self, key, index, deltas):
-        from rewriter import DatamapIndex
         cands = [dataclasses.replace(c, delta=deltas[n], one_row_per_group=False)
                  if n in deltas else c for n, c in index.candidates.items()]
         found = DatamapIndex(cands, index.schemas, index.version)
@@ -240,7 +240,6 @@ class RewriteIndexProvider:
         with self._guard:
             key = (version, self._schemas.generation)
             if self._index is None or self._built_for != key:
-                from rewriter import DatamapIndex
                 generation = self._schemas.generation
                 put, drop = self._update()
                 self._unavailable = {n: e.left_out for n, e in self._entries.items()

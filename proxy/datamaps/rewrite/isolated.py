@@ -19,6 +19,8 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from rewriter import DatamapIndex
+
 log = logging.getLogger("proxy.datamaps")
 
 MIN_BYTES = 64 * 1024        # below this a parse takes < ~50 ms: the thread is fine
@@ -31,7 +33,6 @@ def _rewrite_in_child(key, candidates, schemas, version, sql: str, current_db: s
                       approximate: bool = False):
     """Runs in the worker process: one index per catalog version, kept between calls."""
     global _child_index
-    from rewriter import DatamapIndex
     if _child_index is None or _child_index[0] != key:
         _child_index = (key, DatamapIndex(candidates, schemas, version))
     result = _child_index[1].rewrite(sql, current_db, approximate)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from rewriter import translate_timeseries
+
 if TYPE_CHECKING:
     from proxy.datamaps.service import DatamapService
 
@@ -15,7 +17,6 @@ log = logging.getLogger("proxy.datamaps")     # the handler's logger name: log f
 
 def translate_only(service: DatamapService, statement: str, current_db: str) -> str:
     """timeseries() -> Spark SQL, no datamaps; the original on any failure (logged)."""
-    from rewriter import translate_timeseries
     schemas = service.known_schemas()   # only what is known: no Spark call
     try:
         return translate_timeseries(statement, schemas, current_db)

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from proxy.datamaps.catalog.records import DatamapRecord
 from proxy.datamaps.catalog.store import Catalog
+from rewriter import rewrite
 from rewriter.api import Candidate
 
 log = logging.getLogger("proxy.datamaps")
@@ -45,7 +46,6 @@ def finer_source(catalog: Catalog, candidates: Callable[[], Sequence[Candidate]]
             offered.append(cand)
     if not offered:
         return None
-    from rewriter import rewrite
     try:
         res = rewrite(defn.build_sql({}), offered, schemas(defn.base_tables), rec.db)
     except Exception:  # noqa: BLE001 - a rewriter bug costs the optimisation, not the build

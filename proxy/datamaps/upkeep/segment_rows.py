@@ -3,8 +3,9 @@
 Read from the Parquet footers of the segment's files by DuckDB (about 9 ms for a load's
 two files), not by a Spark count: that is one more job before the loading statement
 returns, and it more than doubled an INSERT's time through the proxy (median 2.8 s
-against 1.2 s, INSERTs of 100 rows into a table with one datamap). Files that are not local Parquet files (ORC,
-CSV, text, another file system) have no count here: SHOW SEGMENTS shows NULL.
+against 1.2 s, INSERTs of 100 rows into a table with one datamap). Files that are not
+local Parquet files (ORC, CSV, text, another file system) have no count here: SHOW
+SEGMENTS shows NULL.
 """
 from __future__ import annotations
 

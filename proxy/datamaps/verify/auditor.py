@@ -41,12 +41,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from pipeline.audit import (audit_session, cancel_audits, definition_answers, refresh_tables,
+                            run_query)
 from proxy.datamaps.catalog.records import CatalogError
+from proxy.datamaps.failures import describe
+from proxy.datamaps.freshness.answer import segment_ranges
 from proxy.datamaps.rewrite.spark_sql import translate_only
 from proxy.datamaps.verify.compare import NotAuditable, audited_form, compare, digest
 from proxy.datamaps.verify.ring import RecentQueries
 from proxy.datamaps.verify.state import State, changed, read_state
 from proxy.routing.router import LocalResult
+from proxy.serving import Served
 
 if TYPE_CHECKING:
     from proxy.datamaps.ddl import parser as ddl
@@ -129,7 +134,6 @@ class Auditor:
         provider = self.service.spark_provider
         if self._running and getattr(provider, "ready", True):
             try:
-                from pipeline.audit import cancel_audits
                 cancel_audits(provider())
             except Exception:  # noqa: BLE001 - shutting down regardless
                 log.debug("cancelling audit jobs failed", exc_info=True)
@@ -216,7 +220,6 @@ class Auditor:
                 return first
             second = once()
         except Exception as e:  # noqa: BLE001 - reported; nothing is concluded
-            from proxy.datamaps.failures import describe
             log.info("datamap audit failed: %s", describe(e)[0])
             log.debug("datamap audit failure", exc_info=True)
             return Report((), "-", "-", Outcome.FAILED, describe(e)[0] or type(e).__name__)
@@ -251,7 +254,6 @@ class Auditor:
             base_sql = translate_only(self.service, sql, db)
 
         def run(session):
-            from pipeline.audit import run_query
             base = run_query(session, base_sql, db, MAX_ROWS)
             answers = [("datamap answer", run_query(session, result.sql, db, MAX_ROWS))]
             if served is not None:
@@ -273,12 +275,10 @@ class Auditor:
         if why is not None:
             return Report((rec.qualified,), dig, "-", Outcome.SKIPPED, why)
         ids = [s.id for s in self.service.catalog.visible_segments(rec.db, rec.name)]
-        from proxy.datamaps.freshness.answer import segment_ranges
         compared = (f"definition on the base tables vs segments {segment_ranges(ids)} "
                     "re-aggregated")
 
         def run(session):
-            from pipeline.audit import definition_answers
             base, stored = definition_answers(session, rec.definition, ids, MAX_ROWS)
             return base, [("segments", stored)]
         return self._compared((rec.qualified,), dig, compared, run,
@@ -289,14 +289,12 @@ class Auditor:
         """Run `run(session)` -> (base answer, [(what, answer)]) between two readings of
         the state, and compare. `unchanged()`: what the runs read was decided (a rewrite,
         a list of segments) before the first reading, and is still what it would be."""
-        from pipeline.audit import audit_session
         with audit_session(self.service.spark_provider()) as session:
             state, outcome, detail, rows = self._compare_in(session, names, run, unchanged,
                                                             expect_segments or {})
         return Report(names, dig, compared, outcome, detail, rows, state)
 
     def _compare_in(self, session, names, run, unchanged, expect_segments) -> tuple:
-        from pipeline.audit import refresh_tables
         before = read_state(self.service.catalog, names, session)
         if before.problem:
             return before, Outcome.INCONCLUSIVE, before.problem, None
@@ -328,7 +326,6 @@ class Auditor:
         when that is not the query's own doing: the tier's engine cannot start)."""
         if self.serving is None or self.serving.enabled({}) is not None:
             return None, None
-        from proxy.serving import Served
         # the engine is started here if it never was (a worker thread may wait for it): an
         # engine that cannot start is the tier's problem, not the datamap's
         down = self.serving.engine_problem(start=True)
@@ -349,7 +346,6 @@ class Auditor:
         """A confirmed mismatch: hide the datamaps' segments and disable them, under their
         locks (no refresh publishes meanwhile), unless the state read around the audit's
         runs changed since (then the rows compared are not the datamap's any more)."""
-        from pipeline.audit import audit_session
         catalog = self.service.catalog
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
         reason = f"audit mismatch on {report.audited.split()[-1]} at {when} UTC"

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from pipeline import list_files
+
 
 @dataclass(frozen=True)
 class State:
@@ -17,7 +19,6 @@ class State:
 
 
 def read_state(catalog, names: Sequence[str], session) -> State:
-    from pipeline import list_files
     segments, tables = [], []
     for name in sorted(names):
         db, _, dm = name.partition(".")

@@ -17,6 +17,7 @@ from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.failures import describe, logged
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
+from proxy.engine.timezone import same_zone, time_dependent
 
 if TYPE_CHECKING:
     from proxy.datamaps.upkeep.maintenance import Maintenance
@@ -36,7 +37,6 @@ class ZoneReader:
 
     def time_dependent(self, rec: DatamapRecord) -> str | None:
         """Why the datamap's rows depend on the session time zone, or None."""
-        from proxy.engine.timezone import time_dependent
         # The index needs these schemas anyway (it loads them right after).
         schemas = self._schemas.schemas(rec.definition.base_tables)
         return time_dependent(rec.definition.select_sql, schemas)
@@ -68,7 +68,6 @@ class TimeZonePolicy:
         deadlock), and no job has computed anything yet. Jobs read the visible segments
         only after their first use of Spark, except compaction, whose publish is refused
         when the segments it merged were hidden meanwhile (Catalog.publish_segment)."""
-        from proxy.engine.timezone import same_zone
 
         def dependent(rec: DatamapRecord) -> bool:
             try:

@@ -1,6 +1,6 @@
 """What every password checker shares: the `Authenticator` protocol, its errors, and
-`AllowAll`. A leaf: the users file (proxy/gateway/auth/plain.py), LDAP (proxy/gateway/auth/ldap.py) and the
-server import it; it imports nothing of the proxy.
+`AllowAll`. A leaf: the users file (proxy/gateway/auth/plain.py), LDAP
+(proxy/gateway/auth/ldap.py) and the server import it; it imports nothing of the proxy.
 
 `Authenticator.check(user, password)` returns None when accepted, else a reason.
 """

@@ -1,11 +1,12 @@
 """The metrics read when Prometheus scrapes (docs/metrics.md): per-datamap state from the
 catalog, the serving tier's engine and result cache, the upstream's health, the build.
 
-`DatamapCollector.collect()` runs in the scrape's worker thread (proxy/observability/metrics/endpoint.py
-renders off the event loop). It reads the catalog in one read transaction of a few
-aggregate queries, not per datamap calls: a scrape every 15 s must stay cheap with
-hundreds of datamaps and a long event history. The job counters come from the catalog's
-`events` rows, so they count since each datamap was created and survive restarts.
+`DatamapCollector.collect()` runs in the scrape's worker thread
+(proxy/observability/metrics/endpoint.py renders off the event loop). It reads the catalog
+in one read transaction of a few aggregate queries, not per datamap calls: a scrape every
+15 s must stay cheap with hundreds of datamaps and a long event history. The job counters come
+from the catalog's `events` rows, so they count since each datamap was created and survive
+restarts.
 
 Staleness is the catalog's view: seconds since the first base-table load (through the
 proxy, or found by a sync) that the datamap's visible segments do not cover yet; 0 when

@@ -1,9 +1,10 @@
 """Prometheus metrics of one `serve` process (docs/metrics.md).
 
-`Metrics` is an Observer (proxy/observability/observe.py): the protocol layer calls it on the event loop,
-on the client's path, so each call only bumps counters (children looked up once and kept
-in dicts, no labels() lookup per event). Everything read from the catalog (per-datamap
-status, segments, staleness, job durations) is a collector evaluated when Prometheus
+`Metrics` is an Observer (proxy/observability/observe.py): the protocol layer calls it on
+the event loop, on the client's path, so each call only bumps counters (children looked up
+once and kept in dicts, no labels() lookup per event). Everything read from the catalog
+(per-datamap status, segments, staleness, job durations) is a collector evaluated when
+Prometheus
 scrapes (proxy/observability/metrics/collect.py), in the scrape's worker thread. The endpoint that
 serves the text is proxy/observability/metrics/endpoint.py.
 
@@ -18,7 +19,7 @@ from proxy.routing.classify import Kind, classify
 # the query log's classes, one classifier
 from proxy.observability.querylog.reasons import reason_class
 from proxy.observability.observe import (
-    BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, StatementEvent,
+    BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, SessionDetail, StatementEvent,
 )
 
 PREFIX = "datamap_proxy_"
@@ -115,7 +116,8 @@ class Metrics(Observer):
         elif event == "close":
             gauge.dec()
 
-    def session(self, event: str, user: str, client: str = "") -> None:
+    def session(self, event: str, user: str, client: str = "",
+                detail: SessionDetail | None = None) -> None:
         if event == "refused":
             self._refused.inc()
             return

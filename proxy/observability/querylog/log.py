@@ -3,19 +3,19 @@ and rows, kept in the catalog's database (table query_log). What the console, th
 metrics and the advisor read (docs/querylog.md).
 
     qlog = QueryLog(location, settings.querylog, unavailable=service.unavailable)
-    Service(settings, router, observers=Observers(qlog))     # proxy/app.py
+    Frontend(settings, router, observers=Observers(qlog))     # proxy/app.py
     qlog.recent(100) / qlog.entries(since) / qlog.datamap_usage(since, 3600) / ...
     qlog.close()                        # at shutdown: what was observed is written first
 
 On the event loop, `statement()` only appends the event to a bounded queue; when the
 writer falls behind, the oldest waiting events are dropped, counted and logged, and the
-client never waits. One named thread ("querylog-writer") takes the events in batches:
-it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py), completes the why-not
-of a miss with the datamaps over its tables that were not offered (DISABLED, not in
-sync), classifies it (querylog_reasons.py), estimates the time a datamap answer saved,
-redacts and cuts the statement text ([querylog] statement_bytes), and inserts the batch
-in one transaction, within WRITE_EVERY_S of the event. It also enforces [querylog]
-retention and max_entries, deleting the oldest in batches.
+client never waits. One named thread ("querylog-writer") takes the events in batches: it
+skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py),
+completes the why-not of a miss with the datamaps over its tables that were not offered
+(DISABLED, not in sync), classifies it (querylog_reasons.py), estimates the time a datamap
+answer saved, redacts and cuts the statement text ([querylog] statement_bytes), and
+inserts the batch in one transaction, within WRITE_EVERY_S of the event. It also enforces
+[querylog] retention and max_entries, deleting the oldest in batches.
 
 Time saved by a datamap answer: the median duration of the same shape when the base
 tables answered it (the latest BASE_SAMPLES such entries), minus this answer's; None
