@@ -273,8 +273,7 @@ class App:
         dm, background = s.datamaps, self.background
         if s.querylog.enabled:
             location = s.state.catalog or str(self.state_dir / "catalog.db")
-            self.querylog = await asyncio.to_thread(QueryLog, location, s.querylog,
-                                                    unavailable=service.unavailable)
+            self.querylog = await asyncio.to_thread(QueryLog, location, s.querylog)
         querylog = self.querylog       # closed once the server stopped: it writes what it saw
         self._close_querylog = _once(
             functools.partial(asyncio.to_thread, querylog.close) if querylog is not None else None)

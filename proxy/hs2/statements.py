@@ -65,6 +65,13 @@ OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 _SESSION_STATE = (Kind.USE, Kind.SET, Kind.SET_REWRITE)
 
 
+def _spark_because(how: str) -> str:
+    """ServingTier.answer's `how` when Spark answers, "spark (<why>)" -> <why>."""
+    if how.startswith("spark (") and how.endswith(")"):
+        return how[len("spark ("):-1]
+    return how
+
+
 class StatementRunner:
     """ExecuteStatement over the session and operation managers: decide, then forward, run
     locally, serve, or forward and finish (hooked), under the running-statement cap."""
@@ -123,10 +130,12 @@ class StatementRunner:
                 return self._execute_served(session, req, result, label,
                                             decision.fallback.log + (log_line(how),))
             decision = dataclasses.replace(decision.fallback, note=(
-                f"{note} served={how}" if note else f"served={how}"))
+                f"{note} served={how}" if note else f"served={how}"),
+                not_served=_spark_because(how))
         decided(BYPASSED if decision.bypassed else
                  REWRITTEN if isinstance(decision, Rewrite) else FORWARDED,
-                 getattr(decision, "datamaps", ()), decision.why_not)
+                 getattr(decision, "datamaps", ()), decision.why_not,
+                 getattr(decision, "not_served", ""))
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
             f":{decision.note}" if decision.note else "")
@@ -141,7 +150,7 @@ class StatementRunner:
                 self.operations.log_statement(session, None, label, "ERROR", statement,
                                               sqlstate=e.sqlstate)
             raise
-        log_lines = decision.log if isinstance(decision, Rewrite) else ()
+        log_lines = decision.log
         if self._gated(session, req):     # [server] max_running_operations, timeouts
             return await self._execute_gated(session, req, sql, label, seqid, decision.after,
                                              getattr(decision, "ended", None), log_lines)

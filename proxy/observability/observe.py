@@ -45,6 +45,9 @@ class StatementEvent:
     outcome: str = "FINISHED"       # FINISHED | ERROR | CANCELED | TIMEDOUT | CLOSED
     sqlstate: str | None = None
     note: str = ""                  # the statement log's label (e.g. "rewrite:mv:agg served=duckdb")
+    # a datamap answer Spark computed though the proxy serves answers in-process: the
+    # serving tier's reason (proxy/observability/querylog/reasons.py not_served_class)
+    not_served: str = ""
 
 
 class Observer:

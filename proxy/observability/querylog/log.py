@@ -2,7 +2,7 @@
 and rows, kept in the catalog's database (table query_log). What the console, the
 metrics and the advisor read (docs/querylog.md).
 
-    qlog = QueryLog(location, settings.querylog, unavailable=service.unavailable)
+    qlog = QueryLog(location, settings.querylog)
     Service(settings, router, observers=Observers(qlog))     # proxy/app.py
     qlog.recent(100) / qlog.entries(since) / qlog.datamap_usage(since, 3600) / ...
     qlog.close()                        # at shutdown: what was observed is written first
@@ -10,9 +10,8 @@ metrics and the advisor read (docs/querylog.md).
 On the event loop, `statement()` only appends the event to a bounded queue; when the
 writer falls behind, the oldest waiting events are dropped, counted and logged, and the
 client never waits. One named thread ("querylog-writer") takes the events in batches:
-it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py), completes the why-not
-of a miss with the datamaps over its tables that were not offered (DISABLED, not in
-sync), classifies it (querylog_reasons.py), estimates the time a datamap answer saved,
+it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py),
+classifies it (querylog_reasons.py), estimates the time a datamap answer saved,
 redacts and cuts the statement text ([querylog] statement_bytes), and inserts the batch
 in one transaction, within WRITE_EVERY_S of the event. It also enforces [querylog]
 retention and max_entries, deleting the oldest in batches.
@@ -34,13 +33,13 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Iterable, Iterator
 
 from proxy.routing.classify import Kind, classify
 from proxy.config import QueryLogSettings
 from proxy.logsafe import redact
 from proxy.observability.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
-from proxy.observability.querylog.reasons import reason_class
+from proxy.observability.querylog.reasons import not_served_class, reason_class
 from proxy.observability.querylog.store import QueryStore, encode
 from rewriter.advise import fold_tokens, shape_hash, shape_of
 
@@ -81,16 +80,18 @@ class LoggedQuery:
     outcome: str
     sqlstate: str | None
     saved_s: float | None
+    # a datamap answer Spark computed though the proxy serves in-process: why (the
+    # serving tier's reason) and its class (reasons.NOT_SERVED_CLASSES); None otherwise
+    not_served: str | None = None
+    not_served_class: str | None = None
 
 
 class QueryLog(Observer):
     def __init__(self, location: str, settings: QueryLogSettings | None = None, *,
-                 unavailable: Callable[[Iterable[str]], Mapping[str, str]] | None = None,
                  writer: bool = True, queue_size: int = QUEUE_SIZE):
         self.settings = settings or QueryLogSettings()
         self.enabled = self.settings.enabled and writer
         self._store = QueryStore(location, create=writer)
-        self._unavailable = unavailable
         self._queue: collections.deque = collections.deque()
         self._queue_size = queue_size
         # each counter has one writer thread: the loop counts what it took and dropped,
@@ -232,7 +233,7 @@ class QueryLog(Observer):
             rows = []
         for ev, row in zip(events, rows):
             if ev.datamaps and ev.outcome in _ANSWERED:
-                hits.append((ev.datamaps, row[-1]))
+                hits.append((ev.datamaps, row[_SAVED]))
         with self._cond:
             for datamaps, saved in hits:
                 for name in datamaps:
@@ -252,12 +253,11 @@ class QueryLog(Observer):
         else:
             sh = _shape(ev.statement, ev.current_db)
             shape_text, tables, digest = sh.text, sh.tables, sh.hash
+        # the why-not is the decision's, as it was when the statement was decided (the
+        # datamaps it was not offered included): never looked up again here, when a
+        # refresh may have changed it
         why_not = ev.why_not
         miss = kind is Kind.QUERY and not ev.datamaps and ev.decision not in (LOCAL, REFUSED)
-        if miss and self._unavailable is not None and tables:
-            extra = dict(self._unavailable(tables))
-            named = {n for n, _ in why_not}
-            why_not = why_not + tuple((n, r) for n, r in extra.items() if n not in named)
         cls = reason_class(why_not, ev.decision == BYPASSED) if miss and tables else None
         saved = self._saved(digest, ev, miss)
         statement = _cut(redact(ev.statement), self.settings.statement_bytes)
@@ -267,7 +267,7 @@ class QueryLog(Observer):
         return (ev.at, ev.user, _cut(ev.client, CLIENT_BYTES), ev.session_id, digest, shape_text, statement,
                 ev.current_db, encode(tables), ev.decision, encode(ev.datamaps),
                 encode(why_not), cls, float(ev.duration_s), ev.rows, ev.outcome, ev.sqlstate,
-                saved)
+                saved, ev.not_served or None, not_served_class(ev.not_served))
 
     def _saved(self, digest: str, ev: StatementEvent, miss: bool) -> float | None:
         """A base-table answer's duration is remembered per shape; a datamap answer's
@@ -303,7 +303,9 @@ class QueryLog(Observer):
 
 _FIELDS = ("at", "user", "client", "session_id", "shape_hash", "shape", "statement",
            "current_db", "tables", "decision", "datamaps", "why_not", "reason_class",
-           "duration_s", "rows", "outcome", "sqlstate", "saved_s")
+           "duration_s", "rows", "outcome", "sqlstate", "saved_s", "not_served",
+           "not_served_class")
+_SAVED = _FIELDS.index("saved_s")
 
 
 def _column(entry, name: str):
