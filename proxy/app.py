@@ -75,7 +75,8 @@ from proxy.observability.metrics.endpoint import start_metrics
 from proxy.observability.observe import Observers
 from proxy.engine.pipeline_session import LazySpark
 from proxy.observability.querylog.log import QueryLog
-from proxy.hs2.recovery import HEALTH_FILE
+from proxy.hs2.recovery import HEALTH_FILE, watch_upstream
+from proxy.upstream.client import UpstreamSession
 from proxy.gateway.reload import Reloader, apply_to_server
 from proxy.routing.router import Router, share_the_interpreter
 from proxy.gateway.server import ProxyServer
@@ -341,6 +342,9 @@ class App:
         observers = Observers(*(o for o in (self.querylog, self.metrics) if o is not None))
         self.service = service = Service(s, self.router, observers=observers,
                                          health_path=self.state_dir / HEALTH_FILE)
+        # the upstream's recovery seen without a client's statement (docs/recovery.md)
+        self.background.task(watch_upstream(service.health, lambda: UpstreamSession(s.upstream)),
+                             "upstream-watch")
         if self.metrics is not None:          # docs/metrics.md
             self.metrics.add_collector(DatamapCollector(
                 self.catalog, self.serving, querylog=self.querylog,
