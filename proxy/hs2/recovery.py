@@ -177,8 +177,10 @@ def lose_operations(session: Session, reason: str) -> None:
         op.lost = _lost_status(message)
         if op.kind is OpKind.UPSTREAM:
             # mirrored state: a dead statement must not keep the session from idling out
-            # or hold up shutdown's drain
-            op.state = OpState.ERROR if op.state.running else op.state
+            # or hold up shutdown's drain; it ended now (its duration is not the time until
+            # its client closes it)
+            if op.state.running:
+                op.mirror(OpState.ERROR)
             op.error = op.lost
 
 

@@ -147,6 +147,8 @@ def test_lost_operations_answer_the_upstream_failure():
     lose_operations(s, "Spark Thrift Server closed the connection")
     running, finished = ops["running"], ops["finished"]
     assert running.state is OpState.ERROR and running.lost.sqlState == "08S01"
+    # the statement ended when its upstream died, not when its client closes it
+    assert running.ended_at is not None and finished.ended_at is None
     assert running.lost.errorMessage.startswith(
         "upstream Spark Thrift Server connection lost while running: select 'running' "
         "(Spark Thrift Server closed the connection)")
