@@ -77,7 +77,7 @@ def test_saved_time_is_the_base_median_minus_the_answer(qlog):
     assert hit.saved_s == pytest.approx(4.5) and hit.reason_class is None
     assert other.saved_s is None                      # never answered from the base tables
     assert qlog.datamap_totals() == {"shop.agg": (1, pytest.approx(4.5)),
-                                     "shop.other": (1, 0.0)}
+                                     "shop.other": (1, None)}     # not measured yet
     usage = qlog.datamap_usage(NOW - 3600, 60)
     assert [(name, hits) for _, name, hits, _ in usage] == [("shop.agg", 1), ("shop.other", 1)]
     assert usage[0][0] == (NOW // 60) * 60 and usage[0][3] == pytest.approx(4.5)

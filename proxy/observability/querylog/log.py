@@ -102,7 +102,8 @@ class QueryLog(Observer):
         self._reported = 0          # drops already logged
         self._cond = threading.Condition()
         self._stop = False
-        self._totals: dict[str, list] = {}          # datamap -> [hits, saved seconds]
+        # datamap -> [hits, saved seconds, hits whose saving was measured]
+        self._totals: dict[str, list] = {}
         self._base: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
         self._retained_at = 0.0
         self._thread = None
@@ -177,10 +178,12 @@ class QueryLog(Observer):
         return [(start, name, hits, saved) for (start, name), (hits, saved)
                 in sorted(buckets.items())]
 
-    def datamap_totals(self) -> dict[str, tuple[int, float]]:
-        """datamap -> (hits, saved seconds) written since this process started."""
+    def datamap_totals(self) -> dict[str, tuple[int, float | None]]:
+        """datamap -> (hits, saved seconds) written since this process started; saved is
+        None while no hit's saving could be measured yet (its shape never ran on the base
+        tables): "not measured yet", never a made-up 0."""
         with self._cond:
-            return {name: (h, s) for name, (h, s) in self._totals.items()}
+            return {name: (h, s if m else None) for name, (h, s, m) in self._totals.items()}
 
     def write_many(self, entries: Iterable) -> None:
         """Insert entries as given (LoggedQuery or alike; `id` ignored): synthetic logs
@@ -237,9 +240,11 @@ class QueryLog(Observer):
         with self._cond:
             for datamaps, saved in hits:
                 for name in datamaps:
-                    t = self._totals.setdefault(name, [0, 0.0])
+                    t = self._totals.setdefault(name, [0, 0.0, 0])
                     t[0] += 1
-                    t[1] += saved or 0.0
+                    if saved is not None:
+                        t[1] += saved
+                        t[2] += 1
             self._handled += len(batch)
             self._cond.notify_all()
 
