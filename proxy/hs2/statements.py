@@ -54,6 +54,7 @@ from proxy.thrift.rowsets import LocalRowSource
 from proxy.routing.router import (
     Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext,
 )
+from proxy.routing import progress
 from proxy.routing.router import log_line
 from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -235,8 +236,10 @@ class StatementRunner:
                          timeout: float | None) -> None:
         op.to(OpState.RUNNING)
         try:
-            async with asyncio.timeout(timeout):
-                result = await decision.runner(self._spark_sql(session))
+            # a long datamap job's stages and Spark progress reach the client's log
+            with progress.reporting(op.add_log):
+                async with asyncio.timeout(timeout):
+                    result = await decision.runner(self._spark_sql(session))
             op.result = LocalRowSource(result.columns, result.rows, session.protocol)
             op.to(OpState.FINISHED)
         except asyncio.CancelledError:
