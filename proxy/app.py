@@ -295,7 +295,8 @@ class App:
             # an engine that could not start is tried again, off the clients' path
             background.periodic("serving-retry", SERVING_RETRY_S, serving.retry,
                                 "starting the serving engine again", 10.0)
-        auditor = Auditor(service, dm.audit_sample_rate, serving)
+        auditor = Auditor(service, dm.audit_sample_rate, serving,
+                          on_base_run=querylog.base_run if querylog is not None else None)
         self._close_auditor = _once(auditor.close)
         stack.push_async_callback(self._close_auditor)
         auditor.start(background)

@@ -337,3 +337,18 @@ def test_not_served_classes():
         assert not_served_class(reason) == cls, reason
         assert cls in NOT_SERVED_CLASSES
     assert not_served_class("") is None
+
+
+def test_an_audited_base_table_run_measures_what_a_hit_saves(qlog):
+    """A datamap that answers every query of its shape never sees it on the base tables;
+    the online audit's runs there measure the saving instead (an estimate)."""
+    q = "SELECT region, sum(amount) FROM sales WHERE day = '2026-01-01' GROUP BY region"
+    qlog.statement(event(statement=q, decision="served", datamaps=("shop.agg",), duration_s=0.1))
+    qlog.flush()
+    qlog.base_run(q.replace("2026-01-01", "2026-02-02"), "shop", 3.1)
+    qlog.statement(event(statement=q, decision="served", datamaps=("shop.agg",), duration_s=0.1))
+    qlog.flush()
+    later, first = qlog.recent(2)
+    assert first.saved_s is None                     # nothing measured yet
+    assert later.saved_s == pytest.approx(3.0)
+    assert qlog.datamap_totals() == {"shop.agg": (2, pytest.approx(3.0))}

@@ -17,8 +17,9 @@ in one transaction, within WRITE_EVERY_S of the event. It also enforces [querylo
 retention and max_entries, deleting the oldest in batches.
 
 Time saved by a datamap answer: the median duration of the same shape when the base
-tables answered it (the latest BASE_SAMPLES such entries), minus this answer's; None
-while that shape was never answered from the base tables.
+tables answered it (the latest BASE_SAMPLES such entries, and the online audit's runs of
+it on the base tables: `base_run`, an estimate, as audits run at low priority), minus this
+answer's; None while that shape was never seen on the base tables ("not measured yet").
 
 A reader (`QueryLog.reader(location)`, e.g. a test of the running proxy's log) opens the
 same table without a writer (`datamap-proxy advise` asks the proxy over HiveServer2).
@@ -93,6 +94,8 @@ class QueryLog(Observer):
         self.enabled = self.settings.enabled and writer
         self._store = QueryStore(location, create=writer)
         self._queue: collections.deque = collections.deque()
+        # (statement, database, seconds) of audited runs on the base tables (base_run)
+        self._audited: collections.deque = collections.deque(maxlen=QUEUE_SIZE)
         self._queue_size = queue_size
         # each counter has one writer thread: the loop counts what it took and dropped,
         # the writer what it handled
@@ -129,6 +132,12 @@ class QueryLog(Observer):
                 pass
         self._queue.append(ev)
         self._observed += 1
+
+    def base_run(self, statement: str, current_db: str, seconds: float) -> None:
+        """A datamap answer's query ran on the base tables for the online audit (any
+        thread): its duration measures what the datamap answers of its shape save."""
+        if self.enabled:
+            self._audited.append((statement, current_db, seconds))
 
     def flush(self, timeout: float = 5.0) -> None:
         """Return once every event observed so far is written (or `timeout` passed)."""
@@ -209,6 +218,7 @@ class QueryLog(Observer):
                 log.warning("query log: dropped %d statements the writer could not keep up "
                             "with (%d in all)", self.dropped - self._reported, self.dropped)
                 self._reported = self.dropped
+            self._take_audited()
             if batch:
                 self._write(batch)
             if stop and not self._queue:
@@ -248,6 +258,17 @@ class QueryLog(Observer):
             self._handled += len(batch)
             self._cond.notify_all()
 
+    def _take_audited(self) -> None:
+        while True:
+            try:
+                statement, db, seconds = self._audited.popleft()
+            except IndexError:
+                return
+            try:
+                self._base_of(_shape(statement, db).hash).append(seconds)
+            except Exception:  # noqa: BLE001 - an estimate lost, never the log
+                log.debug("cannot record an audited base-table run", exc_info=True)
+
     def _row(self, ev: StatementEvent) -> tuple | None:
         kind = classify(ev.statement, ev.current_db).kind
         if kind in _NOT_LOGGED or (kind is Kind.OTHER and _METADATA.match(ev.statement)):
@@ -279,6 +300,15 @@ class QueryLog(Observer):
         saving is their median minus its own duration."""
         if ev.outcome != "FINISHED" or not (miss or ev.datamaps):
             return None
+        base = self._base_of(digest)
+        if miss:
+            base.append(ev.duration_s)
+            del base[:-BASE_SAMPLES]
+            return None
+        return max(0.0, statistics.median(base) - ev.duration_s) if base else None
+
+    def _base_of(self, digest: str) -> list[float]:
+        """The base-table durations kept for a shape (writer thread)."""
         base = self._base.get(digest)
         if base is None:            # first sight: what the log holds from before
             base = self._base[digest] = list(reversed(
@@ -287,11 +317,8 @@ class QueryLog(Observer):
                 self._base.popitem(last=False)
         else:
             self._base.move_to_end(digest)
-        if miss:
-            base.append(ev.duration_s)
-            del base[:-BASE_SAMPLES]
-            return None
-        return max(0.0, statistics.median(base) - ev.duration_s) if base else None
+        del base[:-BASE_SAMPLES]
+        return base
 
     def _retain(self) -> None:
         self._retained_at = time.monotonic()
