@@ -122,16 +122,19 @@ class UpstreamHealth:
 async def watch_upstream(health: UpstreamHealth, factory: Callable[[], "UpstreamSession"],
                          every: float = PROBE_EVERY_S) -> None:
     """While `health` is not UP, open and close a session on the upstream every `every`
-    seconds (the first at once). A reply, even a refused login, is the upstream answering
-    (the connection records the success); a failed connect is recorded as a failure."""
+    seconds (the first at once). A reply, even a refused login, is the upstream answering.
+    Once it is DOWN, a failed probe is recorded as a failure too; before the upstream was
+    ever seen (at start) a failed probe is no news: the first client call reports it."""
     from proxy.upstream.client import UpstreamAuthError
     while True:
         if health.state != "up":
             up = factory()
-            up.conn.health = health
+            if health.state == "down":
+                up.conn.health = health
             try:
                 await up.open(_PROBE_USER, "", T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10,
                               None)
+                health.success()
             except UpstreamAuthError:
                 health.success()       # it answered: the login is the probe's own business
             except UpstreamError as e:

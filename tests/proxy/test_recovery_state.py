@@ -107,8 +107,13 @@ def test_health_recovers_without_client_traffic(tmp_path):
         watch = asyncio.create_task(watch_upstream(
             h, lambda: UpstreamSession(settings), every=0.1))
         try:
+            await asyncio.sleep(0.5)              # at start, a failed probe is no news
+            assert h.state == "unknown" and read_health(tmp_path) is None
+            h.failure("Cannot connect to Spark Thrift Server: a client's call")
             await until("down")
             assert read_health(tmp_path)["state"] == "down"
+            await asyncio.sleep(0.3)              # once down, the probes' failures count
+            assert h.consecutive_failures > 1
             server = await asyncio.start_server(refuse_login, "127.0.0.1", port)
             async with server:
                 await until("up")
