@@ -12,7 +12,7 @@ import pytest
 from tests.e2e.support import Conn
 from tests.support.clients import jdbc_url, pyhive_connect, run_beeline
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
