@@ -75,7 +75,8 @@ from proxy.observability.metrics.endpoint import start_metrics
 from proxy.observability.observe import Observers
 from proxy.engine.pipeline_session import LazySpark
 from proxy.observability.querylog.log import QueryLog
-from proxy.hs2.recovery import HEALTH_FILE
+from proxy.hs2.recovery import HEALTH_FILE, watch_upstream
+from proxy.upstream.client import UpstreamSession
 from proxy.gateway.reload import Reloader, apply_to_server
 from proxy.routing.router import Router, share_the_interpreter
 from proxy.gateway.server import ProxyServer
@@ -276,8 +277,7 @@ class App:
         dm, background = s.datamaps, self.background
         if s.querylog.enabled:
             location = s.state.catalog or str(self.state_dir / "catalog.db")
-            self.querylog = await asyncio.to_thread(QueryLog, location, s.querylog,
-                                                    unavailable=service.unavailable)
+            self.querylog = await asyncio.to_thread(QueryLog, location, s.querylog)
         querylog = self.querylog       # closed once the server stopped: it writes what it saw
         self._close_querylog = _once(
             functools.partial(asyncio.to_thread, querylog.close) if querylog is not None else None)
@@ -298,7 +298,8 @@ class App:
             # an engine that could not start is tried again, off the clients' path
             background.periodic("serving-retry", SERVING_RETRY_S, serving.retry,
                                 "starting the serving engine again", 10.0)
-        auditor = Auditor(service, dm.audit_sample_rate, serving)
+        auditor = Auditor(service, dm.audit_sample_rate, serving,
+                          on_base_run=querylog.base_run if querylog is not None else None)
         self._close_auditor = _once(auditor.close)
         stack.push_async_callback(self._close_auditor)
         auditor.start(background)
@@ -346,6 +347,9 @@ class App:
                                 if o is not None))
         self.service = service = Frontend(s, self.router, observers=observers,
                                           health_path=self.state_dir / HEALTH_FILE)
+        # the upstream's recovery seen without a client's statement (docs/recovery.md)
+        self.background.task(watch_upstream(service.health, lambda: UpstreamSession(s.upstream)),
+                             "upstream-watch")
         if self.metrics is not None:          # docs/metrics.md
             self.metrics.add_collector(DatamapCollector(
                 self.catalog, self.serving, querylog=self.querylog,

@@ -77,6 +77,14 @@ def serving_line(s: Serving) -> str:
     return note(f"{head}{badge(s.state, 'warn')}")
 
 
+def saved(s: Summary) -> str:
+    """Time saved, or "not measured yet" while none of its hits' shapes ran on the base
+    tables (never a 0 that reads as worthless); NA with the query log off."""
+    if s.saved_s is None:
+        return "NA" if s.hits is None else "not measured yet"
+    return duration(s.saved_s)
+
+
 def datamaps(rows: list[Summary], *, user: str, csrf: str, log_on: bool,
              now: float | None = None, serving: Serving | None = None) -> str:
     now = time.time() if now is None else now
@@ -90,7 +98,7 @@ def datamaps(rows: list[Summary], *, user: str, csrf: str, log_on: bool,
          "Time saved"],
         [(f'<a href="{e(url("/datamaps/" + s.qualified))}">{e(s.qualified)}</a>',
           _status(s), _rewrite(s.rewrite), count(s.segments), count(s.rows), e(size(s.size)),
-          _freshness(s, now), count(s.hits), e(duration(s.saved_s)))
+          _freshness(s, now), count(s.hits), e(saved(s)))
          for s in rows],
         numeric=(3, 4, 5, 7, 8), empty="no datamaps yet: CREATE DATAMAP ... makes one"))
     return page("Datamaps", "".join(body), user=user, csrf=csrf, here="datamaps")
@@ -140,7 +148,7 @@ def datamap(d: Detail, actions: list[ActionRecord], *, user: str, csrf: str,
                f"<dt>Segments</dt><dd>{count(s.segments)} visible, {count(s.rows)} rows, "
                f"{e(size(s.size))}</dd>"
                f"<dt>Created</dt><dd>{e(when(rec.created_at))}</dd>"
-               f"<dt>Hits</dt><dd>{count(s.hits)} (time saved {e(duration(s.saved_s))})</dd>"
+               f"<dt>Hits</dt><dd>{count(s.hits)} (time saved {e(saved(s))})</dd>"
                "</dl>")
     out.append("<h2>Definition</h2>" + f"<pre>{e(rec.original_sql)}</pre>")
     out.append("<h2>DMPROPERTIES</h2>" + table(

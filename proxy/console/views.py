@@ -82,7 +82,7 @@ def summaries(catalog, querylog) -> list[Summary]:
 def _summary(catalog, rec: DatamapRecord, off, totals) -> Summary:
     visible = catalog.visible_segments(rec.db, rec.name)
     rows = [s.rows for s in visible]
-    hits, saved = (totals.get(rec.qualified, (0, 0.0)) if totals is not None else (None, None))
+    hits, saved = (totals.get(rec.qualified, (0, None)) if totals is not None else (None, None))
     return Summary(
         rec.db, rec.name, str(rec.status), rec.status_reason, rec.qualified not in off,
         len(visible), sum(r for r in rows if r is not None) if rows else None,

@@ -308,9 +308,11 @@ class DatamapSelectHandler:
         if result.missing_schemas:      # e.g. a dimension table joined onto a datamap's table
             self.service.request_schemas(result.missing_schemas)
         if not result.rewritten or result.sql == statement:
-            # for the query log: the rewriter's reason per candidate (the datamaps it was
-            # not offered, DISABLED or not in sync, the query log adds off this path)
-            return miss(why_not=tuple(result.skipped.items()))
+            # for the query log: the rewriter's reason per candidate, and the datamaps it
+            # was not offered (DISABLED, not in sync) as this decision saw them
+            left = self._left_out(statement, ctx.current_db)
+            return miss(why_not=_merged(result.skipped, left),
+                        log=base_table_lines(left, ctx.current_db))
         checked = None
         if result.used:
             checked = self._check(result, statement, ctx, index)
@@ -326,11 +328,14 @@ class DatamapSelectHandler:
                               self.service, result.used,
                               lambda n: display_name(n, ctx.current_db), checked),
                           datamaps=tuple(result.used),
-                          why_not=() if result.used else tuple(result.skipped.items()))
+                          why_not=() if result.used else _merged(
+                              result.skipped, self._left_out(statement, ctx.current_db)))
         if not result.approximate:      # an estimate would never equal the base tables'
             self.audit.offer(statement, ctx, result)
-        if self.serving is None or not result.used or (checked and checked.compensated):
+        if self.serving is None or not result.used:
             return rewrite
+        if checked and checked.compensated:
+            return dataclasses.replace(rewrite, not_served=COMPENSATED)
         return self._serve(result, rewrite, ctx)
 
     def _prune(self, ctx: StatementContext, statement: str,
@@ -354,7 +359,8 @@ class DatamapSelectHandler:
                                        log=decision.log + out.lines)
         if decision is None:
             return Rewrite(out.sql, note=out.note, log=out.lines)
-        return Rewrite(out.sql, note=f"{decision.note} {out.note}".strip(), log=out.lines,
+        return Rewrite(out.sql, note=f"{decision.note} {out.note}".strip(),
+                       log=decision.log + out.lines,
                        settings=decision.settings, before=decision.before,
                        why_not=decision.why_not, bypassed=decision.bypassed)
 
@@ -366,13 +372,31 @@ class DatamapSelectHandler:
 
     def _base_tables(self, statement: str, ctx: StatementContext, checked) -> Decision:
         """The guard found a datamap stale: the statement goes to the base tables (its
-        timeseries() calls translated; REFRESH TABLE first: __call__)."""
+        timeseries() calls translated; REFRESH TABLE first: __call__), and the client's
+        operation log says so."""
         sql = translate_only(self.service, statement, ctx.current_db) \
             if _TIMESERIES.search(statement) else statement
-        why_not = fresh_answer.stale_reasons(checked)
+        stale = dict(fresh_answer.stale_reasons(checked))
+        why_not = _merged(stale, self._left_out(statement, ctx.current_db))
+        lines = base_table_lines(dict(why_not), ctx.current_db)
         if sql != statement:
-            return Rewrite(sql, note=f"timeseries {checked.note}", why_not=why_not)
-        return PassThrough(note=checked.note, why_not=why_not)
+            return Rewrite(sql, note=f"timeseries {checked.note}", why_not=why_not, log=lines)
+        return PassThrough(note=checked.note, why_not=why_not, log=lines)
+
+    def _left_out(self, statement: str, current_db: str) -> dict[str, str]:
+        """The datamaps over the statement's tables that the index deciding it was not
+        offered (DISABLED, not in sync, ...), "db.name" -> why: the why-not as this
+        decision saw it, which the query log records (by the time it writes the row, the
+        datamap may be refreshed). Parsed only when such a datamap's table is named."""
+        bases = self.service.left_out_tables()
+        text = statement.lower()
+        if not any(t.rpartition(".")[2] in text for t in bases):
+            return {}
+        try:
+            tables = referenced_tables(statement, current_db)
+        except Exception:  # noqa: BLE001 - Spark reports the syntax error itself
+            return {}
+        return self.service.unavailable(tables)
 
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
@@ -381,9 +405,10 @@ class DatamapSelectHandler:
         except Exception:  # noqa: BLE001 - the tier must never fail a query: Spark answers
             log.warning("serving tier failed to plan; Spark answers", exc_info=True)
             return rewrite
-        if not isinstance(served, Served):     # the statement log says why
+        if not isinstance(served, Served):     # the statement log and the query log say why
             return dataclasses.replace(rewrite, note=f"{rewrite.note} served=spark "
-                                                     f"({safe(served, 120)})")
+                                                     f"({safe(served, 120)})",
+                                       not_served=served)
         tier, conf = self.serving, ctx.conf
 
         async def attempt():
@@ -412,8 +437,35 @@ class DatamapSelectHandler:
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
+# why a datamap answer with new base files compensated is Spark's (EXPLAIN says the same)
+COMPENSATED = "compensated with new base files"
 
 
-def miss(why_not: tuple[tuple[str, str], ...] = ()) -> PassThrough | None:
+def miss(why_not: tuple[tuple[str, str], ...] = (),
+         log: tuple[str, ...] = ()) -> PassThrough | None:
     """Forward as written; None (the next handler decides) when there is nothing to say."""
-    return PassThrough(why_not=why_not) if why_not else None
+    return PassThrough(why_not=why_not, log=log) if why_not or log else None
+
+
+def _merged(first: dict[str, str], then: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    out = dict(first)
+    for name, reason in then.items():
+        out.setdefault(name, reason)
+    return tuple(out.items())
+
+
+def base_table_lines(why_not: dict[str, str], current_db: str | None) -> tuple[str, ...]:
+    """The operation-log line of a query the base tables answer while a datamap over them
+    cannot (refreshing, stale, DISABLED): what the client's log says instead of the datamap
+    answer EXPLAIN may have promised a moment before, e.g. `answered from the base tables
+    (datamap agg_sales refreshing)`. Nothing for a datamap the rewriter refused."""
+    states = []
+    for name, reason in why_not.items():
+        shown = display_name(name, current_db)
+        if reason.startswith("stale") or "not in sync" in reason:
+            states.append(f"datamap {shown} refreshing")
+        elif "DISABLED" in reason:
+            states.append(f"datamap {shown} DISABLED")
+    if not states:
+        return ()
+    return (f"answered from the base tables ({'; '.join(states)})",)

@@ -257,6 +257,9 @@ class DatamapService:
     def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
         return self.rewrite_index.unavailable(tables)
 
+    def left_out_tables(self) -> frozenset[str]:
+        return self.rewrite_index.left_out_tables()
+
     def known_schemas(self) -> dict | None:
         return self.rewrite_index.known_schemas()
 

@@ -28,15 +28,16 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from proxy.logsafe import redact as _redact
-from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, WARN, Check, Target, check_embedded_metastore,
+from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, SKIP, WARN, Check, Target,
+                                 check_embedded_metastore,
                                  check_java, check_listen, check_python, check_spark,
                                  check_state_dir, parse_java_version)
-from proxy.doctor.health import check_upstream_health
+from proxy.doctor.health import beside_serving_proxy, check_upstream_health
 from proxy.doctor.serving import check_serving_engine
 from proxy.doctor.remote import (METASTORE_KEY, check_metastores, check_time_zone, check_upstream,
                                  probe_metastore, probe_upstream)
 
-__all__ = ["FAIL", "MIN_JAVA", "PASS", "WARN", "Check", "Target", "METASTORE_KEY",
+__all__ = ["FAIL", "MIN_JAVA", "PASS", "SKIP", "WARN", "Check", "beside_serving_proxy", "Target", "METASTORE_KEY",
            "check_embedded_metastore", "check_java", "check_listen", "check_metastores",
            "check_python", "check_serving_engine", "check_spark", "check_state_dir",
            "check_time_zone",
@@ -109,7 +110,7 @@ def run_checks(t: Target) -> list[Check]:
         checks.extend(check_upstream(t))
         checks.extend(check_metastores(t))
     checks.extend(check_upstream_health(t.state_dir))
-    return checks
+    return beside_serving_proxy(checks, t)
 
 
 def report(checks: Iterable[Check], out: Callable[[str], None] = print) -> int:
@@ -122,11 +123,15 @@ def report(checks: Iterable[Check], out: Callable[[str], None] = print) -> int:
             out(f"       {' ' * width}  fix: {c.fix}")
     failed = [c.name for c in checks if c.status == FAIL]
     warned = [c.name for c in checks if c.status == WARN]
+    skipped = [c.name for c in checks if c.status == SKIP]
+    not_run = f"; {len(skipped)} not run: {', '.join(skipped)}" if skipped else ""
     if failed:
-        out(f"verdict: NOT READY - {len(failed)} check(s) failed: {', '.join(failed)}")
+        out(f"verdict: NOT READY - {len(failed)} check(s) failed: {', '.join(failed)}"
+            + not_run)
         return 1
     out("verdict: READY" + (f" ({len(warned)} warning(s): {', '.join(warned)})" if warned
-                            else " - all checks passed"))
+                            else " - all checks run passed" if skipped
+                            else " - all checks passed") + not_run)
     return 0
 
 

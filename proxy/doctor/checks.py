@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PASS, WARN, FAIL = "PASS", "WARN", "FAIL"
+# a check that could not be run (what it needs failed first): said, with why, never left out
+SKIP = "SKIP"
 MIN_JAVA = 17
 
 

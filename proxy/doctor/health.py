@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from proxy.doctor.checks import PASS, WARN, Check
+from proxy.doctor.checks import FAIL, PASS, WARN, Check, Target
 from proxy.hs2.recovery import HEALTH_FILE, read_health
 
 
@@ -52,4 +52,29 @@ def check_upstream_health(state_dir: Path, now: float | None = None) -> list[Che
                   f"{h.get('state', 'unknown').upper()}: {facts}")]
 
 
-__all__ = ["HEALTH_FILE", "check_upstream_health"]
+def serving_proxy(state_dir: Path) -> dict | None:
+    """What the proxy serving from `state_dir` wrote of itself, while it runs; else None."""
+    h = read_health(state_dir)
+    return h if h is not None and _running(h.get("pid")) else None
+
+
+def beside_serving_proxy(checks: list[Check], t: Target) -> list[Check]:
+    """doctor run beside the deployment's own running proxy (same config): its listen
+    address taken, and its engine's lock on the state directory held, by that proxy is how
+    a healthy deployment looks, not a failure."""
+    h = serving_proxy(t.state_dir)
+    if h is None:
+        return checks
+    pid, out = h["pid"], []
+    ours = h.get("listen") in (f"{t.listen_host}:{t.listen_port}",)
+    for c in checks:
+        if c.name == f"listen {t.listen_host}:{t.listen_port}" and c.status == FAIL and ours:
+            c = Check(c.name, PASS, f"in use by the serving proxy pid {pid} (this state "
+                                    "directory's): the deployment is running")
+        elif c.name == "state dir lock" and c.status == WARN and f"(pid {pid})" in c.detail:
+            c = Check(c.name, PASS, f"held by the serving proxy pid {pid}'s engine")
+        out.append(c)
+    return out
+
+
+__all__ = ["HEALTH_FILE", "beside_serving_proxy", "check_upstream_health", "serving_proxy"]

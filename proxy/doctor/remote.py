@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 from thrift.protocol.TBase import TBase
 from thrift.Thrift import TType
 
-from proxy.doctor.checks import FAIL, PASS, WARN, Check, Target
+from proxy.doctor.checks import FAIL, PASS, SKIP, WARN, Check, Target
 from proxy.engine.timezone import TIME_ZONE_KEY, same_zone
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
@@ -40,13 +40,15 @@ def check_upstream(t: Target) -> list[Check]:
     except OSError as exc:
         return [Check(name, FAIL, f"TCP connect failed: {exc.strerror or exc}",
                       "start the Spark Thrift Server (deploy/local/thrift-server.sh DIR, or "
-                      "sbin/start-thriftserver.sh) or fix --upstream HOST:PORT")]
+                      "sbin/start-thriftserver.sh) or fix --upstream HOST:PORT"),
+                *not_checked("the upstream does not accept connections")]
     from proxy.upstream.client import UpstreamAuthError
     try:
         protocol, found = probe_upstream(t, (METASTORE_KEY, TIME_ZONE_KEY))
     except UpstreamAuthError as exc:
         return [Check(name, FAIL, str(exc), "set [upstream] user/password for the server's "
-                      "authentication, or --upstream-auth nosasl if it runs NOSASL")]
+                      "authentication, or --upstream-auth nosasl if it runs NOSASL"),
+                *not_checked("doctor could not log in to the upstream")]
     except Exception as exc:  # a protocol mismatch shows up as a closed connection / timeout
         other = "nosasl" if t.upstream_auth != "nosasl" else "plain"
         return [Check(name, FAIL, f"port open but HiveServer2 OpenSession failed "
@@ -54,7 +56,8 @@ def check_upstream(t: Target) -> list[Check]:
                       f"is it a HiveServer2 binary endpoint? if the server uses "
                       f"hive.server2.authentication={'NOSASL' if other == 'nosasl' else 'NONE'}"
                       f", use --upstream-auth {other}; HTTP transport mode is not supported "
-                      "upstream")]
+                      "upstream"),
+                *not_checked("no session could be opened on the upstream")]
     checks = [Check(name, PASS, f"OpenSession ok (protocol {protocol})"),
               check_time_zone(found.get(TIME_ZONE_KEY), t)]
     theirs = found.get(METASTORE_KEY, "")
@@ -77,6 +80,15 @@ def check_upstream(t: Target) -> list[Check]:
     elif t.metastore_uris:
         checks.append(Check("shared metastore", PASS, f"upstream and pipeline both use {theirs}"))
     return checks
+
+
+def not_checked(why: str) -> list[Check]:
+    """The checks that read the upstream's settings, said to be left out and why (a missing
+    line would read as nothing to check)."""
+    return [Check("time zone", SKIP, f"not checked: {why}; the upstream's "
+                  f"{TIME_ZONE_KEY} is compared with the pipeline session's once it answers"),
+            Check("shared metastore", SKIP, f"not checked: {why}; the upstream's "
+                  f"{METASTORE_KEY} is compared with [spark] metastore_uris once it answers")]
 
 
 def check_time_zone(upstream_zone: str | None, t: Target) -> Check:

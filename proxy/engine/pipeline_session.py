@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from proxy.background import Background
+from proxy.routing import progress
 from proxy.routing.router import must_not_block
 
 log = logging.getLogger("proxy.app")
@@ -60,10 +62,15 @@ class LazySpark:
         if must_not_block():          # the loop, or a worker deciding a statement for it
             self.warm()
             raise SparkNotReady("the pipeline Spark session is still starting")
+        t0 = time.monotonic()
         with self._lock:
             if self._ready or self._in_open:   # _in_open: on_open itself uses the session
+                if not self._in_open:     # opened by another thread while this one waited
+                    progress.report(f"stage: the pipeline Spark session is open (waited "
+                                    f"{time.monotonic() - t0:.1f} s)")
                 return self._session
             log.info("opening the pipeline Spark session")
+            progress.report("stage: opening the pipeline Spark session")
             self._session = self._opener()
             self._in_open = True
             try:
@@ -72,6 +79,8 @@ class LazySpark:
             finally:
                 self._in_open = False
                 self._ready = True
+        progress.report(f"stage: the pipeline Spark session is open "
+                        f"({time.monotonic() - t0:.1f} s)")
         return self._session
 
     __call__ = get

@@ -8,6 +8,7 @@ operations and for pass-through operations with an `after` hook.
 from __future__ import annotations
 
 import enum
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,8 @@ class OpState(enum.IntEnum):
 TERMINAL = frozenset({OpState.FINISHED, OpState.CANCELED, OpState.CLOSED, OpState.ERROR,
                       OpState.TIMEDOUT})
 
+# add_log: lines come from worker threads (one lock for all: a line is rare and quick)
+_LOG_LOCK = threading.Lock()
 _ENDINGS = {OpState.FINISHED, OpState.CANCELED, OpState.CLOSED, OpState.ERROR, OpState.TIMEDOUT}
 TRANSITIONS: dict[OpState, frozenset[OpState]] = {
     OpState.INITIALIZED: frozenset({OpState.PENDING, OpState.RUNNING} | _ENDINGS),
@@ -81,8 +84,10 @@ class Operation:
     done: Any = None                      # asyncio.Event set when a proxy-driven op ends
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     completed_ms: int | None = None
-    log_lines: tuple[str, ...] = ()       # the proxy's lines of the operation log, sent once
-    log_sent: bool = False
+    # the proxy's lines of the operation log, each sent once; a local statement's progress
+    # (proxy/routing/progress.py) is added while it runs, by its worker thread
+    log_lines: tuple[str, ...] = ()
+    log_sent: int = 0                     # how many of them were sent
     holds_run_slot: bool = False          # counted by the RunGate (hs2/limits.py) until it ends
     lost: Any = None                      # TStatus once its upstream session is gone (recovery.py)
     # the statement event (proxy/observability/observe.py): from ExecuteStatement's arrival
@@ -112,6 +117,12 @@ class Operation:
             self.completed_ms = int(time.time() * 1000)
         if dst.terminal and self.ended_at is None:
             self.ended_at = time.monotonic()
+
+    def add_log(self, line: str) -> None:
+        """One more line of the operation log, from any thread (a job's and its progress
+        watcher's): the tuple is replaced whole, so a reader sees it before or after."""
+        with _LOG_LOCK:
+            self.log_lines = self.log_lines + (line,)
 
     def touch(self) -> None:
         self.last_access = time.monotonic()

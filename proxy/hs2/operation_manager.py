@@ -195,10 +195,12 @@ class OperationManager:
     async def fetch_results(self, conn, name, req: T.TFetchResultsReq, seqid):
         op = self.op(req.operationHandle)
         columnar = op.session.columnar
-        if req.fetchType == 1 and op.log_lines and not op.log_sent:
-            op.log_sent = True        # the proxy's lines first, once; then upstream's log
+        if req.fetchType == 1 and len(op.log_lines) > op.log_sent:
+            # the proxy's lines first, each once; then upstream's log
+            lines, sent = op.log_lines, op.log_sent
+            op.log_sent = len(lines)
             return T.TFetchResultsResp(status=OK, hasMoreRows=False,
-                                       results=log_rowset(op.log_lines, columnar))
+                                       results=log_rowset(lines[sent:], columnar))
         if op.kind is OpKind.UPSTREAM:
             return self._counted(op, req, await self._forward_op_call(op, name, req, seqid))
         if req.fetchType == 1:        # operation log: must always succeed

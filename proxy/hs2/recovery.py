@@ -12,7 +12,10 @@ If Spark is still down the call fails fast (refused connect, or [upstream]
 connect_timeout) and the next call tries again.
 
 UpstreamHealth is the process-wide view of the upstream for the logs (one line per state
-change) and `datamap-proxy doctor` (a small JSON file in the state directory).
+change) and `datamap-proxy doctor` (a small JSON file in the state directory). While the
+upstream is not seen up, `watch_upstream` asks it every PROBE_EVERY_S whether it answers
+(a session of the proxy's own, opened and closed), so its recovery is seen by the log,
+doctor, the metrics and the console without waiting for a client's statement.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from proxy.errors import InvalidHandle, UpstreamError, succeeded
 from proxy.logsafe import safe
@@ -39,14 +42,19 @@ LOST_SQLSTATE = "08S01"
 HEALTH_FILE = "upstream-health.json"
 # How often a healthy upstream's "last success" reaches the file (it changes on every call).
 _PERSIST_EVERY_S = 5.0
+# How often an upstream not seen up (down, or not asked yet) is probed.
+PROBE_EVERY_S = 5.0
+_PROBE_USER = "datamap-proxy"
 
 
 class UpstreamHealth:
     """Last success, last failure and its reason, consecutive failures, reconnects."""
 
-    def __init__(self, addr: str, path: Path | None = None, clock=time.time):
+    def __init__(self, addr: str, path: Path | None = None, clock=time.time,
+                 listen: str | None = None):
         self.addr = addr
         self.path = path
+        self.listen = listen            # the proxy's own HOST:PORT, for doctor beside it
         self._clock = clock
         self.state = "unknown"          # unknown | up | down
         self.last_success: float | None = None
@@ -92,6 +100,7 @@ class UpstreamHealth:
 
     def snapshot(self) -> dict[str, Any]:
         return {"upstream": self.addr, "state": self.state, "pid": os.getpid(),
+                "listen": self.listen,
                 "last_success": self.last_success, "last_failure": self.last_failure,
                 "last_failure_reason": self.last_failure_reason,
                 "consecutive_failures": self.consecutive_failures,
@@ -108,6 +117,31 @@ class UpstreamHealth:
             os.replace(tmp, self.path)
         except OSError as e:       # health reporting must never fail a call
             log.debug("cannot write %s: %s", self.path, e)
+
+
+async def watch_upstream(health: UpstreamHealth, factory: Callable[[], "UpstreamSession"],
+                         every: float = PROBE_EVERY_S) -> None:
+    """While `health` is not UP, open and close a session on the upstream every `every`
+    seconds (the first at once). A reply, even a refused login, is the upstream answering.
+    Once it is DOWN, a failed probe is recorded as a failure too; before the upstream was
+    ever seen (at start) a failed probe is no news: the first client call reports it."""
+    from proxy.upstream.client import UpstreamAuthError
+    while True:
+        if health.state != "up":
+            up = factory()
+            if health.state == "down":
+                up.conn.health = health
+            try:
+                await up.open(_PROBE_USER, "", T.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10,
+                              None)
+                health.success()
+            except UpstreamAuthError:
+                health.success()       # it answered: the login is the probe's own business
+            except UpstreamError as e:
+                log.debug("upstream probe failed: %s", e)
+            finally:
+                await asyncio.shield(up.close())
+        await asyncio.sleep(every)
 
 
 def read_health(state_dir: Path) -> dict[str, Any] | None:
@@ -146,8 +180,10 @@ def lose_operations(session: Session, reason: str) -> None:
         op.lost = _lost_status(message)
         if op.kind is OpKind.UPSTREAM:
             # mirrored state: a dead statement must not keep the session from idling out
-            # or hold up shutdown's drain
-            op.state = OpState.ERROR if op.state.running else op.state
+            # or hold up shutdown's drain; it ended now (its duration is not the time until
+            # its client closes it)
+            if op.state.running:
+                op.mirror(OpState.ERROR)
             op.error = op.lost
 
 

@@ -69,7 +69,8 @@ class SessionManager:
         self.session_limits = SessionLimits(s.limit_connections_per_user,
                                             s.limit_connections_per_ipaddress,
                                             s.limit_connections_per_user_ipaddress)
-        self.health = UpstreamHealth(f"{up.host}:{up.port}", health_path)
+        self.health = UpstreamHealth(f"{up.host}:{up.port}", health_path,
+                                     listen=f"{s.host}:{s.port}")
         self.impersonation = ImpersonationPolicy(settings.server.impersonation)   # SIGHUP: update()
         self.observers = observers
 

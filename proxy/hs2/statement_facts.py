@@ -30,6 +30,7 @@ class Facts:
     decision: str = FORWARDED
     datamaps: tuple[str, ...] = ()
     why_not: tuple[tuple[str, str], ...] = ()
+    not_served: str = ""
 
 
 _FACTS: contextvars.ContextVar[Facts | None] = contextvars.ContextVar("statement_facts",
@@ -51,12 +52,12 @@ def current() -> Facts | None:
 
 
 def decided(decision: str, datamaps: tuple[str, ...] = (),
-            why_not: tuple[tuple[str, str], ...] = ()) -> None:
+            why_not: tuple[tuple[str, str], ...] = (), not_served: str = "") -> None:
     """Record what was decided for the ExecuteStatement being handled."""
     facts = _FACTS.get()
     if facts is not None:
         _FACTS.set(dataclasses.replace(facts, decision=decision, datamaps=tuple(datamaps),
-                                       why_not=tuple(why_not)))
+                                       why_not=tuple(why_not), not_served=not_served))
 
 
 def timing(op) -> tuple[Facts, float]:
@@ -74,7 +75,8 @@ def event(session, op, facts: Facts, duration: float, label: str, state: str,
     return StatementEvent(
         at=facts.at, session_id=session.id, user=session.user, client=client_tool(session),
         statement=statement or "", current_db=session.current_db, decision=facts.decision,
-        datamaps=facts.datamaps, why_not=facts.why_not, duration_s=duration,
+        datamaps=facts.datamaps, why_not=facts.why_not, not_served=facts.not_served,
+        duration_s=duration,
         rows=op.rows if op is not None else None,
         outcome=state if state in _OUTCOMES else "CLOSED", sqlstate=sqlstate, note=label,
         real_user=session.real_user, peer=session.peer, operation=operation)

@@ -54,6 +54,7 @@ from proxy.thrift.rowsets import LocalRowSource
 from proxy.routing.router import (
     Local, PassThrough, Reject, Rewrite, Router, Serve, StatementContext,
 )
+from proxy.routing import progress
 from proxy.routing.router import log_line
 from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
 from proxy.thrift.gen.TCLIService import ttypes as T
@@ -63,6 +64,13 @@ OK = T.TStatus(statusCode=T.TStatusCode.SUCCESS_STATUS)
 # USE and SET only change the session, and clients send them while connecting (PyHive's
 # USE, beeline's SETs): holding them back would make connecting fail under load.
 _SESSION_STATE = (Kind.USE, Kind.SET, Kind.SET_REWRITE)
+
+
+def _spark_because(how: str) -> str:
+    """ServingTier.answer's `how` when Spark answers, "spark (<why>)" -> <why>."""
+    if how.startswith("spark (") and how.endswith(")"):
+        return how[len("spark ("):-1]
+    return how
 
 
 class StatementRunner:
@@ -123,10 +131,12 @@ class StatementRunner:
                 return self._execute_served(session, req, result, label,
                                             decision.fallback.log + (log_line(how),))
             decision = dataclasses.replace(decision.fallback, note=(
-                f"{note} served={how}" if note else f"served={how}"))
+                f"{note} served={how}" if note else f"served={how}"),
+                not_served=_spark_because(how))
         decided(BYPASSED if decision.bypassed else
                  REWRITTEN if isinstance(decision, Rewrite) else FORWARDED,
-                 getattr(decision, "datamaps", ()), decision.why_not)
+                 getattr(decision, "datamaps", ()), decision.why_not,
+                 getattr(decision, "not_served", ""))
         sql = decision.sql if isinstance(decision, Rewrite) else statement
         label = ("rewrite" if isinstance(decision, Rewrite) else "pass") + (
             f":{decision.note}" if decision.note else "")
@@ -141,7 +151,7 @@ class StatementRunner:
                 self.operations.log_statement(session, None, label, "ERROR", statement,
                                               sqlstate=e.sqlstate)
             raise
-        log_lines = decision.log if isinstance(decision, Rewrite) else ()
+        log_lines = decision.log
         if self._gated(session, req):     # [server] max_running_operations, timeouts
             return await self._execute_gated(session, req, sql, label, seqid, decision.after,
                                              getattr(decision, "ended", None), log_lines)
@@ -226,8 +236,10 @@ class StatementRunner:
                          timeout: float | None) -> None:
         op.to(OpState.RUNNING)
         try:
-            async with asyncio.timeout(timeout):
-                result = await decision.runner(self._spark_sql(session))
+            # a long datamap job's stages and Spark progress reach the client's log
+            with progress.reporting(op.add_log):
+                async with asyncio.timeout(timeout):
+                    result = await decision.runner(self._spark_sql(session))
             op.result = LocalRowSource(result.columns, result.rows, session.protocol)
             op.to(OpState.FINISHED)
         except asyncio.CancelledError:

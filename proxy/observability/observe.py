@@ -51,6 +51,9 @@ class StatementEvent:
     outcome: str = "FINISHED"       # FINISHED | ERROR | CANCELED | TIMEDOUT | CLOSED
     sqlstate: str | None = None
     note: str = ""                  # the statement log's label ("rewrite:mv:agg served=duckdb")
+    # a datamap answer Spark computed though the proxy serves answers in-process: the
+    # serving tier's reason (proxy/observability/querylog/reasons.py not_served_class)
+    not_served: str = ""
     real_user: str | None = None    # the authenticated user when the session impersonates `user`
     peer: str = ""                  # the client's address (host:port)
     operation: str | None = None    # the proxy's operation id (hex), None: no operation yet

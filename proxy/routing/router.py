@@ -113,6 +113,9 @@ class PassThrough:
     # considered for a rewrite ("" when it was)
     why_not: tuple[tuple[str, str], ...] = ()
     bypassed: str = ""
+    # lines for the client's operation log, as Rewrite.log: e.g. that the base tables
+    # answer because a datamap is refreshing
+    log: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,10 @@ class Rewrite:
     datamaps: tuple[str, ...] = ()   # the datamaps that answer ("db.name"), for the query log
     why_not: tuple[tuple[str, str], ...] = ()    # as PassThrough's (a timeseries-only rewrite)
     bypassed: str = ""
+    # a datamap answer Spark computes though the proxy serves answers in-process: why
+    # (the serving tier's reason, e.g. "not served locally: window function"), for the
+    # query log and the metrics
+    not_served: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,14 @@ from proxy.serving.values import ANONYMOUS as VALUE_ANONYMOUS, DISPATCH as VALUE
 from rewriter.sparktypes import INTEGRAL, norm
 
 
+def unlisted(e: exp.Expression) -> str:
+    """Why an expression outside the allow-list is not served: named once (its SQL begins
+    with its name more often than not: "ROLLUP (a, b)", not "ROLLUP (ROLLUP (a, b))")."""
+    text, name = short(e), e.key.upper()
+    shown = text if text.upper().startswith(name) else f"{name} ({text})"
+    return f"{shown} is outside what the local engine computes"
+
+
 class Scope:
     """What a column name means where an expression is read: translate._Scope."""
 
@@ -39,7 +47,7 @@ class Expressions:
     def expr(self, e: exp.Expression, scope: "Scope") -> tuple[str, str]:
         method = DISPATCH.get(type(e))
         if method is None:
-            raise NotServable(f"{e.key.upper()} ({short(e)})")
+            raise NotServable(unlisted(e))
         return method(self, e, scope)
 
     def _column(self, e: exp.Column, scope):

@@ -138,6 +138,27 @@ def test_an_overwrite_straight_to_spark_makes_the_base_tables_answer(env):
     pair.hit(AGG, "agg")
 
 
+def test_the_operation_log_says_the_base_tables_answer_while_a_datamap_refreshes(env):
+    """EXPLAIN a moment earlier named the datamap; the run's own operation log says what
+    happened instead (what beeline prints and PyHive's fetch_logs returns)."""
+    from tests.support.clients import pyhive_connect
+    pair, spark = env["pair"], env["spark"]
+    fresh(pair, TOTAL, "agg")
+    spark.execute("INSERT OVERWRITE TABLE s VALUES ('a', 4, DATE'2024-06-06'), ('g', 9, NULL)")
+    conn = pyhive_connect("127.0.0.1", env["srv"].port)
+    try:
+        cur = conn.cursor()
+        cur.execute(TOTAL)
+        cur.fetchall()
+        logs = cur.fetch_logs()
+    finally:
+        conn.close()
+    assert any(line.startswith("answered from the base tables (")
+               and "datamap agg refreshing" in line for line in logs), logs
+    pair.same(TOTAL)
+    fresh(pair, TOTAL, "agg")
+
+
 def test_the_operation_log_names_the_compensated_files(env):
     from tests.support.clients import pyhive_connect
     pair, spark = env["pair"], env["spark"]

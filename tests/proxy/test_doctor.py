@@ -2,6 +2,7 @@
 (Real probes against a Spark Thrift Server and a Hive metastore are in test_remote.py.)"""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from proxy import doctor
-from proxy.doctor import FAIL, PASS, WARN, Check, Target
+from proxy.doctor import FAIL, PASS, SKIP, WARN, Check, Target
 from proxy.engine.spark import _StateLock
 from tests.support.ports import free_port
 
@@ -72,14 +73,46 @@ def test_state_dir_unusable_and_locked(tmp_path: Path):
 
 
 def test_upstream_refused_and_not_hiveserver2(tmp_path: Path):
-    [refused] = doctor.check_upstream(_target(tmp_path, upstream=("127.0.0.1", free_port())))
+    refused, zone, shared = doctor.check_upstream(
+        _target(tmp_path, upstream=("127.0.0.1", free_port())))
     assert refused.status == FAIL and "TCP connect failed" in refused.detail
     assert "--upstream HOST:PORT" in refused.fix
+    # what could not be checked is said, with why
+    assert (zone.name, zone.status) == ("time zone", SKIP)
+    assert (shared.name, shared.status) == ("shared metastore", SKIP)
+    assert zone.detail.startswith("not checked: the upstream does not accept connections")
+    lines: list[str] = []
+    assert doctor.report([refused, zone, shared], lines.append) == 1
+    assert lines[-1].endswith("; 2 not run: time zone, shared metastore"), lines
 
     # Something listens but hangs up at once (not a HiveServer2).
-    [bad] = _check_against(tmp_path, lambda conn: None)
+    bad, *skipped = _check_against(tmp_path, lambda conn: None)
     assert bad.status == FAIL and "OpenSession failed" in bad.detail
     assert "--upstream-auth nosasl" in bad.fix
+    assert [c.status for c in skipped] == [SKIP, SKIP]
+
+
+def test_beside_the_running_proxy_of_its_state_directory_it_is_ready(tmp_path: Path):
+    """doctor with the deployment's own config while its proxy serves: the listen port is
+    taken by that proxy (named by the health file it keeps in the state directory)."""
+    from proxy.hs2.recovery import HEALTH_FILE, UpstreamHealth
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        t = _target(tmp_path, listen_port=port)
+        taken = doctor.check_listen("127.0.0.1", port)
+        assert taken.status == FAIL
+        assert doctor.beside_serving_proxy([taken], t) == [taken]      # no proxy recorded
+        t.state_dir.mkdir(parents=True)
+        UpstreamHealth("sts:10000", t.state_dir / HEALTH_FILE,
+                       listen=f"127.0.0.1:{port}").success()          # this process serves
+        [ok] = doctor.beside_serving_proxy([taken], t)
+        other = doctor.beside_serving_proxy([taken], _target(tmp_path, listen_port=port + 1))
+    assert ok.status == PASS and f"serving proxy pid {os.getpid()}" in ok.detail
+    assert other == [taken]                 # another address than the proxy's own
+    lines: list[str] = []
+    assert doctor.report([ok], lines.append) == 0 and lines[-1].startswith("verdict: READY")
 
 
 def _check_against(tmp_path: Path, answer) -> list[Check]:
@@ -132,7 +165,7 @@ def test_upstream_refusing_the_login_asks_for_credentials(tmp_path: Path):
         conn.recv(1 << 16)              # START PLAIN + the initial response
         conn.sendall(sasl.encode_negotiation(sasl.BAD, b"PLAIN authentication failed"))
         conn.recv(1)
-    [bad] = _check_against(tmp_path, refuse)
+    bad, *_ = _check_against(tmp_path, refuse)
     assert bad.status == FAIL and "PLAIN authentication failed" in bad.detail, bad
     assert "[upstream] user/password" in bad.fix
 

@@ -112,6 +112,24 @@ def test_statements_decisions_and_datamap_hits():
     assert value(got, s, decision="rewritten", le="0.5") == 2
 
 
+def test_datamap_answers_spark_computed_are_counted_by_reason_class():
+    m = Metrics()
+    m.statement(event(decision="rewritten", datamaps=("default.agg",),
+                      not_served="not served locally: INITCAP(agg.country) is outside what "
+                                 "the local engine computes"))
+    m.statement(event(decision="rewritten", datamaps=("default.agg",),
+                      not_served="local engine: no answer within 5 s"))
+    m.statement(event(decision="rewritten", datamaps=("default.agg",),
+                      not_served="a reason added later"))
+    m.statement(event(decision="served", datamaps=("default.agg",)))
+    got = samples(m)
+    n = P + "not_served_total"
+    assert value(got, n, reason="construct") == 1
+    assert value(got, n, reason="timeout") == 1
+    assert value(got, n, reason="other") == 1
+    assert sum(v for (name, _), v in got.items() if name == n) == 3
+
+
 @pytest.mark.parametrize("reason", [
     "datamap is DISABLED: audit mismatch",
     "query is not an aggregate; the datamap holds one row per group",

@@ -77,7 +77,7 @@ def test_saved_time_is_the_base_median_minus_the_answer(qlog):
     assert hit.saved_s == pytest.approx(4.5) and hit.reason_class is None
     assert other.saved_s is None                      # never answered from the base tables
     assert qlog.datamap_totals() == {"shop.agg": (1, pytest.approx(4.5)),
-                                     "shop.other": (1, 0.0)}
+                                     "shop.other": (1, None)}     # not measured yet
     usage = qlog.datamap_usage(NOW - 3600, 60)
     assert [(name, hits) for _, name, hits, _ in usage] == [("shop.agg", 1), ("shop.other", 1)]
     assert usage[0][0] == (NOW // 60) * 60 and usage[0][3] == pytest.approx(4.5)
@@ -256,3 +256,99 @@ def test_the_client_tool_name_is_bounded(qlog):
     qlog.flush()
     [e] = qlog.recent()
     assert e.client.startswith("TTT") and len(e.client.encode()) < 300
+
+
+# -- why-not as the decision saw it ----------------------------------------------------
+
+def test_a_miss_is_logged_with_the_reasons_its_decision_carried(service):
+    """A query forwarded while its datamap was out of sync keeps that reason, though the
+    datamap is in sync again by the time the log writes the row; and the client's
+    operation log says the base tables answered while the datamap was refreshing."""
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG)
+    h = DatamapSelectHandler(service)
+    q = "SELECT country, sum(qty) FROM sales WHERE day >= '2026-01-01' GROUP BY country"
+    seg = service.catalog.add_base_segment("db1.sales", ["file:/w/db1.sales/b.parquet"])
+    d = h(StatementContext("s", "u", "db1", {}, 10), q)
+    assert isinstance(d, PassThrough) and d.after is None, d
+    assert [n for n, _ in d.why_not] == ["db1.agg"]
+    assert "not in sync" in d.why_not[0][1]
+    assert d.log == ("answered from the base tables (datamap agg refreshing)",)
+    # the refresh publishes before the row is written
+    sid = service.catalog.begin_segment("db1", "agg", {"db1.sales": [seg.id]})
+    service.catalog.publish_segment("db1", "agg", sid, rows=2, kind="refreshed")
+    assert isinstance(h(StatementContext("s", "u", "db1", {}, 10), q), Rewrite)
+    # a rewrite-off query decided now, while the datamap is in sync, is logged without
+    # the reason of a later write
+    off = h(StatementContext("s", "u", "db1", {"datamap.rewrite.enabled": "false"}, 10), q)
+    service.catalog.set_status("db1", "agg", "DISABLED", "a later write")
+    service.index()
+    q_log = QueryLog(service.catalog.path)
+    try:
+        q_log.statement(event(statement=q, current_db="db1", why_not=d.why_not))
+        q_log.statement(event(statement=q + " ", current_db="db1", decision="bypassed",
+                              why_not=off.why_not))
+        q_log.flush()
+        bypassed, forwarded = q_log.recent(2)
+    finally:
+        q_log.close()
+    assert forwarded.why_not == d.why_not and forwarded.reason_class == "stale"
+    assert bypassed.why_not == () and bypassed.reason_class == "bypassed"
+
+
+def test_a_datamap_left_out_is_named_only_for_queries_over_its_tables(service):
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG, lazy=True)    # DISABLED until REBUILD
+    service.catalog.set_status("db1", "agg", "DISABLED", "deferred rebuild")
+    h = DatamapSelectHandler(service)
+    d = h(StatementContext("s", "u", "db1", {}, 10), "SELECT count(*) FROM sales")
+    assert [n for n, _ in d.why_not] == ["db1.agg"] and "DISABLED" in d.why_not[0][1]
+    assert d.log == ("answered from the base tables (datamap agg DISABLED)",)
+    assert h(StatementContext("s", "u", "db1", {}, 10), "SELECT count(*) FROM stores") is None
+
+
+def test_why_spark_answered_a_datamap_hit_is_logged_with_its_class(qlog):
+    qlog.statement(event(decision="rewritten", datamaps=("shop.agg",),
+                         not_served="not served locally: shop.agg_table reads 900 bytes, "
+                                    "over [serving] max_datamap_bytes (10)"))
+    qlog.statement(event(decision="served", datamaps=("shop.agg",), statement="SELECT 2"))
+    qlog.flush()
+    served, spark = qlog.recent(2)
+    assert (served.not_served, served.not_served_class) == (None, None)
+    assert spark.not_served.endswith("max_datamap_bytes (10)")
+    assert spark.not_served_class == "size"
+
+
+def test_not_served_classes():
+    from proxy.observability.querylog.reasons import NOT_SERVED_CLASSES, not_served_class
+    cases = {
+        "[serving] enabled = false": "switched_off",
+        "the session set datamap.serving.enabled=false": "switched_off",
+        "compensated with new base files": "compensated",
+        "local engine unavailable: duckdb not importable": "engine",
+        "local engine: IO Error: no such file": "engine",
+        "local engine: no answer within 5 s": "timeout",
+        "not served locally: internal error (KeyError)": "internal",
+        "not served locally: segment 2 of db.agg_table is no longer visible": "segments",
+        "not served locally: WINDOW (SUM(x) OVER ()) is outside what the local engine "
+        "computes": "construct",
+        "rewritten SQL not understood (ParseError)": "construct",
+        "something new": "other",
+    }
+    for reason, cls in cases.items():
+        assert not_served_class(reason) == cls, reason
+        assert cls in NOT_SERVED_CLASSES
+    assert not_served_class("") is None
+
+
+def test_an_audited_base_table_run_measures_what_a_hit_saves(qlog):
+    """A datamap that answers every query of its shape never sees it on the base tables;
+    the online audit's runs there measure the saving instead (an estimate)."""
+    q = "SELECT region, sum(amount) FROM sales WHERE day = '2026-01-01' GROUP BY region"
+    qlog.statement(event(statement=q, decision="served", datamaps=("shop.agg",), duration_s=0.1))
+    qlog.flush()
+    qlog.base_run(q.replace("2026-01-01", "2026-02-02"), "shop", 3.1)
+    qlog.statement(event(statement=q, decision="served", datamaps=("shop.agg",), duration_s=0.1))
+    qlog.flush()
+    later, first = qlog.recent(2)
+    assert first.saved_s is None                     # nothing measured yet
+    assert later.saved_s == pytest.approx(3.0)
+    assert qlog.datamap_totals() == {"shop.agg": (2, pytest.approx(3.0))}

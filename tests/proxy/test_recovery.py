@@ -20,10 +20,10 @@ import time
 import pytest
 
 from proxy.doctor import check_upstream_health
+from proxy.hs2.recovery import read_health
 from tests.support.clients import (ClientError, RawHS2, jdbc_url, pyhive_connect,
                                    pyhive_execute, run_beeline)
 from tests.support.proxy_proc import REPO_ROOT, start_proxy
-from tests.support.ports import free_port
 from tests.support.sts import start_sts
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
@@ -46,6 +46,16 @@ def _direct(sts, statements: list[str]) -> None:
             cur.execute(sql)
     finally:
         conn.close()
+
+
+def _doctor(state_dir, sts, port: int) -> str:
+    """doctor with the serving proxy's own state directory, upstream and listen port."""
+    run = subprocess.run(
+        [sys.executable, "-m", "proxy", "doctor", "--state-dir", str(state_dir),
+         "--upstream", f"{sts.host}:{sts.port}", "--port", str(port), "--timeout", "60"],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    return run.stdout + run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +144,18 @@ def story(tmp_path_factory):
         out["down_call_s"] = time.monotonic() - t0
         out["down_open"] = _error(lambda: RawHS2(proxy.host, proxy.port, timeout=60))
         out["down_health"] = check_upstream_health(out["state_dir"])
+        out["doctor_down"] = _doctor(out["state_dir"], sts, proxy.port)
 
         t0 = time.monotonic()
         sts = start_sts(root / "sts", fast_start=True, port=sts.port)
         out["restart_s"] = time.monotonic() - t0
+        # no client traffic yet: the proxy's own probe sees Spark back
+        deadline = time.monotonic() + 60
+        while (read_health(out["state_dir"]) or {}).get("state") != "up" \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        out["health_back"] = read_health(out["state_dir"])
+        out["health_back_s"] = time.monotonic() - t0 - out["restart_s"]
         _direct(sts, ["DROP DATABASE gonedb"])
 
         fresh = pyhive_connect(proxy.host, proxy.port, username="frank")
@@ -159,12 +177,7 @@ def story(tmp_path_factory):
         beeline.join(300)
         out["beeline"] = beeline_out["run"]
 
-        doctor = subprocess.run(
-            [sys.executable, "-m", "proxy", "doctor", "--state-dir", str(out["state_dir"]),
-             "--upstream", f"{sts.host}:{sts.port}", "--port", str(free_port()),
-             "--timeout", "60"], capture_output=True, text=True, timeout=300,
-            cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-        out["doctor"] = doctor.stdout + doctor.stderr
+        out["doctor"] = _doctor(out["state_dir"], sts, proxy.port)    # the proxy's own port
         for c in opened:
             c.close()
         opened.clear()
@@ -241,3 +254,19 @@ def test_health_is_logged_once_per_change_and_shown_by_doctor(story):
     assert down.status == "WARN" and "DOWN" in down.detail and "Cannot connect" in down.detail
     assert "upstream health" in story["doctor"] and "UP:" in story["doctor"]
     assert "session(s) reopened" in story["doctor"]
+
+
+def test_health_recovers_without_client_traffic(story):
+    assert story["health_back"]["state"] == "up", story["health_back"]
+    assert story["health_back_s"] < 15
+
+
+def test_doctor_beside_the_running_proxy(story):
+    """The deployment's own config: its port is the serving proxy's, which is fine; with
+    the Thrift Server down, the checks that need it are said to be not run, and why."""
+    up, down = story["doctor"], story["doctor_down"]
+    assert "verdict: READY" in up, up
+    assert "in use by the serving proxy pid" in up, up
+    assert "verdict: NOT READY" in down and "[FAIL] listen" not in down, down
+    assert "[SKIP] time zone" in down and "[SKIP] shared metastore" in down, down
+    assert "not checked: the upstream does not accept connections" in down, down

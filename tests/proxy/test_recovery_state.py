@@ -15,7 +15,7 @@ from proxy.errors import UpstreamError
 from proxy.hs2.handles import HandleRegistry, mint
 from proxy.hs2.operation import OpKind, OpState, Operation
 from proxy.hs2.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
-                            upstream_for)
+                            upstream_for, watch_upstream)
 from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.hs2.session import Session, track_statement
 
@@ -77,6 +77,55 @@ def test_doctor_reads_the_recorded_health(tmp_path):
     assert gone.status == "PASS" and "no longer running" in gone.detail
 
 
+def test_health_recovers_without_client_traffic(tmp_path):
+    """While the upstream is down the proxy probes it: its return is recorded (the log
+    line, the file doctor reads) with no client statement. Here the upstream that comes
+    back refuses the probe's login, which is an answer all the same (a real Spark Thrift
+    Server's return: tests/proxy/test_recovery.py)."""
+    from proxy.config import UpstreamSettings
+    from proxy.thrift import sasl
+    from proxy.upstream.client import UpstreamSession
+    from tests.support.ports import free_port
+    port = free_port()
+    settings = UpstreamSettings(host="127.0.0.1", port=port, connect_timeout=2.0)
+    h = UpstreamHealth(f"127.0.0.1:{port}", tmp_path / HEALTH_FILE, listen="127.0.0.1:1")
+
+    async def refuse_login(reader, writer):
+        await reader.read(1024)
+        writer.write(sasl.encode_negotiation(sasl.BAD, b"no such user"))
+        await writer.drain()
+        writer.close()
+
+    async def until(state):
+        for _ in range(200):
+            if h.state == state:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"health still {h.state}, expected {state}")
+
+    async def scenario():
+        watch = asyncio.create_task(watch_upstream(
+            h, lambda: UpstreamSession(settings), every=0.1))
+        try:
+            await asyncio.sleep(0.5)              # at start, a failed probe is no news
+            assert h.state == "unknown" and read_health(tmp_path) is None
+            h.failure("Cannot connect to Spark Thrift Server: a client's call")
+            await until("down")
+            assert read_health(tmp_path)["state"] == "down"
+            await asyncio.sleep(0.3)              # once down, the probes' failures count
+            assert h.consecutive_failures > 1
+            server = await asyncio.start_server(refuse_login, "127.0.0.1", port)
+            async with server:
+                await until("up")
+        finally:
+            watch.cancel()
+    asyncio.run(scenario())
+    record = read_health(tmp_path)
+    assert record["state"] == "up" and record["listen"] == "127.0.0.1:1"
+    [up] = check_upstream_health(tmp_path)
+    assert up.status == "PASS" and "UP" in up.detail
+
+
 def test_the_sets_spark_accepted_are_kept_in_order_for_replay():
     s = Session(user="u", protocol=5, client_protocol=5)
     for sql in ("SET spark.sql.shuffle.partitions=3", "SET a.b = 1", "SET TIME ZONE 'UTC'",
@@ -103,6 +152,8 @@ def test_lost_operations_answer_the_upstream_failure():
     lose_operations(s, "Spark Thrift Server closed the connection")
     running, finished = ops["running"], ops["finished"]
     assert running.state is OpState.ERROR and running.lost.sqlState == "08S01"
+    # the statement ended when its upstream died, not when its client closes it
+    assert running.ended_at is not None and finished.ended_at is None
     assert running.lost.errorMessage.startswith(
         "upstream Spark Thrift Server connection lost while running: select 'running' "
         "(Spark Thrift Server closed the connection)")

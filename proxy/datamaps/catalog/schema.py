@@ -127,6 +127,12 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS query_log_by_time ON query_log (at);
     CREATE INDEX IF NOT EXISTS query_log_by_shape ON query_log (shape_hash, id)
     """,
+    # the query log: why a datamap answer was computed by Spark though the proxy serves
+    # answers in-process (the serving tier's reason), and its class
+    """
+    ALTER TABLE query_log ADD COLUMN not_served TEXT;
+    ALTER TABLE query_log ADD COLUMN not_served_class TEXT
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

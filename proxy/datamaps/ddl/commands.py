@@ -20,7 +20,8 @@ from proxy.datamaps.freshness.sync import propagate, sync_datamaps
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.upkeep.compaction import Compaction
-from proxy.datamaps.upkeep.maintenance import Maintenance, client_error
+from proxy.datamaps.upkeep.job_progress import stage
+from proxy.datamaps.upkeep.maintenance import Maintenance, RefreshOutcome, client_error
 from proxy.datamaps.upkeep.stacking import check_create, check_drop
 from proxy.errors import ClientError
 from proxy.routing.router import LocalResult
@@ -171,7 +172,11 @@ class DatamapCommands:
 
     def rebuild(self, stmt: ddl.RebuildDatamap, current_db: str) -> LocalResult:
         rec = self.require(stmt.name, stmt.on_table, current_db)
-        self._maintenance.refresh(rec.db, rec.name)
+        outcome = self._maintenance.refresh(rec.db, rec.name)
+        if outcome is RefreshOutcome.UNCHANGED:
+            stage(f"datamap {rec.qualified} is in sync with its base tables: nothing to build")
+        elif outcome is RefreshOutcome.ENABLED:
+            stage(f"datamap {rec.qualified} was in sync with its base tables: enabled")
         propagate(self._maintenance, [rec])    # the datamaps stacked on it follow
         return EMPTY
 

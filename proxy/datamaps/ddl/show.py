@@ -6,15 +6,19 @@ when it is ENABLED. Depends On, added after it, names the datamaps whose tables 
 datamap reads (a datamap on datamaps: docs/stacked.md) and whether they let it be fresh,
 e.g. `default.hourly (fresh)`; empty for a datamap over base tables only. Rewrite, last,
 is `true` unless ALTER DATAMAP ... DISABLE QUERY REWRITE switched it off (`NA` for index
-datamaps, which answer no query)."""
+datamaps, which answer no query). Building, after it, says that a build, refresh or
+compaction is writing a segment now and since when (`segment 3 since 2026-11-28
+00:31:02.118 (42 s)`); empty otherwise."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Iterable, Sequence
 
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.catalog.records import (
-    BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time, one_line,
+    SEG_IN_PROGRESS, BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time,
+    one_line,
 )
 from proxy.datamaps.upkeep.stacking import depends_on
 from proxy.routing.router import LocalResult
@@ -23,6 +27,7 @@ SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
     ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
     ("Status Reason", "string"), ("Depends On", "string"), ("Rewrite", "string"),
+    ("Building", "string"),
 )
 SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
@@ -41,18 +46,29 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None,
-                depends: str, rewrite: bool = True) -> tuple[str, ...]:
+                depends: str, rewrite: bool = True, building: str = "") -> tuple[str, ...]:
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
             rec.status, "NA" if sync is None else json.dumps(sync),
             "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason),
-            depends, "true" if rewrite else "false")
+            depends, "true" if rewrite else "false", building)
+
+
+def building(segments: Iterable[DatamapSegment], now: float | None = None) -> str:
+    """SHOW DATAMAP's Building: the segment being written now and since when; "" when none."""
+    writing = [s for s in segments if s.status == SEG_IN_PROGRESS]
+    if not writing:
+        return ""
+    seg = max(writing, key=lambda s: s.load_start)
+    now = time.time() if now is None else now
+    return (f"segment {seg.id} since {format_time(seg.load_start)} "
+            f"({max(0.0, now - seg.load_start):.0f} s)")
 
 
 def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord]) -> LocalResult:
     every = catalog.list_datamaps()
     off = catalog.rewrite_off()
     rows = [datamap_row(r, catalog.sync_status(r.db, r.name), depends_on(catalog, r, every),
-                        r.qualified not in off)
+                        r.qualified not in off, building(catalog.segments(r.db, r.name)))
             for r in records]
     return LocalResult(SHOW_DATAMAP_COLUMNS, rows)
 

@@ -216,12 +216,18 @@ class RewriteIndexProvider:
         return self._freshness.get(name)
 
     def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
-        """EXPLAIN only: datamaps over any of `tables` ("db.table") that the current index
-        was not offered (DISABLED, not in sync, time zone unknown), "db.name" -> reason.
-        Read from what the last index build saw: nothing is computed on the SELECT path."""
+        """Datamaps over any of `tables` ("db.table") that the current index was not
+        offered (DISABLED, not in sync, time zone unknown), "db.name" -> reason: for
+        EXPLAIN, and for a miss's why-not as the decision saw it. Read from what the last
+        index build saw: nothing is computed here."""
         wanted = set(tables)
         return {name: reason for name, (bases, reason) in self._unavailable.items()
                 if wanted.intersection(bases)}
+
+    def left_out_tables(self) -> frozenset[str]:
+        """The base tables of the datamaps the current index was not offered: a query
+        over none of them has nothing to add to its why-not (no parse needed)."""
+        return frozenset(t for bases, _ in self._unavailable.values() for t in bases)
 
     def known_schemas(self) -> dict | None:
         """The schemas the current index was built with (None before the first): for

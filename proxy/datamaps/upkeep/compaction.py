@@ -18,6 +18,7 @@ from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, DatamapS
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.locks import KeyedLocks
+from proxy.datamaps.upkeep.job_progress import spark_progress, stage
 from proxy.datamaps.upkeep.live_view import LiveViews
 from proxy.errors import ClientError
 
@@ -137,14 +138,20 @@ class Compaction:
             if seg.id in ids:
                 for t, bids in seg.extra_info.items():
                     merged.setdefault(t, set()).update(bids)
+        spark = self._spark()
         sid = self.catalog.begin_segment(rec.db, rec.name, merged)
+        stage(f"compacting datamap {rec.qualified}: segment {sid} reads its segments "
+              f"{', '.join(ids)} and writes its files")
         try:
-            w = compact(self._spark(), rec.definition, ids, sid, rec.properties)
+            with spark_progress(spark):
+                w = compact(spark, rec.definition, ids, sid, rec.properties)
         except Exception as e:
             self.catalog.fail_segment(rec.db, rec.name, sid, f"compaction failed: {describe(e)[0]}",
                                       disable=False)
             raise job_failed(e, f"Compacting datamap {rec.qualified} "
                                 f"(segments {', '.join(ids)})") from e
+        stage(f"publishing segment {sid} of {rec.qualified} ({w.rows} rows, {len(w.files)} "
+              "files)")
         try:
             self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
                                          seconds=w.seconds, supersedes=ids, kind="compacted",
@@ -153,6 +160,7 @@ class Compaction:
             self.catalog.fail_segment(rec.db, rec.name, sid, str(e), disable=False)
             raise ClientError(str(e), e.sqlstate) from e
         self._garbage.published(rec)
+        stage(f"segment {sid} of {rec.qualified} published")
         return sid
 
     def after_refresh(self, rec: DatamapRecord) -> None:

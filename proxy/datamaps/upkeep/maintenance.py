@@ -24,6 +24,7 @@ from proxy.datamaps.failures import describe, job_failed, logged
 from proxy.datamaps.locks import KeyedLocks
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.upkeep.compaction import Compaction, SegmentGarbage
+from proxy.datamaps.upkeep.job_progress import spark_progress, stage
 from proxy.datamaps.upkeep.segment_rows import parquet_rows
 from proxy.errors import ClientError
 from rewriter.api import storage_table
@@ -43,6 +44,16 @@ class RefreshOutcome(StrEnum):
     DISABLED = "disabled"       # lazy, over a changed table: waits for REBUILD
     UNCHANGED = "unchanged"
     FAILED = "failed"           # reported as "failed: <reason>"; the datamap is DISABLED
+
+
+def _segments(by_table) -> str:
+    """{table: segments or their ids} -> "base segments 0-1 of default.sales" (progress)."""
+    parts = []
+    for table, segs in by_table.items():
+        ids = [getattr(s, "id", s) for s in segs]
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        parts.append(f"base segment{'s' if len(ids) != 1 else ''} {shown or 'none'} of {table}")
+    return "; ".join(parts) or "no base segments"
 
 
 def client_error(exc: Exception) -> ClientError:
@@ -206,12 +217,16 @@ class Maintenance:
         old_files = {t: [f for s in self.catalog.base_segments(t) if s.id in covered.get(t, ())
                          for f in s.files] for t in defn.base_tables}
         new_files = {t: [f for s in segs for f in s.files] for t, segs in pending.items()}
+        spark = self._spark()
         sid = self.catalog.begin_segment(rec.db, rec.name,
                                          {t: [s.id for s in segs] for t, segs in pending.items()})
         t_job = time.monotonic()
+        stage(f"refreshing datamap {rec.qualified}: segment {sid} reads "
+              f"{_segments(pending)} and writes its files")
         try:
-            res = incremental_append(self._spark(), defn, sid, new_files, old_files,
-                                     rec.properties, read_as=self._storages(defn.base_tables))
+            with spark_progress(spark):
+                res = incremental_append(spark, defn, sid, new_files, old_files,
+                                         rec.properties, read_as=self._storages(defn.base_tables))
         except Exception as e:
             self.catalog.fail_segment(rec.db, rec.name, sid, f"refresh failed: {describe(e)[0]}")
             raise job_failed(e, f"Refreshing datamap {rec.qualified}") from e
@@ -222,11 +237,14 @@ class Maintenance:
                 self._build(rec, [s.id for s in visible])
                 return RefreshOutcome.REBUILT
             return RefreshOutcome.UNCHANGED
+        stage(f"publishing segment {sid} of {rec.qualified} ({res.write.rows} rows, "
+              f"{len(res.write.files)} files)")
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=res.write.rows,
                                      files=res.write.files, seconds=res.write.seconds,
                                      kind="refreshed")
         t_view = time.monotonic()
         self._garbage.live.show(rec)
+        stage(f"segment {sid} of {rec.qualified} published")
         log.info("datamap %s: segment %s appended (%d rows) in %.2fs: sync+plan %.2fs, "
                  "job %.2fs, view %.2fs", rec.qualified, sid, res.write.rows,
                  time.monotonic() - t0, t_job - t0, t_view - t_job, time.monotonic() - t_view)
@@ -242,21 +260,30 @@ class Maintenance:
     def _build(self, rec: DatamapRecord, supersede: list[str]) -> None:
         live = {t: [s.id for s in self.catalog.base_segments(t)] for t in rec.base_tables}
         source = self.build_source(rec, live) if self.build_source else None
+        spark = self._spark()
         sid = self.catalog.begin_segment(rec.db, rec.name, live)
+        read = (f"datamap {source[1]}" if source else
+                _segments({t: ids for t, ids in live.items()}))
+        stage(f"building datamap {rec.qualified}: segment {sid} reads {read} and writes its "
+              "files")
         try:
-            w = full_build(self._spark(), rec.definition, sid, rec.properties,
-                           sql=source[0] if source else None)
+            with spark_progress(spark):
+                w = full_build(spark, rec.definition, sid, rec.properties,
+                               sql=source[0] if source else None)
         except Exception as e:
             self.catalog.fail_segment(rec.db, rec.name, sid, f"build failed: {describe(e)[0]}")
             if isinstance(e, PipelineError):
                 raise client_error(e) from e
             raise job_failed(e, f"Building datamap {rec.qualified}") from e
+        stage(f"publishing segment {sid} of {rec.qualified} ({w.rows} rows, "
+              f"{len(w.files)} files)")
         self.catalog.publish_segment(rec.db, rec.name, sid, rows=w.rows, files=w.files,
                                      seconds=w.seconds, supersedes=supersede, kind="built")
         if source:
             self.catalog.record_event(rec.db, rec.name, "built-from", w.rows, w.seconds,
                                       f"segment {sid} from datamap {source[1]}")
         self._garbage.published(rec)
+        stage(f"segment {sid} of {rec.qualified} published")
 
     # -- hooks of statements that passed through the proxy -------------------------------
     def after_load(self, table: str, source: str = "proxy-load", overwrite: bool = False,

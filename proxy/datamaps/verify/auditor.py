@@ -88,8 +88,12 @@ class Report:
 
 class Auditor:
     def __init__(self, service: "DatamapService", rate: float = 0.0, serving=None,
-                 rng: Callable[[], float] = random.random):
+                 rng: Callable[[], float] = random.random,
+                 on_base_run: Callable[[str, str, float], None] | None = None):
         self.service = service
+        # (statement, database, seconds) of each audited query's run on the base tables:
+        # the query log's measure of the time a datamap answer saves (QueryLog.base_run)
+        self.on_base_run = on_base_run
         self.rate = rate
         self.serving = serving             # proxy.serving.ServingTier or None
         self._rng = rng
@@ -254,7 +258,10 @@ class Auditor:
             base_sql = translate_only(self.service, sql, db)
 
         def run(session):
+            t0 = time.monotonic()
             base = run_query(session, base_sql, db, MAX_ROWS)
+            if self.on_base_run is not None:
+                self.on_base_run(statement, db, time.monotonic() - t0)
             answers = [("datamap answer", run_query(session, result.sql, db, MAX_ROWS))]
             if served is not None:
                 rows = self.serving.engine().run_blocking(served.plan)

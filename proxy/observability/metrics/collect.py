@@ -222,7 +222,8 @@ class DatamapCollector:
                                     "Estimated base-table seconds saved by datamap answers "
                                     "(the query log's estimate)", labels=["datamap"])
         for dm, (_hits, seconds) in sorted(self.querylog.datamap_totals().items()):
-            saved.add_metric([dm], seconds)
+            if seconds is not None:        # not measured yet: no sample rather than a 0
+                saved.add_metric([dm], seconds)
         yield saved
 
 

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from proxy.routing.classify import Kind, classify
 # the query log's classes, one classifier
-from proxy.observability.querylog.reasons import reason_class
+from proxy.observability.querylog.reasons import not_served_class, reason_class
 from proxy.observability.observe import (
     BYPASSED, FORWARDED, REWRITTEN, SERVED, Observer, SessionDetail, StatementEvent,
 )
@@ -84,6 +84,10 @@ class Metrics(Observer):
         self._served = Counter(PREFIX + "datamap_served",
                                "Datamap answers computed in-process (serving tier)",
                                ["datamap"], registry=r)
+        self._not_served = Counter(PREFIX + "not_served",
+                                   "Datamap answers Spark computed though the proxy serves "
+                                   "answers in-process, by the class of the serving tier's "
+                                   "reason", ["reason"], registry=r)
         # children by label values: labels() takes a lock and builds a key per call
         self._children: dict[tuple, object] = {}
         self._users: set[str] = set()
@@ -145,6 +149,8 @@ class Metrics(Observer):
                 self._child(self._hits, label).inc()
                 if served:
                     self._child(self._served, label).inc()
+            if ev.not_served:
+                self._child(self._not_served, not_served_class(ev.not_served)).inc()
         elif decision == BYPASSED:
             self._child(self._decisions, "bypassed", "bypassed").inc()
         elif (decision == FORWARDED or answered) and (ev.why_not or self._is_query(ev)):

@@ -2,24 +2,24 @@
 and rows, kept in the catalog's database (table query_log). What the console, the
 metrics and the advisor read (docs/querylog.md).
 
-    qlog = QueryLog(location, settings.querylog, unavailable=service.unavailable)
+    qlog = QueryLog(location, settings.querylog)
     Frontend(settings, router, observers=Observers(qlog))     # proxy/app.py
     qlog.recent(100) / qlog.entries(since) / qlog.datamap_usage(since, 3600) / ...
     qlog.close()                        # at shutdown: what was observed is written first
 
 On the event loop, `statement()` only appends the event to a bounded queue; when the
 writer falls behind, the oldest waiting events are dropped, counted and logged, and the
-client never waits. One named thread ("querylog-writer") takes the events in batches: it
-skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py),
-completes the why-not of a miss with the datamaps over its tables that were not offered
-(DISABLED, not in sync), classifies it (querylog_reasons.py), estimates the time a datamap
-answer saved, redacts and cuts the statement text ([querylog] statement_bytes), and
-inserts the batch in one transaction, within WRITE_EVERY_S of the event. It also enforces
-[querylog] retention and max_entries, deleting the oldest in batches.
+client never waits. One named thread ("querylog-writer") takes the events in batches:
+it skips SET, USE, SHOW and DESCRIBE, normalises the statement (rewriter/advise/shape.py),
+classifies it (querylog_reasons.py), estimates the time a datamap answer saved,
+redacts and cuts the statement text ([querylog] statement_bytes), and inserts the batch
+in one transaction, within WRITE_EVERY_S of the event. It also enforces [querylog]
+retention and max_entries, deleting the oldest in batches.
 
 Time saved by a datamap answer: the median duration of the same shape when the base
-tables answered it (the latest BASE_SAMPLES such entries), minus this answer's; None
-while that shape was never answered from the base tables.
+tables answered it (the latest BASE_SAMPLES such entries, and the online audit's runs of
+it on the base tables: `base_run`, an estimate, as audits run at low priority), minus this
+answer's; None while that shape was never seen on the base tables ("not measured yet").
 
 A reader (`QueryLog.reader(location)`, e.g. a test of the running proxy's log) opens the
 same table without a writer (`datamap-proxy advise` asks the proxy over HiveServer2).
@@ -34,13 +34,13 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Iterable, Iterator
 
 from proxy.routing.classify import Kind, classify
 from proxy.config import QueryLogSettings
 from proxy.logsafe import redact
 from proxy.observability.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
-from proxy.observability.querylog.reasons import reason_class
+from proxy.observability.querylog.reasons import not_served_class, reason_class
 from proxy.observability.querylog.store import QueryStore, encode
 from rewriter.advise import fold_tokens, shape_hash, shape_of
 
@@ -81,17 +81,21 @@ class LoggedQuery:
     outcome: str
     sqlstate: str | None
     saved_s: float | None
+    # a datamap answer Spark computed though the proxy serves in-process: why (the
+    # serving tier's reason) and its class (reasons.NOT_SERVED_CLASSES); None otherwise
+    not_served: str | None = None
+    not_served_class: str | None = None
 
 
 class QueryLog(Observer):
     def __init__(self, location: str, settings: QueryLogSettings | None = None, *,
-                 unavailable: Callable[[Iterable[str]], Mapping[str, str]] | None = None,
                  writer: bool = True, queue_size: int = QUEUE_SIZE):
         self.settings = settings or QueryLogSettings()
         self.enabled = self.settings.enabled and writer
         self._store = QueryStore(location, create=writer)
-        self._unavailable = unavailable
         self._queue: collections.deque = collections.deque()
+        # (statement, database, seconds) of audited runs on the base tables (base_run)
+        self._audited: collections.deque = collections.deque(maxlen=QUEUE_SIZE)
         self._queue_size = queue_size
         # each counter has one writer thread: the loop counts what it took and dropped,
         # the writer what it handled
@@ -101,7 +105,8 @@ class QueryLog(Observer):
         self._reported = 0          # drops already logged
         self._cond = threading.Condition()
         self._stop = False
-        self._totals: dict[str, list] = {}          # datamap -> [hits, saved seconds]
+        # datamap -> [hits, saved seconds, hits whose saving was measured]
+        self._totals: dict[str, list] = {}
         self._base: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
         self._retained_at = 0.0
         self._thread = None
@@ -127,6 +132,12 @@ class QueryLog(Observer):
                 pass
         self._queue.append(ev)
         self._observed += 1
+
+    def base_run(self, statement: str, current_db: str, seconds: float) -> None:
+        """A datamap answer's query ran on the base tables for the online audit (any
+        thread): its duration measures what the datamap answers of its shape save."""
+        if self.enabled:
+            self._audited.append((statement, current_db, seconds))
 
     def flush(self, timeout: float = 5.0) -> None:
         """Return once every event observed so far is written (or `timeout` passed)."""
@@ -176,10 +187,12 @@ class QueryLog(Observer):
         return [(start, name, hits, saved) for (start, name), (hits, saved)
                 in sorted(buckets.items())]
 
-    def datamap_totals(self) -> dict[str, tuple[int, float]]:
-        """datamap -> (hits, saved seconds) written since this process started."""
+    def datamap_totals(self) -> dict[str, tuple[int, float | None]]:
+        """datamap -> (hits, saved seconds) written since this process started; saved is
+        None while no hit's saving could be measured yet (its shape never ran on the base
+        tables): "not measured yet", never a made-up 0."""
         with self._cond:
-            return {name: (h, s) for name, (h, s) in self._totals.items()}
+            return {name: (h, s if m else None) for name, (h, s, m) in self._totals.items()}
 
     def write_many(self, entries: Iterable) -> None:
         """Insert entries as given (LoggedQuery or alike; `id` ignored): synthetic logs
@@ -205,6 +218,7 @@ class QueryLog(Observer):
                 log.warning("query log: dropped %d statements the writer could not keep up "
                             "with (%d in all)", self.dropped - self._reported, self.dropped)
                 self._reported = self.dropped
+            self._take_audited()
             if batch:
                 self._write(batch)
             if stop and not self._queue:
@@ -232,15 +246,28 @@ class QueryLog(Observer):
             rows = []
         for ev, row in zip(events, rows):
             if ev.datamaps and ev.outcome in _ANSWERED:
-                hits.append((ev.datamaps, row[-1]))
+                hits.append((ev.datamaps, row[_SAVED]))
         with self._cond:
             for datamaps, saved in hits:
                 for name in datamaps:
-                    t = self._totals.setdefault(name, [0, 0.0])
+                    t = self._totals.setdefault(name, [0, 0.0, 0])
                     t[0] += 1
-                    t[1] += saved or 0.0
+                    if saved is not None:
+                        t[1] += saved
+                        t[2] += 1
             self._handled += len(batch)
             self._cond.notify_all()
+
+    def _take_audited(self) -> None:
+        while True:
+            try:
+                statement, db, seconds = self._audited.popleft()
+            except IndexError:
+                return
+            try:
+                self._base_of(_shape(statement, db).hash).append(seconds)
+            except Exception:  # noqa: BLE001 - an estimate lost, never the log
+                log.debug("cannot record an audited base-table run", exc_info=True)
 
     def _row(self, ev: StatementEvent) -> tuple | None:
         kind = classify(ev.statement, ev.current_db).kind
@@ -252,12 +279,11 @@ class QueryLog(Observer):
         else:
             sh = _shape(ev.statement, ev.current_db)
             shape_text, tables, digest = sh.text, sh.tables, sh.hash
+        # the why-not is the decision's, as it was when the statement was decided (the
+        # datamaps it was not offered included): never looked up again here, when a
+        # refresh may have changed it
         why_not = ev.why_not
         miss = kind is Kind.QUERY and not ev.datamaps and ev.decision not in (LOCAL, REFUSED)
-        if miss and self._unavailable is not None and tables:
-            extra = dict(self._unavailable(tables))
-            named = {n for n, _ in why_not}
-            why_not = why_not + tuple((n, r) for n, r in extra.items() if n not in named)
         cls = reason_class(why_not, ev.decision == BYPASSED) if miss and tables else None
         saved = self._saved(digest, ev, miss)
         statement = _cut(redact(ev.statement), self.settings.statement_bytes)
@@ -267,13 +293,22 @@ class QueryLog(Observer):
         return (ev.at, ev.user, _cut(ev.client, CLIENT_BYTES), ev.session_id, digest, shape_text, statement,
                 ev.current_db, encode(tables), ev.decision, encode(ev.datamaps),
                 encode(why_not), cls, float(ev.duration_s), ev.rows, ev.outcome, ev.sqlstate,
-                saved)
+                saved, ev.not_served or None, not_served_class(ev.not_served))
 
     def _saved(self, digest: str, ev: StatementEvent, miss: bool) -> float | None:
         """A base-table answer's duration is remembered per shape; a datamap answer's
         saving is their median minus its own duration."""
         if ev.outcome != "FINISHED" or not (miss or ev.datamaps):
             return None
+        base = self._base_of(digest)
+        if miss:
+            base.append(ev.duration_s)
+            del base[:-BASE_SAMPLES]
+            return None
+        return max(0.0, statistics.median(base) - ev.duration_s) if base else None
+
+    def _base_of(self, digest: str) -> list[float]:
+        """The base-table durations kept for a shape (writer thread)."""
         base = self._base.get(digest)
         if base is None:            # first sight: what the log holds from before
             base = self._base[digest] = list(reversed(
@@ -282,11 +317,8 @@ class QueryLog(Observer):
                 self._base.popitem(last=False)
         else:
             self._base.move_to_end(digest)
-        if miss:
-            base.append(ev.duration_s)
-            del base[:-BASE_SAMPLES]
-            return None
-        return max(0.0, statistics.median(base) - ev.duration_s) if base else None
+        del base[:-BASE_SAMPLES]
+        return base
 
     def _retain(self) -> None:
         self._retained_at = time.monotonic()
@@ -303,7 +335,9 @@ class QueryLog(Observer):
 
 _FIELDS = ("at", "user", "client", "session_id", "shape_hash", "shape", "statement",
            "current_db", "tables", "decision", "datamaps", "why_not", "reason_class",
-           "duration_s", "rows", "outcome", "sqlstate", "saved_s")
+           "duration_s", "rows", "outcome", "sqlstate", "saved_s", "not_served",
+           "not_served_class")
+_SAVED = _FIELDS.index("saved_s")
 
 
 def _column(entry, name: str):

@@ -58,3 +58,39 @@ def reason_class(why_not, bypassed: bool = False) -> str:
         return "no_datamap"
     found = {class_of(reason) for _, reason in why_not}
     return next(c for c in _PRECEDENCE if c in found)
+
+
+# Why a datamap answer was computed by Spark though the proxy serves answers in-process
+# (the serving tier's reason: proxy/serving/tier.py plan() and answer()), as one class:
+# the query log's not_served_class, the label of datamap_proxy_not_served_total.
+#
+#   switched_off  [serving] enabled = false, or the session set datamap.serving.enabled=false
+#   compensated   new base files were compensated: Spark computes the union
+#   construct     the query uses what the serving tier does not compute (its allow-list)
+#   size          a datamap read over [serving] max_datamap_bytes
+#   segments      a segment no longer visible, or not readable by path
+#   engine        the local engine is down, closed, or failed the query
+#   timeout       the local engine gave no answer within [serving] timeout
+#   internal      a translation bug (logged with its traceback)
+#   other         anything else (a reason added later falls here until it has a rule)
+NOT_SERVED_CLASSES = ("switched_off", "compensated", "construct", "size", "segments", "engine",
+                      "timeout", "internal", "other")
+_NOT_SERVED_RULES = [
+    ("switched_off", r"\[serving\] enabled|serving\.enabled"),
+    ("compensated", r"\bcompensated\b"),
+    ("timeout", r"no answer within|timed? ?out"),
+    ("internal", r"internal error"),
+    ("size", r"max_datamap_bytes"),
+    ("segments", r"\bsegment \S+ of\b"),
+    ("construct", r"not served locally|not understood"),
+    ("engine", r"local engine"),
+]
+_NOT_SERVED = [(name, re.compile(p, re.IGNORECASE)) for name, p in _NOT_SERVED_RULES]
+
+
+def not_served_class(reason: str) -> str | None:
+    """The class of a reason a datamap answer was not served in-process; None: no reason
+    (served, or not a datamap answer)."""
+    if not reason:
+        return None
+    return next((name for name, pattern in _NOT_SERVED if pattern.search(reason)), "other")

@@ -17,7 +17,8 @@ from proxy.datamaps.catalog.schema import migrate
 
 COLUMNS = ("at", "user_name", "client", "session_id", "shape_hash", "shape", "statement",
            "current_db", "tables", "decision", "datamaps", "why_not", "reason_class",
-           "duration_s", "rows", "outcome", "sqlstate", "saved_s")
+           "duration_s", "rows", "outcome", "sqlstate", "saved_s", "not_served",
+           "not_served_class")
 _INSERT = (f"INSERT INTO query_log ({', '.join(COLUMNS)}) "
            f"VALUES ({', '.join('?' for _ in COLUMNS)})")
 _SELECT = f"SELECT id, {', '.join(COLUMNS)} FROM query_log"

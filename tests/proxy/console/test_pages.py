@@ -107,3 +107,15 @@ def test_chart_and_statements():
     for bad in [("drop", "db1.agg"), ("rebuild", "agg"), ("rebuild", "db1.a;DROP TABLE t"),
                 ("rebuild", "db1.`x`")]:
         assert statement(*bad) is None
+
+
+def test_time_saved_not_measured_yet_is_said_never_zero():
+    """A fresh datamap whose hits' shapes never ran on the base tables has no measured
+    saving: the list and the page say so rather than 0 ms."""
+    html = pages.datamaps([_summary(hits=12, saved_s=None), _summary(name="off", hits=None,
+                                                                     saved_s=None)],
+                          user="ann", csrf="tok", log_on=True, now=1060.0)
+    assert "not measured yet" in html and ">0 ms<" not in html
+    d = Detail(_summary(hits=12, saved_s=None), _record(), [], [], None, None, {})
+    assert "12 (time saved not measured yet)" in pages.datamap(d, [], user="ann", csrf="tok")
+    assert pages.saved(_summary(saved_s=0.25)) == "250 ms"

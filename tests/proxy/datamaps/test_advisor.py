@@ -36,7 +36,7 @@ def service(tmp_path):
 
 @pytest.fixture
 def qlog(service):
-    q = QueryLog(service.catalog.path, unavailable=service.unavailable)
+    q = QueryLog(service.catalog.path)
     yield q
     q.close()
 

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from proxy.datamaps.catalog import store as cat
+from proxy.datamaps.catalog.records import format_time
 from proxy.datamaps.catalog.store import Catalog, CatalogError
 from proxy.datamaps.ddl.show import (SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps,
                                      show_segments)
@@ -152,15 +153,20 @@ def test_show_rows(catalog):
     res = show_datamaps(catalog, catalog.list_datamaps())
     assert [c for c, _ in res.columns] == ["DataMapName", "ClassName", "Associated Table",
                                             "DataMap Properties", "DataMap Status", "Sync Status",
-                                            "Status Reason", "Depends On", "Rewrite"]
+                                            "Status Reason", "Depends On", "Rewrite", "Building"]
     assert res.columns == SHOW_DATAMAP_COLUMNS
     assert res.rows == [("agg", "mv", "db1.agg_table",
                          "'sort_columns'='country', 'table_blocksize'='64'", "DISABLED", "NA",
-                         "not built yet", "", "true")]
+                         "not built yet", "", "true", "")]
     catalog.add_base_segment("db1.sales", ["a"], rows=5, load_seconds=0.25)
     sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    # a build writing its segment shows, and since when
+    [writing] = [s for s in catalog.segments("db1", "agg") if s.id == sid]
+    building = show_datamaps(catalog, catalog.list_datamaps()).rows[0][9]
+    assert building.startswith(f"segment {sid} since {format_time(writing.load_start)} (")
     catalog.publish_segment("db1", "agg", sid, rows=2, files=["x", "y"], seconds=2.0, kind="built")
     row = show_datamaps(catalog, catalog.list_datamaps()).rows[0]
+    assert row[9] == ""
     assert row[4] == "ENABLED" and row[6] == ""
     sync = json.loads(row[5])
     assert list(sync) == ["db1.sales", "loadEndTime"] and sync["db1.sales"] == "0"
@@ -261,6 +267,7 @@ def test_migration_1_to_2_backfills_segment_kinds_from_the_history(tmp_path):
     c.close()
     raw = sqlite3.connect(path)          # the same file as version 1 wrote it
     raw.execute("ALTER TABLE dm_segments DROP COLUMN kind")
+    raw.execute("DROP TABLE query_log")  # a later version's table (its columns added later still)
     raw.execute("PRAGMA user_version = 1")
     raw.commit(), raw.close()
     c = Catalog(path)

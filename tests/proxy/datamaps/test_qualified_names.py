@@ -14,7 +14,7 @@ from proxy.errors import ClientError
 from proxy.routing.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
 from rewriter import compile_datamap
 from rewriter.api import RewriteResult
-from tests.proxy.datamaps.support import add_datamap, decision_service
+from tests.proxy.datamaps.support import add_datamap, decision_service, forwarded
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}},
            "db2": {"sales": {"country": "string", "qty": "int"},
@@ -139,12 +139,16 @@ async def test_explain_names_disabled_and_out_of_sync_datamaps_on_a_miss(service
     assert "Hit mv DataMap: agg" in lines and not any(ln.startswith("Skipped") for ln in lines)
 
 
-def test_the_select_path_does_not_look_at_unavailable_datamaps(service, monkeypatch):
+def test_the_select_path_names_unavailable_datamaps_from_memory(service, monkeypatch):
+    """A miss carries the datamaps the index left out, as the index build saw them: the
+    SELECT path reads no catalog for it."""
     _datamap(service, "db1", "lazy", lazy=True, build=False)
     h = DatamapSelectHandler(service)
-    assert h(_ctx("db1"), Q) is None
-    monkeypatch.setattr(service, "unavailable", lambda tables: pytest.fail("SELECT path"))
-    assert h(_ctx("db1"), Q) is None
+    h(_ctx("db1"), Q)
+    monkeypatch.setattr(service.catalog, "unavailable_reason",
+                        lambda *a: pytest.fail("the SELECT path read the catalog"))
+    d = h(_ctx("db1"), Q)
+    assert forwarded(d) and [n for n, _ in d.why_not] == ["db1.lazy"]
 
 
 async def test_on_table_finds_a_datamap_named_into_another_database(service):

@@ -238,3 +238,22 @@ def test_timestamps_wait_for_a_known_zone(service, tmp_path):
     finally:
         tier.close()
     assert d.columns[1].type == "timestamp"
+
+
+def test_why_spark_answers_a_datamap_hit_rides_on_the_decision(setup):
+    """The query log and the metrics record each reason a datamap answer is not served
+    in-process, by class (proxy/observability/querylog/reasons.py not_served_class)."""
+    from proxy.observability.querylog.reasons import not_served_class
+    initcap = ("SELECT initcap(country) AS u, sum(qty) AS s FROM db1.sales "
+               "GROUP BY initcap(country)")
+    with handler(setup) as (h, tier):
+        d = h(_ctx(), initcap)
+        assert d.not_served == ("not served locally: INITCAP(agg.country) is outside what the "
+                                "local engine computes")
+        assert "INITCAP (INITCAP" not in d.not_served
+        assert not_served_class(d.not_served) == "construct"
+        off = h(_ctx(**{"datamap.serving.enabled": "false"}), QUERY)
+        assert not_served_class(off.not_served) == "switched_off"
+        assert h(_ctx(), QUERY).fallback.not_served == ""
+    with handler(setup, max_datamap_bytes=10) as (h, tier):
+        assert not_served_class(h(_ctx(), QUERY).not_served) == "size"

@@ -236,3 +236,12 @@ def test_the_docs_list_exactly_the_named_zones_served():
 def test_date_functions_have_sparks_types(expr, typ):
     plan = _translate_ts(f"SELECT {expr} AS x FROM $m", "Europe/Berlin")
     assert plan.columns == (("x", typ),)
+
+
+def test_an_unlisted_construct_is_named_once_with_why():
+    with pytest.raises(NotServable) as e:
+        _translate("SELECT initcap(m.country) AS u FROM $m")
+    assert str(e.value) == "INITCAP(m.country) is outside what the local engine computes"
+    with pytest.raises(NotServable) as e:
+        _translate("SELECT SUM(m.q) OVER () AS w FROM $m")
+    assert str(e.value) == "WINDOW (SUM(m.q) OVER ()) is outside what the local engine computes"
