@@ -16,11 +16,13 @@ Layout rules (what a datamap's storage table holds):
     count(x), sum and sum of squares of CAST(x AS DOUBLE), min(x) and max(x) (rewriter/moments.py);
   * a grouping expression the projection leaves out is a group column all the same;
   * HAVING is not applied: its aggregates are stored, the query's HAVING filters;
-  * a WITH at the head whose CTEs filter and project base tables is inlined (flatten.py).
+  * a WITH at the head whose CTEs filter and project base tables is inlined (flatten.py);
+  * agg(DISTINCT e, ...) stores each e as a group column as well (the datamap is grouped by
+    them too), from which agg(DISTINCT e) at the definition's grain or coarser is exact.
 Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, window
-functions, subqueries, a CTE that is not a per-row filter, DISTINCT aggregates, other
-aggregates, non-deterministic functions, SELECT *, more than one timeseries granularity,
-GROUPING SETS / CUBE / ROLLUP, self-joins (0A000); ungrouped projected columns (42000).
+functions, subqueries, a CTE that is not a per-row filter, other aggregates,
+non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
+SETS / CUBE / ROLLUP, self-joins (0A000); ungrouped projected columns (42000).
 """
 from __future__ import annotations
 
@@ -195,8 +197,9 @@ def _check_storable(name: str, agg_node: exp.Expression, q_node: exp.Expression)
         raise _refuse(name, f"aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, "
                             "max, avg, variance and standard deviation)")
     arg = agg_node.this
-    if isinstance(arg, exp.Distinct):
-        raise _refuse(name, f"{q_node.sql(DIALECT)}: DISTINCT aggregates cannot be re-aggregated")
+    if isinstance(arg, exp.Distinct) and (has_aggregate(arg) or not arg.expressions):
+        raise _refuse(name, f"{q_node.sql(DIALECT)}: a DISTINCT aggregate of this form cannot "
+                            "be kept")
     if arg is not None and has_aggregate(arg):
         raise _refuse(name, f"nested aggregate {q_node.sql(DIALECT)}")
 
@@ -267,6 +270,7 @@ class _Layout:
             self.group_keys = {key_of(e): e for _, e in facts.outputs}
         self.out_keys: set = set()
         self.agg_seen: dict[tuple[str, str], str] = {}
+        self.extra_groups: list[exp.Expression] = []   # DISTINCT arguments, grouped by too
 
     def column_type(self, col: exp.Column) -> str | None:
         return self.facts.column_types.get(f"{col.db}.{col.table}.{col.name}")
@@ -308,6 +312,26 @@ class _Layout:
         if not self.columns:
             raise _refuse(self.name, "the query projects nothing storable")
 
+    def _place_distinct(self, agg_node, q_node) -> None:
+        """agg(DISTINCT e, ...): each e is stored as a group column, kept apart from the
+        definition's grouping: the datamap holds a row per distinct value within each of
+        its groups, and agg(DISTINCT e) of a query at that grain or coarser is computed
+        over them (rules/rollup_aggregate.py), merged across segments exactly."""
+        for canon, q_arg in zip(agg_node.this.expressions, q_node.this.expressions):
+            self._place_hidden(canon, q_arg)
+
+    def _place_hidden(self, canon: exp.Expression, q_group: exp.Expression) -> bool:
+        k = key_of(canon)
+        if k in self.out_keys:
+            return False
+        self.out_keys.add(k)
+        col_name = self.unique(canon.name if isinstance(canon, exp.Column) else "group_expr")
+        self.add("group", q_group, col_name, sparktypes.infer(canon, self.column_type))
+        self.comp.group.append((canon, col_name))
+        if k not in self.group_keys:
+            self.extra_groups.append(q_group)
+        return True
+
     def place_having(self, canon: exp.Expression, q_having: exp.Expression) -> None:
         if has_aggregate(canon):
             self._place_aggregates(len(self.facts.outputs), canon, q_having, None)
@@ -317,13 +341,7 @@ class _Layout:
         column no output names): the datamap keeps the definition's grain, and a query
         grouping by it, or by the definition's own outputs, is answered from it."""
         for canon, q_group in zip(self.facts.group, qualified_groups):
-            k = key_of(canon)
-            if k in self.out_keys:
-                continue
-            self.out_keys.add(k)
-            col_name = self.unique(canon.name if isinstance(canon, exp.Column) else "group_expr")
-            self.add("group", q_group, col_name, sparktypes.infer(canon, self.column_type))
-            self.comp.group.append((canon, col_name))
+            self._place_hidden(canon, q_group)
 
     def _output_name(self, i: int, canon: exp.Expression, alias: str | None) -> str:
         return self.unique(alias or (canon.name if isinstance(canon, exp.Column) else f"expr_{i}"))
@@ -355,6 +373,9 @@ class _Layout:
                 continue
             if moments.is_moment(agg_node):
                 self._place_moments(i, agg_node, q_node)
+                continue
+            if isinstance(agg_node.this, exp.Distinct):
+                self._place_distinct(agg_node, q_node)
                 continue
             arg = agg_node.this
             star = _is_count_star(agg_node)
@@ -420,6 +441,7 @@ def _build_select(tree: exp.Select, layout: _Layout, qualified_items) -> exp.Sel
             keys = [e for e, n in zip(qualified_items, facts.outputs) if not has_aggregate(n[1])]
         else:
             keys = tree.args["group"].expressions if tree.args.get("group") else []
+            keys = [*keys, *layout.extra_groups]
         groups = [_translate(g, layout.qtype) for g in keys]
         build.set("group", exp.Group(expressions=[g.copy() for g in groups]) if groups else None)
     return build
