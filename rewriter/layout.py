@@ -12,11 +12,17 @@ Layout rules (what a datamap's storage table holds):
   * a projection-only (SPJ) definition stores each projected expression (role column);
     SELECT DISTINCT without aggregates is a GROUP BY of its projection;
   * names are lower-case, unique, never the segment column.
-Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, HAVING,
-window functions, subqueries, DISTINCT aggregates, other aggregates, non-deterministic
-functions, SELECT *, more than one timeseries granularity, GROUPING SETS / CUBE / ROLLUP
-(0A000); grouping expressions missing from the projection or ungrouped projected columns
-(42000).
+  * var_pop / var_samp / stddev_pop / stddev_samp (and variance, stddev, std) of x store
+    count(x), sum and sum of squares of CAST(x AS DOUBLE), min(x) and max(x) (rewriter/moments.py);
+  * a grouping expression the projection leaves out is a group column all the same;
+  * HAVING is not applied: its aggregates are stored, the query's HAVING filters;
+  * a WITH at the head whose CTEs filter and project base tables is inlined (flatten.py);
+  * agg(DISTINCT e, ...) stores each e as a group column as well (the datamap is grouped by
+    them too), from which agg(DISTINCT e) at the definition's grain or coarser is exact.
+Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, window
+functions, subqueries, a CTE that is not a per-row filter, other aggregates,
+non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
+SETS / CUBE / ROLLUP, self-joins (0A000); ungrouped projected columns (42000).
 """
 from __future__ import annotations
 
@@ -25,10 +31,11 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from rewriter import distinct, sparktypes, timeseries
+from rewriter import distinct, moments, sparktypes, timeseries
 from rewriter.aggregates import is_aggregate_call
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate
+from rewriter.flatten import flatten_tree
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
                                 ident, parse, qualify_tree, quote_unsafe, spark_output_name)
 
@@ -79,6 +86,8 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
         qualify_tree(tree, make_schema(schemas), current_db)
     except NormalizeError as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "42S02") from e
+    if tree.args.get("with_"):
+        _inline_ctes(name, tree)
     quote_unsafe(tree)
     _check_qualified(name, tree)
     try:
@@ -91,7 +100,13 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     comp.granularity = _granularity(name, tree)
     qualified_items = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
     layout = _Layout(name, comp, schemas)
-    layout.place_outputs(qualified_items, user_alias)
+    group_node = tree.args.get("group")
+    layout.place_outputs(qualified_items, user_alias,
+                         list(group_node.expressions) if group_node else [])
+    if facts.having is not None:
+        # stored unfiltered: the aggregates HAVING reads are kept, and a query's HAVING
+        # (the definition's own included) is applied when the datamap answers it
+        layout.place_having(facts.having, tree.args["having"].this)
     first_db = facts.edges[0].table.split(".")[0]
     comp.definition = DatamapDefinition(
         name=name, database=first_db, table=f"{first_db}.{name}_table", select_sql=select_sql,
@@ -118,8 +133,6 @@ def _parse_definition(name: str, select_sql: str) -> exp.Select:
         raise _refuse(name, "UNION is not supported in a datamap query")
     if not isinstance(tree, exp.Select):
         raise _refuse(name, "the query must be a SELECT")
-    if tree.args.get("with_"):
-        raise _refuse(name, "WITH is not supported in a datamap query")
     if tree.args.get("limit") or tree.args.get("offset"):
         raise _refuse(name, "LIMIT is not supported in a datamap query")
     if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
@@ -129,17 +142,31 @@ def _parse_definition(name: str, select_sql: str) -> exp.Select:
 
 
 def _check_tables(name: str, tree: exp.Select, schemas, current_db: str) -> None:
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     for t in tree.find_all(exp.Table):
+        if not t.db and t.name.lower() in ctes:
+            continue
         db = (t.db or current_db).lower()
         if db not in schemas or t.name.lower() not in schemas[db]:
             raise _refuse(name, f"table {db}.{t.name.lower()} not found", "42S02")
 
 
 def _check_qualified(name: str, tree: exp.Select) -> None:
-    if tree.args.get("having"):
-        raise _refuse(name, "HAVING is not supported in a datamap query")
     if any(isinstance(n, exp.Window) for n in tree.walk()):
         raise _refuse(name, "window functions are not supported in a datamap query")
+
+
+def _inline_ctes(name: str, tree: exp.Select) -> None:
+    """A WITH at the head of the definition: each CTE that is a per-row filter and
+    projection of base tables is inlined (rewriter/flatten.py); any other is refused."""
+    notes: list[str] = []
+    flatten_tree(tree, notes)
+    with_ = tree.args.get("with_")
+    if with_ is not None and with_.expressions:
+        why = "; ".join(notes) or f"CTE {with_.expressions[0].alias_or_name} kept as written"
+        raise _refuse(name, f"WITH: {why}: only a CTE that filters and projects base tables is "
+                            "inlined into a datamap definition")
+    tree.set("with_", None)
 
 
 def _granularity(name: str, tree: exp.Select) -> str | None:
@@ -168,11 +195,13 @@ def _check_storable(name: str, agg_node: exp.Expression, q_node: exp.Expression)
         raise _refuse(name, f"{q_node.sql(DIALECT)} cannot be re-aggregated; with "
                             f"DMPROPERTIES('{distinct.SKETCH_PROPERTY}'='hll') the datamap "
                             "stores a mergeable sketch of its argument instead")
-    if not isinstance(agg_node, STORABLE):
-        raise _refuse(name, f"aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, max, avg)")
+    if not isinstance(agg_node, STORABLE) and not moments.is_moment(agg_node):
+        raise _refuse(name, f"aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, "
+                            "max, avg, variance and standard deviation)")
     arg = agg_node.this
-    if isinstance(arg, exp.Distinct):
-        raise _refuse(name, f"{q_node.sql(DIALECT)}: DISTINCT aggregates cannot be re-aggregated")
+    if isinstance(arg, exp.Distinct) and (has_aggregate(arg) or not arg.expressions):
+        raise _refuse(name, f"{q_node.sql(DIALECT)}: a DISTINCT aggregate of this form cannot "
+                            "be kept")
     if arg is not None and has_aggregate(arg):
         raise _refuse(name, f"nested aggregate {q_node.sql(DIALECT)}")
 
@@ -243,6 +272,7 @@ class _Layout:
             self.group_keys = {key_of(e): e for _, e in facts.outputs}
         self.out_keys: set = set()
         self.agg_seen: dict[tuple[str, str], str] = {}
+        self.extra_groups: list[exp.Expression] = []   # DISTINCT arguments, grouped by too
 
     def column_type(self, col: exp.Column) -> str | None:
         return self.facts.column_types.get(f"{col.db}.{col.table}.{col.name}")
@@ -269,7 +299,8 @@ class _Layout:
         self.build_items.append(exp.alias_(_translate(node, self.qtype), ident(col_name)))
         self.comp.types[col_name] = ctype or ""
 
-    def place_outputs(self, qualified_items: list[exp.Expression], user_alias: list) -> None:
+    def place_outputs(self, qualified_items: list[exp.Expression], user_alias: list,
+                      qualified_groups: list[exp.Expression]) -> None:
         for i, ((_, canon), q_item) in enumerate(zip(self.facts.outputs, qualified_items)):
             if not self.is_agg:
                 self._place_plain(i, canon, q_item, user_alias[i])
@@ -278,12 +309,41 @@ class _Layout:
             else:
                 self._place_aggregates(i, canon, q_item,
                                        user_alias[i] if is_aggregate_call(canon) else None)
-        for k, g in self.group_keys.items():
-            if k not in self.out_keys and self.is_agg:
-                raise _refuse(self.name, f"grouping expression {g.sql(DIALECT)} must be in the "
-                                         "projection", "42000")
+        if self.is_agg:
+            self._place_hidden_groups(qualified_groups)
         if not self.columns:
             raise _refuse(self.name, "the query projects nothing storable")
+
+    def _place_distinct(self, agg_node, q_node) -> None:
+        """agg(DISTINCT e, ...): each e is stored as a group column, kept apart from the
+        definition's grouping: the datamap holds a row per distinct value within each of
+        its groups, and agg(DISTINCT e) of a query at that grain or coarser is computed
+        over them (rules/rollup_aggregate.py), merged across segments exactly."""
+        for canon, q_arg in zip(agg_node.this.expressions, q_node.this.expressions):
+            self._place_hidden(canon, q_arg)
+
+    def _place_hidden(self, canon: exp.Expression, q_group: exp.Expression) -> bool:
+        k = key_of(canon)
+        if k in self.out_keys:
+            return False
+        self.out_keys.add(k)
+        col_name = self.unique(canon.name if isinstance(canon, exp.Column) else "group_expr")
+        self.add("group", q_group, col_name, sparktypes.infer(canon, self.column_type))
+        self.comp.group.append((canon, col_name))
+        if k not in self.group_keys:
+            self.extra_groups.append(q_group)
+        return True
+
+    def place_having(self, canon: exp.Expression, q_having: exp.Expression) -> None:
+        if has_aggregate(canon):
+            self._place_aggregates(len(self.facts.outputs), canon, q_having, None)
+
+    def _place_hidden_groups(self, qualified_groups: list[exp.Expression]) -> None:
+        """A grouping expression the projection leaves out is stored all the same (a group
+        column no output names): the datamap keeps the definition's grain, and a query
+        grouping by it, or by the definition's own outputs, is answered from it."""
+        for canon, q_group in zip(self.facts.group, qualified_groups):
+            self._place_hidden(canon, q_group)
 
     def _output_name(self, i: int, canon: exp.Expression, alias: str | None) -> str:
         return self.unique(alias or (canon.name if isinstance(canon, exp.Column) else f"expr_{i}"))
@@ -313,6 +373,12 @@ class _Layout:
             if distinct.is_sketch_agg(agg_node):
                 self._place_sketch(i, agg_node, q_node, lone)
                 continue
+            if moments.is_moment(agg_node):
+                self._place_moments(i, agg_node, q_node)
+                continue
+            if isinstance(agg_node.this, exp.Distinct):
+                self._place_distinct(agg_node, q_node)
+                continue
             arg = agg_node.this
             star = _is_count_star(agg_node)
             arg_type = None if star else sparktypes.infer(arg, self.column_type)
@@ -328,6 +394,25 @@ class _Layout:
                 self.add("agg", _stored_call(kind, None if star else q_node.this), col_name,
                          ctype, agg=kind)
                 self.comp.aggs.append((kind, None if star else arg, col_name))
+
+    def _place_moments(self, i, agg_node, q_node) -> None:
+        """A variance or standard deviation: the re-aggregatable parts it is computed from
+        (rewriter/moments.py), each stored once."""
+        arg = moments.argument(agg_node)
+        if has_aggregate(arg):
+            raise _refuse(self.name, f"nested aggregate {q_node.sql(DIALECT)}")
+        if not sparktypes.is_numeric(sparktypes.infer(arg, self.column_type)):
+            raise _refuse(self.name, f"{q_node.sql(DIALECT)}: the argument must be numeric")
+        argname = arg.name if isinstance(arg, exp.Column) else f"expr_{i}"
+        for kind, part, q_part, base in moments.parts(arg, moments.argument(q_node), argname):
+            k = (kind, key_of(part))
+            if k in self.agg_seen:
+                continue
+            ctype = _stored_type(self.name, kind, sparktypes.infer(part, self.column_type), q_node)
+            col_name = self.unique(base)
+            self.agg_seen[k] = col_name
+            self.add("agg", _stored_call(kind, q_part), col_name, ctype, agg=kind)
+            self.comp.aggs.append((kind, part, col_name))
 
     def _place_sketch(self, i, agg_node, q_node, lone: str | None) -> None:
         arg, lgk = agg_node.expressions[0], distinct.sketch_lgk(agg_node)
@@ -351,12 +436,14 @@ def _build_select(tree: exp.Select, layout: _Layout, qualified_items) -> exp.Sel
     build = tree.copy()
     build.set("expressions", layout.build_items)
     build.set("order", None)
+    build.set("having", None)
     build.set("distinct", None)
     if layout.is_agg:
         if facts.distinct and not facts.is_aggregate:
             keys = [e for e, n in zip(qualified_items, facts.outputs) if not has_aggregate(n[1])]
         else:
             keys = tree.args["group"].expressions if tree.args.get("group") else []
+            keys = [*keys, *layout.extra_groups]
         groups = [_translate(g, layout.qtype) for g in keys]
         build.set("group", exp.Group(expressions=[g.copy() for g in groups]) if groups else None)
     return build

@@ -80,6 +80,37 @@ def avg_type(t: str | None) -> str | None:
     return None
 
 
+_NUMERIC_ORDER = ["tinyint", "smallint", "int", "bigint", "float", "double"]
+
+
+def _wider_two(a: str, b: str) -> str | None:
+    if a == b:
+        return a
+    if a in _NUMERIC_ORDER and b in _NUMERIC_ORDER:
+        return max(a, b, key=_NUMERIC_ORDER.index)
+    da, db = decimal_of(a), decimal_of(b)
+    if da is None or db is None:
+        return "double" if (a in FRACTIONAL and db) or (b in FRACTIONAL and da) else None
+    # an integral type joins a decimal as decimal(digits, 0) (DecimalType.forType), then
+    # the wider decimal keeps both integer ranges and the larger scale (bounded at 38)
+    s = max(da[1], db[1])
+    return dec(max(da[0] - da[1], db[0] - db[1]) + s, s)
+
+
+def wider(types: list[str | None]) -> str | None:
+    """The type Spark gives CASE / IF / COALESCE branches of these types (its wider common
+    type for numbers; otherwise all must be equal), None when unknown or not that simple."""
+    out = None
+    for t in types:
+        t = norm(t)
+        if t is None:
+            return None
+        out = t if out is None else _wider_two(out, t)
+        if out is None:
+            return None
+    return out
+
+
 def literal_type(e: exp.Literal) -> str | None:
     if e.is_string:
         return "string"
@@ -166,14 +197,17 @@ def infer(e: exp.Expression, column_type) -> str | None:
     if isinstance(e, exp.Abs):
         return infer(e.this, column_type)
     if isinstance(e, exp.Coalesce):
-        types = {infer(x, column_type) for x in [e.this, *e.expressions]}
-        return types.pop() if len(types) == 1 else None
+        return wider([infer(x, column_type) for x in [e.this, *e.expressions]
+                      if not isinstance(x, exp.Null)])
     if isinstance(e, exp.Case):
         branches = [w.args.get("true") for w in e.args.get("ifs") or []]
         if e.args.get("default") is not None:
             branches.append(e.args["default"])
-        types = {infer(x, column_type) for x in branches if not isinstance(x, exp.Null)}
-        return types.pop() if len(types) == 1 else None
+        return wider([infer(x, column_type) for x in branches if not isinstance(x, exp.Null)])
+    if isinstance(e, exp.If):
+        branches = [e.args.get("true"), e.args.get("false")]
+        return wider([infer(x, column_type) for x in branches
+                      if x is not None and not isinstance(x, exp.Null)])
     if isinstance(e, exp.Sum):
         return sum_type(infer(e.this, column_type))
     if isinstance(e, exp.Avg):

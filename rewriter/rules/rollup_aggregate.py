@@ -13,10 +13,13 @@ is also why partial per-segment rows are fine):
                        Spark's Average does, cast to decimal(p+4,s+4)
   agg(DISTINCT e)   -> agg(DISTINCT e') when e is computable from grouping columns: every
                        datamap row stands for ≥ 1 base rows with those grouping values
+  var_pop, var_samp, variance, stddev_pop, stddev_samp, stddev, std
+                    -> rules/rollup_moments.py, from stored count, sum, sum of squares,
+                       min and max (rewriter/moments.py)
   approx_count_distinct, hll_sketch_agg -> rules/rollup_distinct.py (exact over grouping
                        columns; from a stored sketch only when the session allows it)
 On an exact grain match (ctx.reagg False) the stored column is used directly. Anything
-else (stddev, percentile, avg of a stored avg, count(DISTINCT) of a non-grouping column)
+else (percentile, avg of a stored avg, count(DISTINCT) of a non-grouping column)
 fails with a reason.
 """
 from __future__ import annotations
@@ -25,7 +28,8 @@ from sqlglot import exp
 
 from rewriter import distinct, sparktypes
 from rewriter.normalize import ident, key_of
-from rewriter.rules import rollup_distinct
+from rewriter import moments
+from rewriter.rules import rollup_distinct, rollup_moments
 from rewriter.rules.arith import average, cast
 from rewriter.rules.equal_aggregates import derive_equal
 from rewriter.rules.refusals import NeedsReaggregation, NoDerive
@@ -93,6 +97,8 @@ def _from_stored(node: exp.Expression, ctx) -> exp.Expression:
     arg = node.this if isinstance(node, exp.AggFunc) else None
     if distinct.is_distinct_estimate(node):
         return rollup_distinct.derive_estimate(node, ctx)
+    if moments.is_moment(node):
+        return rollup_moments.derive_moment(node, ctx)
     if not isinstance(node, (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)):
         raise NoDerive(f"aggregate {name} cannot be derived from a datamap")
     if node.args.get("ignore_nulls") is not None or (isinstance(node, exp.Count) and node.args.get("big_int") is False):
