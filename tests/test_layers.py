@@ -339,3 +339,60 @@ def test_datamaps_subpackages_import_each_other_one_way():
     graph = _subpackage_graph(_import_graph(ROOT), "proxy.datamaps")
     assert "proxy.datamaps.catalog" in graph
     assert [_describe(c, graph) for c in sorted(_cycles(graph), key=sorted)] == []
+
+
+# --- tests/: helpers shared by several test modules live in tests/support -----------------
+
+def _test_module_imports(root: Path) -> list[str]:
+    """Imports, anywhere under tests/, of a module of tests/ outside tests/support (a test
+    module, a conftest, a helper next to its tests), lazy and relative ones included."""
+    out = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        rel = path.relative_to(root)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    names = [f"{'.' * node.level}{node.module or ''}"]
+                elif node.module == "tests":
+                    names = [f"tests.{a.name}" for a in node.names]
+                else:
+                    names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                if name.startswith(".") or (name.split(".")[0] == "tests"
+                                            and not name.startswith("tests.support")):
+                    out.append(f"{rel}:{node.lineno} imports {name}")
+    return out
+
+
+def test_no_test_module_imports_another():
+    """A test module, conftest or helper beside the tests is imported by pytest alone;
+    what several of them share lives in tests/support."""
+    assert _test_module_imports(ROOT) == []
+
+
+def test_the_test_import_check_sees_lazy_relative_and_package_imports(tmp_path):
+    files = {"tests/support/helpers.py": "from tests.support import ports\n",
+             "tests/proxy/test_a.py": "def f():\n    from tests.proxy.test_b import X\n",
+             "tests/proxy/test_b.py": "from . import test_a\nfrom tests import proxy\n",
+             "tests/proxy/test_c.py": "import tests.proxy.conftest\nfrom tests.support import x\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _test_module_imports(tmp_path) == [
+        "tests/proxy/test_a.py:2 imports tests.proxy.test_b",
+        "tests/proxy/test_b.py:1 imports .",
+        "tests/proxy/test_b.py:2 imports tests.proxy",
+        "tests/proxy/test_c.py:1 imports tests.proxy.conftest"]
+
+
+def test_test_module_basenames_are_unique():
+    """tests/proxy mirrors the packages; a basename used twice is ambiguous in reports and
+    `-k`, and would clash under rootdir-style imports."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}

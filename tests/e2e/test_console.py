@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.e2e.support import Conn
+from tests.support.e2e import Conn
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.support import Conn, Pair, ServeProc, state_table_dir
+from tests.support.e2e import Conn, Pair, ServeProc, state_table_dir
 from tests.support.clients import RawHS2
 
 pytestmark = pytest.mark.spark
@@ -185,7 +185,7 @@ def test_partitions_added_and_dropped_straight_to_spark(env):
 
 
 def test_a_session_that_accepts_staleness_skips_the_guard(env):
-    from tests.e2e.support import Conn
+    from tests.support.e2e import Conn
     pair, spark = env["pair"], env["spark"]
     fresh(pair, AGG, "agg")
     relaxed = Conn(env["srv"].port)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Conn, Pair, ServeProc, sort_rows, state_table_dir
+from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.clients import jdbc_url, run_beeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.e2e.support import ServeProc, sort_rows
-from tests.rewriter.spark_tier import rows_equal
+from tests.support.e2e import ServeProc, sort_rows
+from tests.support.spark_tier import rows_equal
 from tests.support.clients import ClientError, RawHS2
 
 pytestmark = pytest.mark.spark

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
-from tests.e2e.support import Pair, doc_blocks
+from tests.support.e2e import Pair, doc_blocks
 from tests.support.clients import RawHS2
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.support import Pair, ServeProc
+from tests.support.e2e import Pair, ServeProc
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 

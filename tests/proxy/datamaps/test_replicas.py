@@ -15,7 +15,7 @@ import pytest
 from proxy.ha import leader
 from proxy.datamaps.catalog.store import Catalog, CatalogError
 from proxy.datamaps.locks import KeyedLocks
-from tests.proxy.datamaps.support import add_datamap, no_spark, schemas_of
+from tests.support.datamaps import add_datamap, no_spark, schemas_of
 from tests.support.lease_worker import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]

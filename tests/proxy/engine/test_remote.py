@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.engine.driver_client import SparkDriver
+from tests.support.driver_client import SparkDriver
 from tests.support.clients import pyhive_connect, pyhive_execute
 from tests.support.ports import free_port
 
