@@ -21,6 +21,7 @@ from tests.support.wire import closed_by_peer, Raw, sasl_login
 from tests.support.clients import pyhive_connect
 from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -119,9 +120,8 @@ def test_connection_caps_refuse_cheaply_with_sampled_log_lines(proxy_without_spa
             reply = b""
         assert reply == b"" or (reply[0] == sasl.BAD and b"too many connections" in reply)
     kept.pop(0).close()
-    time.sleep(0.5)
-    again = connect("127.0.0.1")
-    assert not closed_by_peer(again, 0.3)                       # its slot came back
+    again = wait_until(lambda: (s := connect("127.0.0.1")) and not closed_by_peer(s, 0.3) and s,
+                       timeout=10, what="the closed connection's slot to come back")
     per_address = _lines(p, "refusing connection from 127.0.0.1: too many connections from")
     assert len(per_address) == 1, per_address       # 32 refusals, one line per 10 s
     assert _lines(p, "refusing connection from 127.0.0.3: too many connections (4,")

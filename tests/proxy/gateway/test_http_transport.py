@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import http.client
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from proxy.gateway.auth import plain as auth
 from proxy.thrift import codec
 from tests.support.wire import CALL, closed_by_peer, sasl_login
 from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,15 +52,30 @@ def raw_exchange(port: int, data: bytes) -> bytes:
             out += chunk
 
 
-@pytest.fixture
-def secured(proxy_without_spark, tmp_path):
-    users = tmp_path / "users"
+def _secured(start, workdir: Path):
+    """A proxy with alice/wonder in its users file, an HTTP port and a lockout after 3."""
+    users = workdir / "users"
     auth.add_user(users, "alice", "wonder")
     hp = free_port()
-    p = proxy_without_spark("--users-file", str(users), "--http-port", str(hp),
-                            "--max-login-failures", "3")
+    p = start("--users-file", str(users), "--http-port", str(hp), "--max-login-failures", "3")
     p.http_port = hp
     return p
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """One proxy for the module's tests that leave it as they found it: no wrong password
+    (the lockout test has a proxy of its own)."""
+    workdir = tmp_path_factory.mktemp("http")
+    p = _secured(lambda *flags: start_proxy(workdir / "proxy", ("127.0.0.1", free_port()),
+                                            extra_args=list(flags)), workdir)
+    yield p
+    assert p.stop(check=True) == 0
+
+
+@pytest.fixture
+def lockable(proxy_without_spark, tmp_path):
+    return _secured(proxy_without_spark, tmp_path)
 
 
 def test_basic_then_cookie_on_one_keep_alive_connection(secured):
@@ -88,20 +105,20 @@ def test_basic_then_cookie_on_one_keep_alive_connection(secured):
     assert resp.status == 401
 
 
-def test_wrong_passwords_share_the_binary_ports_lockout(secured):
-    conn = http.client.HTTPConnection("127.0.0.1", secured.http_port, timeout=30)
+def test_wrong_passwords_share_the_binary_ports_lockout(lockable):
+    conn = http.client.HTTPConnection("127.0.0.1", lockable.http_port, timeout=30)
     for _ in range(3):
-        conn = http.client.HTTPConnection("127.0.0.1", secured.http_port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", lockable.http_port, timeout=30)
         resp, body = post(conn, {"Authorization": basic("alice", "wrong-pw")})
         assert resp.status == 401 and body.startswith(b"Authentication Error: ")
         assert resp.getheader("Connection") == "close"
     # locked after 3 failures over HTTP: the right password is refused on both transports
-    conn = http.client.HTTPConnection("127.0.0.1", secured.http_port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", lockable.http_port, timeout=30)
     resp, body = post(conn, {"Authorization": basic("alice", "wonder")})
     assert resp.status == 401 and b"too many failed logins" in body.lower(), body
-    status, _ = sasl_login(secured.host, secured.port, "alice", "wonder")
+    status, _ = sasl_login(lockable.host, lockable.port, "alice", "wonder")
     assert status != 5        # not COMPLETE
-    log = secured.log_path.read_text()
+    log = lockable.log_path.read_text()
     assert "wrong-pw" not in log and "wonder" not in log
 
 

@@ -134,12 +134,12 @@ def test_a_writer_that_falls_behind_drops_the_oldest(tmp_path):
     saved_level = qlogger.level
     qlogger.setLevel(logging.WARNING)
     q = QueryLog(str(tmp_path / "c.db"), queue_size=5)
-    gate = threading.Event()
+    gate, holding = threading.Event(), threading.Event()
     insert = q._store.insert
-    q._store.insert = lambda rows: (gate.wait(10), insert(rows))
+    q._store.insert = lambda rows: (holding.set(), gate.wait(10), insert(rows))
     try:
         q.statement(event(statement="SELECT 0 FROM t"))
-        time.sleep(0.5)                        # the writer holds that one, blocked
+        assert holding.wait(10)                # the writer holds that one, blocked
         for i in range(1, 11):
             q.statement(event(statement=f"SELECT {i} FROM t{i}"))
         assert q.dropped == 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from contextlib import contextmanager
 
@@ -123,16 +124,20 @@ def test_an_engine_failure_falls_back(setup, tmp_path):
 
 
 def test_a_slow_local_answer_falls_back(setup, monkeypatch):
-    """The engine's own query is held for 2 s (a 1 µs timeout alone raced the worker thread
-    on a loaded box), so the timeout decides, not the scheduler."""
+    """The engine's own query is held until the answer has timed out (a 1 µs timeout alone
+    raced the worker thread on a loaded box), so the timeout decides, not the scheduler."""
     real = LocalEngine._run
+    timed_out = threading.Event()
 
     def slow(self, plan, box):
-        time.sleep(2)
+        timed_out.wait(30)
         return real(self, plan, box)
     monkeypatch.setattr(LocalEngine, "_run", slow)
     with handler(setup, timeout=0.2) as (h, tier):
-        result, how = answer(h(_ctx(), TIER_QUERY))
+        try:
+            result, how = answer(h(_ctx(), TIER_QUERY))
+        finally:
+            timed_out.set()
         assert result is None and "no answer within" in how
 
 
