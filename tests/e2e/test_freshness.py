@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.e2e import Conn, Pair, ServeProc, state_table_dir
 from tests.support.clients import RawHS2
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -69,13 +70,9 @@ def env(tmp_path_factory):
 
 def fresh(pair: Pair, sql: str, datamap: str, timeout: float = 90.0) -> None:
     """Wait until the background refresh caught the datamap up (the guard finds it fresh)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        plan = pair.explain(sql)
-        if f"Freshness: {datamap}: base table files unchanged" in plan.splitlines():
-            return
-        assert time.monotonic() < deadline, plan
-        time.sleep(0.5)
+    wait_until(lambda: f"Freshness: {datamap}: base table files unchanged"
+               in pair.explain(sql).splitlines(), timeout=timeout, interval=0.5,
+               what=f"{datamap} to be fresh", detail=lambda: pair.explain(sql))
 
 
 def compensated(pair: Pair, sql: str, datamap: str, table: str) -> str:

@@ -37,6 +37,33 @@ def _fds(pid: int) -> int:
     return len(list(Path(f"/proc/{pid}/fd").iterdir()))
 
 
+def _settled(read, interval: float = 0.2):
+    """A condition for wait_until: true once read() gave the same value twice in a row,
+    `interval` apart."""
+    last = []
+
+    def cond():
+        value = read()
+        done = last == [value]
+        last[:] = [value]
+        if not done:
+            time.sleep(interval)
+        return done
+    return cond
+
+
+def _served_connections(port: int) -> int:
+    """Connections the server on `port` still holds open: local port `port`, established
+    or closed by the peer only (ESTABLISHED, SYN_RECV, CLOSE_WAIT)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if int(local.rsplit(":", 1)[1], 16) == port and state in ("01", "03", "08"):
+                count += 1
+    return count
+
+
 def _lines(p, needle: str) -> list[str]:
     return [ln for ln in p.log_path.read_text().splitlines() if needle in ln]
 
@@ -47,7 +74,8 @@ def test_huge_sasl_declarations_before_login_are_refused_unbuffered(proxy_withou
     with socket.create_connection((p.host, p.port)) as warm:   # first refusal's lazy imports
         warm.sendall(b"\x01" + struct.pack("!I", 99_614_720))
         assert closed_by_peer(warm, 10)
-    time.sleep(1)                                  # start-up work settles before the baseline
+    wait_until(_settled(lambda: _status(p.pid, "VmHWM")), timeout=30,
+               what="the peak RSS to settle after start-up")       # before the baseline
     peak_before = _status(p.pid, "VmHWM")
     socks = []
     for _ in range(8):
@@ -102,7 +130,8 @@ def test_connection_caps_refuse_cheaply_with_sampled_log_lines(proxy_without_spa
         s.connect((p.host, p.port))
         return s
 
-    time.sleep(0.5)             # start_proxy's readiness probe must have left its slot
+    wait_until(lambda: _served_connections(p.port) == 0, timeout=10,
+               what="start_proxy's readiness probe to leave its slot")
     kept = [connect("127.0.0.1"), connect("127.0.0.1")]
     third = connect("127.0.0.1")
     assert closed_by_peer(third, 5)
