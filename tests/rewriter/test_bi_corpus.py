@@ -49,7 +49,7 @@ def test_corpus_case(case):
 
 
 def test_corpus_shape():
-    """At least 25 cases per tool and about 40% must-not-hit, as the issue asks."""
+    """At least 25 cases per tool and about 40% must-not-hit: each corpus checks both directions."""
     if not CASES:
         pytest.skip("no corpus files yet")
     per_tool = Counter(c.tool for c in CASES)

@@ -28,7 +28,7 @@ class Info:
 
 
 class FakeStore:
-    """TEST ONLY: the IndexStore protocol over data (B1's store replaces it)."""
+    """The IndexStore protocol over data, for tests: file statistics and identities of db1.events only."""
 
     def __init__(self, files: dict[str, FileStats], identity, indexes):
         self.files, self.identity, self.indexes = files, identity, indexes
