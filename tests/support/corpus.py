@@ -14,7 +14,7 @@ A file is one tool's dashboard over the `tpch` tables:
       expect: hit                       # or miss
       used: [li_month]                  # hit: the datamaps the rewrite reads, in order
       reason: "..."                     # miss: a substring of some datamap's skip reason
-      pending: "item 3: ROLLUP"         # hit the rewriter cannot do yet: must NOT hit today
+      pending: "ROLLUP"                 # hit the rewriter cannot do yet: must NOT hit today
                                         # (counted as a miss by bench/rewrite.py)
 
 A `miss` case must never hit; a `hit` case must hit with exactly `used`; a `pending` one

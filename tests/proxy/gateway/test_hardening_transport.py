@@ -69,7 +69,7 @@ def _lines(p, needle: str) -> list[str]:
 
 
 def test_huge_sasl_declarations_before_login_are_refused_unbuffered(proxy_without_spark):
-    """Defect 1: 8 connections declaring 94 MB SASL messages took RSS from 106 to 860 MB."""
+    """8 connections declaring 94 MB SASL messages took RSS from 106 to 860 MB."""
     p = proxy_without_spark()
     with socket.create_connection((p.host, p.port)) as warm:   # first refusal's lazy imports
         warm.sendall(b"\x01" + struct.pack("!I", 99_614_720))
@@ -121,7 +121,7 @@ def test_one_login_deadline_however_slowly_bytes_drip(proxy_without_spark):
 
 
 def test_connection_caps_refuse_cheaply_with_sampled_log_lines(proxy_without_spark):
-    """Defect 8: no cap on connections; a burst of half-open ones exhausted Spark."""
+    """Connections are capped: without a cap, a burst of half-open ones exhausted Spark."""
     p = proxy_without_spark("--max-connections", "4", "--max-connections-per-address", "2")
 
     def connect(source: str) -> socket.socket:
@@ -159,7 +159,7 @@ def test_connection_caps_refuse_cheaply_with_sampled_log_lines(proxy_without_spa
 
 
 def test_logged_in_connection_without_session_is_closed_when_idle(proxy_without_spark):
-    """Defect 8: 50 logged-in connections that never opened a session stayed for 90 s."""
+    """50 logged-in connections that never opened a session stayed for 90 s."""
     p = proxy_without_spark("--idle-connection-timeout", "1")
     c = Raw(p.host, p.port)                        # SASL PLAIN done, no OpenSession
     t0 = time.monotonic()
