@@ -9,6 +9,7 @@ import each other, directly or around a ring, beyond the cycles listed in ALLOWE
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,18 @@ FORBIDDEN = {
 ALLOWED_PREFIXES = {"proxy/thrift": ("proxy.thrift", "proxy.logsafe", "proxy.errors")}
 
 
+@functools.lru_cache(maxsize=None)
+def _nodes(path: Path, mtime_ns: int) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
+def _walk(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module, parsed once per run (the checks read the same files)."""
+    return _nodes(path, path.stat().st_mtime_ns)
+
+
 def _imports(path: Path):
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
+    for node in _walk(path):
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield node.lineno, a.name
@@ -137,8 +147,7 @@ MAY_IMPORT = {
 def _proxy_imports(path: Path):
     """(line, dotted name) of every proxy or pipeline name a module imports:
     `from proxy import config` is proxy.config, `from proxy.a import b` is proxy.a.b."""
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
+    for node in _walk(path):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -212,7 +221,7 @@ def _import_graph(root: Path) -> dict[str, set[str]]:
     modules = _module_names(root)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _walk(path):
             if isinstance(node, ast.Import):
                 targets = [_known(a.name, modules) for a in node.names]
             elif isinstance(node, ast.ImportFrom):
