@@ -279,7 +279,6 @@ def test_the_cycle_check_sees_lazy_and_type_checking_imports(tmp_path):
     assert _cycles(_import_graph(tmp_path)) == {frozenset({"proxy.a", "proxy.b"})}
 
 
-
 def _is_cli(name: str) -> bool:
     return name == "proxy.cli" or name.startswith("proxy.cli.")
 

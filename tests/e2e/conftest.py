@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.e2e import ServeProc, SHARED_PARSE_LIMIT
 
+
 @pytest.fixture(scope="package")
 def shared_serve(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e_shared")

@@ -18,6 +18,7 @@ from rewriter.advise.workload import fold
 from rewriter.api import Candidate
 from tests.support.advise import ADVISE_SCHEMAS, J, Sizes
 
+
 @dataclass
 class Logged:
     statement: str

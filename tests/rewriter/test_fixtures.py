@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.rewriter_cases import CASES, check_case
 
+
 @pytest.mark.parametrize("stem,i,case", CASES, ids=[f"{s}[{i}]" for s, i, _ in CASES])
 def test_fixture(stem, i, case):
     check_case(stem, case)

@@ -26,6 +26,7 @@ from rewriter.api import DatamapDefinitionError  # noqa: E402
 from tests.support.rewriter_queries import POOL, queries
 from tests.support.spark_tier import Materialiser, compare  # noqa: E402
 
+
 @pytest.fixture(scope="module")
 def compiled(spark, schemas):
     """name -> {"full": Candidate, "segmented": Candidate} for the pool (or the compile

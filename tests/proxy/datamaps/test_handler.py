@@ -17,6 +17,7 @@ from tests.support.datamaps import (
     statement_ctx,
 )
 
+
 @pytest.fixture
 def service(tmp_path):
     yield from decision_service(tmp_path, SALES_SCHEMAS)

@@ -20,6 +20,7 @@ from tests.support.proxy_proc import start_proxy
 
 pytestmark = pytest.mark.timeout(120)
 
+
 def basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 

@@ -22,6 +22,7 @@ from proxy.serving.tier import local_path
 from tests.support.datamaps import add_datamap, decision_service
 from tests.support.serving_tier import TIER_AGG, TIER_QUERY, TIER_SCHEMAS, publish
 
+
 @pytest.fixture
 def service(tmp_path):
     yield from decision_service(tmp_path / "state", TIER_SCHEMAS)

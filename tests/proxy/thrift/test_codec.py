@@ -8,6 +8,7 @@ from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.support.thrift_samples import ALL_METHODS, sample_handle, sample_req, sample_resp
 
+
 def test_all_25_methods_present():
     assert len(ALL_METHODS) == 25
     for m in ("GetQueryId", "SetClientInfo", "UploadData", "DownloadData"):
