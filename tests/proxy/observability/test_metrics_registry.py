@@ -194,11 +194,11 @@ def test_observer_cost_per_statement_is_a_few_microseconds():
     for ev in evs:
         m.statement(ev)
     n = 3000
-    t0 = time.perf_counter()
+    t0 = time.process_time()        # the CPU it costs: a loaded box stretches wall time
     for i in range(n):
         m.statement(evs[i % 3])
         m.rpc("ExecuteStatement", 0.001, True)
-    per = (time.perf_counter() - t0) / n
+    per = (time.process_time() - t0) / n
     assert per < 100e-6, f"{per * 1e6:.1f} µs per statement"
 
 
