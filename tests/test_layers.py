@@ -9,6 +9,7 @@ import each other, directly or around a ring, beyond the cycles listed in ALLOWE
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,18 @@ FORBIDDEN = {
 ALLOWED_PREFIXES = {"proxy/thrift": ("proxy.thrift", "proxy.logsafe", "proxy.errors")}
 
 
+@functools.lru_cache(maxsize=None)
+def _nodes(path: Path, mtime_ns: int) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
+def _walk(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module, parsed once per run (the checks read the same files)."""
+    return _nodes(path, path.stat().st_mtime_ns)
+
+
 def _imports(path: Path):
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
+    for node in _walk(path):
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield node.lineno, a.name
@@ -136,8 +146,7 @@ MAY_IMPORT = {
 def _proxy_imports(path: Path):
     """(line, dotted name) of every proxy or pipeline name a module imports:
     `from proxy import config` is proxy.config, `from proxy.a import b` is proxy.a.b."""
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
+    for node in _walk(path):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -227,7 +236,7 @@ def _import_graph(root: Path) -> dict[str, set[str]]:
     modules = _module_names(root)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _walk(path):
             if isinstance(node, ast.Import):
                 targets = [_known(a.name, modules) for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -283,7 +292,6 @@ def test_the_cycle_check_sees_lazy_and_type_checking_imports(tmp_path):
     (pkg / "d.py").write_text("from proxy.gen import x\n")
     (pkg / "gen" / "x.py").write_text("import proxy.c\n")     # generated: not counted
     assert _cycles(_import_graph(tmp_path)) == {frozenset({"proxy.a", "proxy.b"})}
-
 
 
 def _is_cli(name: str) -> bool:
@@ -354,3 +362,60 @@ def test_datamaps_subpackages_import_each_other_one_way():
     graph = _subpackage_graph(_import_graph(ROOT), "proxy.datamaps")
     assert "proxy.datamaps.catalog" in graph
     assert [_describe(c, graph) for c in sorted(_cycles(graph), key=sorted)] == []
+
+
+# --- tests/: helpers shared by several test modules live in tests/support -----------------
+
+def _test_module_imports(root: Path) -> list[str]:
+    """Imports, anywhere under tests/, of a module of tests/ outside tests/support (a test
+    module, a conftest, a helper next to its tests), lazy and relative ones included."""
+    out = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        rel = path.relative_to(root)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    names = [f"{'.' * node.level}{node.module or ''}"]
+                elif node.module == "tests":
+                    names = [f"tests.{a.name}" for a in node.names]
+                else:
+                    names = [node.module or ""]
+            else:
+                continue
+            for name in names:
+                if name.startswith(".") or (name.split(".")[0] == "tests"
+                                            and not name.startswith("tests.support")):
+                    out.append(f"{rel}:{node.lineno} imports {name}")
+    return out
+
+
+def test_no_test_module_imports_another():
+    """A test module, conftest or helper beside the tests is imported by pytest alone;
+    what several of them share lives in tests/support."""
+    assert _test_module_imports(ROOT) == []
+
+
+def test_the_test_import_check_sees_lazy_relative_and_package_imports(tmp_path):
+    files = {"tests/support/helpers.py": "from tests.support import ports\n",
+             "tests/proxy/test_a.py": "def f():\n    from tests.proxy.test_b import X\n",
+             "tests/proxy/test_b.py": "from . import test_a\nfrom tests import proxy\n",
+             "tests/proxy/test_c.py": "import tests.proxy.conftest\nfrom tests.support import x\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _test_module_imports(tmp_path) == [
+        "tests/proxy/test_a.py:2 imports tests.proxy.test_b",
+        "tests/proxy/test_b.py:1 imports .",
+        "tests/proxy/test_b.py:2 imports tests.proxy",
+        "tests/proxy/test_c.py:1 imports tests.proxy.conftest"]
+
+
+def test_test_module_basenames_are_unique():
+    """tests/proxy mirrors the packages; a basename used twice is ambiguous in reports and
+    `-k`, and would clash under rootdir-style imports."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}

@@ -7,9 +7,15 @@ not see pyspark or py4j (a sitecustomize on PYTHONPATH swaps PathFinder, as
 tests/support/engine_down.py does for numpy): `import pyspark` raises ModuleNotFoundError
 there exactly as where it is not installed. A module that imports pyspark at its top, in
 tests/ (a conftest or tests/support) or in the code they import, fails that collection.
+
+The fast check reads the sources instead: no module of tests/, proxy/, pipeline/ or
+rewriter/ imports pyspark or py4j at module level (inside a function, or under
+`if TYPE_CHECKING:`, is fine), since pytest imports every test module, spark-marked ones
+too, before it deselects any.
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -40,6 +46,54 @@ class WithoutPyspark(PathFinder):
 
 sys.meta_path[:] = [WithoutPyspark if f is PathFinder else f for f in sys.meta_path]
 '''
+
+
+HIDDEN = ("pyspark", "py4j")
+
+
+def _module_level_spark_imports(root: Path) -> list[str]:
+    """file:line of each import of pyspark or py4j that runs when the module is imported."""
+    found = []
+
+    def visit(body, path):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse, path)
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                names = []
+            if any(n.split(".")[0] in HIDDEN for n in names):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+            for field in ("body", "orelse", "finalbody", "handlers"):   # a class body runs too
+                if isinstance(inner := getattr(node, field, None), list):
+                    visit(inner, path)
+
+    for package in ("tests", "proxy", "pipeline", "rewriter"):
+        for path in sorted((root / package).rglob("*.py")):
+            if "/gen/" not in path.as_posix():
+                visit(ast.parse(path.read_text(), str(path)).body, path)
+    return found
+
+
+def test_nothing_imports_pyspark_at_module_level():
+    assert _module_level_spark_imports(ROOT) == []
+
+
+def test_the_module_level_check_sees_nested_and_skips_lazy_imports(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pyspark.sql import DataFrame\n"
+        "def f():\n    import pyspark\n"
+        "try:\n    import py4j.java_gateway\nexcept ImportError:\n    pass\n"
+        "class C:\n    from pyspark import SparkConf\n")
+    assert _module_level_spark_imports(tmp_path) == ["tests/test_x.py:7", "tests/test_x.py:11"]
 
 
 def test_pure_tier_collects_without_pyspark(tmp_path):

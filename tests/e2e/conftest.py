@@ -12,9 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.e2e.support import ServeProc
-
-SHARED_PARSE_LIMIT = 1500
+from tests.support.e2e import ServeProc, SHARED_PARSE_LIMIT
 
 
 @pytest.fixture(scope="package")

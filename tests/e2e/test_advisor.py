@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Pair, doc_blocks
+from tests.support.e2e import Pair, doc_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 

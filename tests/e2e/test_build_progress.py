@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.e2e.support import Conn
+from tests.support.e2e import Conn
 from tests.support.clients import jdbc_url, pyhive_connect, run_beeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]

@@ -5,12 +5,12 @@ pressed in the browser and checked by EXPLAIN through PyHive, REBUILD pressed an
 segment seen; then the same switch through SQL. Names are prefixed q17c_."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.e2e.support import Conn
+from tests.support.e2e import Conn
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -59,14 +59,12 @@ def _press(page, label: str) -> None:
 
 def _logged_hit(page, base: str) -> str:
     """The /queries row of QUERY answered from q17c_agg, once the log's writer has it."""
-    deadline = time.monotonic() + 30
-    while True:
+    def row():
         page.goto(base + "/queries?datamap=default.q17c_agg")
         rows = page.locator("tr", has_text="sum(v) FROM q17c_sales")
-        if rows.count():
-            return rows.first.inner_text()
-        assert time.monotonic() < deadline, page.locator("main").inner_text()
-        time.sleep(0.5)
+        return rows.first.inner_text() if rows.count() else None
+    return wait_until(row, timeout=30, interval=0.5, what="the query log's row",
+                      detail=lambda: page.locator("main").inner_text())
 
 
 def test_console_in_chromium(shared_serve, sql, browser, tmp_path):
@@ -125,11 +123,11 @@ def test_console_in_chromium(shared_serve, sql, browser, tmp_path):
     page.goto(base + "/datamaps/default.q17c_lazy")
     _press(page, "REBUILD")
     snap("rebuild_started")
-    deadline = time.monotonic() + 120
-    while "done" not in page.locator("h2:has-text('Console actions') + table").inner_text():
-        assert "failed" not in page.locator("main").inner_text() and time.monotonic() < deadline
-        time.sleep(1)
+    def rebuilt():
         page.reload()
+        assert "failed" not in page.locator("main").inner_text()
+        return "done" in page.locator("h2:has-text('Console actions') + table").inner_text()
+    wait_until(rebuilt, timeout=120, interval=1, what="the console's REBUILD to be done")
     snap("rebuilt")
     segments = page.locator("h2:has-text('Segments') + table").inner_text()
     assert "default.q17c_sales: 0" in segments and "Success" in segments

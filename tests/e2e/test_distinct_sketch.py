@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.support import Pair
+from tests.support.e2e import Pair
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

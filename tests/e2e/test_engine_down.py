@@ -3,7 +3,7 @@ import numpy (tests/support/engine_down.py), so DuckDB 2.x refuses LocalEngine's
 UDF as in a fresh venv without numpy. Datamap answers are right (Spark computes them),
 and EXPLAIN, the statement log, AUDIT DATAMAP, the log's ERROR line and the metric all
 say the engine is unavailable and why. Names are prefixed ed_. (The same without Spark,
-plus doctor and the console: tests/proxy/serving/test_engine_down.py.)"""
+plus doctor and the console: tests/proxy/serving/test_serving_engine_down.py.)"""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.support import Pair, ServeProc
+from tests.support.e2e import Pair, ServeProc
 from tests.support.engine_down import no_numpy_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]

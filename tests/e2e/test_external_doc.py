@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Conn, doc_blocks
+from tests.support.e2e import Conn, doc_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

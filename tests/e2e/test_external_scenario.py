@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from bench import extdata
-from tests.e2e.support import Pair, sort_rows
+from tests.support.e2e import Pair, sort_rows
 from tests.support.clients import jdbc_url, run_beeline
 
 pytestmark = pytest.mark.timeout(300)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Conn, sort_rows
+from tests.support.e2e import Conn, sort_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.e2e.support import ServeProc, sort_rows
+from tests.support.e2e import ServeProc, sort_rows
 from tests.support.clients import RawHS2
 from tests.support.package import copy_source, fresh_venv
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.support import Conn, Pair, ServeProc, state_table_dir
+from tests.support.e2e import Conn, Pair, ServeProc, state_table_dir
 from tests.support.clients import RawHS2
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -69,13 +70,9 @@ def env(tmp_path_factory):
 
 def fresh(pair: Pair, sql: str, datamap: str, timeout: float = 90.0) -> None:
     """Wait until the background refresh caught the datamap up (the guard finds it fresh)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        plan = pair.explain(sql)
-        if f"Freshness: {datamap}: base table files unchanged" in plan.splitlines():
-            return
-        assert time.monotonic() < deadline, plan
-        time.sleep(0.5)
+    wait_until(lambda: f"Freshness: {datamap}: base table files unchanged"
+               in pair.explain(sql).splitlines(), timeout=timeout, interval=0.5,
+               what=f"{datamap} to be fresh", detail=lambda: pair.explain(sql))
 
 
 def compensated(pair: Pair, sql: str, datamap: str, table: str) -> str:
@@ -206,7 +203,7 @@ def test_partitions_added_and_dropped_straight_to_spark(env):
 
 
 def test_a_session_that_accepts_staleness_skips_the_guard(env):
-    from tests.e2e.support import Conn
+    from tests.support.e2e import Conn
     pair, spark = env["pair"], env["spark"]
     fresh(pair, AGG, "agg")
     relaxed = Conn(env["srv"].port)

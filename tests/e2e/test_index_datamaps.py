@@ -13,7 +13,7 @@ import pytest
 
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.indexes.entries import IndexStore
-from tests.e2e.support import Conn, doc_blocks
+from tests.support.e2e import Conn, doc_blocks
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.support import Conn
+from tests.support.e2e import Conn
 
 pytestmark = pytest.mark.spark
 

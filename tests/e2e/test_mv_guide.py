@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Conn, Pair, ServeProc, sort_rows, state_table_dir
+from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.clients import jdbc_url, run_beeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -305,7 +305,7 @@ def test_compaction_keeps_answers_and_reduces_rows(env):
 
 
 def test_datamap_table_shows_only_live_rows_after_compaction(env):
-    """The issue's repro: after COMPACT, a plain SELECT on agg_sales_table counted the
+    """After COMPACT, a plain SELECT on agg_sales_table once counted the
     superseded segments' rows too. Within the grace period (120 s) they are still in the
     storage table, for queries rewritten before the compaction; never in agg_sales_table."""
     live = sum(int(s[4]) for s in _visible(env["c"], "agg_sales_table"))

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from proxy.observability.querylog.log import QueryLog
-from tests.e2e.support import Conn
+from tests.support.e2e import Conn
 from tests.support.clients import ClientError, RawHS2, pyhive_connect
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

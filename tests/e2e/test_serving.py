@@ -7,13 +7,13 @@ fall-backs to Spark (engine error, outside the allow-list)."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
-from tests.e2e.support import ServeProc, sort_rows
-from tests.rewriter.spark_tier import rows_equal
+from tests.support.e2e import ServeProc, sort_rows
+from tests.support.spark_tier import rows_equal
 from tests.support.clients import ClientError, RawHS2
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -290,9 +290,8 @@ def test_a_corrupted_datamap_is_caught_by_a_sampled_audit(env):
                       "WHERE country = 'de'")
     assert "Hit mv DataMap: acc_dm" in explain(c, sql)
     c.execute(sql)                                   # the client's answer: not waited on
-    deadline = time.monotonic() + 120
-    while _datamaps(env)["acc_dm"][4] == "ENABLED" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: _datamaps(env)["acc_dm"][4] != "ENABLED", timeout=120, interval=0.5,
+               what="the audit to disable acc_dm")
     row = _datamaps(env)["acc_dm"]
     assert row[4] == "DISABLED" and re.fullmatch(
         r"audit mismatch on [0-9a-f]{12} at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row[6]), row

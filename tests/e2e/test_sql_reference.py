@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import Conn
+from tests.support.e2e import Conn
 from tests.support.clients import BEELINE_JVM_OPTS, beeline
 from tests.support.sqldoc import ROOT, SQL_DOC, walk
 from tests.support.sts import spark_env

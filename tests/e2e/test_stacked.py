@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
-from tests.e2e.support import Pair, doc_blocks
+from tests.support.e2e import Pair, doc_blocks
 from tests.support.clients import RawHS2
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -106,10 +106,8 @@ def test_a_write_around_the_proxy_makes_the_stacked_one_stale_until_synced(c):
                "not fresh" in l for l in plan.splitlines()), plan[:2000]
     c.same(STACKED_Q)
     # the guard's background sync refreshes ev_hour, then ev_daily from its new segment
-    deadline = time.monotonic() + 120
-    while "Hit mv DataMap: ev_daily" not in c.explain(STACKED_Q).splitlines():
-        assert time.monotonic() < deadline, c.datamaps()
-        time.sleep(0.5)
+    wait_until(lambda: "Hit mv DataMap: ev_daily" in c.explain(STACKED_Q).splitlines(),
+               timeout=120, interval=0.5, what="ev_daily to answer again", detail=c.datamaps)
     check_equal(c)
 
 

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from tests.e2e.support import sort_rows
-from tests.rewriter.spark_tier import rows_equal
+from tests.support.e2e import sort_rows
+from tests.support.spark_tier import rows_equal
 from tests.support import superset
 from tests.support.clients import ClientError, RawHS2
 

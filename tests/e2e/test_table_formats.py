@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from tests.e2e.support import Pair
+from tests.support.e2e import Pair
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import SHARED_PARSE_LIMIT
-from tests.e2e.support import Conn, Pair, state_table_dir
+from tests.support.e2e import Conn, Pair, SHARED_PARSE_LIMIT, state_table_dir
 from tests.support.clients import ClientError, jdbc_url, pyhive_connect, run_beeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]

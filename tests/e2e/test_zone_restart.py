@@ -4,11 +4,11 @@ non-lazy ones rebuilt in the background; until then queries are answered from th
 tables. A datamap that does not depend on the zone keeps its segments."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
-from tests.e2e.support import Pair, ServeProc
+from tests.support.e2e import Pair, ServeProc
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
@@ -42,11 +42,10 @@ def test_restart_in_another_zone_rebuilds_time_dependent_datamaps(tmp_path):
     srv = ServeProc(tmp_path / "la", state, env={"TZ": "America/Los_Angeles"})
     c = Pair(srv.port)
     try:
-        deadline = time.monotonic() + 120
-        while _visible(c, "tz_day_table") != ["1"] or c.datamaps()["tz_day"][4] != "ENABLED":
-            assert time.monotonic() < deadline, (c.datamaps(), c.segments("tz_day_table"),
-                                                 srv.tail())
-            time.sleep(0.5)
+        wait_until(lambda: _visible(c, "tz_day_table") == ["1"]
+                   and c.datamaps()["tz_day"][4] == "ENABLED", timeout=120, interval=0.5,
+                   what="tz_day rebuilt in the new zone",
+                   detail=lambda: (c.datamaps(), c.segments("tz_day_table"), srv.tail()))
         assert [tuple(map(str, r)) for r in c.hit(BY_DAY, "tz_day")] == [
             ("2025-12-31 00:00:00", "3")]
         assert _visible(c, "tz_n_table") == ["0"] and c.datamaps()["tz_n"][4] == "ENABLED"

@@ -119,7 +119,7 @@ async def test_expressions_build_and_answer(matrix, batch):
     assert await _check(matrix, wide, queries, f"w_{tag}") == "hit"
 
 
-# The buckets the issue saw fail, and the granularities: alone, with another grouping
+# Buckets that once failed to build, and the granularities: alone, with another grouping
 # column, and in a projection datamap.
 ALONE = ["hour(ts)", "dayofmonth(ts)", "n DIV 5", "date_format(ts, 'yyyy-MM')",
          "timeseries(ts, 'five_minute')", "timeseries(ts, 'ten_minute')",

@@ -3,14 +3,12 @@ subprocess. A fault-injecting TCP relay sits between proxy and Spark where a tes
 cut the upstream."""
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
 
 import pytest
 
 from tests.support.proxy_proc import start_proxy
 from tests.support.sts import start_sts
+from tests.support.relay import Relay
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -45,68 +43,6 @@ def gw_sts(gw_dir):
     sts = start_sts(gw_dir / "sts")
     yield sts
     sts.stop()
-
-
-class Relay:
-    """127.0.0.1 TCP relay to (host, port) whose live connections can be cut."""
-
-    def __init__(self, host: str, port: int):
-        self.target = (host, port)
-        self.loop = asyncio.new_event_loop()
-        self.pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
-        self.port = 0
-        ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
-        self.thread.start()
-        ready.wait(10)
-
-    def _run(self, ready):
-        asyncio.set_event_loop(self.loop)
-
-        async def pipe(r, w):
-            try:
-                while data := await r.read(65536):
-                    w.write(data)
-                    await w.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                w.close()
-
-        async def handle(cr, cw):
-            try:
-                ur, uw = await asyncio.open_connection(*self.target)
-            except OSError:
-                cw.close()
-                return
-            self.pairs.append((cw, uw))
-            await asyncio.gather(pipe(cr, uw), pipe(ur, cw))
-
-        async def main():
-            self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
-            self.port = self.server.sockets[0].getsockname()[1]
-            ready.set()
-            await asyncio.Event().wait()
-
-        try:
-            self.loop.run_until_complete(main())
-        except RuntimeError:
-            pass
-
-    def cut(self, index: int | None = None) -> None:
-        """Reset one (or every) relayed connection, like Spark dying under it."""
-        def do():
-            for i, (a, b) in enumerate(self.pairs):
-                if index is None or i == index:
-                    for w in (a, b):
-                        sock = w.get_extra_info("socket")
-                        if sock is not None:
-                            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                        w.close()
-        self.loop.call_soon_threadsafe(do)
-
-    def close(self):
-        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 @pytest.fixture(scope="package")
@@ -145,15 +81,6 @@ def kdc(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-
-def kerberos_env(kdc) -> dict[str, str]:
-    """The environment of a proxy with auth = kerberos on the realm's keytab. The principals
-    are spelled out: the tests listen on 127.0.0.1, for which _HOST would be this machine's
-    FQDN, not the localhost the realm knows."""
-    return {**kdc.env, "DATAMAP_PROXY_SERVER_KERBEROS_KEYTAB": str(kdc.keytab),
-            "DATAMAP_PROXY_SERVER_KERBEROS_PRINCIPAL": "hive/localhost@DMP.TEST",
-            "DATAMAP_PROXY_SERVER_KERBEROS_SPNEGO_PRINCIPAL": "HTTP/localhost@DMP.TEST"}
 
 
 @pytest.fixture(scope="session")

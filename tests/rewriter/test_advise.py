@@ -10,22 +10,13 @@ import pytest
 
 from pipeline.stats import gee
 from rewriter import DatamapIndex, compile_datamap
-from rewriter.advise.candidates import NO_GAIN, FixedSizes, plan, replay
+from rewriter.advise.candidates import NO_GAIN, plan, replay
 from rewriter.advise.extend import extensions
 from rewriter.advise.profile import profile
 from rewriter.advise.shape import shape_of
 from rewriter.advise.workload import fold
 from rewriter.api import Candidate
-
-SCHEMAS = {"s": {
-    "sales": {"k": "int", "store": "int", "d": "date", "amt": "double", "q": "int",
-              "txn": "string"},
-    "dim": {"k": "int", "region": "string", "cat": "string", "brand": "string"},
-    "stores": {"store": "int", "city": "string"}}}
-ROWS = {"s.sales": 1_000_000, "s.dim": 1000, "s.stores": 50}
-NDV = {"dim.region": 10, "dim.cat": 20, "dim.brand": 300, "stores.city": 30,
-       "sales.txn": 1_000_000, "sales.d": 1000}
-J = "FROM s.sales JOIN s.dim ON sales.k = dim.k"
+from tests.support.advise import ADVISE_SCHEMAS, J, Sizes
 
 
 @dataclass
@@ -42,18 +33,14 @@ class Logged:
     outcome: str = "FINISHED"
 
 
-def Sizes(ndv=None):
-    return FixedSizes(ROWS, dict(NDV, **(ndv or {})))
-
-
 def log(*pairs):
     """(statement, times, seconds each) -> logged entries."""
     return [Logged(sql, secs) for sql, times, secs in pairs for _ in range(times)]
 
 
 def answers(proposal, statements):
-    d = compile_datamap(proposal.name, proposal.select_sql, SCHEMAS, proposal.database)
-    index = DatamapIndex([Candidate(d)], SCHEMAS)
+    d = compile_datamap(proposal.name, proposal.select_sql, ADVISE_SCHEMAS, proposal.database)
+    index = DatamapIndex([Candidate(d)], ADVISE_SCHEMAS)
     return [d.qualified in index.rewrite(s, "s").used for s in statements]
 
 
@@ -75,19 +62,19 @@ def test_shapes_fold_literals_and_keep_one_statement():
 
 def test_profile_needs_grouping_filter_columns_and_partials():
     p = profile(f"SELECT dim.region, avg(q) AS a, count(DISTINCT txn) AS n, max(amt) AS m "
-                f"{J} WHERE dim.cat = 'x' GROUP BY dim.region", "s", SCHEMAS)
+                f"{J} WHERE dim.cat = 'x' GROUP BY dim.region", "s", ADVISE_SCHEMAS)
     assert sorted(p.dims.values()) == ["dim.cat", "dim.region", "sales.txn"]
     assert sorted(p.aggs.values()) == ["COUNT(*)", "COUNT(sales.q)", "MAX(sales.amt)",
                                        "SUM(sales.q)"]
     assert p.graph.tables == ("s.sales", "s.dim")
-    assert profile("SELECT txn FROM s.sales", "s", SCHEMAS) == "not an aggregate query"
-    assert "mergeable" in profile("SELECT stddev(amt) AS x FROM s.sales", "s", SCHEMAS)
+    assert profile("SELECT txn FROM s.sales", "s", ADVISE_SCHEMAS) == "not an aggregate query"
+    assert "mergeable" in profile("SELECT stddev(amt) AS x FROM s.sales", "s", ADVISE_SCHEMAS)
 
 
 def test_two_shapes_merge_into_the_coarsest_datamap_that_answers_both():
     q1 = f"SELECT dim.region, sum(amt) AS t {J} WHERE dim.cat = 'c1' GROUP BY dim.region"
     q2 = f"SELECT dim.cat, count(*) AS n {J} GROUP BY dim.cat"
-    got = plan(fold(log((q1, 10, 5.0), (q2, 10, 4.0))), SCHEMAS, Sizes())
+    got = plan(fold(log((q1, 10, 5.0), (q2, 10, 4.0))), ADVISE_SCHEMAS, Sizes())
     assert len(got) == 1
     p = got[0]
     assert p.kind == "create" and p.queries == 20 and p.est_rows == 200
@@ -101,12 +88,12 @@ def test_a_union_too_big_to_pay_splits_into_two_datamaps():
     q2 = f"SELECT dim.region, sum(amt) AS t {J} GROUP BY dim.region"
     q3 = "SELECT sales.d, sum(amt) AS t FROM s.sales GROUP BY sales.d"
     sizes = Sizes({"dim.brand": 100_000})         # brand x region: as many rows as sales
-    got = plan(fold(log((q1, 5, 2.0), (q2, 5, 3.0), (q3, 5, 1.0))), SCHEMAS, sizes)
+    got = plan(fold(log((q1, 5, 2.0), (q2, 5, 3.0), (q3, 5, 1.0))), ADVISE_SCHEMAS, sizes)
     assert len(got) == 3
     assert [answers(p, [q1, q2, q3]) for p in got] == [
         [False, True, False], [True, False, False], [False, False, True]]
     assert got[0].est_saving_s >= got[1].est_saving_s >= got[2].est_saving_s
-    merged = plan(fold(log((q1, 5, 2.0), (q2, 5, 3.0))), SCHEMAS, Sizes())
+    merged = plan(fold(log((q1, 5, 2.0), (q2, 5, 3.0))), ADVISE_SCHEMAS, Sizes())
     assert len(merged) == 1 and answers(merged[0], [q1, q2]) == [True, True]
 
 
@@ -114,14 +101,14 @@ def test_hru_prefers_measured_seconds_and_stops_at_max_suggestions():
     cheap = f"SELECT dim.region, sum(amt) AS t {J} GROUP BY dim.region"
     costly = "SELECT stores.city, sum(amt) AS t FROM s.sales JOIN s.stores ON " \
              "sales.store = stores.store GROUP BY stores.city"
-    got = plan(fold(log((cheap, 50, 0.1), (costly, 2, 30.0))), SCHEMAS, Sizes(),
+    got = plan(fold(log((cheap, 50, 0.1), (costly, 2, 30.0))), ADVISE_SCHEMAS, Sizes(),
                max_suggestions=1)
     assert len(got) == 1 and "stores.city" in got[0].select_sql
 
 
 def test_no_gain_when_the_grouping_is_as_fine_as_the_table():
     q = "SELECT txn, sum(amt) AS t FROM s.sales GROUP BY txn"
-    assert plan(fold(log((q, 100, 10.0))), SCHEMAS, Sizes()) == []
+    assert plan(fold(log((q, 100, 10.0))), ADVISE_SCHEMAS, Sizes()) == []
     assert NO_GAIN < 1
 
 
@@ -130,8 +117,8 @@ def test_only_what_the_rewriter_answers_counts():
     q = "SELECT date_trunc('MONTH', d), sum(amt) FROM s.sales GROUP BY date_trunc('MONTH', d)"
     named = q.replace("date_trunc('MONTH', d), sum(amt)", "date_trunc('MONTH', d) AS m, "
                       "sum(amt) AS t")
-    assert plan(fold(log((q, 10, 5.0))), SCHEMAS, Sizes()) == []
-    got = plan(fold(log((q, 10, 5.0), (named, 10, 5.0))), SCHEMAS, Sizes())
+    assert plan(fold(log((q, 10, 5.0))), ADVISE_SCHEMAS, Sizes()) == []
+    got = plan(fold(log((q, 10, 5.0), (named, 10, 5.0))), ADVISE_SCHEMAS, Sizes())
     assert len(got) == 1 and got[0].queries == 10
     assert answers(got[0], [named]) == [True]
 
@@ -140,16 +127,16 @@ def test_answered_and_unfixable_shapes_are_left_alone():
     q = f"SELECT dim.region, sum(amt) AS t {J} GROUP BY dim.region"
     entries = [Logged(q, 5.0, decision="rewritten", datamaps=("s.x",)),
                Logged(q, 5.0, reason_class="stale"), Logged(q, 5.0, decision="bypassed")]
-    assert plan(fold(entries), SCHEMAS, Sizes()) == []
+    assert plan(fold(entries), ADVISE_SCHEMAS, Sizes()) == []
 
 
 def test_near_miss_extends_a_datamap_by_the_missing_column():
     d = compile_datamap("by_region", f"SELECT dim.region, sum(amt) AS t {J} GROUP BY "
-                        "dim.region", SCHEMAS, "s")
+                        "dim.region", ADVISE_SCHEMAS, "s")
     q = f"SELECT dim.region, sum(amt) AS t {J} WHERE dim.cat = 'x' GROUP BY dim.region"
     other = "SELECT stores.city, sum(amt) AS t FROM s.sales JOIN s.stores ON " \
             "sales.store = stores.store GROUP BY stores.city"
-    got = extensions(fold(log((q, 7, 3.0), (other, 3, 1.0))), [Candidate(d)], SCHEMAS, Sizes())
+    got = extensions(fold(log((q, 7, 3.0), (other, 3, 1.0))), [Candidate(d)], ADVISE_SCHEMAS, Sizes())
     assert len(got) == 1
     p = got[0]
     assert (p.kind, p.name, p.replaces, p.added, p.queries) == (
@@ -164,14 +151,14 @@ def test_whatif_replay_counts_hits_and_gains():
     entries = log((q1, 4, 2.0), (q2, 3, 1.0)) + [
         Logged(q1, 0.1, decision="rewritten", datamaps=("s.old",))]
     cand = Candidate(compile_datamap("new", f"SELECT dim.region, dim.cat, sum(amt) AS t {J} "
-                                     "GROUP BY dim.region, dim.cat", SCHEMAS, "s"), rows=200)
-    r = replay(fold(entries), [], cand, SCHEMAS)
+                                     "GROUP BY dim.region, dim.cat", ADVISE_SCHEMAS, "s"), rows=200)
+    r = replay(fold(entries), [], cand, ADVISE_SCHEMAS)
     assert (r.examined, r.hits, r.gained) == (8, 8, 7)
     assert r.gained_seconds == pytest.approx(11.0)
     assert [n for _, n in r.examples] == [5, 3]
     narrow = Candidate(compile_datamap("narrow", f"SELECT dim.cat, sum(amt) AS t {J} "
-                                       "GROUP BY dim.cat", SCHEMAS, "s"))
-    r = replay(fold(entries), [], narrow, SCHEMAS)
+                                       "GROUP BY dim.cat", ADVISE_SCHEMAS, "s"))
+    r = replay(fold(entries), [], narrow, ADVISE_SCHEMAS)
     assert (r.examined, r.hits, r.gained) == (8, 3, 3)
 
 
@@ -185,7 +172,7 @@ def test_gee_distinct_estimate():
 def test_shapes_a_current_datamap_answers_now_are_not_suggested_again():
     q = f"SELECT dim.region, sum(amt) AS t {J} GROUP BY dim.region"
     shapes = fold(log((q, 10, 5.0)))       # logged before the datamap was created
-    [p] = plan(shapes, SCHEMAS, Sizes())
-    now = Candidate(compile_datamap(p.name, p.select_sql, SCHEMAS, p.database))
-    assert plan(shapes, SCHEMAS, Sizes(), existing=[now]) == []
-    assert extensions(shapes, [now], SCHEMAS, Sizes()) == []
+    [p] = plan(shapes, ADVISE_SCHEMAS, Sizes())
+    now = Candidate(compile_datamap(p.name, p.select_sql, ADVISE_SCHEMAS, p.database))
+    assert plan(shapes, ADVISE_SCHEMAS, Sizes(), existing=[now]) == []
+    assert extensions(shapes, [now], ADVISE_SCHEMAS, Sizes()) == []

@@ -1,4 +1,4 @@
-"""The per-tool BI corpora (tests/rewriter/corpus.py explains the format): each case hits
+"""The per-tool BI corpora (tests/support/corpus.py explains the format): each case hits
 exactly the datamaps it lists, or is refused with its reason, or (pending) is still refused.
 The Spark tier of the same cases is test_bi_corpus_spark.py."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from rewriter import Candidate, compile_datamap, rewrite
-from tests.rewriter.corpus import load_corpus
-from tests.rewriter.test_fixtures import SCHEMA
+from tests.support.corpus import load_corpus
+from tests.support.rewriter_cases import SCHEMA
 
 CASES = load_corpus()
 
@@ -49,7 +49,7 @@ def test_corpus_case(case):
 
 
 def test_corpus_shape():
-    """At least 25 cases per tool and about 40% must-not-hit, as the issue asks."""
+    """At least 25 cases per tool and about 40% must-not-hit: each corpus checks both directions."""
     if not CASES:
         pytest.skip("no corpus files yet")
     per_tool = Counter(c.tool for c in CASES)

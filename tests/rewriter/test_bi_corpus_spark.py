@@ -1,4 +1,4 @@
-"""Spark tier of the per-tool BI corpora (tests/rewriter/corpus.py): every case that is
+"""Spark tier of the per-tool BI corpora (tests/support/corpus.py): every case that is
 rewritten runs original vs rewritten on Spark over the tpch tables, as
 test_spark_equivalence.py does for the fixtures: the datamaps one row per group, and,
 when every datamap of the file is an aggregate, the segmented layout (3 hash slices of
@@ -17,8 +17,8 @@ from itertools import groupby
 import pytest
 
 import rewriter as core
-from tests.rewriter.corpus import load_corpus
-from tests.rewriter.spark_tier import Materialiser, compare_batch
+from tests.support.corpus import load_corpus
+from tests.support.spark_tier import Materialiser, compare_batch
 
 SEG = "__seg"
 CASES = sorted((c for c in load_corpus() if c.must_hit and not c.pending),

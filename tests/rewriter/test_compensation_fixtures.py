@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rewriter.test_fixtures import FIXTURES, check_case, load_cases
+from tests.support.rewriter_cases import FIXTURES, check_case, load_cases
 
 CASES = load_cases(FIXTURES / "compensation")
 

@@ -51,9 +51,9 @@ import rewriter as core
 from pipeline import plan_delta
 from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, Covered, FreshnessGuard
 from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinitionError
-from tests.rewriter.conftest import SEED, generate_rows
-from tests.rewriter.spark_tier import HIDDEN_SEGMENT, compare
-from tests.rewriter.test_properties import (
+from tests.support.rewriter_data import SEED, generate_rows
+from tests.support.spark_tier import HIDDEN_SEGMENT, compare
+from tests.support.rewriter_queries import (
     COUNTRY, POOL, PROFILE, SALES_DIMS, SALES_MEAS, SALES_RANGES, SALES_TIME, DatamapSpec,
     Shape, queries,
 )

@@ -7,7 +7,7 @@ import pytest
 
 from rewriter import Candidate, DatamapDefinitionError, compile_datamap, rewrite
 from rewriter.distinct import APPROXIMATE_KEY, SketchDefinitionError, lgk_for, sketch_definition
-from tests.rewriter.test_fixtures import SCHEMA
+from tests.support.rewriter_cases import SCHEMA
 
 SK = ("SELECT o_orderpriority, o_orderstatus, approx_count_distinct(o_custkey) AS customers, "
       "count(*) AS n FROM tpch.orders GROUP BY o_orderpriority, o_orderstatus")

@@ -14,7 +14,7 @@ from sqlglot import exp
 from rewriter import rewrite
 from rewriter.flatten import flatten_tree
 from rewriter.normalize import DIALECT, keep_spelled_formats, make_schema, parse, qualify_tree
-from tests.rewriter.test_fixtures import CASES, SCHEMA, candidates_for
+from tests.support.rewriter_cases import CASES, SCHEMA, candidates_for
 
 
 def _wrapped(sql: str) -> str | None:

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rewriter as core
-from tests.rewriter.test_fixtures import SCHEMA
+from tests.support.rewriter_cases import SCHEMA
 
 STORED = ("day", "week", "month", "year")
 DATAMAP = ("SELECT segment, timeseries(visit_date, '{g}') AS b, sum(revenue) AS r, "
@@ -152,7 +152,7 @@ def test_the_oracle_knows_its_weeks():
 
 @pytest.fixture(scope="module")
 def materialised(spark, schemas):
-    from tests.rewriter.spark_tier import Materialiser
+    from tests.support.spark_tier import Materialiser
     m = Materialiser(spark, schemas)
     out = {g: m.full(core.compile_datamap(f"gp_{g}", DATAMAP.format(g=g), schemas, "default"))
            for g in STORED}
@@ -164,7 +164,7 @@ def materialised(spark, schemas):
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(q=grain_queries())
 def test_grain_rewrites_return_the_same_rows(q, spark, schemas, materialised):
-    from tests.rewriter.spark_tier import compare
+    from tests.support.spark_tier import compare
     i, gran, bound, sql = q
     result = core.rewrite(sql, [materialised[gran]], schemas, "default")
     if not result.rewritten:

@@ -14,22 +14,13 @@ import yaml
 from rewriter.normalize import parse
 from rewriter.prune.files import IndexedTable, IndexSpec, prune_files, prune_sql
 from rewriter.prune.filestats import ColumnStats, FileStats
+from tests.support.prune import ExactSet
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "prune"
 COLUMNS = {"id": "bigint", "id2": "int", "s": "string", "v": "double", "d": "date",
            "ts": "timestamp", "n": "decimal(10,2)", "k": "int", "w": "int",
            "f": "float"}
 LETTERS = [("a", "c"), ("d", "f"), ("g", "i"), ("j", "l"), ("m", "z")]
-
-
-class ExactSet:
-    """A membership test over the exact value set (a bloom filter without false positives)."""
-
-    def __init__(self, values):
-        self.values = frozenset(values)
-
-    def might_contain(self, value) -> bool:
-        return value in self.values
 
 
 def path(i: int) -> str:

@@ -18,8 +18,7 @@ import pytest
 
 from proxy.datamaps.indexes.pruning import Pruner, TableShape
 from rewriter.prune.filestats import ColumnStats, FileStats
-from tests.proxy.indexes.test_pruning import FakeStore, Info
-from tests.rewriter.test_prune import ExactSet
+from tests.support.prune import ExactSet, FakeStore, Info
 
 pytestmark = pytest.mark.spark
 

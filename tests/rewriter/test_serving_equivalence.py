@@ -24,9 +24,6 @@ written layout is reused by every case that asks for the same definition.
 from __future__ import annotations
 
 import datetime
-import shutil
-import tempfile
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -36,74 +33,21 @@ import rewriter as core
 from proxy.serving.engine import EngineFailure
 from proxy.serving.timestamps import OUT_OF_RANGE
 from proxy.serving.translate import NotServable, translate
-from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinition
+from rewriter.api import Candidate, DatamapDefinition
 from rewriter.timeseries import translate_sql
-from tests.rewriter.spark_tier import (
-    HIDDEN_SEGMENT, SLICES, Materialiser, _diff_rows, _fmt_rows, _schema,
-)
-from tests.rewriter.test_spark_equivalence import CASES, SEG
+from tests.support.spark_tier import diff_rows, fmt_rows, df_schema
+from tests.support.spark_cases import SPARK_CASES, SEG
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
     engine, scale_problems, zero_sign_problems,
 )
-
-VISIBLE = tuple(str(k) for k in range(SLICES))
+from tests.support.parquet_datamaps import VISIBLE, parquet_datamaps, segment_files
 
 # (case id, layout) -> "served" | "not servable: <reason>" | "not rewritten: ..."
 REPORT: dict[tuple[str, str], str] = {}
 
 
-class ParquetDatamaps:
-    """Datamap tables as Parquet directories partitioned by segment, written by Spark."""
-
-    def __init__(self, spark, schemas, root: Path):
-        self.spark = spark
-        self.root = root
-        self.slices = Materialiser(spark, schemas)     # its slice views and sliceable()
-        self._dirs: dict[tuple, Path] = {}              # (layout, build SQLs) -> directory
-
-    def _write(self, parts: list[str]) -> Path:
-        key = tuple(parts)
-        if key not in self._dirs:
-            path = self.root / f"dm{len(self._dirs)}"
-            df = self.spark.sql(" UNION ALL ".join(parts))
-            df.write.partitionBy(SEGMENT_COLUMN).parquet(str(path))
-            self._dirs[key] = path
-        return self._dirs[key]
-
-    def directory(self, d: DatamapDefinition, layout: str) -> Path:
-        if layout == "full":
-            return self._write([f"SELECT b.*, '0' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b"])
-        fact = self.slices.sliceable(d)
-        parts = [f"SELECT b.*, '{k}' AS {SEGMENT_COLUMN} FROM "
-                 f"({d.build_sql({fact: self.slices._slice(fact, k)})}) b" for k in range(SLICES)]
-        parts.append(f"SELECT b.*, '{HIDDEN_SEGMENT}' AS {SEGMENT_COLUMN} FROM ({d.build_sql({})}) b")
-        return self._write(parts)
-
-    def close(self) -> None:
-        self.slices.drop_all()
-
-
-@pytest.fixture(scope="module")
-def parquet_datamaps(spark, schemas):
-    root = Path(tempfile.mkdtemp(prefix="serving-diff-"))
-    dm = ParquetDatamaps(spark, schemas, root)
-    try:
-        yield dm
-    finally:
-        dm.close()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _files(directory: Path, ids) -> list[str]:
-    assert HIDDEN_SEGMENT not in ids, "the hidden segment was asked for"
-    out: list[str] = []
-    for sid in ids:
-        out += sorted(str(p) for p in (directory / f"{SEGMENT_COLUMN}={sid}").glob("part-*.parquet"))
-    return out
-
-
 @pytest.mark.spark
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", SPARK_CASES)
 def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datamaps, engine):
     case_id = request.node.callspec.id
     current_db = case.get("current_db", "default")
@@ -130,7 +74,7 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
             return
 
         def files_of(table, ids):
-            return _files(parquet_datamaps.directory(by_table[table], layout), ids)
+            return segment_files(parquet_datamaps.directory(by_table[table], layout), ids)
         plans[layout] = (translate(tree, tables, files_of, zone), result.sql)
         REPORT[(case_id, layout)] = "served"
 
@@ -149,7 +93,7 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
     original = translate_sql(case["query"], schemas, current_db)
     otree = sqlglot.parse_one(original, read="spark")
     odf = spark.sql(original)
-    oschema = [tuple(c) for c in _schema(odf)]
+    oschema = [tuple(c) for c in df_schema(odf)]
     orows = [tuple(_wall_time(v, zone) for v in r) for r in odf.collect()]
     bad = []
     for layout, (plan, rewritten) in plans.items():
@@ -165,13 +109,13 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
             problems.append(f"engine failed where Spark answered: {e}")
         else:
             problems += scale_problems(plan.columns, rows)
-            problems += _diff_rows(otree, [n for n, _ in oschema], orows, rows)
+            problems += diff_rows(otree, [n for n, _ in oschema], orows, rows)
             if not problems and otree.args.get("limit") is None:
                 problems += zero_sign_problems(plan.columns, orows, rows)
         if problems:
             bad.append(f"[{layout}] " + "\n".join(problems) + f"\n  original:  {original}"
                        f"\n  rewritten: {rewritten}\n  duckdb:    {plan.sql}"
-                       f"\n  spark rows: {_fmt_rows(orows)}")
+                       f"\n  spark rows: {fmt_rows(orows)}")
     assert not bad, "\n".join(bad)
 
 
@@ -200,5 +144,5 @@ def test_summary_of_served_cases(capsys):
               f"Spark at run time, {other} not rewritten")
         for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
             print(f"  {n:3d}  {why}")
-    if len({c for c, _ in REPORT}) == len(CASES):
+    if len({c for c, _ in REPORT}) == len(SPARK_CASES):
         assert served > 0, "the serving tier served no fixture case at all"

@@ -21,11 +21,9 @@ from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
 from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.timeseries import translate_sql
-from tests.rewriter.spark_tier import _diff_rows, _schema
-from tests.rewriter.test_properties import POOL, PROFILE, queries
-from tests.rewriter.test_serving_equivalence import (  # noqa: F401 - a fixture
-    VISIBLE, _files, parquet_datamaps,
-)
+from tests.support.spark_tier import diff_rows, df_schema
+from tests.support.rewriter_queries import POOL, PROFILE, queries
+from tests.support.parquet_datamaps import VISIBLE, segment_files, parquet_datamaps
 from tests.support.serving import engine  # noqa: F401 - a fixture
 
 EXAMPLES = 2000 if PROFILE == "deep" else 60
@@ -79,10 +77,10 @@ def test_served_answers_equal_spark(data, spark, schemas, definitions, parquet_d
     SERVED["served"] += 1
     event(f"served layout={layout}")
     directory = parquet_datamaps.directory(d, layout)
-    plan = translate(tree, tables, lambda table, ids: _files(directory, ids), zone)
+    plan = translate(tree, tables, lambda table, ids: segment_files(directory, ids), zone)
     original = translate_sql(sql, schemas, "default")
     odf = spark.sql(original)
-    oschema = [tuple(c) for c in _schema(odf)]
+    oschema = [tuple(c) for c in df_schema(odf)]
     orows = [tuple(r) for r in odf.collect()]
     try:
         rows = engine.run_blocking(plan)
@@ -92,7 +90,7 @@ def test_served_answers_equal_spark(data, spark, schemas, definitions, parquet_d
     problems = []
     if list(plan.columns) != oschema:
         problems.append(f"schema: Spark {oschema} vs served {list(plan.columns)}")
-    problems += _diff_rows(sqlglot.parse_one(original, read="spark"),
+    problems += diff_rows(sqlglot.parse_one(original, read="spark"),
                            [n for n, _ in oschema], orows, rows)
     assert not problems, "\n".join(problems) + (f"\n  datamap: {dm.sql()}\n  query: {sql}\n"
                                                 f"  rewritten: {result.sql}\n  duckdb: {plan.sql}")

@@ -15,33 +15,13 @@ a difference is a correctness bug in the rewriter, never a reason to edit the fi
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rewriter"
 
 import rewriter as core  # noqa: E402 - a missing core fails the tier, never skips it
 
-from tests.rewriter.spark_tier import Materialiser, compare_many  # noqa: E402
-
-
-def _cases():
-    out = []
-    for f in sorted(FIXTURES.glob("*.yaml")):
-        if f.name == "schema.yaml" or "__nomatch" in f.name:
-            continue
-        data = yaml.safe_load(f.read_text()) or {}
-        for i, case in enumerate(data.get("cases") or []):
-            out.append((f.stem, i, case.get("title", f"case {i}"), case))
-    # cases sharing datamaps run next to each other so their tables are reused
-    out.sort(key=lambda c: (sorted((c[3].get("datamaps") or {}).items()), c[0], c[1]))
-    return [pytest.param(case, id=f"{stem}:{i}:{title}") for stem, i, title, case in out]
-
-
-CASES = _cases()
-SEG = "__seg"     # the segmented layout is compiled under <name>__seg so both tables coexist
+from tests.support.spark_tier import Materialiser, compare_many  # noqa: E402
+from tests.support.spark_cases import SEG, SPARK_CASES
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +32,7 @@ def materialiser(spark, schemas):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", SPARK_CASES)
 def test_rewrite_returns_the_same_rows(case, spark, schemas, materialiser):
     current_db = case.get("current_db", "default")
     datamaps = case["datamaps"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rewriter import Candidate, DatamapDefinitionError, compile_datamap, rewrite
-from tests.rewriter.test_fixtures import SCHEMA
+from tests.support.rewriter_cases import SCHEMA
 
 SALES = "SELECT country, city, sum(quantity) AS q, count(*) AS cnt FROM sales GROUP BY country, city"
 

@@ -10,7 +10,7 @@ ModuleNotFoundError and `importlib.util.find_spec("numpy")` / `importlib.metadat
 nothing, exactly as where numpy is not installed (pyspark, which looks before it imports,
 works as it does there). In that process, `sitecustomize.install_numpy()` makes numpy
 visible again: numpy installed while the process runs.
-`tests/proxy/serving/test_engine_down.py` checks that DuckDB then really refuses the UDF.
+`tests/proxy/serving/test_serving_engine_down.py` checks that DuckDB then really refuses the UDF.
 """
 from __future__ import annotations
 

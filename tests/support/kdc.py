@@ -198,3 +198,12 @@ def start_kdc(workdir: Path, realm: str = REALM) -> Kdc:
                                 f"{log_tail(workdir / 'krb5kdc.out')}\n{log_tail(workdir / 'kdc.log')}")
         time.sleep(0.05)
     return kdc
+
+
+def kerberos_env(kdc) -> dict[str, str]:
+    """The environment of a proxy with auth = kerberos on the realm's keytab. The principals
+    are spelled out: the tests listen on 127.0.0.1, for which _HOST would be this machine's
+    FQDN, not the localhost the realm knows."""
+    return {**kdc.env, "DATAMAP_PROXY_SERVER_KERBEROS_KEYTAB": str(kdc.keytab),
+            "DATAMAP_PROXY_SERVER_KERBEROS_PRINCIPAL": "hive/localhost@DMP.TEST",
+            "DATAMAP_PROXY_SERVER_KERBEROS_SPNEGO_PRINCIPAL": "HTTP/localhost@DMP.TEST"}

@@ -17,17 +17,12 @@ import time
 from proxy.ha import leader
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.locks import KeyedLocks
+from tests.support import waiting
 
 
 def wait_until(what: str, cond, timeout: float = 30.0):
     """cond()'s first true value, asked every 0.1 s; AssertionError after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return waiting.wait_until(cond, timeout=timeout, what=what, interval=0.1)
 
 
 def main(location: str, ttl: str, mode: str, *rest: str) -> None:

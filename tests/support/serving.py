@@ -114,3 +114,18 @@ def both_outcomes(spark, engine, sql: str, plan) -> Outcomes:
     except EngineFailure as e:
         out.engine_error = str(e)
     return out
+
+
+def exact_value(v):
+    """A value as a client tells it apart: the sign of a zero, NaN; a decimal by its value
+    (its scale is the type's: scale_problems)."""
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else repr(v)
+    if isinstance(v, Decimal):
+        return f"Decimal({v.normalize()})"
+    return repr(v)
+
+
+def exact_bag(rows) -> list[tuple]:
+    """Rows as a sorted multiset of exact_value tuples."""
+    return sorted(tuple(exact_value(v) for v in r) for r in rows)

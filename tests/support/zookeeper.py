@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.proxy_proc import ProxyProc, start_proxy
+from tests.support import waiting
 from tests.support.ports import free_port, log_tail, port_accepts
 
 JARS = Path("/usr/share/java")
@@ -147,11 +148,4 @@ def registered(zk_hosts: str, namespace: str) -> list:
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
     """Poll `predicate` until it returns something true; that value, or AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
+    return waiting.wait_until(predicate, timeout=timeout, what=what, interval=0.1)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.proxy.clients.conftest import USE_DB
+from tests.support.client_matrix import USE_DB
 from tests.support.clients import (ClientError, impyla_connect, impyla_execute,
                                    pyhive_connect, pyhive_execute, run_beeline)
 

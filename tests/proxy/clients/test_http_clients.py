@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.clients.conftest import ITEST_DB, types_select
-from tests.proxy.test_http import CALL
+from tests.support.client_matrix import ITEST_DB, types_select
+from tests.support.wire import CALL
 from tests.support.clients import pyhive_connect, pyhive_execute, run_beeline
 from tests.support.jdbc import run_jdbc
 from tests.support.proxy_proc import start_proxy
@@ -66,7 +66,7 @@ def impyla_http(host: str, port: int, sql: str, user: str = "me", password: str 
     binary transport with http=False), or the last line of its error. In a child process:
     after impyla's HTTP and TLS paths, and its conversion of all_types, the pytest process
     fails at its end with CPython 3.11.7's "AST constructor recursion depth mismatch"
-    (SystemError; see tests/proxy/test_gateway.py::test_tls)."""
+    (SystemError; see tests/proxy/gateway/test_gateway.py::test_tls)."""
     tls = f", use_ssl=True, ca_cert={str(ca_cert)!r}" if ca_cert else ""
     code = ("from impala import dbapi\n"
             f"c = dbapi.connect(host={host!r}, port={port}, use_http_transport={http}, "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.proxy.conftest import kerberos_env
+from tests.support.kdc import kerberos_env
 from tests.support.clients import impyla_execute, run_beeline
 from tests.support.proxy_proc import start_proxy
 

@@ -4,7 +4,7 @@ GetColumns/GetTypeInfo/GetFunctions/GetInfo (raw Thrift), impyla's get_* helpers
 listed, so results do not depend on what other tests created."""
 from __future__ import annotations
 
-from tests.proxy.clients.conftest import META_DB, TYPES_COLUMNS
+from tests.support.client_matrix import META_DB, TYPES_COLUMNS
 from tests.support.clients import RawHS2, impyla_connect, pyhive_connect, run_beeline
 
 CLI_SERVER_NAME, CLI_DBMS_NAME, CLI_DBMS_VER = 13, 17, 18

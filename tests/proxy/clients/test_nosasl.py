@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.proxy.clients.conftest import Target, TYPES_COLUMNS, types_select, types_statements
+from tests.support.client_matrix import Target, TYPES_COLUMNS, types_select, types_statements
 from tests.support.clients import (RawHS2, impyla_connect, impyla_execute, pyhive_connect,
                                    pyhive_execute, run_beeline)
 from tests.support.proxy_proc import start_proxy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from tests.proxy.clients.conftest import (TYPES_COLUMNS, types_select, types_statements)
+from tests.support.client_matrix import TYPES_COLUMNS, types_select, types_statements
 from tests.support.clients import (impyla_connect, impyla_execute, pyhive_connect,
                                    pyhive_execute, run_beeline)
 

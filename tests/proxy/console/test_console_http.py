@@ -25,9 +25,9 @@ from proxy.observability.observe import StatementEvent
 from proxy.observability.querylog.log import QueryLog
 from proxy.routing.router import Router
 from proxy.gateway.server import ProxyServer
-from tests.proxy.console.fakes import FakeAdvisor
-from tests.proxy.datamaps.support import add_datamap, decision_service
-from tests.proxy.test_http_spnego import Acceptor, negotiate
+from tests.support.console_fakes import FakeAdvisor
+from tests.support.datamaps import add_datamap, decision_service
+from tests.support.spnego import Acceptor, negotiate
 
 SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int"}}}
 AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"

@@ -8,7 +8,7 @@ from proxy.console.views import Detail, Summary, usage_buckets
 from proxy.advisor.core import Suggestion
 from proxy.datamaps.catalog.records import DatamapRecord, DatamapSegment, Event
 from proxy.observability.querylog.log import QueryLog
-from tests.proxy.console.fakes import logged
+from tests.support.console_fakes import logged
 
 EVIL = '<img src=x onerror="alert(1)">'
 

@@ -10,26 +10,21 @@ from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, explain_header
 from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
-from proxy.routing.router import Local, LocalResult, Reject, Rewrite, StatementContext
+from proxy.routing.router import Local, LocalResult, Reject, Rewrite
 from rewriter.api import RewriteResult
-from tests.proxy.datamaps.support import forwarded, add_datamap, decision_service, no_spark
-
-SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
-                             "ts": "timestamp"}}}
-AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
+from tests.support.datamaps import (
+    add_datamap, decision_service, forwarded, no_spark, SALES_AGG, SALES_SCHEMAS,
+    statement_ctx,
+)
 
 
 @pytest.fixture
 def service(tmp_path):
-    yield from decision_service(tmp_path, SCHEMAS)
+    yield from decision_service(tmp_path, SALES_SCHEMAS)
 
 
-def _ctx(**conf):
-    return StatementContext("s1", "me", "db1", dict(conf), 10)
-
-
-def _add_built_datamap(svc, name="agg", sql=AGG, lazy=False):
-    return add_datamap(svc, SCHEMAS, "db1", name, sql, lazy=lazy)
+def _add_built_datamap(svc, name="agg", sql=SALES_AGG, lazy=False):
+    return add_datamap(svc, SALES_SCHEMAS, "db1", name, sql, lazy=lazy)
 
 
 async def _upstream(sql):
@@ -56,12 +51,12 @@ def test_a_statement_is_judged_by_what_the_index_that_rewrote_it_covers(service)
 
 def test_ddl_decisions(service):
     h = DatamapDdlHandler(service)
-    assert h(_ctx(), "SELECT 1") is None
-    assert h(_ctx(), "SET datamap.rewrite.enabled = false") is None   # proxy/routing/statements.py
-    assert h(_ctx(), "EXPLAIN CODEGEN SELECT 1") is None
-    rej = h(_ctx(), "CREATE DATAMAP d USING mv AS SELECT 1")
+    assert h(statement_ctx(), "SELECT 1") is None
+    assert h(statement_ctx(), "SET datamap.rewrite.enabled = false") is None   # proxy/routing/statements.py
+    assert h(statement_ctx(), "EXPLAIN CODEGEN SELECT 1") is None
+    rej = h(statement_ctx(), "CREATE DATAMAP d USING mv AS SELECT 1")
     assert isinstance(rej, Reject) and rej.sqlstate == "42000" and "'mv'" in rej.message
-    rej = h(_ctx(), "CREATE DATAMAP d USING 'lucene' AS SELECT 1")
+    rej = h(statement_ctx(), "CREATE DATAMAP d USING 'lucene' AS SELECT 1")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000"
     for sql, note in [("CREATE DATAMAP d USING 'mv' AS SELECT 1", "CreateDatamap"),
                       ("DROP DATAMAP d", "DropDatamap"), ("SHOW DATAMAP", "ShowDatamaps"),
@@ -69,56 +64,56 @@ def test_ddl_decisions(service):
                       ("ALTER DATAMAP d COMPACT 'MAJOR'", "CompactDatamap"),
                       ("SHOW SEGMENTS FOR TABLE t", "ShowSegments"),
                       ("EXPLAIN SELECT 1", "explain")]:
-        decision = h(_ctx(), sql)
+        decision = h(statement_ctx(), sql)
         assert isinstance(decision, Local) and decision.note.endswith(note), sql
 
 
 async def test_catalog_only_runners(service):
     h = DatamapDdlHandler(service)
-    assert await h(_ctx(), "DROP DATAMAP IF EXISTS ghost").runner(_upstream) == EMPTY
+    assert await h(statement_ctx(), "DROP DATAMAP IF EXISTS ghost").runner(_upstream) == EMPTY
     for sql, state, text in [("DROP DATAMAP ghost", "42S02", "Datamap db1.ghost does not exist"),
                              ("REBUILD DATAMAP db2.ghost", "42S02", "db2.ghost"),
                              ("ALTER DATAMAP ghost COMPACT 'MINOR'", "42S02", "db1.ghost"),
                              ("SHOW SEGMENTS FOR TABLE nothing", "42S02", "db1.nothing")]:
         with pytest.raises(ClientError) as e:
-            await h(_ctx(), sql).runner(_upstream)
+            await h(statement_ctx(), sql).runner(_upstream)
         assert e.value.sqlstate == state and text in str(e.value), sql
 
     _add_built_datamap(service)
-    shown = await h(_ctx(), "SHOW DATAMAP ON TABLE sales").runner(_upstream)
+    shown = await h(statement_ctx(), "SHOW DATAMAP ON TABLE sales").runner(_upstream)
     assert [r[:5] for r in shown.rows] == [("agg", "mv", "db1.agg_table", "", "ENABLED")]
-    assert (await h(_ctx(), "SHOW MATERIALIZED VIEWS ON TABLE db1.other").runner(_upstream)).rows == []
-    segs = await h(_ctx(), "SHOW SEGMENTS FOR TABLE agg_table").runner(_upstream)
+    assert (await h(statement_ctx(), "SHOW MATERIALIZED VIEWS ON TABLE db1.other").runner(_upstream)).rows == []
+    segs = await h(statement_ctx(), "SHOW SEGMENTS FOR TABLE agg_table").runner(_upstream)
     assert [r[0] for r in segs.rows] == ["0"]
     with pytest.raises(ClientError) as e:
-        await h(_ctx(), "DROP DATAMAP agg ON TABLE db1.other").runner(_upstream)
+        await h(statement_ctx(), "DROP DATAMAP agg ON TABLE db1.other").runner(_upstream)
     assert e.value.sqlstate == "42S02" and "on table db1.other" in str(e.value)
     with pytest.raises(ClientError) as e:
-        await h(_ctx(), "ALTER DATAMAP agg COMPACT 'CUSTOM' WHERE SEGMENT.ID IN (0, 7)"
+        await h(statement_ctx(), "ALTER DATAMAP agg COMPACT 'CUSTOM' WHERE SEGMENT.ID IN (0, 7)"
                 ).runner(_upstream)
     assert e.value.sqlstate == "42S02" and "Segment 7" in str(e.value)
     # a single visible segment: nothing to compact, no Spark needed
-    assert await h(_ctx(), "ALTER DATAMAP agg COMPACT 'MAJOR'").runner(_upstream) == EMPTY
+    assert await h(statement_ctx(), "ALTER DATAMAP agg COMPACT 'MAJOR'").runner(_upstream) == EMPTY
 
 
 def test_select_rewrites_from_enabled_in_sync_datamaps(service):
     h = DatamapSelectHandler(service)
     q = "SELECT country, sum(qty) FROM sales GROUP BY country"
-    assert forwarded(h(_ctx(), q))                      # no datamap yet
+    assert forwarded(h(statement_ctx(), q))                      # no datamap yet
     _add_built_datamap(service)
-    d = h(_ctx(), q)
+    d = h(statement_ctx(), q)
     assert isinstance(d, Rewrite) and "agg_table" in d.sql and d.note == "mv:agg"
     assert "dm_segment_id" in d.sql                  # reads only visible segments
-    assert forwarded(h(_ctx(**{"datamap.rewrite.enabled": "false"}), q))
-    assert h(_ctx(), "INSERT INTO sales SELECT * FROM sales") is None
+    assert forwarded(h(statement_ctx(**{"datamap.rewrite.enabled": "false"}), q))
+    assert h(statement_ctx(), "INSERT INTO sales SELECT * FROM sales") is None
     # a new base segment the datamap has not seen: out of sync, no rewrite
     service.catalog.add_base_segment("db1.sales", ["file:/w/b.parquet"])
-    assert forwarded(h(_ctx(), q))
+    assert forwarded(h(statement_ctx(), q))
     sid = service.catalog.begin_segment("db1", "agg", {"db1.sales": ["1"]})
     service.catalog.publish_segment("db1", "agg", sid, rows=2)
-    assert isinstance(h(_ctx(), q), Rewrite)
+    assert isinstance(h(statement_ctx(), q), Rewrite)
     service.catalog.set_status("db1", "agg", "DISABLED", "test")
-    assert forwarded(h(_ctx(), q))
+    assert forwarded(h(statement_ctx(), q))
 
 
 def test_select_handler_forwards_on_rewriter_failure(service, monkeypatch):
@@ -127,7 +122,7 @@ def test_select_handler_forwards_on_rewriter_failure(service, monkeypatch):
     def boom():
         raise RuntimeError("index exploded")
     monkeypatch.setattr(service, "index", boom)
-    assert forwarded(DatamapSelectHandler(service)(_ctx(), "SELECT country FROM sales"))
+    assert forwarded(DatamapSelectHandler(service)(statement_ctx(), "SELECT country FROM sales"))
 
 
 def test_candidates_carry_rows_and_segments(service):
@@ -144,14 +139,14 @@ def test_candidates_carry_rows_and_segments(service):
 
 async def test_explain(service):
     h = DatamapDdlHandler(service)
-    res = await h(_ctx(), "EXPLAIN SELECT country, sum(qty) FROM sales GROUP BY country"
+    res = await h(statement_ctx(), "EXPLAIN SELECT country, sum(qty) FROM sales GROUP BY country"
                   ).runner(_upstream)
     assert res.columns == (("plan", "string"),)
     text = res.rows[0][0]
     assert text.startswith("== Datamap Rewrite ==\nNo datamap hit\nRewritten SQL: SELECT country")
     assert "\n\n== Physical Plan ==" in text
     _add_built_datamap(service)
-    text = (await h(_ctx(), "EXPLAIN EXTENDED SELECT country, sum(qty) FROM sales GROUP BY "
+    text = (await h(statement_ctx(), "EXPLAIN EXTENDED SELECT country, sum(qty) FROM sales GROUP BY "
                     "country").runner(_upstream)).rows[0][0]
     lines = text.split("\n")
     assert lines[:2] == ["== Datamap Rewrite ==", "Hit mv DataMap: agg"]
@@ -163,7 +158,7 @@ async def test_explain(service):
     assert lines[5].startswith("Freshness: agg: not checked (cannot list db1.sales")
     assert lines[6] == "" and lines[7] == "== Physical Plan =="
     assert "Scan for: SELECT" not in lines[7] or "agg_table" in lines[7]
-    text = (await h(_ctx(), "EXPLAIN SELECT id FROM sales WHERE qty > 1").runner(_upstream)).rows[0][0]
+    text = (await h(statement_ctx(), "EXPLAIN SELECT id FROM sales WHERE qty > 1").runner(_upstream)).rows[0][0]
     assert "No datamap hit" in text and "Skipped agg: " in text
 
 
@@ -185,19 +180,19 @@ async def test_load_decisions(service, monkeypatch):
     from proxy.datamaps.handler import DatamapLoadHandler
     from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
-    assert h(_ctx(), "INSERT INTO sales VALUES ('x', 1)") is None     # no datamap over it
+    assert h(statement_ctx(), "INSERT INTO sales VALUES ('x', 1)") is None     # no datamap over it
     _add_built_datamap(service)
-    d = h(_ctx(), "INSERT INTO sales VALUES ('x', 1)")
+    d = h(statement_ctx(), "INSERT INTO sales VALUES ('x', 1)")
     assert isinstance(d, PassThrough) and d.after is not None
     calls = []
     monkeypatch.setattr(service, "after_load",
                         lambda table, overwrite=False, started=None:
                         calls.append((table, overwrite)))
     await d.after(_upstream)
-    await h(_ctx(), "INSERT OVERWRITE TABLE sales VALUES ('x', 1)").after(_upstream)
+    await h(statement_ctx(), "INSERT OVERWRITE TABLE sales VALUES ('x', 1)").after(_upstream)
     assert calls == [("db1.sales", False), ("db1.sales", True)]
-    assert h(_ctx(), "INSERT INTO db1.other VALUES (1)") is None
-    rej = h(_ctx(), "INSERT INTO agg_table VALUES ('x', 1, '0')")
+    assert h(statement_ctx(), "INSERT INTO db1.other VALUES (1)") is None
+    rej = h(statement_ctx(), "INSERT INTO agg_table VALUES ('x', 1, '0')")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "db1.agg_table" in rej.message
 
 
@@ -211,16 +206,16 @@ async def test_inserts_behind_a_cte_or_from_clause_are_loads_too(service, monkey
                         calls.append((table, overwrite)))
     h = DatamapLoadHandler(service)
     cte = "WITH n AS (SELECT 1 AS id, 'x' AS country, 1 AS qty) INSERT OVERWRITE TABLE sales "
-    d = h(_ctx(), cte + "SELECT id, country, qty, now() FROM n")
+    d = h(statement_ctx(), cte + "SELECT id, country, qty, now() FROM n")
     assert isinstance(d, PassThrough)
     await d.after(_upstream)
-    d = h(_ctx(), "FROM db1.other INSERT INTO sales SELECT * INSERT INTO db1.other2 SELECT *")
+    d = h(statement_ctx(), "FROM db1.other INSERT INTO sales SELECT * INSERT INTO db1.other2 SELECT *")
     await d.after(_upstream)
     assert calls == [("db1.sales", True), ("db1.sales", False)]
-    rej = h(_ctx(), "WITH n AS (SELECT 1) INSERT INTO agg_table SELECT * FROM n")
+    rej = h(statement_ctx(), "WITH n AS (SELECT 1) INSERT INTO agg_table SELECT * FROM n")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000"
     # over the parse limit the targets are unknown: the base tables it names are re-synced
-    await DatamapLoadHandler(service, max_sql_bytes=10)(_ctx(), cte + "SELECT 1").after(_upstream)
+    await DatamapLoadHandler(service, max_sql_bytes=10)(statement_ctx(), cte + "SELECT 1").after(_upstream)
     assert calls[-1] == ("db1.sales", False)
 
 
@@ -229,17 +224,17 @@ async def test_drop_table_decisions(service, monkeypatch):
     from proxy.datamaps.upkeep import maintenance
     from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
-    assert h(_ctx(), "DROP TABLE sales") is None
+    assert h(statement_ctx(), "DROP TABLE sales") is None
     _add_built_datamap(service)
-    rej = h(_ctx(), "DROP TABLE agg_table")
+    rej = h(statement_ctx(), "DROP TABLE agg_table")
     assert isinstance(rej, Reject) and rej.sqlstate == "0A000" and "DROP DATAMAP agg" in rej.message
     for sql in ("DROP VIEW agg_table", "drop view if exists db1.agg_table",
                 "DROP TABLE agg_table_segments"):
-        rej = h(_ctx(), sql)                       # the live view and its storage alike
+        rej = h(statement_ctx(), sql)                       # the live view and its storage alike
         assert isinstance(rej, Reject) and "DROP DATAMAP agg" in rej.message, sql
     # a temporary view may shadow a base table: dropping it leaves the table's datamaps
-    assert h(_ctx(), "DROP VIEW sales") is None
-    d = h(_ctx(), "DROP TABLE IF EXISTS db1.sales")
+    assert h(statement_ctx(), "DROP VIEW sales") is None
+    d = h(statement_ctx(), "DROP TABLE IF EXISTS db1.sales")
     assert isinstance(d, PassThrough)
     dropped_tables = []
     monkeypatch.setattr(maintenance, "drop", lambda spark, definition: dropped_tables.append(
@@ -255,15 +250,15 @@ async def test_alter_table_of_a_base_table_invalidates_its_schema(service, monke
     from proxy.datamaps.handler import DatamapLoadHandler
     from proxy.routing.router import PassThrough
     h = DatamapLoadHandler(service)
-    assert h(_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)") is None   # no datamap over it
+    assert h(statement_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)") is None   # no datamap over it
     _add_built_datamap(service)
-    d = h(_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)")
+    d = h(statement_ctx(), "ALTER TABLE sales ADD COLUMNS (x INT)")
     assert isinstance(d, PassThrough) and d.after is not None
     calls = []
     monkeypatch.setattr(service, "invalidate_schemas", lambda table=None: calls.append(table))
     await d.after(_upstream)
     assert calls == ["db1.sales"]
-    assert h(_ctx(), "ALTER TABLE other ADD COLUMNS (x INT)") is None
+    assert h(statement_ctx(), "ALTER TABLE other ADD COLUMNS (x INT)") is None
 
 
 def test_minor_compaction_threshold_property():
@@ -279,7 +274,7 @@ def test_minor_compaction_threshold_property():
 def _service_with_dimension(tmp_path, loads):
     """A service whose Spark knows db1.sales and the dimension table db1.countries; every
     schema load is recorded in `loads`."""
-    schemas = {"db1": {**SCHEMAS["db1"], "countries": {"country": "string", "region": "string"}}}
+    schemas = {"db1": {**SALES_SCHEMAS["db1"], "countries": {"country": "string", "region": "string"}}}
 
     def provider(tables):
         loads.append(sorted(tables))
@@ -302,17 +297,17 @@ def test_dimension_table_schema_is_loaded_off_the_loop_then_the_query_is_rewritt
         _add_built_datamap(svc)
         h = DatamapSelectHandler(svc)
         # first time: the rewriter lacks db1.countries -> forwarded unchanged, load scheduled
-        assert forwarded(h(_ctx(), JOINED))
+        assert forwarded(h(statement_ctx(), JOINED))
         svc.schema_cache.drain(timeout=10)
         assert ["db1.countries"] in loads
-        d = h(_ctx(), JOINED)
+        d = h(statement_ctx(), JOINED)
         assert isinstance(d, Rewrite) and "agg_table" in d.sql and "db1.countries" in d.sql
         # a table Spark does not know: one failed load, not retried on every statement
         bad = JOINED.replace("db1.countries", "db1.nowhere")
-        assert forwarded(h(_ctx(), bad))
+        assert forwarded(h(statement_ctx(), bad))
         svc.schema_cache.drain(timeout=10)
         n = len(loads)
-        assert forwarded(h(_ctx(), bad)) and forwarded(h(_ctx(), bad))
+        assert forwarded(h(statement_ctx(), bad)) and forwarded(h(statement_ctx(), bad))
         svc.schema_cache.drain(timeout=10)
         assert len(loads) == n
     finally:
@@ -325,7 +320,7 @@ async def test_explain_loads_missing_schemas_and_shows_the_real_decision(tmp_pat
     svc = _service_with_dimension(tmp_path, loads)
     try:
         _add_built_datamap(svc)
-        d = DatamapDdlHandler(svc)(_ctx(), "EXPLAIN " + JOINED)
+        d = DatamapDdlHandler(svc)(statement_ctx(), "EXPLAIN " + JOINED)
         plan = (await d.runner(_upstream)).rows[0][0]
         assert "Hit mv DataMap: agg" in plan and "db1.countries" in plan
     finally:
@@ -335,19 +330,19 @@ async def test_explain_loads_missing_schemas_and_shows_the_real_decision(tmp_pat
 
 async def test_sync_datamaps_runner_without_spark(service):
     h = DatamapDdlHandler(service)
-    d = h(_ctx(), "SYNC DATAMAPS ON TABLE sales")
+    d = h(statement_ctx(), "SYNC DATAMAPS ON TABLE sales")
     assert isinstance(d, Local) and d.note.endswith("SyncDatamaps")
     # no datamaps at all: nothing to look at, no Spark needed
-    empty = await h(_ctx(), "SYNC DATAMAPS").runner(_upstream)
+    empty = await h(statement_ctx(), "SYNC DATAMAPS").runner(_upstream)
     assert [c[0] for c in empty.columns] == ["Table", "New Segment", "Files Added",
                                              "Files Removed", "DataMaps"]
     assert empty.rows == []
     with pytest.raises(ClientError) as e:
-        await h(_ctx(), "SYNC DATAMAPS ON TABLE sales").runner(_upstream)
+        await h(statement_ctx(), "SYNC DATAMAPS ON TABLE sales").runner(_upstream)
     assert e.value.sqlstate == "42S02" and "db1.sales has no datamaps" in str(e.value)
     _add_built_datamap(service)
     with pytest.raises(ClientError) as e:
-        await h(_ctx(), "SYNC DATAMAPS ON TABLE db1.nothing").runner(_upstream)
+        await h(statement_ctx(), "SYNC DATAMAPS ON TABLE db1.nothing").runner(_upstream)
     assert e.value.sqlstate == "42S02" and "db1.nothing" in str(e.value)
 
 
@@ -449,7 +444,7 @@ def test_a_temporary_view_shadowing_a_base_table_is_not_answered_from_datamaps(s
     _add_built_datamap(service)
     h = DatamapSelectHandler(service)
     q = "SELECT country, sum(qty) FROM sales GROUP BY country"
-    shadowed = _ctx(**{"datamap.session.temp_views": "sales"})
+    shadowed = statement_ctx(**{"datamap.session.temp_views": "sales"})
     assert forwarded(h(shadowed, q))
     assert isinstance(h(shadowed, q.replace("FROM sales", "FROM db1.sales")), Rewrite)
-    assert isinstance(h(_ctx(**{"datamap.session.temp_views": "other"}), q), Rewrite)
+    assert isinstance(h(statement_ctx(**{"datamap.session.temp_views": "other"}), q), Rewrite)

@@ -7,7 +7,7 @@ import pytest
 
 from proxy.datamaps.loads import DatamapLoadHandler
 from proxy.routing.router import PassThrough, Reject, StatementContext
-from tests.proxy.datamaps.support import add_datamap, decision_service
+from tests.support.datamaps import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"k": "string", "v": "int"}, "src": {"k": "string", "v": "int"},
                    "dims": {"k": "string", "name": "string"}}}

@@ -14,7 +14,7 @@ from proxy.errors import ClientError
 from proxy.routing.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
 from rewriter import compile_datamap
 from rewriter.api import RewriteResult
-from tests.proxy.datamaps.support import add_datamap, decision_service, forwarded
+from tests.support.datamaps import add_datamap, decision_service, forwarded
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}},
            "db2": {"sales": {"country": "string", "qty": "int"},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from proxy.datamaps.schemas import SchemaCache
 from rewriter.bytecache import text_size
-from tests.proxy.datamaps.support import no_spark
+from tests.support.datamaps import no_spark
 
 
 def _cache(provider, **kw):

@@ -7,7 +7,7 @@ import pytest
 
 from proxy.datamaps.handler import DatamapLoadHandler
 from proxy.routing.router import PassThrough, Reject, StatementContext
-from tests.proxy.datamaps.support import add_datamap, decision_service
+from tests.support.datamaps import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"k": "string", "v": "int", "p": "string"}}}
 AGG = "SELECT k, sum(v) FROM db1.sales GROUP BY k"

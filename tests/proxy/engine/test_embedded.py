@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.engine.driver_client import DriverError, SparkDriver
+from tests.support.driver_client import DriverError, SparkDriver
 from tests.support.clients import jdbc_url, pyhive_connect, pyhive_execute, run_beeline
 from tests.support.proxy_proc import ServeProc
 from tests.support.ports import free_port

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.engine.driver_client import SparkDriver
+from tests.support.driver_client import SparkDriver
 from tests.support.clients import pyhive_connect, pyhive_execute
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 
@@ -287,10 +288,8 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
         assert started.returncode == 0, started.stdout + started.stderr
         conn = pyhive_connect("127.0.0.1", port)
         cur = conn.cursor()
-        deadline = time.monotonic() + 90
-        while "Hit mv DataMap: rm_agg" not in _explain(cur, q):
-            assert time.monotonic() < deadline, _explain(cur, q)
-            time.sleep(1)
+        wait_until(lambda: "Hit mv DataMap: rm_agg" in _explain(cur, q), timeout=90,
+                   interval=0.5, what="rm_agg to answer", detail=lambda: _explain(cur, q))
         figures["restart until the datamap answers"] = time.monotonic() - t0
         assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
         assert [s[0] for s in pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
@@ -301,12 +300,9 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
         east = {r[0]: r for r in pyhive_execute(cur, q).rows}["east"]
         _query(sts_host, sts_port, "INSERT INTO rm_sales VALUES (9, 'east', 6.5, 2)")
         t0 = time.monotonic()
-        deadline = t0 + 90
-        while [s[0] for s in pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
-               if s[1] == "Success"] != ["4", "3", "2", "1", "0"]:
-            assert time.monotonic() < deadline, pyhive_execute(
-                cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
-            time.sleep(0.5)
+        segments = lambda: pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows  # noqa: E731
+        wait_until(lambda: [s[0] for s in segments() if s[1] == "Success"] == ["4", "3", "2", "1", "0"],
+                   timeout=90, interval=0.5, what="the periodic sync's segment", detail=segments)
         figures["periodic sync (2 s interval) until refreshed"] = time.monotonic() - t0
         assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
         assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)

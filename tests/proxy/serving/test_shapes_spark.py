@@ -14,11 +14,10 @@ import sqlglot
 
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
-from tests.proxy.serving.test_values_spark import _bag
-from tests.rewriter.spark_tier import _fmt_rows, _schema
-from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    engine, scale_problems, segmented_table, zero_sign_problems,
+from tests.support.serving import (  # noqa: F401 - fixtures
+    engine, exact_bag, scale_problems, segmented_table, zero_sign_problems,
 )
+from tests.support.spark_tier import fmt_rows, df_schema
 
 pytestmark = pytest.mark.spark
 
@@ -113,17 +112,17 @@ def test_served_like_spark(title, template, expect, served_table, engine):
         return
     assert expect != REFUSED, f"served, but the case says refused: {plan.sql}"
     sdf = spark.sql(sql)
-    sschema = _schema(sdf)
+    sschema = df_schema(sdf)
     srows = [tuple(r) for r in sdf.collect()]
     try:
         rows = engine.run_blocking(plan)
     except EngineFailure as e:
-        pytest.fail(f"the engine failed ({e}) where Spark answered {_fmt_rows(srows)}\n"
+        pytest.fail(f"the engine failed ({e}) where Spark answered {fmt_rows(srows)}\n"
                     f"  duckdb: {plan.sql}")
     assert list(plan.columns) == [tuple(c) for c in sschema], \
         f"schema: Spark {sschema} vs served {list(plan.columns)}"
     problems = scale_problems(plan.columns, rows) + zero_sign_problems(plan.columns, srows, rows)
     assert not problems, "\n".join(problems)
-    want, got = (_bag(srows), _bag(rows)) if expect == ROWS_ else (
+    want, got = (exact_bag(srows), exact_bag(rows)) if expect == ROWS_ else (
         [tuple(map(repr, r)) for r in srows], [tuple(map(repr, r)) for r in rows])
     assert want == got, (f"rows differ:\n  spark {want}\n  local {got}\n  duckdb: {plan.sql}")

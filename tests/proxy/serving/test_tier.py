@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -19,47 +19,22 @@ from proxy.routing.router import Rewrite, Serve, StatementContext
 from proxy.serving import ServingTier
 from proxy.serving.engine import LocalEngine
 from proxy.serving.tier import local_path
-from tests.proxy.datamaps.support import add_datamap, decision_service
-
-SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int",
-                             "amount": "decimal(10,2)"}}}
-AGG = "SELECT country, sum(qty), avg(amount), count(*) FROM db1.sales GROUP BY country"
-QUERY = "SELECT country, sum(qty) AS q, avg(amount) AS a FROM db1.sales GROUP BY country"
+from tests.support.datamaps import add_datamap, decision_service
+from tests.support.serving_tier import TIER_AGG, TIER_QUERY, TIER_SCHEMAS, publish
 
 
 @pytest.fixture
 def service(tmp_path):
-    yield from decision_service(tmp_path / "state", SCHEMAS)
+    yield from decision_service(tmp_path / "state", TIER_SCHEMAS)
 
 
 def _ctx(**conf):
     return StatementContext("s1", "me", "db1", dict(conf), 10)
 
 
-def publish(service, tmp_path: Path, rows, files=None) -> str:
-    """A new visible segment of db1.agg holding `rows` (country, sum_qty, sum_amount,
-    count_amount, count_star) as one Parquet file."""
-    c = service.catalog
-    sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
-    if files is None:
-        d = tmp_path / "agg_table" / f"dm_segment_id={sid}"
-        d.mkdir(parents=True)
-        path = d / "part-0.parquet"
-        con = duckdb.connect()
-        con.execute("CREATE TABLE t (country VARCHAR, sum_qty BIGINT, sum_amount DECIMAL(20,2), "
-                    "count_amount BIGINT, count_star BIGINT)")
-        if rows:
-            con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)", rows)
-        con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
-        con.close()
-        files = [path.as_uri()]
-    c.publish_segment("db1", "agg", sid, rows=len(rows), files=files, kind="built")
-    return sid
-
-
 @pytest.fixture
 def setup(service, tmp_path):
-    d = add_datamap(service, SCHEMAS, "db1", "agg", AGG, build=False)
+    d = add_datamap(service, TIER_SCHEMAS, "db1", "agg", TIER_AGG, build=False)
     assert [c.name for c in d.columns] == ["country", "sum_qty", "sum_amount", "count_amount",
                                            "count_star"]
     service.catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
@@ -85,7 +60,7 @@ def answer(decision):
 
 def test_a_datamap_hit_is_served_and_then_cached(setup):
     with handler(setup) as (h, tier):
-        d = h(_ctx(), QUERY)
+        d = h(_ctx(), TIER_QUERY)
         assert isinstance(d, Serve) and isinstance(d.fallback, Rewrite)
         result, how = answer(d)
         assert how == "local cache=miss"
@@ -94,17 +69,17 @@ def test_a_datamap_hit_is_served_and_then_cached(setup):
         rows = sorted(result.rows, key=repr)
         assert [r[:2] for r in rows] == [("de", 3), ("fr", None)]
         assert str(rows[0][2]) == "1.500000" and rows[1][2] is None
-        assert answer(h(_ctx(), QUERY))[1] == "local cache=hit"
-        assert answer(h(_ctx(**{"datamap.cache.enabled": "false"}), QUERY))[1] == \
+        assert answer(h(_ctx(), TIER_QUERY))[1] == "local cache=hit"
+        assert answer(h(_ctx(**{"datamap.cache.enabled": "false"}), TIER_QUERY))[1] == \
             "local cache=bypassed"
 
 
 def test_a_new_segment_changes_the_answer_and_the_key(setup, tmp_path):
     with handler(setup) as (h, tier):
-        first = answer(h(_ctx(), QUERY))[0]
+        first = answer(h(_ctx(), TIER_QUERY))[0]
         publish(setup, tmp_path, [("de", 4, "2.00", 1, 1)])
         setup.catalog._seen = None          # read the new version now, not within 1 s
-        d = h(_ctx(), QUERY)
+        d = h(_ctx(), TIER_QUERY)
         result, how = answer(d)
         assert how == "local cache=miss"
         assert dict((r[0], r[1]) for r in result.rows)["de"] == 7 != \
@@ -118,15 +93,15 @@ def test_what_goes_to_spark(setup, tmp_path):
                  "GROUP BY initcap(country)")
         assert isinstance(d, Rewrite)
         # switched off for the session
-        assert isinstance(h(_ctx(**{"datamap.serving.enabled": "false"}), QUERY), Rewrite)
+        assert isinstance(h(_ctx(**{"datamap.serving.enabled": "false"}), TIER_QUERY), Rewrite)
     with handler(setup, max_datamap_bytes=10) as (h, tier):
-        assert isinstance(h(_ctx(), QUERY), Rewrite)
-        result = setup.index().rewrite(QUERY, "db1")
+        assert isinstance(h(_ctx(), TIER_QUERY), Rewrite)
+        result = setup.index().rewrite(TIER_QUERY, "db1")
         lines = served_lines(tier, result, {})
         assert lines[0].startswith("Served by: spark (not served locally: db1.agg_table reads ")
         assert "max_datamap_bytes (10)" in lines[0]
     with handler(setup, enabled=False) as (h, tier):
-        assert isinstance(h(_ctx(), QUERY), Rewrite)
+        assert isinstance(h(_ctx(), TIER_QUERY), Rewrite)
 
 
 def test_files_the_proxy_cannot_read_go_to_spark(setup, tmp_path):
@@ -134,14 +109,14 @@ def test_files_the_proxy_cannot_read_go_to_spark(setup, tmp_path):
             files=["hdfs://nn:8020/warehouse/agg_table/dm_segment_id=2/part-0.parquet"])
     setup.catalog._seen = None
     with handler(setup) as (h, tier):
-        assert isinstance(h(_ctx(), QUERY), Rewrite)
-        lines = served_lines(tier, setup.index().rewrite(QUERY, "db1"), {})
+        assert isinstance(h(_ctx(), TIER_QUERY), Rewrite)
+        lines = served_lines(tier, setup.index().rewrite(TIER_QUERY, "db1"), {})
         assert "its files are on hdfs://, which the proxy does not read" in lines[0]
 
 
 def test_an_engine_failure_falls_back(setup, tmp_path):
     with handler(setup) as (h, tier):
-        d = h(_ctx(), QUERY)
+        d = h(_ctx(), TIER_QUERY)
         assert isinstance(d, Serve)
         for f in (tmp_path / "agg_table").rglob("*.parquet"):
             f.unlink()                      # e.g. removed behind the catalog's back
@@ -150,25 +125,29 @@ def test_an_engine_failure_falls_back(setup, tmp_path):
 
 
 def test_a_slow_local_answer_falls_back(setup, monkeypatch):
-    """The engine's own query is held for 2 s (a 1 µs timeout alone raced the worker thread
-    on a loaded box), so the timeout decides, not the scheduler."""
+    """The engine's own query is held until the answer has timed out (a 1 µs timeout alone
+    raced the worker thread on a loaded box), so the timeout decides, not the scheduler."""
     real = LocalEngine._run
+    timed_out = threading.Event()
 
     def slow(self, plan, box):
-        time.sleep(2)
+        timed_out.wait(30)
         return real(self, plan, box)
     monkeypatch.setattr(LocalEngine, "_run", slow)
     with handler(setup, timeout=0.2) as (h, tier):
-        result, how = answer(h(_ctx(), QUERY))
+        try:
+            result, how = answer(h(_ctx(), TIER_QUERY))
+        finally:
+            timed_out.set()
         assert result is None and "no answer within" in how
 
 
 def test_an_empty_segment_is_an_empty_read(service, tmp_path):
-    add_datamap(service, SCHEMAS, "db1", "agg", AGG, build=False)
+    add_datamap(service, TIER_SCHEMAS, "db1", "agg", TIER_AGG, build=False)
     service.catalog.add_base_segment("db1.sales", ["file:/w/a.parquet"])
     publish(service, tmp_path, [], files=[])
     with handler(service) as (h, tier):
-        d = h(_ctx(), QUERY)
+        d = h(_ctx(), TIER_QUERY)
         assert isinstance(d, Serve)
         result, _ = answer(d)
         assert list(result.rows) == []
@@ -196,7 +175,7 @@ def test_concurrent_answers_share_a_bounded_pool(setup):
         conf = {"datamap.cache.enabled": "false"}
 
         async def many():
-            decisions = [h(_ctx(**conf), QUERY) for _ in range(40)]
+            decisions = [h(_ctx(**conf), TIER_QUERY) for _ in range(40)]
             return await asyncio.gather(*(d.attempt() for d in decisions))
         outs = asyncio.run(many())
         assert {how for _, how in outs} == {"local cache=bypassed"}
@@ -252,8 +231,8 @@ def test_why_spark_answers_a_datamap_hit_rides_on_the_decision(setup):
                                 "local engine computes")
         assert "INITCAP (INITCAP" not in d.not_served
         assert not_served_class(d.not_served) == "construct"
-        off = h(_ctx(**{"datamap.serving.enabled": "false"}), QUERY)
+        off = h(_ctx(**{"datamap.serving.enabled": "false"}), TIER_QUERY)
         assert not_served_class(off.not_served) == "switched_off"
-        assert h(_ctx(), QUERY).fallback.not_served == ""
+        assert h(_ctx(), TIER_QUERY).fallback.not_served == ""
     with handler(setup, max_datamap_bytes=10) as (h, tier):
-        assert not_served_class(h(_ctx(), QUERY).not_served) == "size"
+        assert not_served_class(h(_ctx(), TIER_QUERY).not_served) == "size"

@@ -23,7 +23,7 @@ import sqlglot
 
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
-from tests.rewriter.spark_tier import _diff_rows, _fmt_rows
+from tests.support.spark_tier import diff_rows, fmt_rows
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
     both_outcomes, engine, scale_problems, segmented_table, zero_sign_problems,
 )
@@ -325,16 +325,16 @@ def test_served_like_spark(title, template, expect, served_table, engine):
         return
     assert spark_error is None, f"Spark raised: {spark_error}"
     assert engine_error is None, (f"the engine failed ({engine_error}) where Spark answered "
-                                  f"{_fmt_rows(srows)}\n  duckdb: {plan.sql}")
+                                  f"{fmt_rows(srows)}\n  duckdb: {plan.sql}")
     problems = []
     if list(plan.columns) != [tuple(c) for c in sschema]:
         problems.append(f"schema: Spark {sschema} vs served {list(plan.columns)}")
     problems += scale_problems(plan.columns, rows)
-    problems += _diff_rows(tree, [n for n, _ in sschema], srows, rows)
+    problems += diff_rows(tree, [n for n, _ in sschema], srows, rows)
     if not problems:
         problems += zero_sign_problems(plan.columns, srows, rows)
-    assert not problems, "\n".join(problems) + (f"\n  spark:  {_fmt_rows(srows, 20)}"
-                                                f"\n  served: {_fmt_rows(rows, 20)}"
+    assert not problems, "\n".join(problems) + (f"\n  spark:  {fmt_rows(srows, 20)}"
+                                                f"\n  served: {fmt_rows(rows, 20)}"
                                                 f"\n  duckdb: {plan.sql}")
 
 

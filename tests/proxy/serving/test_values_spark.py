@@ -24,9 +24,9 @@ import pytest
 import sqlglot
 
 from proxy.serving.translate import NotServable, translate
-from tests.rewriter.spark_tier import _fmt_rows
-from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    both_outcomes, engine, scale_problems, segmented_table,
+from tests.support.spark_tier import fmt_rows
+from tests.support.serving import (  # noqa: F401 - fixtures
+    both_outcomes, engine, exact_bag, scale_problems, segmented_table,
 )
 
 pytestmark = pytest.mark.spark
@@ -234,20 +234,6 @@ def served_table():
         yield out
 
 
-def _exact(v):
-    """A value as a client tells it apart: the sign of a zero, NaN; a decimal by its value
-    (its scale is the type's: scale_problems)."""
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else repr(v)
-    if isinstance(v, Decimal):
-        return f"Decimal({v.normalize()})"
-    return repr(v)
-
-
-def _bag(rows) -> list[tuple]:
-    return sorted(tuple(_exact(v) for v in r) for r in rows)
-
-
 def test_rows_are_as_written(served_table):
     """The edge values reach the files: 38 nines, scale 38, NaN, -0.0, unicode."""
     spark, _ = served_table
@@ -276,16 +262,16 @@ def test_served_like_spark(title, template, expect, served_table, engine):
             assert spark_error is not None, f"the case expects Spark to raise; it answered {srows}"
         assert engine_error is not None, (
             f"the engine answered {rows} where it must raise (Spark: "
-            f"{spark_error or _fmt_rows(srows)})\n  duckdb: {plan.sql}")
+            f"{spark_error or fmt_rows(srows)})\n  duckdb: {plan.sql}")
         return
     assert spark_error is None, f"Spark raised: {spark_error}"
     assert engine_error is None, (f"the engine failed ({engine_error}) where Spark answered "
-                                  f"{_fmt_rows(srows)}\n  duckdb: {plan.sql}")
+                                  f"{fmt_rows(srows)}\n  duckdb: {plan.sql}")
     assert list(plan.columns) == [tuple(c) for c in sschema], \
         f"schema: Spark {sschema} vs served {list(plan.columns)}"
     problems = scale_problems(plan.columns, rows)
     assert not problems, "\n".join(problems)
-    want, got = _bag(srows), _bag(rows)
+    want, got = exact_bag(srows), exact_bag(rows)
     if want != got:
         diff = [f"  spark {a}\n  local {b}" for a, b in zip(want, got) if a != b][:4]
         pytest.fail(f"rows differ ({len(want)} vs {len(got)}):\n" + "\n".join(diff)

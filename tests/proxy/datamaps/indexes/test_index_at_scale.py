@@ -1,0 +1,122 @@
+"""The rewrite index over 2,000 datamaps (decisions only: a real catalog, schemas given as
+data, no Spark): a publish of one datamap updates that datamap's entry and nothing else,
+and a query right after the publish reads the new segments, never the old ones."""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from rewriter import DatamapIndex
+from rewriter.compiled import CompiledForms, tables_schema
+from rewriter.layout import schema_key
+from tests.support.datamaps import add_datamap, decision_service
+
+SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"}}}
+AGG = "SELECT country, city, sum(qty) AS q FROM sales GROUP BY country, city"
+Q = "SELECT country, sum(qty) FROM sales GROUP BY country"
+COUNT = 2000
+
+
+@pytest.fixture
+def forms(monkeypatch):
+    forms = CompiledForms()
+    monkeypatch.setattr(DatamapIndex, "compiled_forms", forms)
+    return forms
+
+
+@pytest.fixture
+def service(tmp_path, forms):
+    yield from decision_service(tmp_path, SCHEMAS)
+
+
+def _clone(service, forms, count: int) -> None:
+    """Datamaps dm1..dm<count-1>: copies of db1.agg's catalog rows (definition, one built
+    segment) with more rows each, written in one transaction, and their compiled forms put
+    in the cache: compiling 2,000 definitions would take the test's whole budget, and the
+    provider gives each copy its catalog name as it does any definition."""
+    c = service.catalog
+    with c._tx() as tx:
+        cols = [r[1] for r in tx.execute("PRAGMA table_info(datamaps)").fetchall()]
+        seg_cols = [r[1] for r in tx.execute("PRAGMA table_info(dm_segments)").fetchall()]
+        for i in range(1, count):
+            tx.execute(f"INSERT INTO datamaps ({', '.join(cols)}) SELECT "
+                       + ", ".join("?" if k == "name" else k for k in cols)
+                       + " FROM datamaps WHERE db = 'db1' AND name = 'agg'", (f"dm{i}",))
+            tx.execute(f"INSERT INTO dm_segments ({', '.join(seg_cols)}) SELECT "
+                       + ", ".join("?" if k == "name" else k for k in seg_cols)
+                       + " FROM dm_segments WHERE db = 'db1' AND name = 'agg'", (f"dm{i}",))
+        tx.execute("UPDATE dm_segments SET rows = 1000 + CAST(substr(name, 3) AS INTEGER) "
+                   "WHERE name <> 'agg'")
+    comp = forms.entries[next(k for k in forms.entries if k[0] == "agg")]
+    skey = schema_key(tables_schema(SCHEMAS, comp.definition.base_tables))
+    for i in range(1, count):
+        d = dataclasses.replace(comp.definition, name=f"dm{i}", table=f"db1.dm{i}_table")
+        forms.remember(dataclasses.replace(comp, definition=d, keyed={}), skey)
+
+
+def test_a_publish_of_one_of_2000_datamaps_updates_only_its_entry(service, forms):
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG, rows=5)
+    _clone(service, forms, COUNT)
+    provider, c = service.rewrite_index, service.catalog
+    before = service.index()
+    assert len(before.candidates) == COUNT and not before.broken
+    assert (provider.builds, provider.updates) == (1, 0)
+    compiles = forms.compiles
+    assert compiles <= 1                          # the copies were not compiled
+    res = before.rewrite(Q, "db1")
+    assert res.used == ["db1.agg"]                # the fewest rows
+    assert re.search(r"dm_segment_id\W+IN \('0'\)", res.sql), res.sql
+
+    # a compaction of db1.agg: segment 1 replaces segment 0 in one commit
+    sid = c.begin_segment("db1", "agg", {"db1.sales": ["0"]})
+    c.publish_segment("db1", "agg", sid, rows=4, supersedes=["0"], kind="compacted")
+    after = service.index()                       # the next statement's index
+    assert after is not before and after.version == c.version()
+    assert (provider.builds, provider.updates) == (1, 1)
+    assert provider.last_changed == ("db1.agg",)
+    assert forms.compiles == compiles
+    assert after.candidates["db1.agg"].segments == (sid,)
+    assert all(after.candidates[n] is before.candidates[n] and
+               after.compiled[n] is before.compiled[n]
+               for n in before.candidates if n != "db1.agg")
+    res = after.rewrite(Q, "db1")
+    assert res.used == ["db1.agg"]
+    assert re.search(rf"dm_segment_id\W+IN \('{sid}'\)", res.sql), res.sql
+    assert provider.freshness("db1.agg")[0] == (sid,)
+    # the index that rewrote a statement still judges it by what it read
+    assert provider.covered("db1.agg", before) is not provider.covered("db1.agg", after)
+
+    # disabling one datamap takes it out; dropping another removes its entry
+    c.set_status("db1", "agg", "DISABLED", "test")
+    c.drop_datamap("db1", "dm7")
+    later = service.index()
+    assert "db1.agg" not in later.candidates and "db1.dm7" not in later.candidates
+    assert len(later.candidates) == COUNT - 2 and provider.builds == 1
+    assert "DISABLED" in provider.unavailable(["db1.sales"])["db1.agg"]
+    assert later.rewrite(Q, "db1").used == ["db1.dm1"]
+
+
+def test_an_entry_read_while_the_catalog_changed_is_made_again(service, monkeypatch):
+    """A datamap's entry is read after the marks that said it changed: when the catalog
+    changed in between, its marks may be older than what the entry holds, so the next
+    index makes it again rather than keep it while the marks compare equal."""
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG, rows=5)
+    provider, c = service.rewrite_index, service.catalog
+    assert "db1.agg" in service.index().candidates
+    c.set_status("db1", "agg", "DISABLED", "base table changed")
+    made = provider._entry
+
+    def enabled_meanwhile(rec, *args):
+        if rec.qualified == "db1.agg" and not calls:
+            calls.append(1)
+            c.set_status("db1", "agg", "ENABLED")     # another writer, between the reads
+        return made(rec, *args)
+
+    calls: list[int] = []
+    monkeypatch.setattr(provider, "_entry", enabled_meanwhile)
+    assert "db1.agg" in service.index().candidates     # as the catalog is now
+    c.set_status("db1", "agg", "DISABLED", "base table changed")   # the marks read before
+    assert "db1.agg" not in service.index().candidates
+    assert "DISABLED" in provider.unavailable(["db1.sales"])["db1.agg"]
