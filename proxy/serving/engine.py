@@ -126,7 +126,9 @@ class LocalEngine:
         except Exception as e:  # noqa: BLE001 - reported with its cause and fix
             raise start_failure("open", e, version) from e
         try:    # served SQL computes on instants as UTC times (proxy/serving/timestamps.py),
-            self._db.execute("SET TimeZone = 'UTC'")   # never in the machine's zone
+            # never in the machine's zone: GLOBAL, as each worker's cursor is a connection of
+            # its own, which a plain SET (this connection's session) would leave in TZ's zone
+            self._db.execute("SET GLOBAL TimeZone = 'UTC'")
             for macro in ZONE_MACROS:       # named zones' conversions, over ICU's rules
                 self._db.execute(macro)
         except duckdb.Error as e:   # without ICU (never in the wheel: statically linked)
