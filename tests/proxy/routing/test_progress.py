@@ -47,7 +47,7 @@ def _log(manager: OperationManager, handle) -> list[str]:
 
 def test_a_running_statements_lines_are_sent_once_each_as_they_come():
     settings = Settings()
-    manager = OperationManager(settings, RunGate(0, 0, 0), audit=None, observers=Observers())
+    manager = OperationManager(settings, RunGate(0, 0, 0), observers=Observers())
     session = Session(user="me", protocol=5, client_protocol=5, handle=SimpleNamespace())
     op = Operation(OpKind.LOCAL, T.TOperationType.EXECUTE_STATEMENT, statement="CREATE DATAMAP")
     handle = manager.register(session, op, None, T.TOperationType.EXECUTE_STATEMENT, True)
