@@ -106,3 +106,13 @@ def test_ready_tells_whether_get_would_compile(forms):
             forms.get(d, other)
     assert forms.ready(d, other) and forms.compiles == 1
 
+
+def test_candidates_named_are_those_over_the_tables_a_statement_names(forms):
+    cands = _cands(2)
+    kinds = compile_datamap("kinds", "SELECT kind, count(*) AS c FROM items GROUP BY kind",
+                            SCHEMAS, "db1")
+    index = DatamapIndex(cands + [Candidate(kinds)], SCHEMAS, 1)
+    assert [c.definition.qualified for c in index.candidates_named(Q)] == ["db1.dm0", "db1.dm1"]
+    assert [c.definition.qualified for c in index.candidates_named(
+        "SELECT kind FROM ITEMS")] == ["db1.kinds"]
+    assert index.candidates_named("SELECT 1") == []
