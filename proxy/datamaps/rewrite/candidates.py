@@ -44,6 +44,7 @@ _KEPT_INDEXES = 8
 WARMING = "rewrite index warming: {done} of {total} datamaps compiled"
 INLINE_ENTRIES = 64      # entries a statement's update makes itself; the rest in the background
 INLINE_COMPILES = 8      # definitions it compiles itself (a few CREATEs' worth; ~20 ms each)
+INLINE_REBUILD = 256     # datamaps up to which a statement rebuilds over new schemas itself
 WORKER_ENTRIES = 64      # entries the warm-up thread makes per hold of the lock
 COMPILE_TURN_S = 0.5     # it compiles this long between two publishes of what is ready
 
@@ -57,6 +58,11 @@ class _Entry:
     freshness: tuple[tuple[str, ...], float] | None = None
     covered: Covered | None = None
     waiting: bool = False        # not made yet: the warm-up thread makes it (left_out: tables)
+
+
+def _has_tables(schemas, cand: Candidate) -> bool:
+    return all(t.partition(".")[2] in schemas.get(t.partition(".")[0], {})
+               for t in cand.definition.base_tables)
 
 
 class RewriteIndexProvider:
@@ -88,6 +94,8 @@ class RewriteIndexProvider:
         self._unready: dict[str, Candidate] = {}
         self._compiled_now: list[str] = []   # what the warm-up thread compiled since
         self._waiting = 0                    # entries not made yet
+        self._index_generation = -1          # the schema generation the index was built at
+        self._stale_schemas = False          # a rebuild over newer schemas is due
         self._worker: threading.Thread | None = None
         self._closed = False
 
@@ -289,7 +297,7 @@ class RewriteIndexProvider:
         """The rewriter's DatamapIndex for the current catalog version. A catalog change
         updates the entries of the datamaps it changed (see the module docstring); a
         change of the schemas builds the index again over the same entries (their compiled
-        forms are kept)."""
+        forms are kept): here for a small catalog, else in the warm-up thread."""
         version = self.catalog.recent_version()   # every SELECT: no SQLite on the hot path
         key = (version, self._schemas.generation)
         if self._index is not None and self._built_for == key:
@@ -297,29 +305,46 @@ class RewriteIndexProvider:
         with self._guard:
             key = (self.catalog.recent_version(), self._schemas.generation)
             if self._index is None or self._built_for != key:
-                self._refresh(INLINE_ENTRIES, INLINE_COMPILES)
+                self._refresh(INLINE_ENTRIES, INLINE_COMPILES, rebuild=self._index is None
+                              or len(self._entries) <= INLINE_REBUILD)
             return self._index
 
-    def _refresh(self, limit: int, compiles: int = 0) -> None:
+    def _refresh(self, limit: int, compiles: int = 0, rebuild: bool = True) -> None:
         """Update the index (the guard held): at most `limit` entries made and `compiles`
-        definitions compiled here; what is left goes to the warm-up thread."""
+        definitions compiled here; what is left goes to the warm-up thread. A rebuild over
+        new schemas (a table's schema loaded or changed) only with `rebuild` (the warm-up
+        thread); until then the index keeps its schemas, and a changed datamap over a
+        table they lack waits out of it."""
         generation = self._schemas.generation
         version, put, drop = self._update(limit)
         old = self._index
-        tables = {t for c in put for t in c.definition.base_tables}
-        if (old is not None and self._built_for is not None
-                and self._built_for[1] == generation
-                and all(t.partition(".")[2] in old.schemas.get(t.partition(".")[0], {})
-                        for t in tables)):
+        if old is not None and not (rebuild and self._rebuild_due(put, generation)):
             done, self._compiled_now = self._compiled_now, []
             put += [self._unready.pop(n) for n in dict.fromkeys(done) if n in self._unready]
-            ready = self._ready(put, old.schemas, compiles)
+            # a table whose cached schema was dropped (ALTER TABLE, a sync) may have other
+            # columns now: its datamaps wait out of the index for the rebuild
+            changed = set() if self._index_generation == generation else {
+                f"{db}.{t}" for db, ts in old.schemas.items() for t in ts
+                if f"{db}.{t}" not in self._schemas}
+            for n in dict.fromkeys(n for t in changed for n in old.by_table.get(t, ())):
+                if n not in self._unready:
+                    put.append(old.candidates[n])
+            usable = [c for c in put if _has_tables(old.schemas, c)
+                      and changed.isdisjoint(c.definition.base_tables)]
+            for c in put:              # not compiled under schemas without its tables
+                self._unready[c.definition.qualified] = c
+            self._stale_schemas = self._index_generation != generation or \
+                len(usable) < len(put)
+            ready = self._ready(usable, old.schemas, compiles)
+            for c in ready:
+                self._unready.pop(c.definition.qualified, None)
             offered = {id(c) for c in ready}
             drop += [c.definition.qualified for c in put if id(c) not in offered]
             self._index = old.updated(put=ready, drop=drop, version=version)
             self.updates += 1
         else:
-            self._unready, self._compiled_now = {}, []
+            self._unready, self._compiled_now, self._stale_schemas = {}, [], False
+            self._index_generation = generation
             cands = [e.candidate for e in self._entries.values() if e.candidate is not None]
             tables = {t for c in cands for t in c.definition.base_tables}
             tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
@@ -328,10 +353,18 @@ class RewriteIndexProvider:
             self.builds += 1
         self._publish()
         self._built_for = (version, generation)
-        if (self._unready or self._waiting) and not self._closed and self._worker is None:
+        if self._backlog() and not self._closed and self._worker is None:
             self._worker = threading.Thread(target=self._warm, name="datamap-index-warm",
                                             daemon=True)
             self._worker.start()
+
+    def _rebuild_due(self, put: list[Candidate], generation: int) -> bool:
+        return (self._stale_schemas or self._index_generation != generation
+                or not all(_has_tables(self._index.schemas, c) for c in put))
+
+    def _backlog(self) -> bool:
+        """Work left for the warm-up thread."""
+        return bool(self._unready or self._waiting or self._stale_schemas)
 
     def _ready(self, cands: list[Candidate], schemas, compiles: int) -> list[Candidate]:
         """Those of `cands` whose definitions are compiled under `schemas` (the first
@@ -372,7 +405,7 @@ class RewriteIndexProvider:
             while True:
                 with self._guard:
                     self._refresh(WORKER_ENTRIES)
-                    if self._closed or not (self._unready or self._waiting):
+                    if self._closed or not self._backlog():
                         self._worker = None
                         return
                     todo = list(self._unready.values())
@@ -400,10 +433,10 @@ class RewriteIndexProvider:
             self.index()
             worker = self._worker
             if worker is None:
-                return not (self._unready or self._waiting)
+                return not self._backlog()
             worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if deadline is not None and time.monotonic() >= deadline:
-                return self._worker is None and not (self._unready or self._waiting)
+                return self._worker is None and not self._backlog()
 
     def close(self) -> None:
         """Stop the warm-up thread (it ends after the definition it is compiling)."""

@@ -103,11 +103,11 @@ def test_a_change_of_more_datamaps_than_a_statement_makes_leaves_the_rest_out(
         gate.acquire()                         # holds the warm-up thread's first turn
         refresh = provider._refresh
 
-        def held(limit, compiles=0):
+        def held(limit, compiles=0, rebuild=True):
             if threading.current_thread().name == "datamap-index-warm":
                 with gate:
                     pass
-            return refresh(limit, compiles)
+            return refresh(limit, compiles, rebuild)
 
         monkeypatch.setattr(provider, "_refresh", held)
         new = {}
@@ -131,5 +131,45 @@ def test_a_change_of_more_datamaps_than_a_statement_makes_leaves_the_rest_out(
         final = svc.index()
         assert {n: c.segments for n, c in final.candidates.items()} == \
             {n: (sid,) for n, sid in new.items()}
+    finally:
+        svc.close()
+
+
+def test_a_large_catalog_rebuilds_over_changed_schemas_in_the_background(catalog, monkeypatch):
+    """ALTER TABLE drops a table's cached schema: its datamaps wait out of the index until
+    the warm-up thread has rebuilt it over the schema read again; the others answer on."""
+    monkeypatch.setattr(candidates, "INLINE_REBUILD", 0)
+    tables = {"db1": {**SCHEMAS["db1"], "items": {"id": "int", "kind": "string"}}}
+    svc = DatamapService(catalog, no_spark, schemas_provider=schemas_of(tables))
+    provider = svc.rewrite_index
+    try:
+        add_datamap(svc, tables, "db1", "kinds",
+                    "SELECT kind, count(*) AS c FROM items GROUP BY kind")
+        assert provider.warmed(timeout=60)
+        builds = provider.builds
+        gate = threading.Lock()
+        gate.acquire()                         # holds the warm-up thread's first turn
+        refresh = provider._refresh
+
+        def held(limit, compiles=0, rebuild=True):
+            if threading.current_thread().name == "datamap-index-warm":
+                with gate:
+                    pass
+            return refresh(limit, compiles, rebuild)
+
+        monkeypatch.setattr(provider, "_refresh", held)
+        svc.invalidate_schemas("db1.sales")
+        index = svc.index()
+        assert provider.builds == builds       # not rebuilt by the statement
+        assert list(index.candidates) == ["db1.kinds"]
+        assert index.rewrite("SELECT kind, count(*) FROM items GROUP BY kind", "db1").used == \
+            ["db1.kinds"]
+        assert not index.rewrite(Q, "db1").rewritten          # Spark answers meanwhile
+        assert svc.unavailable(["db1.sales"])["db1.dm0"].startswith("rewrite index warming")
+        gate.release()
+        assert provider.warmed(timeout=60)
+        assert provider.builds == builds + 1
+        assert len(svc.index().candidates) == COUNT + 1
+        assert svc.index().rewrite(Q, "db1").used == ["db1.dm0"]
     finally:
         svc.close()
