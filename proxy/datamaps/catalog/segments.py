@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from proxy.datamaps.catalog.records import (
     SEG_COMPACTED, SEG_DELETED, SEG_FAILED, SEG_IN_PROGRESS, SEG_SUCCESS, SOURCES,
@@ -219,17 +219,8 @@ class SegmentStore:
         rec = self.get_datamap(db, name)
         if rec is None:
             return "datamap does not exist"
-        if rec.status != DatamapStatus.ENABLED:
-            return f"datamap is DISABLED: {one_line(rec.status_reason) or 'no reason recorded'}"
-        pending = {t: segs for t, segs in self.pending_base_segments(db, name).items() if segs}
-        if pending:
-            return "datamap is not in sync: " + "; ".join(
-                f"segment{'s' if len(segs) > 1 else ''} {', '.join(s.id for s in segs)} of {t}"
-                for t, segs in pending.items()) + " not refreshed yet"
-        if self.covers_deleted_base_segments(db, name):
-            return ("datamap is not in sync: it holds rows of base segments that were "
-                    "overwritten or deleted; a rebuild is due")
-        return None
+        return unavailable_because(rec, self.visible_segments(db, name),
+                                   lambda table, _covered: self.base_segments(table))
 
     def sync_status(self, db: str, name: str) -> dict[str, str] | None:
         """SHOW DATAMAP's Sync Status: last synchronised base segment per base table and the
@@ -244,3 +235,27 @@ class SegmentStore:
         last = max(visible, key=lambda s: s.load_start + (s.load_seconds or 0))
         out["loadEndTime"] = format_time(last.load_start + (last.load_seconds or 0))
         return out
+
+
+def unavailable_because(rec, visible: Sequence[DatamapSegment],
+                        base_of: Callable[[str, set[str]], list[BaseSegment]]) -> str | None:
+    """SegmentStore.unavailable_reason over what was read already: the datamap's record,
+    its visible segments, and base_of(table, ids its segments cover) -> the table's live
+    base segments (a caller judging many datamaps reads each table once)."""
+    if rec.status != DatamapStatus.ENABLED:
+        return f"datamap is DISABLED: {one_line(rec.status_reason) or 'no reason recorded'}"
+    covered: dict[str, set[str]] = {}
+    for seg in visible:
+        for table, ids in seg.extra_info.items():
+            covered.setdefault(table, set()).update(ids)
+    live = {t: base_of(t, covered.get(t, set())) for t in {*rec.base_tables, *covered}}
+    pending = {t: segs for t in rec.base_tables
+               if (segs := [s for s in live[t] if s.id not in covered.get(t, set())])}
+    if pending:
+        return "datamap is not in sync: " + "; ".join(
+            f"segment{'s' if len(segs) > 1 else ''} {', '.join(s.id for s in segs)} of {t}"
+            for t, segs in pending.items()) + " not refreshed yet"
+    if any(ids - {s.id for s in live[t]} for t, ids in covered.items()):
+        return ("datamap is not in sync: it holds rows of base segments that were "
+                "overwritten or deleted; a rebuild is due")
+    return None

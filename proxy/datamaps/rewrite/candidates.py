@@ -28,6 +28,7 @@ import time
 from typing import Iterable
 
 from proxy.datamaps.catalog.records import record_from_row
+from proxy.datamaps.catalog.segments import unavailable_because
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness.guard import Covered
 from proxy.datamaps.freshness.listing import local_path
@@ -144,7 +145,9 @@ class RewriteIndexProvider:
         if rec.qualified in rewrite_off:    # still maintained: turned on again, it is fresh
             return _Entry(mark, left_out=(rec.base_tables, "query rewrite disabled (ALTER "
                                           f"DATAMAP {rec.qualified} ENABLE QUERY REWRITE)"))
-        reason = (self.catalog.unavailable_reason(rec.db, rec.name)
+        visible = self.catalog.visible_segments(rec.db, rec.name)
+        reason = (unavailable_because(rec, visible,
+                                      lambda t, ids: self._base_of(t, ids, files_of))
                   or stale_below(self.catalog, rec, tables))
         if reason is None and self._zones.problem:
             why = self._zones.time_dependent(rec)
@@ -156,7 +159,6 @@ class RewriteIndexProvider:
         if definition.qualified != rec.qualified:   # the catalog's name is its identity
             definition = dataclasses.replace(definition, database=rec.db, name=rec.name,
                                              table=rec.table)
-        visible = self.catalog.visible_segments(rec.db, rec.name)
         freshness = (tuple(s.id for s in visible),
                      max((s.load_start for s in visible), default=0.0))
         # from the same read of the visible segments as the candidate: a publish in
@@ -235,13 +237,18 @@ class RewriteIndexProvider:
         `memo` is this index build's: it also keeps each table's base segments."""
         key = (table, ids)
         if key not in memo:
-            if table not in memo or not ids <= {s.id for s in memo[table]}:
-                # one catalog read per table, however many datamaps; again when a segment
-                # published since that read was built from a base segment newer than it
-                memo[table] = self.catalog.base_segments(table)
-            paths = [local_path(f) for s in memo[table] if s.id in ids for f in s.files]
+            paths = [local_path(f) for s in self._base_of(table, ids, memo) if s.id in ids
+                     for f in s.files]
             memo[key] = None if any(p is None for p in paths) else frozenset(paths)
         return memo[key]
+
+    def _base_of(self, table: str, ids, memo: dict) -> list:
+        """The live base segments of `table`: one catalog read per table in an update,
+        however many datamaps; read again when a datamap covers a segment newer than that
+        read (it was published since)."""
+        if table not in memo or not ids <= {s.id for s in memo[table]}:
+            memo[table] = self.catalog.base_segments(table)
+        return memo[table]
 
     def covered(self, name: str, index=None) -> Covered | None:
         """What datamap "db.name" was built from, as `index` (None: the current index) saw

@@ -120,6 +120,8 @@ def test_an_entry_read_while_the_catalog_changed_is_made_again(service, monkeypa
 
     calls: list[int] = []
     monkeypatch.setattr(provider, "_entry", enabled_meanwhile)
+    service.index()                                    # the entry as read before the write
+    assert provider._entries["db1.agg"].mark is None   # not trusted: made again next time
     assert "db1.agg" in service.index().candidates     # as the catalog is now
     c.set_status("db1", "agg", "DISABLED", "base table changed")   # the marks read before
     assert "db1.agg" not in service.index().candidates
