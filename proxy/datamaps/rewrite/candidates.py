@@ -95,6 +95,9 @@ class RewriteIndexProvider:
         self._unready: dict[str, Candidate] = {}
         self._compiled_now: list[str] = []   # what the warm-up thread compiled since
         self._waiting = 0                    # entries not made yet
+        self._warming = (0, 0)               # (datamaps waiting, all) as last published
+        self._touched: set[str] = set()      # entries the last _update made or dropped
+        self._table_names: dict[str, str] = {}   # "db.<name>_table" -> "db.name"
         self._index_generation = -1          # the schema generation the index was built at
         self._stale_schemas = False          # a rebuild over newer schemas is due
         self._worker: threading.Thread | None = None
@@ -113,21 +116,26 @@ class RewriteIndexProvider:
         of change marks only). A stacked datamap's marks hold those of the datamaps below
         it: a publish below changes whether it is fresh."""
         version, rows, base, rewrite_off = self.catalog.rewrite_marks()
+        by_table = {f"{n}_table": n for n in rows}
         bases: dict[str, tuple[str, ...]] = {}
         own: dict[str, tuple] = {}
-        parsed: dict[str, tuple[str, ...]] = {}
+        # most datamaps share their base tables' JSON text with others: parse it, mark its
+        # tables and find the datamaps among them once per text
+        parsed: dict[str, tuple] = {}
         for name, (changed, text) in rows.items():
-            tables = parsed.get(text)
-            if tables is None:
-                tables = parsed[text] = tuple(json.loads(text))
-            bases[name] = tables
-            own[name] = (changed, tuple(base.get(t, 0) for t in tables), name in rewrite_off)
-        by_table = {f"{n}_table": n for n in rows}
+            known = parsed.get(text)
+            if known is None:
+                tables = tuple(json.loads(text))
+                known = parsed[text] = (tables, tuple(base.get(t, 0) for t in tables),
+                                        [by_table[t] for t in tables if t in by_table])
+            bases[name] = known[0]
+            own[name] = (changed, known[1], name in rewrite_off)
+        lower_of = {text: known[2] for text, known in parsed.items() if known[2]}
         marks: dict[str, tuple] = {}
 
         def mark(name: str, depth: int = 0) -> tuple:
             if name not in marks:
-                lower = [by_table[t] for t in bases[name] if t in by_table]
+                lower = lower_of.get(rows[name][1])
                 marks[name] = (own[name], tuple(mark(n, depth + 1) for n in lower
                                                 if depth < 64 and n != name)) if lower \
                     else (own[name],)
@@ -135,6 +143,7 @@ class RewriteIndexProvider:
 
         for name in rows:
             mark(name)
+        self._table_names = by_table
         return version, marks, bases, rewrite_off
 
     def _entry(self, rec, mark, tables: dict[str, str], rewrite_off: frozenset[str],
@@ -189,7 +198,7 @@ class RewriteIndexProvider:
                    if n not in self._entries or self._entries[n].mark != m]
         gone = [n for n in self._entries if n not in marks]
         now = changed[:limit]
-        tables = {f"{n}_table": n for n in marks}
+        tables = self._table_names
         files_of: dict = {}
         made = {}
         recs = self._records(now)
@@ -216,6 +225,7 @@ class RewriteIndexProvider:
             else:
                 drop.append(n)
         self._entries = entries
+        self._touched = {*made, *gone}
         self._waiting = len(changed) - len(now)
         self.last_changed = tuple(now)
         return version, put, drop
@@ -287,7 +297,9 @@ class RewriteIndexProvider:
         EXPLAIN, and for a miss's why-not as the decision saw it. Read from what the last
         index build saw: nothing is computed here."""
         wanted = set(tables)
-        return {name: reason for name, (bases, reason) in self._unavailable.items()
+        waiting, total = self._warming
+        warm = WARMING.format(done=total - waiting, total=total)
+        return {name: reason or warm for name, (bases, reason) in self._unavailable.items()
                 if wanted.intersection(bases)}
 
     def left_out_tables(self) -> frozenset[str]:
@@ -323,8 +335,10 @@ class RewriteIndexProvider:
         thread); until then the index keeps its schemas, and a changed datamap over a
         table they lack waits out of it."""
         generation = self._schemas.generation
+        unready = set(self._unready)
         version, put, drop = self._update(limit)
         old = self._index
+        touched: set[str] | None = None     # whose entries' published state may change
         if old is not None and not (rebuild and self._rebuild_due(put, generation)):
             done, self._compiled_now = self._compiled_now, []
             put += [self._unready.pop(n) for n in dict.fromkeys(done) if n in self._unready]
@@ -349,6 +363,7 @@ class RewriteIndexProvider:
             drop += [c.definition.qualified for c in put if id(c) not in offered]
             self._index = old.updated(put=ready, drop=drop, version=version)
             self.updates += 1
+            touched = self._touched | (unready ^ set(self._unready))
         else:
             self._unready, self._compiled_now, self._stale_schemas = {}, [], False
             self._index_generation = generation
@@ -358,7 +373,7 @@ class RewriteIndexProvider:
             schemas = self._schemas.schemas(sorted(tables))
             self._index = DatamapIndex(self._ready(cands, schemas, compiles), schemas, version)
             self.builds += 1
-        self._publish()
+        self._publish(touched)
         self._built_for = (version, generation)
         if self._backlog() and not self._closed and self._worker is None:
             self._worker = threading.Thread(target=self._warm, name="datamap-index-warm",
@@ -387,19 +402,35 @@ class RewriteIndexProvider:
             out.append(c)
         return out
 
-    def _publish(self) -> None:
-        """What EXPLAIN, the guard and the freshness reads see, as of the new index."""
+    def _publish(self, touched: set[str] | None) -> None:
+        """What EXPLAIN, the guard and the freshness reads see, as of the new index: new
+        dicts (an older index's are kept as they are), made again for the `touched`
+        datamaps only (None: all)."""
         entries = self._entries
-        waiting = len(self._unready) + self._waiting
-        warm = WARMING.format(done=len(entries) - waiting, total=len(entries))
-        self._unavailable = {n: (e.left_out[0], e.left_out[1] or warm)
-                             for n, e in entries.items() if e.left_out is not None}
-        for n in self._unready:
-            self._unavailable[n] = (entries[n].candidate.definition.base_tables, warm)
-        self._freshness = {n: e.freshness for n, e in entries.items()
-                           if e.freshness is not None}
-        self._covered = {n: e.covered for n, e in entries.items() if e.covered is not None}
-        self._covered_by[self._index.token] = self._covered
+        if touched is None:
+            unavailable, freshness, covered = {}, {}, {}
+            touched = entries.keys()
+        else:
+            unavailable, freshness, covered = (dict(self._unavailable), dict(self._freshness),
+                                               dict(self._covered))
+        for n in touched:
+            unavailable.pop(n, None)
+            freshness.pop(n, None)
+            covered.pop(n, None)
+            e = entries.get(n)
+            if e is None:
+                continue
+            if e.left_out is not None:      # a reason of "" is filled in by unavailable()
+                unavailable[n] = e.left_out
+            elif n in self._unready:
+                unavailable[n] = (e.candidate.definition.base_tables, "")
+            if e.freshness is not None:
+                freshness[n] = e.freshness
+            if e.covered is not None:
+                covered[n] = e.covered
+        self._unavailable, self._freshness, self._covered = unavailable, freshness, covered
+        self._warming = len(self._unready) + self._waiting, len(entries)
+        self._covered_by[self._index.token] = covered
         while len(self._covered_by) > _KEPT_INDEXES:
             self._covered_by.pop(next(iter(self._covered_by)))
 
