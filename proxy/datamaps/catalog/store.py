@@ -336,8 +336,8 @@ class Catalog(SegmentStore, LeaseStore):
         with self._tx(write=False) as c:
             version = int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
                           .fetchone()[0])
-            rows = {f"{r[0]}.{r[1]}": (r[2], r[3]) for r in c.execute(
-                "SELECT db, name, changed, base_tables FROM datamaps")}
+            rows = {r[0]: (r[1], r[2]) for r in c.execute(
+                "SELECT db || '.' || name, changed, base_tables FROM datamaps")}
             base = {r[0]: r[1] for r in c.execute("SELECT tbl, changed FROM base_changes")}
             off = frozenset(r[0][len(_REWRITE_OFF):] for r in c.execute(
                 "SELECT key FROM meta WHERE key LIKE ?", (_REWRITE_OFF + "%",)))
