@@ -309,7 +309,8 @@ def main() -> int:
     assert all("d39" not in dims_of(f) for f in FACTS), "d39 must be untouched by datamaps"
     sch = schemas()
     print(f"{'datamaps':>8} {'compile s':>9} {'index ms':>8} {'update ms':>9} "
-          f"{'publish ms':>10} {'warm s':>6} {'answer s':>8} {'cold s':>6} {'cold cpu':>8} | {'bi p50':>7} {'bi p90':>7} {'hit':>4} | "
+          f"{'publish ms':>10} {'warm s':>6} {'answer s':>8} {'cold s':>6} {'cold cpu':>8} | "
+          f"{'bi p50':>7} {'bi p90':>7} {'hit':>4} | "
           f"{'untouched p50':>13} {'p90':>6} | {'repeated p50':>12} {'p90':>6}")
     for count in [int(c) for c in args.counts.split(",")]:
         cands, compile_s = build(count, args.seed, sch)
