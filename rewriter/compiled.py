@@ -4,6 +4,7 @@ rewrite indexes (rewriter/index.py) so a new index compiles only what changed.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 
@@ -15,6 +16,7 @@ from rewriter.layout import Compiled, compile_internal, schema_key
 # definitions), so the cache costs only its keys; a byte budget smaller than the index
 # made every build of a large catalog compile every definition again (a scan through an
 # LRU larger than its capacity misses every time).
+log = logging.getLogger(__name__)
 COMPILED_SPARE = 4096      # entries kept beyond those of the largest index built
 
 
@@ -56,35 +58,83 @@ class CompiledForms:
     def remember(self, comp: Compiled, skey: tuple) -> None:
         self._put(self.key(comp.definition, skey), comp)
 
-    def _put(self, key: tuple, comp: Compiled) -> None:
+    def _put(self, key: tuple, comp) -> None:
         with self._lock:
             self.entries[key] = comp
             self.entries.move_to_end(key)
             while len(self.entries) > self.limit:
                 self.entries.popitem(last=False)
 
+    def ready(self, definition: DatamapDefinition, schemas) -> bool:
+        """True when get() would answer without compiling (a form, or the error the
+        definition gave, is kept): what a caller that must not wait on a compile asks."""
+        key = self.key(definition, schema_key(tables_schema(schemas, definition.base_tables)))
+        with self._lock:
+            comp = self.entries.get(key)
+        return comp is not None and (comp is not _WHOLE or self._fallback(definition, schemas)
+                                     in self.entries)
+
+    def _fallback(self, definition: DatamapDefinition, schemas, skey: tuple | None = None):
+        # tagged: the whole schema may be just the base tables' (then the keys would meet)
+        return self.key(definition, ("whole",) + (skey if skey is not None
+                                                  else schema_key(schemas)))
+
     def get(self, definition: DatamapDefinition, schemas, skey: tuple | None = None) -> Compiled:
-        """The matcher's form of a catalog definition, compiled on a miss. Keyed by the
-        schema of the tables it reads (`skey` is only a fallback): loading another table's
-        schema does not compile every definition again."""
+        """The matcher's form of a catalog definition, compiled on a miss (a definition that
+        does not compile raises DatamapDefinitionError, then and on every later get). Keyed
+        by the schema of the tables it reads (`skey` is only a fallback): loading another
+        table's schema does not compile every definition again."""
         own = tables_schema(schemas, definition.base_tables)
         key = self.key(definition, schema_key(own))
         with self._lock:
             comp = self.entries.get(key)
             if comp is not None:
                 self.entries.move_to_end(key)
-                return comp
-        try:
-            comp = compile_internal(definition, own)
-        except DatamapDefinitionError:
-            # a table the definition reads beyond its base tables: the whole schema then
-            skey = skey if skey is not None else schema_key(schemas)
-            key = self.key(definition, skey)
+        if comp is None:
+            comp = _compiled(definition, own)
+            if isinstance(comp, _Failed) and not comp.internal:
+                comp = _WHOLE   # a table it reads beyond its base tables: the whole schema
+            self._count(comp)
+            self._put(key, comp)
+        if comp is _WHOLE:
+            key = self._fallback(definition, schemas, skey)
             with self._lock:
                 comp = self.entries.get(key)
-            if comp is not None:
-                return comp
-            comp = compile_internal(definition, schemas)
-        self.compiles += 1
-        self._put(key, comp)
+            if comp is None:
+                comp = _compiled(definition, schemas)
+                self._count(comp)
+                self._put(key, comp)
+        if isinstance(comp, _Failed):
+            raise comp.error
         return comp
+
+    def _count(self, comp) -> None:
+        if isinstance(comp, Compiled):
+            self.compiles += 1
+
+
+class _Failed:
+    """A definition that does not compile under a schema: kept so it is not tried again."""
+    __slots__ = ("error", "internal")
+
+    def __init__(self, error: DatamapDefinitionError, internal: bool = False):
+        self.error = error
+        self.internal = internal
+
+
+def _compiled(definition: DatamapDefinition, schemas) -> "Compiled | _Failed":
+    try:
+        return compile_internal(definition, schemas)
+    except DatamapDefinitionError as e:
+        return _Failed(e)
+    except RecursionError:
+        return _Failed(DatamapDefinitionError(
+            f"datamap {definition.name}: nested too deeply to compile", "54001"), True)
+    except Exception as e:  # a compiler bug: the datamap is left out, not every query failed
+        log.exception("compiling datamap %s failed", definition.qualified)
+        return _Failed(DatamapDefinitionError(
+            f"datamap {definition.name}: internal error while compiling "
+            f"({type(e).__name__})", "HY000"), True)
+
+
+_WHOLE = object()    # compiled under the whole schema, not only its base tables'

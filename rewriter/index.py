@@ -84,6 +84,8 @@ class DatamapIndex:
         self.candidates: dict[str, Candidate] = {}
         self.compiled: dict[str, Compiled] = {}
         self.broken: dict[str, str] = {}
+        # "db.name" -> ((rows, grouping columns, name): the cheapest is tried first, its tables)
+        self.costs: dict[str, tuple[tuple, frozenset[str]]] = {}
         self.by_table: dict[str, list[str]] = defaultdict(list)
         self.compiled_forms.fit(len(candidates))
         for cand in candidates:
@@ -106,6 +108,7 @@ class DatamapIndex:
         new.candidates = dict(self.candidates)
         new.compiled = dict(self.compiled)
         new.broken = dict(self.broken)
+        new.costs = dict(self.costs)
         gone = set(drop) | {c.definition.qualified for c in put}
         new.by_table = defaultdict(list)
         for t, names in self.by_table.items():
@@ -116,6 +119,7 @@ class DatamapIndex:
             new.candidates.pop(n, None)
             new.compiled.pop(n, None)
             new.broken.pop(n, None)
+            new.costs.pop(n, None)
         self.compiled_forms.fit(len(new.candidates) + len(put))
         for cand in put:
             new._add(cand)
@@ -130,9 +134,12 @@ class DatamapIndex:
         for t in cand.definition.base_tables:
             self.by_table[t].append(name)
         try:
-            self.compiled[name] = self.compiled_forms.get(cand.definition, self.schemas)
+            self.compiled[name] = comp = self.compiled_forms.get(cand.definition, self.schemas)
         except DatamapDefinitionError as e:
             self.broken[name] = f"definition no longer compiles: {e}"
+            return
+        self.costs[name] = ((cand.rows if cand.rows is not None else float("inf"),
+                             len(comp.group) + len(comp.plain), name), comp.facts.tables)
 
     def _table_pattern(self):
         bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)
@@ -144,6 +151,16 @@ class DatamapIndex:
         table is named and no timeseries() is called): rewrite() then returns at once."""
         return bool((self._precheck is not None and self._precheck.search(sql))
                     or _HAS_TIMESERIES.search(sql))
+
+    def candidates_named(self, sql: str) -> list[Candidate]:
+        """The candidates over the tables whose names `sql` contains (the text pre-check's
+        test, table by table): every datamap a rewrite of `sql` can use or report."""
+        if self._precheck is None:
+            return []
+        named = {m.group(1).lower() for m in self._precheck.finditer(sql)}
+        names = dict.fromkeys(n for t, ns in self.by_table.items()
+                              if t.partition(".")[2] in named for n in ns)
+        return [self.candidates[n] for n in names]
 
     def rewrite(self, sql: str, current_db: str, approximate: bool = False) -> RewriteResult:
         """`approximate`: the session allows estimates from stored sketches
@@ -231,31 +248,13 @@ class DatamapIndex:
             matches = [self._rewrite_block(qsel, nm, skipped) for qsel, nm in zip(qualified, names)]
         else:
             skipped = flat_skipped
-        used: list[str] = []
-        approximate: list[str] = []
-        replaced = False
         if len(matches) == 1 and matches[0] is not None and originals[0] is tree \
                 and tree.args.get("with_") is None:
             originals = [tree]        # the whole statement is the rewritten block
         elif any(m is not None for m in matches):
             tree = parse(sql)         # the other blocks must be emitted as written
             originals = list(tree.find_all(exp.Select))
-        for orig, m in zip(originals, matches):
-            if m is None:
-                continue
-            if has_opaque(m.select) and not graft(m.select, orig):
-                skipped.setdefault(m.datamap, "a derived table's column has no name as written")
-                continue
-            if orig.args.get("with_") is not None:
-                m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
-            if orig is tree:
-                tree = m.select
-            else:
-                orig.replace(m.select)
-            replaced = True
-            approximate.extend(m.approximate)
-            if m.datamap not in used:
-                used.append(m.datamap)
+        tree, used, approximate, replaced = _put_matches(tree, originals, matches, skipped)
         for n in used:
             skipped.pop(n, None)
         for n in touched:
@@ -313,11 +312,7 @@ class DatamapIndex:
         for r in rels:
             if isinstance(r, exp.Table) and r.db:
                 tables.add(f"{r.db}.{r.name}")
-        cands = []
-        for t in tables:
-            for n in self.by_table.get(t, ()):
-                if n not in cands:
-                    cands.append(n)
+        cands = list(dict.fromkeys(n for t in tables for n in self.by_table.get(t, ())))
         if not cands:
             return None
         seen_t: set[str] = set()
@@ -362,17 +357,16 @@ class DatamapIndex:
         # Try the cheapest first and stop at the first that answers: the rest cannot be
         # cheaper, so they are not matched (keeps the decision cost flat in their number).
         order = []
+        tables = facts.tables
         for n in cands:
             if n in self.broken:
                 skipped[n] = self.broken[n]
                 continue
-            comp = self.compiled[n]
-            if not comp.facts.tables <= facts.tables:
-                skipped[n] = f"datamap table {sorted(comp.facts.tables - facts.tables)[0]} is not in the query"
+            cost, own = self.costs[n]
+            if not own <= tables:
+                skipped[n] = f"datamap table {min(own - tables)} is not in the query"
                 continue
-            cand = self.candidates[n]
-            order.append(((cand.rows if cand.rows is not None else float("inf"),
-                           len(comp.group) + len(comp.plain), n), n))
+            order.append((cost, n))
         order.sort()
         best = fallback = None
         for _, n in order:
@@ -402,6 +396,31 @@ class DatamapIndex:
             skipped[fallback.datamap] = (f"datamap {best.datamap} answers without reading the "
                                          "base tables")
         return best or fallback
+
+
+def _put_matches(tree: exp.Expression, originals, matches, skipped):
+    """Each block's match in place of the block as written: (the statement, the datamaps
+    used, those answering with estimates, whether any block was replaced)."""
+    used: list[str] = []
+    approximate: list[str] = []
+    replaced = False
+    for orig, m in zip(originals, matches):
+        if m is None:
+            continue
+        if has_opaque(m.select) and not graft(m.select, orig):
+            skipped.setdefault(m.datamap, "a derived table's column has no name as written")
+            continue
+        if orig.args.get("with_") is not None:
+            m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
+        if orig is tree:
+            tree = m.select
+        else:
+            orig.replace(m.select)
+        replaced = True
+        approximate.extend(m.approximate)
+        if m.datamap not in used:
+            used.append(m.datamap)
+    return tree, used, approximate, replaced
 
 
 def rewrite(sql: str, candidates, schemas, current_db: str,

@@ -100,6 +100,7 @@ class DatamapService:
         return self.spark_provider()
 
     def close(self) -> None:
+        self.rewrite_index.close()
         self._syncs.close()
         self.schema_cache.close()
 

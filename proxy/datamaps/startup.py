@@ -28,10 +28,17 @@ def recover(service: DatamapService) -> None:
         log.info("datamap recovery dropped %d orphan partition(s): %s", n, dropped)
 
 
+# how long start-up waits for the rewrite index to be warm (every datamap compiled): a
+# small catalog answers from its first statement; a large one's queries go to Spark until
+# its datamaps are compiled (the warm-up goes on in the background)
+WARM_WAIT_S = 5.0
+
+
 def warm_index(service: DatamapService) -> None:
-    """Read the schemas of the datamaps' tables now, so the first query does not."""
+    """Read the schemas of the datamaps' tables now, so the first query does not, and give
+    the warm-up up to WARM_WAIT_S."""
     try:
-        service.index()
+        service.rewrite_index.warmed(WARM_WAIT_S)
     except Exception:  # noqa: BLE001 - the first query will retry (and forward meanwhile)
         log.warning("could not prepare the rewrite index", exc_info=True)
 

@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from rewriter import Candidate, DatamapIndex, compile_datamap
+from rewriter.api import DatamapDefinitionError
 from rewriter.compiled import CompiledForms
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"},
@@ -90,3 +91,28 @@ def test_updated_reports_a_definition_that_no_longer_compiles(forms):
     new = old.updated(put=[Candidate(bad)])
     assert "db1.bad" in new.broken and "db1.bad" not in new.compiled
     assert "db1.bad" not in old.broken
+
+
+def test_ready_tells_whether_get_would_compile(forms):
+    d = compile_datamap("agg", Q, SCHEMAS, "db1")
+    forms.entries.clear()
+    assert not forms.ready(d, SCHEMAS)
+    forms.get(d, SCHEMAS)
+    assert forms.ready(d, SCHEMAS) and forms.compiles == 1
+    other = {"db1": {"sales": {"country": "string"}}}       # qty gone: it no longer compiles
+    assert not forms.ready(d, other)
+    for _ in range(2):                                        # the failure is kept, not retried
+        with pytest.raises(DatamapDefinitionError):
+            forms.get(d, other)
+    assert forms.ready(d, other) and forms.compiles == 1
+
+
+def test_candidates_named_are_those_over_the_tables_a_statement_names(forms):
+    cands = _cands(2)
+    kinds = compile_datamap("kinds", "SELECT kind, count(*) AS c FROM items GROUP BY kind",
+                            SCHEMAS, "db1")
+    index = DatamapIndex(cands + [Candidate(kinds)], SCHEMAS, 1)
+    assert [c.definition.qualified for c in index.candidates_named(Q)] == ["db1.dm0", "db1.dm1"]
+    assert [c.definition.qualified for c in index.candidates_named(
+        "SELECT kind FROM ITEMS")] == ["db1.kinds"]
+    assert index.candidates_named("SELECT 1") == []

@@ -133,6 +133,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE query_log ADD COLUMN not_served TEXT;
     ALTER TABLE query_log ADD COLUMN not_served_class TEXT
     """,
+    # change marks (the rewrite index tells what changed without reading definitions or
+    # segments): the catalog version of the last change of each datamap (its row, its
+    # visible segments, its rewrite switch) and of each base table's live segments
+    """
+    ALTER TABLE datamaps ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE IF NOT EXISTS base_changes (tbl TEXT PRIMARY KEY, changed INTEGER NOT NULL)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

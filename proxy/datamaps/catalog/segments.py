@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from proxy.datamaps.catalog.records import (
     SEG_COMPACTED, SEG_DELETED, SEG_FAILED, SEG_IN_PROGRESS, SEG_SUCCESS, SOURCES,
@@ -36,6 +36,7 @@ class SegmentStore:
                       (table, sid, json.dumps(sorted(files)), rows,
                        time.time() if load_start is None else load_start, load_seconds,
                        source, SEG_SUCCESS))
+            self._stamp_table(c, table)
             return base_from_row(c.execute("SELECT * FROM base_segments WHERE tbl = ? AND id = ?",
                                         (table, sid)).fetchone())
 
@@ -60,6 +61,7 @@ class SegmentStore:
             else:
                 cur = c.executemany("UPDATE base_segments SET status = ? WHERE tbl = ? AND "
                                     "id = ?", [(SEG_DELETED, table, int(i)) for i in ids])
+            self._stamp_table(c, table)
             return cur.rowcount
 
     def forget_base_table(self, table: str) -> None:
@@ -67,6 +69,7 @@ class SegmentStore:
         with self._tx() as c:
             c.execute("DELETE FROM base_segments WHERE tbl = ?", (table,))
             c.execute("DELETE FROM counters WHERE scope = ?", (f"base:{table}",))
+            self._stamp_table(c, table)     # kept: a table made again starts a new mark
 
     # -- datamap segments ----------------------------------------------------------------
     def begin_segment(self, db: str, name: str,
@@ -119,6 +122,7 @@ class SegmentStore:
             for old in supersedes:
                 c.execute("UPDATE dm_segments SET visible = 0, status = ? WHERE db = ? AND "
                           "name = ? AND id = ?", (gone, db, name, int(old)))
+            self._stamp(c, db, name)
             self._event(c, db, name, kind, rows, seconds,
                         f"segment {segment_id}" + (f" replaces {','.join(supersedes)}"
                                                    if supersedes else ""))
@@ -133,6 +137,7 @@ class SegmentStore:
         with self._tx() as c:
             c.execute("UPDATE dm_segments SET visible = 0, status = ? WHERE db = ? AND "
                       "name = ? AND id = ?", (SEG_FAILED, db, name, int(segment_id)))
+            self._stamp(c, db, name)
             self._event(c, db, name, "failed", detail=f"segment {segment_id}: {reason}")
             if disable:
                 c.execute("UPDATE datamaps SET status = ?, status_reason = ? WHERE db = ? AND "
@@ -143,6 +148,7 @@ class SegmentStore:
         with self._tx() as c:
             c.executemany("UPDATE dm_segments SET dropped = 1, visible = 0 WHERE db = ? AND "
                           "name = ? AND id = ?", [(db, name, int(i)) for i in segment_ids])
+            self._stamp(c, db, name)
 
     def relocate_files(self, db: str, name: str, old: str, new: str) -> None:
         """The datamap's files moved from directory `old` to `new` (its storage table was
@@ -155,30 +161,8 @@ class SegmentStore:
                          for f in json.loads(row["files"])]
                 c.execute("UPDATE dm_segments SET files = ? WHERE db = ? AND name = ? AND "
                           "id = ?", (json.dumps(files), db, name, row["id"]))
+            self._stamp(c, db, name)
             self._event(c, db, name, "relocated", detail=f"files moved from {old} to {new}")
-
-    def rewrite_marks(self) -> tuple[int, dict[str, tuple], dict[str, tuple[int, ...]]]:
-        """What the rewrite index reads of every datamap, in one read transaction, for
-        telling which datamaps changed between two reads without reading each one:
-        (catalog version, "db.name" -> (its datamaps row (record_from_row reads it), its visible
-        segments' rows as tuples),
-        base table -> ids of its live segments). Base segments are only ever added or have
-        their status changed, so their ids say all that changed about them."""
-        with self._tx(write=False) as c:
-            version = int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
-                          .fetchone()[0])
-            rows = {f"{r['db']}.{r['name']}": (r, []) for r in c.execute(
-                "SELECT * FROM datamaps")}
-            for r in c.execute("SELECT * FROM dm_segments WHERE visible = 1 ORDER BY id"):
-                hit = rows.get(f"{r['db']}.{r['name']}")
-                if hit is not None:
-                    hit[1].append(tuple(r))
-            base: dict[str, list[int]] = {}
-            for r in c.execute("SELECT tbl, id FROM base_segments WHERE status = ? ORDER BY id",
-                               (SEG_SUCCESS,)):
-                base.setdefault(r[0], []).append(r[1])
-        return (version, {n: (row, tuple(segs)) for n, (row, segs) in rows.items()},
-                {t: tuple(ids) for t, ids in base.items()})
 
     def segments(self, db: str, name: str) -> list[DatamapSegment]:
         """All segments of the datamap, newest first."""
@@ -235,17 +219,8 @@ class SegmentStore:
         rec = self.get_datamap(db, name)
         if rec is None:
             return "datamap does not exist"
-        if rec.status != DatamapStatus.ENABLED:
-            return f"datamap is DISABLED: {one_line(rec.status_reason) or 'no reason recorded'}"
-        pending = {t: segs for t, segs in self.pending_base_segments(db, name).items() if segs}
-        if pending:
-            return "datamap is not in sync: " + "; ".join(
-                f"segment{'s' if len(segs) > 1 else ''} {', '.join(s.id for s in segs)} of {t}"
-                for t, segs in pending.items()) + " not refreshed yet"
-        if self.covers_deleted_base_segments(db, name):
-            return ("datamap is not in sync: it holds rows of base segments that were "
-                    "overwritten or deleted; a rebuild is due")
-        return None
+        return unavailable_because(rec, self.visible_segments(db, name),
+                                   lambda table, _covered: self.base_segments(table))
 
     def sync_status(self, db: str, name: str) -> dict[str, str] | None:
         """SHOW DATAMAP's Sync Status: last synchronised base segment per base table and the
@@ -260,3 +235,27 @@ class SegmentStore:
         last = max(visible, key=lambda s: s.load_start + (s.load_seconds or 0))
         out["loadEndTime"] = format_time(last.load_start + (last.load_seconds or 0))
         return out
+
+
+def unavailable_because(rec, visible: Sequence[DatamapSegment],
+                        base_of: Callable[[str, set[str]], list[BaseSegment]]) -> str | None:
+    """SegmentStore.unavailable_reason over what was read already: the datamap's record,
+    its visible segments, and base_of(table, ids its segments cover) -> the table's live
+    base segments (a caller judging many datamaps reads each table once)."""
+    if rec.status != DatamapStatus.ENABLED:
+        return f"datamap is DISABLED: {one_line(rec.status_reason) or 'no reason recorded'}"
+    covered: dict[str, set[str]] = {}
+    for seg in visible:
+        for table, ids in seg.extra_info.items():
+            covered.setdefault(table, set()).update(ids)
+    live = {t: base_of(t, covered.get(t, set())) for t in {*rec.base_tables, *covered}}
+    pending = {t: segs for t in rec.base_tables
+               if (segs := [s for s in live[t] if s.id not in covered.get(t, set())])}
+    if pending:
+        return "datamap is not in sync: " + "; ".join(
+            f"segment{'s' if len(segs) > 1 else ''} {', '.join(s.id for s in segs)} of {t}"
+            for t, segs in pending.items()) + " not refreshed yet"
+    if any(ids - {s.id for s in live[t]} for t, ids in covered.items()):
+        return ("datamap is not in sync: it holds rows of base segments that were "
+                "overwritten or deleted; a rebuild is due")
+    return None

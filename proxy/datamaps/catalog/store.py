@@ -40,6 +40,8 @@ from proxy.datamaps.catalog.segments import SegmentStore
 from rewriter.api import STORAGE_SUFFIX, DatamapDefinition
 
 _REWRITE_OFF = "rewrite_off:"      # meta key prefix: query rewrite switched off, "db.name"
+# the catalog version the running write transaction commits (_tx bumps it at the end)
+_NEXT_VERSION = "(SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'catalog_version')"
 
 class Catalog(SegmentStore, LeaseStore):
     """Open (and migrate) the catalog at `path`: a SQLite file ("<state dir>/catalog.db" by
@@ -101,6 +103,21 @@ class Catalog(SegmentStore, LeaseStore):
         return nid
 
     @staticmethod
+    def _stamp(c: Any, db: str, name: str) -> None:
+        """Mark datamap db.name changed by this transaction (its row, its visible segments
+        or its rewrite switch): the rewrite index reads these marks, not the rows
+        (SegmentStore.rewrite_marks). Every write of what an index entry is made from
+        stamps in the same transaction."""
+        c.execute(f"UPDATE datamaps SET changed = {_NEXT_VERSION} WHERE db = ? AND name = ?",
+                  (db, name))
+
+    @staticmethod
+    def _stamp_table(c: Any, table: str) -> None:
+        """Mark base table `table`'s live segments changed by this transaction."""
+        c.execute(f"INSERT INTO base_changes VALUES (?, {_NEXT_VERSION}) ON CONFLICT (tbl) "
+                  "DO UPDATE SET changed = excluded.changed", (table,))
+
+    @staticmethod
     def _event(c: Any, db: str, name: str, kind: str, rows: int | None = None,
                seconds: float | None = None, detail: str = "") -> None:
         c.execute("INSERT INTO events (db, name, at, kind, rows, seconds, detail) "
@@ -156,7 +173,8 @@ class Catalog(SegmentStore, LeaseStore):
             c.execute(
                 "INSERT INTO datamaps (db, name, provider, select_sql, original_sql, "
                 "base_tables, lazy, properties, definition, compiled_version, status, "
-                "status_reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "status_reason, created_at, changed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                f"?, {_NEXT_VERSION})",
                 (db, name, provider, select_sql, original_sql or select_sql,
                  json.dumps(list(base_tables)), int(lazy),
                  json.dumps(dict(properties or {}), sort_keys=True),
@@ -211,6 +229,7 @@ class Catalog(SegmentStore, LeaseStore):
                             (definition_to_json(definition), definition.version,
                              json.dumps(list(definition.base_tables)), db, name))
             self._check_found(cur, db, name)
+            self._stamp(c, db, name)
 
     def set_status(self, db: str, name: str, status: str, reason: str = "") -> None:
         if status not in (DatamapStatus.ENABLED, DatamapStatus.DISABLED):
@@ -219,6 +238,7 @@ class Catalog(SegmentStore, LeaseStore):
             cur = c.execute("UPDATE datamaps SET status = ?, status_reason = ? "
                             "WHERE db = ? AND name = ?", (status, reason, db, name))
             self._check_found(cur, db, name)
+            self._stamp(c, db, name)
             self._event(c, db, name, status.lower(), detail=reason)
 
     def invalidate_datamap(self, db: str, name: str, reason: str) -> list[str]:
@@ -234,6 +254,7 @@ class Catalog(SegmentStore, LeaseStore):
             cur = c.execute("UPDATE datamaps SET status = ?, status_reason = ? "
                             "WHERE db = ? AND name = ?", (DatamapStatus.DISABLED, reason, db, name))
             self._check_found(cur, db, name)
+            self._stamp(c, db, name)
             self._event(c, db, name, "invalidated", detail=reason)
             return [str(r["id"]) for r in rows]
 
@@ -248,6 +269,7 @@ class Catalog(SegmentStore, LeaseStore):
                 if table in rec.base_tables:
                     c.execute("UPDATE datamaps SET status = ?, status_reason = ? WHERE db = ? "
                               "AND name = ?", (DatamapStatus.DISABLED, reason, rec.db, rec.name))
+                    self._stamp(c, rec.db, rec.name)
                     self._event(c, rec.db, rec.name, "disabled", detail=reason)
                     changed.append(rec)
         return changed
@@ -292,6 +314,7 @@ class Catalog(SegmentStore, LeaseStore):
                 c.execute("DELETE FROM meta WHERE key = ?", (key,))
             else:
                 c.execute("INSERT INTO meta VALUES (?, ?)", (key, str(time.time())))
+            self._stamp(c, db, name)
             self._event(c, db, name, "rewrite_enabled" if on else "rewrite_disabled",
                         detail=detail)
             return True
@@ -301,6 +324,24 @@ class Catalog(SegmentStore, LeaseStore):
         with self._tx(write=False) as c:
             return frozenset(r[0][len(_REWRITE_OFF):] for r in c.execute(
                 "SELECT key FROM meta WHERE key LIKE ?", (_REWRITE_OFF + "%",)))
+
+    def rewrite_marks(self) -> tuple[int, dict[str, tuple[int, str]], dict[str, int],
+                                     frozenset[str]]:
+        """What tells the rewrite index which datamaps changed, in one read transaction and
+        without reading definitions or segments: (catalog version, "db.name" -> (the
+        catalog version of its last change, its base tables as JSON), base table -> the
+        catalog version of the last change of its live segments, the datamaps whose query
+        rewrite is off). Every write of what an index entry is made from stamps these
+        marks in its transaction (_stamp, _stamp_table)."""
+        with self._tx(write=False) as c:
+            version = int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
+                          .fetchone()[0])
+            rows = {r[0]: (r[1], r[2]) for r in c.execute(
+                "SELECT db || '.' || name, changed, base_tables FROM datamaps")}
+            base = {r[0]: r[1] for r in c.execute("SELECT tbl, changed FROM base_changes")}
+            off = frozenset(r[0][len(_REWRITE_OFF):] for r in c.execute(
+                "SELECT key FROM meta WHERE key LIKE ?", (_REWRITE_OFF + "%",)))
+        return version, rows, base, off
 
     # -- history -------------------------------------------------------------------------
     def events(self, db: str, name: str) -> list[Event]:

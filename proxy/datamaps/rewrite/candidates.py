@@ -2,21 +2,33 @@
 why (EXPLAIN), and the DatamapIndex built from them, cached on the catalog version and the
 schema cache's generation so the SELECT path touches neither SQLite nor Spark.
 
-A catalog change does not rebuild the index: one read of the catalog (rewrite_marks) tells
-which datamaps changed (their row, their visible segments, their base tables' live
-segments, whether rewrite is off, and the same of every datamap below a stacked one), and
-only those entries are made again and swapped into a new index (DatamapIndex.updated);
-the others are shared as they are. The new index replaces the old one in one assignment,
-so a statement gets either the old index or the new one, and the new one never holds a
-changed datamap's old segments."""
+A catalog change does not rebuild the index: one read of the catalog's change marks
+(rewrite_marks: the catalog version of each datamap's last change and of each base
+table's, never definitions or segments) tells which datamaps changed (their row, their
+visible segments, their base tables' live segments, whether rewrite is off, and the same
+of every datamap below a stacked one), and only those entries are made again and swapped
+into a new index (DatamapIndex.updated); the others are shared as they are. The new index
+replaces the old one in one assignment, so a statement gets either the old index or the
+new one, and the new one never holds a changed datamap's old segments.
+
+No statement waits on a large build or on a compile. A statement that finds the catalog
+changed makes at most INLINE_ENTRIES entries and INLINE_COMPILES compiles itself (a
+publish or a DDL: one or a few); every other changed datamap is left out of the new index
+(its queries go to Spark, EXPLAIN says "rewrite index warming: N of M datamaps compiled")
+and the warm-up thread makes its entry and compiles its definition, publishing what is
+ready every COMPILE_TURN_S. After a restart that is every datamap: the first ones answer
+within seconds, the rest as they compile."""
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
+import time
 from typing import Iterable
 
 from proxy.datamaps.catalog.records import record_from_row
+from proxy.datamaps.catalog.segments import unavailable_because
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness.guard import Covered
 from proxy.datamaps.freshness.listing import local_path
@@ -24,11 +36,18 @@ from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.upkeep.stacking import stale_below
 from proxy.datamaps.zones.policy import ZoneReader
 from rewriter import DatamapIndex
-from rewriter.api import Candidate
+from rewriter.api import Candidate, DatamapDefinitionError
 
+log = logging.getLogger("proxy.datamaps")
 Unavailable = dict[str, tuple[tuple[str, ...], str]]   # "db.name" -> (base tables, reason)
 # indexes whose coverage is kept for statements still being decided with them
 _KEPT_INDEXES = 8
+WARMING = "rewrite index warming: {done} of {total} datamaps compiled"
+INLINE_ENTRIES = 64      # entries a statement's update makes itself; the rest in the background
+INLINE_COMPILES = 8      # definitions it compiles itself (a few CREATEs' worth; ~20 ms each)
+INLINE_REBUILD = 256     # datamaps up to which a statement rebuilds over new schemas itself
+WORKER_ENTRIES = 64      # entries the warm-up thread makes per hold of the lock
+COMPILE_TURN_S = 0.5     # it compiles this long between two publishes of what is ready
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +58,12 @@ class _Entry:
     left_out: tuple[tuple[str, ...], str] | None = None
     freshness: tuple[tuple[str, ...], float] | None = None
     covered: Covered | None = None
+    waiting: bool = False        # not made yet: the warm-up thread makes it (left_out: tables)
+
+
+def _has_tables(schemas, cand: Candidate) -> bool:
+    return all(t.partition(".")[2] in schemas.get(t.partition(".")[0], {})
+               for t in cand.definition.base_tables)
 
 
 class RewriteIndexProvider:
@@ -65,6 +90,18 @@ class RewriteIndexProvider:
         self.updates = 0                   # index updates and full builds: tests, bench
         self.builds = 0
         self.last_changed: tuple[str, ...] = ()   # datamaps the last update made again
+        # made entries whose definitions are not compiled under the index's schemas yet:
+        # left out of the index until the warm-up thread has compiled them
+        self._unready: dict[str, Candidate] = {}
+        self._compiled_now: list[str] = []   # what the warm-up thread compiled since
+        self._waiting = 0                    # entries not made yet
+        self._warming = (0, 0)               # (datamaps waiting, all) as last published
+        self._touched: set[str] = set()      # entries the last _update made or dropped
+        self._table_names: dict[str, str] = {}   # "db.<name>_table" -> "db.name"
+        self._index_generation = -1          # the schema generation the index was built at
+        self._stale_schemas = False          # a rebuild over newer schemas is due
+        self._worker: threading.Thread | None = None
+        self._closed = False
 
     def candidates(self) -> list[Candidate]:
         """ENABLED, in-sync datamaps with their visible segments and row counts."""
@@ -72,32 +109,42 @@ class RewriteIndexProvider:
         entries = self._entries
         return [e.candidate for e in entries.values() if e.candidate is not None]
 
-    def _marks(self) -> tuple[int, dict[str, tuple], dict, frozenset[str]]:
+    def _marks(self) -> tuple[int, dict[str, tuple], dict[str, tuple[str, ...]],
+                              frozenset[str]]:
         """(catalog version, "db.name" -> everything its entry is made from, as of that
-        version, "db.name" -> its catalog row, the datamaps whose rewrite is off; read
-        before the rest, so no newer). A stacked datamap's marks hold those of
-        the datamaps below it: a publish below changes whether it is fresh."""
-        rewrite_off = self.catalog.rewrite_off()
-        version, rows, base = self.catalog.rewrite_marks()
+        version, "db.name" -> its base tables, the datamaps whose rewrite is off; one read,
+        of change marks only). A stacked datamap's marks hold those of the datamaps below
+        it: a publish below changes whether it is fresh."""
+        version, rows, base, rewrite_off = self.catalog.rewrite_marks()
+        by_table = {f"{n}_table": n for n in rows}
         bases: dict[str, tuple[str, ...]] = {}
         own: dict[str, tuple] = {}
-        for name, (row, segs) in rows.items():
-            bases[name] = tables = tuple(json.loads(row["base_tables"]))
-            own[name] = (tuple(row), segs, tuple(base.get(t, ()) for t in tables),
-                         name in rewrite_off)
-        by_table = {f"{n}_table": n for n in rows}
+        # most datamaps share their base tables' JSON text with others: parse it, mark its
+        # tables and find the datamaps among them once per text
+        parsed: dict[str, tuple] = {}
+        for name, (changed, text) in rows.items():
+            known = parsed.get(text)
+            if known is None:
+                tables = tuple(json.loads(text))
+                known = parsed[text] = (tables, tuple(base.get(t, 0) for t in tables),
+                                        [by_table[t] for t in tables if t in by_table])
+            bases[name] = known[0]
+            own[name] = (changed, known[1], name in rewrite_off)
+        lower_of = {text: known[2] for text, known in parsed.items() if known[2]}
         marks: dict[str, tuple] = {}
 
         def mark(name: str, depth: int = 0) -> tuple:
             if name not in marks:
-                lower = [by_table[t] for t in bases[name] if t in by_table]
+                lower = lower_of.get(rows[name][1])
                 marks[name] = (own[name], tuple(mark(n, depth + 1) for n in lower
-                                                if depth < 64 and n != name))
+                                                if depth < 64 and n != name)) if lower \
+                    else (own[name],)
             return marks[name]
 
         for name in rows:
             mark(name)
-        return version, marks, {n: row for n, (row, _) in rows.items()}, rewrite_off
+        self._table_names = by_table
+        return version, marks, bases, rewrite_off
 
     def _entry(self, rec, mark, tables: dict[str, str], rewrite_off: frozenset[str],
                files_of: dict) -> _Entry:
@@ -107,7 +154,9 @@ class RewriteIndexProvider:
         if rec.qualified in rewrite_off:    # still maintained: turned on again, it is fresh
             return _Entry(mark, left_out=(rec.base_tables, "query rewrite disabled (ALTER "
                                           f"DATAMAP {rec.qualified} ENABLE QUERY REWRITE)"))
-        reason = (self.catalog.unavailable_reason(rec.db, rec.name)
+        visible = self.catalog.visible_segments(rec.db, rec.name)
+        reason = (unavailable_because(rec, visible,
+                                      lambda t, ids: self._base_of(t, ids, files_of))
                   or stale_below(self.catalog, rec, tables))
         if reason is None and self._zones.problem:
             why = self._zones.time_dependent(rec)
@@ -119,7 +168,6 @@ class RewriteIndexProvider:
         if definition.qualified != rec.qualified:   # the catalog's name is its identity
             definition = dataclasses.replace(definition, database=rec.db, name=rec.name,
                                              table=rec.table)
-        visible = self.catalog.visible_segments(rec.db, rec.name)
         freshness = (tuple(s.id for s in visible),
                      max((s.load_start for s in visible), default=0.0))
         # from the same read of the visible segments as the candidate: a publish in
@@ -136,40 +184,62 @@ class RewriteIndexProvider:
                                       storage=definition.storage),
                       freshness=freshness, covered=covered)
 
-    def _update(self) -> tuple[list[Candidate], list[str]]:
-        """Make again the entries of the datamaps that changed since they were made; returns
-        (candidates to put into the index, datamaps to drop from it)."""
+    def _update(self, limit: int) -> tuple[int, list[Candidate], list[str]]:
+        """Make again the entries of the datamaps that changed since they were made, at most
+        `limit` of them (the others wait for the warm-up thread, out of the index); returns
+        (the catalog version read, candidates to put into the index, datamaps to drop)."""
         made_with = self._zones.problem, (self._schemas.generation if self._zones.problem
                                           else None)
         if made_with != self._made_with:    # a time zone problem judges every datamap
             self._entries, self._made_with = {}, made_with
-        version, marks, rows, rewrite_off = self._marks()
+        version, marks, bases, rewrite_off = self._marks()
+        DatamapIndex.compiled_forms.fit(len(marks))
         changed = [n for n, m in marks.items()
                    if n not in self._entries or self._entries[n].mark != m]
         gone = [n for n in self._entries if n not in marks]
-        tables = {f"{n}_table": n for n in marks}
+        now = changed[:limit]
+        tables = self._table_names
         files_of: dict = {}
         made = {}
-        for n in changed:
-            made[n] = self._entry(record_from_row(rows[n]), marks[n], tables, rewrite_off,
-                                  files_of)
-        if changed and self.catalog.version() != version:
+        recs = self._records(now)
+        for n in now:
+            if n in recs:               # else dropped since the marks: gone next time
+                made[n] = self._entry(recs[n], marks[n], tables, rewrite_off, files_of)
+        if made and self.catalog.version() != version:
             # the catalog changed while the entries were read: they may be newer than
             # their marks, so make them again next time rather than trust the marks
             made = {n: dataclasses.replace(e, mark=None) for n, e in made.items()}
+        for n in changed[limit:]:
+            if n not in self._entries or not self._entries[n].waiting:
+                made[n] = _Entry(None, left_out=(bases[n], ""), waiting=True)
         put, drop = [], list(gone)
         entries = dict(self._entries)     # a new dict: candidates() reads without the lock
         for n in gone:
             entries.pop(n)
+            self._unready.pop(n, None)
         for n, e in made.items():
             entries[n] = e
+            self._unready.pop(n, None)
             if e.candidate is not None:
                 put.append(e.candidate)
             else:
                 drop.append(n)
         self._entries = entries
-        self.last_changed = tuple(changed)
-        return put, drop
+        self._touched = {*made, *gone}
+        self._waiting = len(changed) - len(now)
+        self.last_changed = tuple(now)
+        return version, put, drop
+
+    def _records(self, names: list[str]) -> dict:
+        """The catalog records of datamaps `names` ("db.name"), read one by one: never all
+        rows (definitions are most of the catalog's bytes)."""
+        out = {}
+        for n in names:
+            db, _, name = n.partition(".")
+            rec = self.catalog.get_datamap(db, name)
+            if rec is not None:
+                out[n] = rec
+        return out
 
     def _files_of(self, table: str, ids: frozenset[str], memo: dict) -> frozenset[str] | None:
         """Local paths of the files of base segments `ids` of `table` (None when any is not
@@ -177,13 +247,18 @@ class RewriteIndexProvider:
         `memo` is this index build's: it also keeps each table's base segments."""
         key = (table, ids)
         if key not in memo:
-            if table not in memo or not ids <= {s.id for s in memo[table]}:
-                # one catalog read per table, however many datamaps; again when a segment
-                # published since that read was built from a base segment newer than it
-                memo[table] = self.catalog.base_segments(table)
-            paths = [local_path(f) for s in memo[table] if s.id in ids for f in s.files]
+            paths = [local_path(f) for s in self._base_of(table, ids, memo) if s.id in ids
+                     for f in s.files]
             memo[key] = None if any(p is None for p in paths) else frozenset(paths)
         return memo[key]
+
+    def _base_of(self, table: str, ids, memo: dict) -> list:
+        """The live base segments of `table`: one catalog read per table in an update,
+        however many datamaps; read again when a datamap covers a segment newer than that
+        read (it was published since)."""
+        if table not in memo or not ids <= {s.id for s in memo[table]}:
+            memo[table] = self.catalog.base_segments(table)
+        return memo[table]
 
     def covered(self, name: str, index=None) -> Covered | None:
         """What datamap "db.name" was built from, as `index` (None: the current index) saw
@@ -202,9 +277,10 @@ class RewriteIndexProvider:
             return self._compensated.get(key) or self._compensate(key, index, deltas)
 
     def _compensate(self, key, index, deltas):
-        cands = [dataclasses.replace(c, delta=deltas[n], one_row_per_group=False)
-                 if n in deltas else c for n, c in index.candidates.items()]
-        found = DatamapIndex(cands, index.schemas, index.version)
+        # only the compensated entries are made again (a full index is O(datamaps))
+        found = index.updated(put=[dataclasses.replace(index.candidates[n], delta=d,
+                                                       one_row_per_group=False)
+                                   for n, d in deltas.items() if n in index.candidates])
         if len(self._compensated) >= 8:
             self._compensated.pop(next(iter(self._compensated)))
         self._compensated[key] = found
@@ -221,7 +297,9 @@ class RewriteIndexProvider:
         EXPLAIN, and for a miss's why-not as the decision saw it. Read from what the last
         index build saw: nothing is computed here."""
         wanted = set(tables)
-        return {name: reason for name, (bases, reason) in self._unavailable.items()
+        waiting, total = self._warming
+        warm = WARMING.format(done=total - waiting, total=total)
+        return {name: reason or warm for name, (bases, reason) in self._unavailable.items()
                 if wanted.intersection(bases)}
 
     def left_out_tables(self) -> frozenset[str]:
@@ -238,39 +316,169 @@ class RewriteIndexProvider:
         """The rewriter's DatamapIndex for the current catalog version. A catalog change
         updates the entries of the datamaps it changed (see the module docstring); a
         change of the schemas builds the index again over the same entries (their compiled
-        forms are kept)."""
+        forms are kept): here for a small catalog, else in the warm-up thread."""
         version = self.catalog.recent_version()   # every SELECT: no SQLite on the hot path
         key = (version, self._schemas.generation)
         if self._index is not None and self._built_for == key:
             return self._index
         with self._guard:
-            key = (version, self._schemas.generation)
+            key = (self.catalog.recent_version(), self._schemas.generation)
             if self._index is None or self._built_for != key:
-                generation = self._schemas.generation
-                put, drop = self._update()
-                self._unavailable = {n: e.left_out for n, e in self._entries.items()
-                                     if e.left_out is not None}
-                self._freshness = {n: e.freshness for n, e in self._entries.items()
-                                   if e.freshness is not None}
-                self._covered = {n: e.covered for n, e in self._entries.items()
-                                 if e.covered is not None}
-                old = self._index
-                tables = {t for c in put for t in c.definition.base_tables}
-                if (old is not None and self._built_for[1] == generation
-                        and all(t.partition(".")[2] in old.schemas.get(t.partition(".")[0], {})
-                                for t in tables)):
-                    self._index = old.updated(put=put, drop=drop, version=version)
-                    self.updates += 1
-                else:
-                    cands = [e.candidate for e in self._entries.values()
-                             if e.candidate is not None]
-                    tables = {t for c in cands for t in c.definition.base_tables}
-                    tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
-                    self._index = DatamapIndex(cands, self._schemas.schemas(sorted(tables)),
-                                               version)
-                    self.builds += 1
-                self._covered_by[self._index.token] = self._covered
-                while len(self._covered_by) > _KEPT_INDEXES:
-                    self._covered_by.pop(next(iter(self._covered_by)))
-                self._built_for = (version, generation)
+                self._refresh(INLINE_ENTRIES, INLINE_COMPILES, rebuild=self._index is None
+                              or len(self._entries) <= INLINE_REBUILD)
             return self._index
+
+    def _refresh(self, limit: int, compiles: int = 0, rebuild: bool = True) -> None:
+        """Update the index (the guard held): at most `limit` entries made and `compiles`
+        definitions compiled here; what is left goes to the warm-up thread. A rebuild over
+        new schemas (a table's schema loaded or changed) only with `rebuild` (the warm-up
+        thread); until then the index keeps its schemas, and a changed datamap over a
+        table they lack waits out of it."""
+        generation = self._schemas.generation
+        unready = set(self._unready)
+        version, put, drop = self._update(limit)
+        old = self._index
+        touched: set[str] | None = None     # whose entries' published state may change
+        if old is not None and not (rebuild and self._rebuild_due(put, generation)):
+            done, self._compiled_now = self._compiled_now, []
+            put += [self._unready.pop(n) for n in dict.fromkeys(done) if n in self._unready]
+            # a table whose cached schema was dropped (ALTER TABLE, a sync) may have other
+            # columns now: its datamaps wait out of the index for the rebuild
+            changed = set() if self._index_generation == generation else {
+                f"{db}.{t}" for db, ts in old.schemas.items() for t in ts
+                if f"{db}.{t}" not in self._schemas}
+            for n in dict.fromkeys(n for t in changed for n in old.by_table.get(t, ())):
+                if n not in self._unready:
+                    put.append(old.candidates[n])
+            usable = [c for c in put if _has_tables(old.schemas, c)
+                      and changed.isdisjoint(c.definition.base_tables)]
+            for c in put:              # not compiled under schemas without its tables
+                self._unready[c.definition.qualified] = c
+            self._stale_schemas = self._index_generation != generation or \
+                len(usable) < len(put)
+            ready = self._ready(usable, old.schemas, compiles)
+            for c in ready:
+                self._unready.pop(c.definition.qualified, None)
+            offered = {id(c) for c in ready}
+            drop += [c.definition.qualified for c in put if id(c) not in offered]
+            self._index = old.updated(put=ready, drop=drop, version=version)
+            self.updates += 1
+            touched = self._touched | (unready ^ set(self._unready))
+        else:
+            self._unready, self._compiled_now, self._stale_schemas = {}, [], False
+            self._index_generation = generation
+            cands = [e.candidate for e in self._entries.values() if e.candidate is not None]
+            tables = {t for c in cands for t in c.definition.base_tables}
+            tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
+            schemas = self._schemas.schemas(sorted(tables))
+            self._index = DatamapIndex(self._ready(cands, schemas, compiles), schemas, version)
+            self.builds += 1
+        self._publish(touched)
+        self._built_for = (version, generation)
+        if self._backlog() and not self._closed and self._worker is None:
+            self._worker = threading.Thread(target=self._warm, name="datamap-index-warm",
+                                            daemon=True)
+            self._worker.start()
+
+    def _rebuild_due(self, put: list[Candidate], generation: int) -> bool:
+        return (self._stale_schemas or self._index_generation != generation
+                or not all(_has_tables(self._index.schemas, c) for c in put))
+
+    def _backlog(self) -> bool:
+        """Work left for the warm-up thread."""
+        return bool(self._unready or self._waiting or self._stale_schemas)
+
+    def _ready(self, cands: list[Candidate], schemas, compiles: int) -> list[Candidate]:
+        """Those of `cands` whose definitions are compiled under `schemas` (the first
+        `compiles` others are compiled now); the rest wait in _unready."""
+        forms = DatamapIndex.compiled_forms
+        out = []
+        for c in cands:
+            if not forms.ready(c.definition, schemas):
+                if compiles <= 0:
+                    self._unready[c.definition.qualified] = c
+                    continue
+                compiles -= 1
+            out.append(c)
+        return out
+
+    def _publish(self, touched: set[str] | None) -> None:
+        """What EXPLAIN, the guard and the freshness reads see, as of the new index: new
+        dicts (an older index's are kept as they are), made again for the `touched`
+        datamaps only (None: all)."""
+        entries = self._entries
+        if touched is None:
+            unavailable, freshness, covered = {}, {}, {}
+            touched = entries.keys()
+        else:
+            unavailable, freshness, covered = (dict(self._unavailable), dict(self._freshness),
+                                               dict(self._covered))
+        for n in touched:
+            unavailable.pop(n, None)
+            freshness.pop(n, None)
+            covered.pop(n, None)
+            e = entries.get(n)
+            if e is None:
+                continue
+            if e.left_out is not None:      # a reason of "" is filled in by unavailable()
+                unavailable[n] = e.left_out
+            elif n in self._unready:
+                unavailable[n] = (e.candidate.definition.base_tables, "")
+            if e.freshness is not None:
+                freshness[n] = e.freshness
+            if e.covered is not None:
+                covered[n] = e.covered
+        self._unavailable, self._freshness, self._covered = unavailable, freshness, covered
+        self._warming = len(self._unready) + self._waiting, len(entries)
+        self._covered_by[self._index.token] = covered
+        while len(self._covered_by) > _KEPT_INDEXES:
+            self._covered_by.pop(next(iter(self._covered_by)))
+
+    # ------------------------------------------------------------------ warm-up thread
+    def _warm(self) -> None:
+        """Make the entries left waiting and compile the definitions not compiled yet,
+        publishing a new index every COMPILE_TURN_S; ends when nothing is left."""
+        forms = DatamapIndex.compiled_forms
+        try:
+            while True:
+                with self._guard:
+                    self._refresh(WORKER_ENTRIES)
+                    if self._closed or not self._backlog():
+                        self._worker = None
+                        return
+                    todo = list(self._unready.values())
+                    schemas = self._index.schemas
+                deadline = time.monotonic() + COMPILE_TURN_S
+                for cand in todo:
+                    if self._closed or time.monotonic() > deadline:
+                        break
+                    try:
+                        forms.get(cand.definition, schemas)
+                    except DatamapDefinitionError:
+                        pass                  # kept as such: the index reports it broken
+                    self._compiled_now.append(cand.definition.qualified)
+        except Exception:  # noqa: BLE001 - the next statement's update starts it again
+            log.exception("warming the rewrite index failed")
+            with self._guard:
+                self._worker = None
+                self._built_for = None
+
+    def warmed(self, timeout: float | None = None) -> bool:
+        """Wait until every datamap's entry is made and compiled (tests, bench, start-up
+        with a bound); True when so."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.index()
+            worker = self._worker
+            if worker is None:
+                return not self._backlog()
+            worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if deadline is not None and time.monotonic() >= deadline:
+                return self._worker is None and not self._backlog()
+
+    def close(self) -> None:
+        """Stop the warm-up thread (it ends after the definition it is compiling)."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None:
+            worker.join(5.0)

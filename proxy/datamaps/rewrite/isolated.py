@@ -4,8 +4,9 @@ sqlglot is compiled (sqlglotc): parsing a statement of a few hundred kilobytes r
 tenths of a second inside compiled code that never lets another Python thread in, so a
 worker *thread* parsing a 2 MB statement stalled every other session's `SELECT 1` for up
 to 1.6 s. Above `min_bytes` the rewrite therefore runs in one spawned worker process: it
-receives the index's inputs (candidates and schemas, small) with the statement, keeps the
-DatamapIndex it built for that catalog version, and returns the RewriteResult. The caller
+receives the index's inputs (the candidates over the tables the statement names, and the
+schemas) with the statement, keeps the DatamapIndex it built for them, and returns the
+RewriteResult. The caller
 waits on a future, which releases the interpreter to the event loop.
 
 Any failure of the process (crash, timeout) forwards the original statement; a broken pool
@@ -65,8 +66,11 @@ class IsolatedRewriter:
         """index.rewrite(sql, current_db, approximate), computed in the worker process; None
         when the process failed or took longer than `timeout` (the caller forwards the
         original)."""
-        key = index.token
-        cands = list(index.candidates.values())
+        # only the datamaps over tables the text names: the child compiles what it is sent
+        # (once per process), so sending every datamap of a large catalog would make the
+        # first large statement wait for all of them
+        cands = index.candidates_named(sql)
+        key = (index.token, tuple(c.definition.qualified for c in cands))
         try:
             future = self._executor().submit(_rewrite_in_child, key, cands, index.schemas,
                                              index.version, sql, current_db, approximate)

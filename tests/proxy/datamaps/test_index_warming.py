@@ -1,0 +1,175 @@
+"""The rewrite index warms in the background: no statement waits on a large update or on
+compiling definitions. After a restart the datamaps not compiled yet are left out (their
+queries go to Spark, EXPLAIN says why) and come in as the warm-up thread compiles them; a
+change of more datamaps than a statement makes itself leaves the rest out until their new
+entries are made, never offered with their old segments."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.rewrite import candidates
+from proxy.datamaps.service import DatamapService
+from rewriter import DatamapIndex
+from rewriter import compiled as compiled_mod
+from rewriter.compiled import CompiledForms
+from tests.proxy.datamaps.support import add_datamap, no_spark, schemas_of
+
+SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"}}}
+Q = "SELECT country, sum(qty) FROM sales GROUP BY country"
+COUNT = 6
+
+
+def _sql(i: int) -> str:
+    # each answers Q; dm0 has the fewest rows
+    return f"SELECT country, city, sum(qty) AS q{i} FROM sales GROUP BY country, city"
+
+
+@pytest.fixture
+def forms(monkeypatch):
+    forms = CompiledForms()
+    monkeypatch.setattr(DatamapIndex, "compiled_forms", forms)
+    monkeypatch.setattr(candidates, "INLINE_ENTRIES", 2)
+    monkeypatch.setattr(candidates, "INLINE_COMPILES", 1)
+    monkeypatch.setattr(candidates, "WORKER_ENTRIES", 2)
+    return forms
+
+
+@pytest.fixture
+def catalog(tmp_path, forms):
+    """A catalog of COUNT datamaps over db1.sales, each with one built segment."""
+    c = Catalog.in_state_dir(tmp_path)
+    svc = DatamapService(c, no_spark, schemas_provider=schemas_of(SCHEMAS))
+    for i in range(COUNT):
+        add_datamap(svc, SCHEMAS, "db1", f"dm{i}", _sql(i), rows=10 + i)
+    svc.close()
+    yield c
+    c.close()
+
+
+def _restart(catalog, monkeypatch) -> DatamapService:
+    """A new service over the same catalog with nothing compiled: a process restart."""
+    monkeypatch.setattr(DatamapIndex, "compiled_forms", CompiledForms())
+    return DatamapService(catalog, no_spark, schemas_provider=schemas_of(SCHEMAS))
+
+
+def test_after_a_restart_queries_go_to_spark_until_their_datamaps_are_compiled(
+        catalog, monkeypatch):
+    release = threading.Event()
+    compile_internal = compiled_mod.compile_internal
+
+    def slow(definition, schemas):
+        if definition.name != "dm0":
+            release.wait(30)       # the warm-up thread is busy compiling meanwhile
+        return compile_internal(definition, schemas)
+
+    monkeypatch.setattr(compiled_mod, "compile_internal", slow)
+    svc = _restart(catalog, monkeypatch)
+    try:
+        t0 = time.monotonic()
+        index = svc.index()                    # a statement: nothing waits on the others
+        assert time.monotonic() - t0 < 10
+        assert list(index.candidates) == ["db1.dm0"]          # the one compile it may do
+        res = index.rewrite(Q, "db1")
+        assert res.used == ["db1.dm0"]
+        why = svc.unavailable(["db1.sales"])
+        assert set(why) == {f"db1.dm{i}" for i in range(1, COUNT)}
+        assert all(re.fullmatch(r"rewrite index warming: \d of 6 datamaps compiled", r)
+                   for r in why.values()), why
+        assert not svc.rewrite_index.warmed(timeout=0.2)
+        release.set()
+        assert svc.rewrite_index.warmed(timeout=60)
+        index = svc.index()
+        assert len(index.candidates) == COUNT and not svc.unavailable(["db1.sales"])
+        assert index.rewrite(Q, "db1").used == ["db1.dm0"]
+    finally:
+        release.set()
+        svc.close()
+
+
+def test_a_change_of_more_datamaps_than_a_statement_makes_leaves_the_rest_out(
+        catalog, monkeypatch):
+    svc = DatamapService(catalog, no_spark, schemas_provider=schemas_of(SCHEMAS))
+    provider = svc.rewrite_index
+    try:
+        assert provider.warmed(timeout=60)
+        before = svc.index()
+        assert len(before.candidates) == COUNT
+        gate = threading.Lock()
+        gate.acquire()                         # holds the warm-up thread's first turn
+        refresh = provider._refresh
+
+        def held(limit, compiles=0, rebuild=True):
+            if threading.current_thread().name == "datamap-index-warm":
+                with gate:
+                    pass
+            return refresh(limit, compiles, rebuild)
+
+        monkeypatch.setattr(provider, "_refresh", held)
+        new = {}
+        for i in range(COUNT):
+            sid = catalog.begin_segment("db1", f"dm{i}", {"db1.sales": ["0"]})
+            new[f"db1.dm{i}"] = sid
+        for i in range(COUNT):
+            catalog.publish_segment("db1", f"dm{i}", new[f"db1.dm{i}"], rows=10 + i,
+                                    supersedes=["0"], kind="compacted")
+        after = svc.index()
+        made = set(provider.last_changed)
+        assert len(made) == 2
+        for n in before.candidates:
+            if n in made:
+                assert after.candidates[n].segments == (new[n],)
+            else:                              # never offered with its old segment
+                assert n not in after.candidates
+                assert svc.unavailable(["db1.sales"])[n].startswith("rewrite index warming")
+        gate.release()
+        assert provider.warmed(timeout=60)
+        final = svc.index()
+        assert {n: c.segments for n, c in final.candidates.items()} == \
+            {n: (sid,) for n, sid in new.items()}
+    finally:
+        svc.close()
+
+
+def test_a_large_catalog_rebuilds_over_changed_schemas_in_the_background(catalog, monkeypatch):
+    """ALTER TABLE drops a table's cached schema: its datamaps wait out of the index until
+    the warm-up thread has rebuilt it over the schema read again; the others answer on."""
+    monkeypatch.setattr(candidates, "INLINE_REBUILD", 0)
+    tables = {"db1": {**SCHEMAS["db1"], "items": {"id": "int", "kind": "string"}}}
+    svc = DatamapService(catalog, no_spark, schemas_provider=schemas_of(tables))
+    provider = svc.rewrite_index
+    try:
+        add_datamap(svc, tables, "db1", "kinds",
+                    "SELECT kind, count(*) AS c FROM items GROUP BY kind")
+        assert provider.warmed(timeout=60)
+        builds = provider.builds
+        gate = threading.Lock()
+        gate.acquire()                         # holds the warm-up thread's first turn
+        refresh = provider._refresh
+
+        def held(limit, compiles=0, rebuild=True):
+            if threading.current_thread().name == "datamap-index-warm":
+                with gate:
+                    pass
+            return refresh(limit, compiles, rebuild)
+
+        monkeypatch.setattr(provider, "_refresh", held)
+        svc.invalidate_schemas("db1.sales")
+        index = svc.index()
+        assert provider.builds == builds       # not rebuilt by the statement
+        assert list(index.candidates) == ["db1.kinds"]
+        assert index.rewrite("SELECT kind, count(*) FROM items GROUP BY kind", "db1").used == \
+            ["db1.kinds"]
+        assert not index.rewrite(Q, "db1").rewritten          # Spark answers meanwhile
+        assert svc.unavailable(["db1.sales"])["db1.dm0"].startswith("rewrite index warming")
+        gate.release()
+        assert provider.warmed(timeout=60)
+        assert provider.builds == builds + 1
+        assert len(svc.index().candidates) == COUNT + 1
+        assert svc.index().rewrite(Q, "db1").used == ["db1.dm0"]
+    finally:
+        svc.close()
