@@ -181,9 +181,11 @@ def partition_literal(raw: str, typ: str, col: str) -> str:
                       "not proven here)")
 
 
-def compensated_union(t, union: exp.Expression) -> tuple[str, dict[str, str]]:
-    """`t`: the translator. The datamap's segments UNION ALL its build SELECT over the new
-    files -> (DuckDB SQL, {column: type})."""
+def compensated_union(union: exp.Expression, tables, datamap_read, select
+                      ) -> tuple[str, dict[str, str]]:
+    """The datamap's segments UNION ALL its build SELECT over the new files -> (DuckDB SQL,
+    {column: type}). `tables`: the datamap tables' stored columns; `datamap_read(select)`
+    and `select(select, top)`: the translator's."""
     if not isinstance(union, exp.Union) or union.args.get("distinct") \
             or not isinstance(union.this, exp.Select) \
             or not isinstance(union.expression, exp.Select) \
@@ -192,10 +194,10 @@ def compensated_union(t, union: exp.Expression) -> tuple[str, dict[str, str]]:
     segments = union.this
     table = segments.args.get("from_").this if segments.args.get("from_") else None
     if not isinstance(table, exp.Table) or not table.db \
-            or f"{table.db}.{table.name}".lower() not in t.tables:
+            or f"{table.db}.{table.name}".lower() not in tables:
         raise NotServable("a UNION other than a datamap's compensation with new base files")
-    left_sql, cols = t._datamap_read(segments)
-    right_sql, out = t.select(union.expression, top=False)
+    left_sql, cols = datamap_read(segments)
+    right_sql, out = select(union.expression, top=False)
     if len(out) != len(cols) or [n.lower() for n, _ in out] != list(cols):
         raise NotServable("a compensation whose columns are not the datamap's")
     for (name, typ), (_, stored) in zip(out, cols.items()):

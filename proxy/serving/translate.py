@@ -355,7 +355,7 @@ class _Translator(Expressions):
         alias = rel.alias.lower()
         inner = rel.this
         if isinstance(inner, exp.Union):         # a datamap compensated with new files
-            sql, cols = compensated_union(self, inner)
+            sql, cols = compensated_union(inner, self.tables, self._datamap_read, self.select)
             scope.aliases[alias] = cols
             return f"({sql}) AS {q(alias)}"
         if not isinstance(inner, exp.Select):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.e2e.support import Conn, Pair, ServeProc, state_table_dir
+from tests.e2e.support import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.clients import RawHS2
 
 pytestmark = pytest.mark.spark
@@ -78,13 +78,28 @@ def fresh(pair: Pair, sql: str, datamap: str, timeout: float = 90.0) -> None:
         time.sleep(0.5)
 
 
-def compensated(pair: Pair, sql: str, datamap: str, table: str) -> str:
+def compensated(pair: Pair, sql: str, datamap: str, table: str,
+                served: str | None = None) -> str:
+    """EXPLAIN says `datamap` is compensated with new files of `table`; `served`: how its
+    `Served by:` line starts (the in-process path, or Spark with why)."""
     plan = pair.explain(sql)
     lines = plan.splitlines()
     assert f"Hit mv DataMap: {datamap}" in lines, plan
     assert any(l.startswith(f"Freshness: {datamap}: ") and f"compensated from default.{table}"
                in l for l in lines), plan
+    if served is not None:
+        assert any(l.startswith(served) for l in lines), plan
     return plan
+
+
+IN_PROCESS = "Served by: local engine (compensated with new base files)"
+
+
+def same_result(pair: Pair, sql: str) -> None:
+    """The proxy's answer has Spark's column names, types and rows."""
+    got, want = pair.dm.run(sql), pair.base.run(sql)
+    assert (got.columns, got.types, sort_rows(got.rows)) == \
+        (want.columns, want.types, sort_rows(want.rows)), sql
 
 
 def test_an_insert_straight_to_spark_is_compensated_at_once(env):
@@ -92,12 +107,38 @@ def test_an_insert_straight_to_spark_is_compensated_at_once(env):
     for q in (AGG, TOTAL, PROJ):
         pair.same(q)                            # the dm session has read s: listing cached
     spark.execute("INSERT INTO s VALUES ('a', 100, DATE'2024-03-01'), ('c', 6, NULL)")
-    plan = compensated(pair, AGG, "agg", "s")
+    plan = compensated(pair, AGG, "agg", "s", IN_PROCESS)
     assert "UNION ALL" in plan
     for q in (AGG, TOTAL, PROJ):
         pair.same(q)
     fresh(pair, AGG, "agg")
     pair.hit(AGG, "agg")
+
+
+# edge values in the new files: the extremes of int and date, NULL keys and values, an
+# empty string key, a group the datamap has never seen
+EDGES = ("('a', -2147483648, DATE'0001-01-01'), (NULL, NULL, NULL), "
+         "('new', 2147483647, DATE'9999-12-31'), ('', 0, NULL), ('b', NULL, DATE'2024-02-29')")
+SERVED_COMPENSATED = [AGG, TOTAL, PROJ,
+                      "SELECT k, max(d) AS m, count(*) AS c FROM s WHERE k IS NULL OR k >= 'b' "
+                      "GROUP BY k HAVING count(*) > 0 ORDER BY k DESC LIMIT 3"]
+
+
+def test_a_compensated_answer_is_computed_in_process(env):
+    """Right after a write straight to Spark: the datamap's segments plus the new file,
+    aggregated by the local engine, equal Spark on the base tables (names, types, rows);
+    the statement log says served=local with the compensation."""
+    pair, spark = env["pair"], env["spark"]
+    for i, sql in enumerate(SERVED_COMPENSATED):
+        datamap = "proj" if sql == PROJ else "agg"
+        fresh(pair, sql, datamap)
+        # one write per query: the background refresh ends the compensation soon after
+        spark.execute(f"INSERT INTO s VALUES {EDGES if i == 0 else EDGES.replace('new', f'n{i}')}")
+        compensated(pair, sql, datamap, "s", IN_PROCESS)
+        same_result(pair, sql)
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert any("compensated:" in line and "served=local" in line
+               for line in log.splitlines()), log[-3000:]
 
 
 def test_files_copied_into_the_table_directory_count(env):
@@ -123,7 +164,11 @@ def test_each_kind_of_datamap_is_compensated(env, sql, datamap, table, insert):
     fresh(pair, sql, datamap)
     pair.same(sql)        # timeseries() is translated with rewriting off too
     spark.execute(insert)
-    compensated(pair, sql, datamap, table)
+    plan = compensated(pair, sql, datamap, table)
+    if table == "h":      # read through its SerDe: Spark answers, EXPLAIN says why
+        assert "Served by: spark (compensated with new base files; not served locally: new " \
+               "files of default.h: a Hive-format table (Spark reads it through its SerDe))" \
+               in plan.splitlines(), plan
     pair.same(sql)
 
 
@@ -173,8 +218,8 @@ def test_partitions_added_and_dropped_straight_to_spark(env):
     pair, spark = env["pair"], env["spark"]
     pair.same(PART)
     spark.execute("INSERT INTO ps VALUES ('c', 30, 3), ('a', 5, 1)")    # a new partition too
-    compensated(pair, PART, "pagg", "ps")
-    pair.same(PART)
+    compensated(pair, PART, "pagg", "ps", IN_PROCESS)    # p read off the directories
+    same_result(pair, PART)
     fresh(pair, PART, "pagg")
     spark.execute("ALTER TABLE ps DROP PARTITION (p = 2)")
     plan = pair.miss(PART)
@@ -331,3 +376,7 @@ def test_concurrent_writes_never_give_a_stale_answer(env, seed):
     assert not got["stale"], (got["stale"][:5], got["done"])
     assert not got["wrong"], (got["wrong"][:5], got["done"])
     assert not got["torn"], (got["torn"][:5], got["done"])
+    # compensated answers were computed in-process too (none torn, none stale)
+    log = env["srv"].log_path.read_text(errors="replace").splitlines()
+    assert any(f"compensated:race_{seed}_agg" in line and "served=local" in line
+               for line in log)
