@@ -14,11 +14,15 @@ and re-aggregates. Served here: the segments' files and exactly the files the gu
 filter names (never a listing of the table: a file the guard held back, of a load still
 committing, is not in the filter and is not read), read as Spark reads them:
   * Parquet: each column cast to the table's declared type;
+  * CSV (header and sep options at most): each field as its text with DuckDB's quoting
+    off, an empty one NULL; typed when its text is one both engines read alike, else the
+    run raises (a quoted or escaped field, `+5`, `NaN`, a row of another width) and Spark
+    answers;
   * partition columns (Hive-style `col=value` directories) from the file's path, typed as
     the table declares (`__HIVE_DEFAULT_PARTITION__` is NULL); a value Spark would cast
     otherwise than this module proves (`+5`, `1e3`, a decimal) goes to Spark;
-  * CSV and other formats, Hive-format tables (read through their SerDe): Spark, with the
-    reason (BaseTable.problem).
+  * other formats (ORC, JSON, ...), Hive-format tables (read through their SerDe): Spark,
+    with the reason (BaseTable.problem).
 The build SELECT is translated as any other SELECT (its outputs cast to their Spark types);
 each output must have the name and the type of the stored column it is unioned with.
 """
@@ -43,7 +47,16 @@ _HIVE_FILTER = "REGEXP_REPLACE(INPUT_FILE_NAME(), '^file://(localhost)?/', 'file
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9/._=+-]+")
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _INTEGRAL_RANGE = {"tinyint": 2**7, "smallint": 2**15, "int": 2**31, "bigint": 2**63}
-SERVED_FORMATS = ("parquet",)
+SERVED_FORMATS = ("parquet", "csv")
+# a CSV table's storage properties read as Spark's defaults would be (others: Spark)
+_CSV_KEYS = {"header", "sep", "delimiter", "serialization.format"}
+# a CSV field read as text exactly as Spark reads it: no quote, escape or line-break
+# character (those and quoted fields are parsed by rules not proven equal here)
+_CSV_PLAIN = r"[^\"\\\r\n]*"
+# the text of a CSV field that DuckDB's CAST and Spark's parser read alike, per type
+_CSV_TEXT = {"tinyint": r"-?[0-9]{1,3}", "smallint": r"-?[0-9]{1,5}", "int": r"-?[0-9]{1,10}",
+             "bigint": r"-?[0-9]{1,19}", "double": r"-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]{1,3})?",
+             "date": r"[0-9]{4}-[0-9]{2}-[0-9]{2}", "boolean": r"(?i)true|false"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,7 @@ class BaseTable:
     columns: tuple[tuple[str, str], ...]          # (name, Spark type), partition columns too
     partitions: tuple[str, ...] = ()              # partition columns, in order
     problem: str | None = None                    # why its files are not read here
+    options: tuple[tuple[str, str], ...] = ()     # storage properties (CSV: header, sep)
 
 
 # (base table, the file URIs the guard's filter names) -> (the table, their local paths);
@@ -61,12 +75,20 @@ class BaseTable:
 BaseOf = Callable[[str, Sequence[str]], tuple[BaseTable, Sequence[str]]]
 
 
-def format_problem(fmt: str, hive: bool) -> str | None:
-    """Why a table of this provider is not read here, or None."""
+def format_problem(fmt: str, hive: bool, options=()) -> str | None:
+    """Why a table of this provider (and storage properties) is not read here, or None."""
     if hive or fmt in ("", "hive"):
         return "a Hive-format table (Spark reads it through its SerDe)"
     if fmt not in SERVED_FORMATS:
         return f"its files are {fmt}, which the local engine does not read as Spark does"
+    opts = dict(options)
+    if fmt == "csv":
+        odd = sorted(k for k in opts if k.lower() not in _CSV_KEYS)
+        sep = opts.get("sep", opts.get("delimiter", ","))
+        if odd or len(sep) != 1 or sep in "\"\\\r\n" \
+                or opts.get("header", "false").lower() not in ("true", "false"):
+            return ("a CSV table with options other than header and a one-character sep "
+                    f"({', '.join(odd) or 'sep ' + repr(sep)})")
     return None
 
 
@@ -117,13 +139,14 @@ def base_read(sel: exp.Select, table: str, base_of: BaseOf | None,
     groups: dict[tuple, list[str]] = {}
     for path in paths:
         groups.setdefault(_partition_values(path, parts, cols, table), []).append(path)
-    branches = [_read_files(files, data, cols, list(zip(parts, values)))
+    reader = _read_csv if base.format == "csv" else _read_files
+    branches = [reader(files, data, cols, list(zip(parts, values)), dict(base.options))
                 for values, files in groups.items()]
     return " UNION ALL ".join(branches), cols
 
 
 def _read_files(paths: list[str], data: list[str], cols: dict[str, str],
-                partitions: list[tuple[str, str]]) -> str:
+                partitions: list[tuple[str, str]], _options=None) -> str:
     """One partition directory's Parquet files, every column typed as the table says (a
     column the query may not use, of a type not served, is left out)."""
     out = []
@@ -136,6 +159,49 @@ def _read_files(paths: list[str], data: list[str], cols: dict[str, str],
     listed = ", ".join(lit(p) for p in paths)
     return (f"SELECT {', '.join(out) or 'NULL AS _none'} FROM "
             f"read_parquet([{listed}], union_by_name = true)")
+
+
+def _read_csv(paths: list[str], data: list[str], cols: dict[str, str],
+              partitions: list[tuple[str, str]], options: dict[str, str]) -> str:
+    """One partition directory's CSV files: every field read as its text (DuckDB's quoting
+    off: a quoted or escaped field, which Spark's parser reads by its own rules, makes the
+    run raise and Spark answers), an empty field as NULL (Spark's nullValue ""), then each
+    typed as the table says when its text is one both engines read alike, else raised."""
+    sep = options.get("sep", options.get("delimiter", ","))
+    header = options.get("header", "false").lower() == "true"
+    listed = ", ".join(lit(p) for p in paths)
+    names = ", ".join(f"{lit(c)}: 'VARCHAR'" for c in data)
+    out = [f"{_csv_value(c, cols[c])} AS {q(c)}" for c in data
+           if not cols[c].startswith(UNSERVED)]
+    out += [f"{value} AS {q(c)}" for c, value in partitions
+            if not cols[c].startswith(UNSERVED)]
+    return (f"SELECT {', '.join(out) or 'NULL AS _none'} FROM read_csv([{listed}], "
+            f"columns = {{{names}}}, header = {str(header).lower()}, delim = {lit(sep)}, "
+            "quote = '', escape = '', auto_detect = false, strict_mode = true, "
+            "null_padding = false, new_line = '\\n')")
+
+
+def _csv_value(col: str, typ: str) -> str:
+    """A CSV field's text -> the column's value, or an error (Spark answers)."""
+    v = q(col)
+    fail = f"error({lit(f'CSV field {col} is not read here as Spark reads it')})"
+    checks = [f"NOT regexp_full_match({v}, {lit(_CSV_PLAIN)})"]
+    if typ == "timestamp":
+        raise NotServable(f"a timestamp column ({col}) of a CSV table (Spark parses it in "
+                          "the session time zone by its own patterns)")
+    m = re.fullmatch(r"decimal\((\d+),(\d+)\)", typ)
+    if m:
+        p, s = map(int, m.groups())
+        whole = f"[0-9]{{1,{p - s}}}" if p > s else "0"
+        frac = f"(\\.[0-9]{{1,{s}}})?" if s else ""
+        checks.append(f"NOT regexp_full_match({v}, {lit(f'-?{whole}{frac}')})")
+    elif typ in _CSV_TEXT:
+        checks.append(f"NOT regexp_full_match({v}, {lit(_CSV_TEXT[typ])})")
+    elif typ != "string":
+        raise NotServable(f"a {typ} column ({col}) of a CSV table")
+    value = f"lower({v}) = 'true'" if typ == "boolean" else f"CAST({v} AS {duck_type(typ)})"
+    return f"CASE WHEN {v} IS NULL THEN NULL WHEN {' OR '.join(checks)} THEN {fail} " \
+           f"ELSE {value} END"
 
 
 def _partition_values(path: str, parts: list[str], cols: dict[str, str],

@@ -25,7 +25,7 @@ def base_table(name: str, layout) -> BaseTable:
     read here, if so)."""
     if layout is None:
         return BaseTable(name, "", (), problem="its layout is not known here yet")
-    problem = format_problem(layout.format, layout.hive)
+    problem = format_problem(layout.format, layout.hive, layout.options)
     if layout.external:
         problem = "an external-format table (its view reads CSV through Spark)"
     elif not layout.local:
@@ -33,7 +33,7 @@ def base_table(name: str, layout) -> BaseTable:
     elif not layout.columns:
         problem = problem or "its columns are not known here"
     return BaseTable(name, layout.format, tuple(layout.columns), tuple(layout.partitions),
-                     problem)
+                     problem, tuple(layout.options))
 
 
 def new_files_reader(layouts: Layouts, limit: int, signature: list) -> BaseOf:
