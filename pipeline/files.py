@@ -181,7 +181,22 @@ def table_layout(spark: "SparkSession", table: str) -> dict:
     except Exception:  # noqa: BLE001 - e.g. dropped meanwhile
         cached = False
     return {"hive": hive_scan(spark, table, meta), "partitioned": partitioned,
-            "roots": list(dict.fromkeys(roots)), "cached": cached, "external": source}
+            "roots": list(dict.fromkeys(roots)), "cached": cached, "external": source,
+            **_reading(spark, meta)}
+
+
+def _reading(spark: "SparkSession", meta) -> dict:
+    """How the table's files are read, for a reader other than Spark (the serving tier):
+    "format" (the provider: parquet, csv, hive, ...), "columns" [(name, type)] in the
+    table's order (partition columns last), "partition_columns", and "options" (the
+    storage properties: a CSV table's header, sep, ...)."""
+    conv = spark._jvm.scala.jdk.javaapi.CollectionConverters
+    fields = meta.schema().fields()
+    props = conv.asJava(meta.storage().properties())
+    return {"format": _provider(meta),
+            "columns": [[f.name(), f.dataType().simpleString()] for f in fields],
+            "partition_columns": [str(c) for c in conv.asJava(meta.partitionColumnNames())],
+            "options": {str(k): str(props.get(k)) for k in props.keySet()}}
 
 
 def unreadable_by_file(spark: "SparkSession", table: str, hive: bool | None = None) -> str | None:

@@ -290,8 +290,10 @@ class App:
         stack.callback(shapes.close)
         self.shapes, self.indexed = shapes, indexed
         pruner = Pruner(indexed, shapes)
+        # a compensation's new base files are read with the freshness guard's layouts
         self.serving = serving = ServingTier(catalog, s.serving,
-                                             zone_problem=lambda: service.time_zone_problem)
+                                             zone_problem=lambda: service.time_zone_problem,
+                                             layouts=service.guard.layout)
         stack.callback(serving.close)
         if s.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
             background.thread("serving-warm", serving.warm)

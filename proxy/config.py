@@ -187,6 +187,7 @@ class ServingSettings:
     """The in-process engine for datamap answers (proxy/serving, docs/serving.md)."""
     enabled: bool = True                 # False: every datamap hit runs on Spark as before
     max_datamap_bytes: int = 1 << 30     # datamap files read by one query above this -> Spark
+    max_base_bytes: int = 256 << 20      # base table files read by one query above this -> Spark
     threads: int = 2                     # DuckDB threads per query
     workers: int = 4                     # queries run at once; more wait for a worker
     memory_limit: str = "1GB"            # DuckDB's memory_limit

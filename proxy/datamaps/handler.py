@@ -177,11 +177,9 @@ class DatamapDdlHandler:
                     result = RewriteResult(stmt.query, False)
                 else:
                     result = checked.result
+            where = await asyncio.to_thread(served_lines, serving, result, conf)
             if checked is not None and checked.compensated:
-                where = ["Served by: spark (compensated with new base files)",
-                         "Result cache: bypassed (not served locally)"]
-            else:
-                where = await asyncio.to_thread(served_lines, serving, result, conf)
+                where[0] = compensated_line(where[0])
             pruned = None
             if pruner is not None and where[0].startswith("Served by: spark"):
                 pruned = await asyncio.to_thread(pruner.prune, result.sql, current_db,
@@ -232,6 +230,15 @@ def served_lines(serving, result: RewriteResult, conf) -> list[str]:
     if not isinstance(served, Served):
         return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]
     return ["Served by: local engine", f"Result cache: {serving.cache_state(served, conf)}"]
+
+
+def compensated_line(served: str) -> str:
+    """EXPLAIN's `Served by:` line of an answer compensated with new base files: `Served
+    by: local engine (compensated with new base files)`, or Spark's with why."""
+    if served == "Served by: local engine":
+        return served + " (compensated with new base files)"
+    why = served.removeprefix("Served by: spark").strip().removeprefix("(").removesuffix(")")
+    return "Served by: spark (compensated with new base files" + (f"; {why})" if why else ")")
 
 
 def explain_header(result: RewriteResult, current_db: str | None = None,

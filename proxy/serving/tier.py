@@ -5,7 +5,8 @@ Plan for the local engine, or says why Spark answers instead:
   * serving is off ([serving] enabled, or the session's SET datamap.serving.enabled=false);
   * the engine cannot start (below);
   * the query is outside the allow-list (proxy/serving/translate.py), e.g. a query-delta
-    join of a datamap with a base table;
+    join of a datamap with a base table, or a compensation's new base files are not
+    readable here or over [serving] max_base_bytes (proxy/serving/newfiles.py);
   * a datamap's files are not readable here (remote mode with a warehouse on HDFS or an
     object store: docs/serving.md), a segment it reads is no longer visible, or the files
     read are over [serving] max_datamap_bytes.
@@ -39,6 +40,7 @@ from proxy.config import ServingSettings
 from proxy.routing.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
+from proxy.serving.newfiles import Layouts, new_files_reader
 from proxy.serving.translate import NotServable, Plan, translate
 from proxy.routing.session_keys import switched_on
 from rewriter.api import STORAGE_SUFFIX, storage_table
@@ -139,8 +141,12 @@ def _segment(files: Sequence[str]) -> _Segment:
 class ServingTier:
     def __init__(self, catalog, settings: ServingSettings = ServingSettings(),
                  engine: LocalEngine | None = None,
-                 zone_problem: Callable[[], str | None] = lambda: None):
+                 zone_problem: Callable[[], str | None] = lambda: None,
+                 layouts: Layouts = lambda _table: None):
         self.catalog = catalog
+        # a base table's layout (FreshnessGuard.layout): a compensation's new files are read
+        # in-process (proxy/serving/newfiles.py); None: they go to Spark
+        self._layouts = layouts
         # remote mode: why the upstream's time zone may not be the one the catalog records
         # (DatamapService.time_zone_problem); timestamps are then not served
         self._zone_problem = zone_problem
@@ -212,8 +218,9 @@ class ServingTier:
                 raise NotServable(f"{named} reads {read_bytes[table]} bytes, over [serving] "
                                   f"max_datamap_bytes ({limit})")
             return out
+        base_of = new_files_reader(self._layouts, self.settings.max_base_bytes, signature)
         try:
-            plan = translate(tree, snap.columns, files_of, zone)
+            plan = translate(tree, snap.columns, files_of, zone, base_of)
         except NotServable as e:
             return f"not served locally: {e}"
         except RecursionError:

@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+from proxy.serving.compensation import BaseOf, base_read, compensated_union
 from proxy.serving.expressions import Expressions, Scope
 from proxy.serving.subtotals import Grouping, grouping, has_subtotals
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
@@ -85,10 +86,11 @@ FilesOf = Callable[[str, Sequence[str]], Sequence[str]]
 
 
 def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
-              zone: str | None = None) -> Plan:
+              zone: str | None = None, base_of: BaseOf | None = None) -> Plan:
     """`zone`: the session time zone the datamaps were computed in and queries run in;
     timestamps are served only in a fixed UTC offset or a checked named zone
-    (proxy/serving/timestamps.py)."""
+    (proxy/serving/timestamps.py). `base_of`: a base table's new files, for a datamap
+    compensated with them (proxy/serving/compensation.py); None: not served."""
     if not isinstance(tree, exp.Select):
         raise NotServable("not a single SELECT")
     for node in tree.find_all(exp.ApproxDistinct, exp.Anonymous):
@@ -97,7 +99,7 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
         if isinstance(node, exp.ApproxDistinct) or node.name.lower().startswith("hll_"):
             raise NotServable(f"{node.sql('spark').split('(')[0].lower()}: Spark's own "
                               "distinct-count sketches")
-    t = _Translator(tables, files_of, zone)
+    t = _Translator(tables, files_of, zone, base_of)
     sql, cols = t.select(tree)
     return Plan(sql, tuple(cols), tuple(t.reads))
 
@@ -150,9 +152,11 @@ def _limit(limit: exp.Limit) -> str:
 
 
 class _Translator(Expressions):
-    def __init__(self, tables: TableColumns, files_of: FilesOf, zone: str | None = None):
+    def __init__(self, tables: TableColumns, files_of: FilesOf, zone: str | None = None,
+                 base_of: BaseOf | None = None):
         self.tables = {k.lower(): v for k, v in tables.items()}
         self.files_of = files_of
+        self.base_of = base_of
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.zone, self.zone_problem = session_zone(zone)
         self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
@@ -350,6 +354,10 @@ class _Translator(Expressions):
             raise NotServable("a relation other than a datamap read")
         alias = rel.alias.lower()
         inner = rel.this
+        if isinstance(inner, exp.Union):         # a datamap compensated with new files
+            sql, cols = compensated_union(inner, self.tables, self._datamap_read, self.select)
+            scope.aliases[alias] = cols
+            return f"({sql}) AS {q(alias)}"
         if not isinstance(inner, exp.Select):
             raise NotServable("a derived table that is not a SELECT")
         read = self._datamap_read(inner)
@@ -372,8 +380,9 @@ class _Translator(Expressions):
         if not isinstance(table, exp.Table) or not table.db:
             return None
         full = f"{table.db}.{table.name}".lower()
-        if full not in self.tables:
-            raise NotServable(f"table {full} is not a datamap table")
+        if full not in self.tables:     # the new files of a compensation, or refused
+            return base_read(sel, full, self.base_of, self.zone_problem if self.zone is None
+                             else None)
         for key, value in sel.args.items():
             if value not in (None, [], False) and key not in ("expressions", "from_", "where"):
                 raise NotServable("a datamap read with more than a segment filter")

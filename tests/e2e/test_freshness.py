@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support.e2e import Conn, Pair, ServeProc, state_table_dir
+from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.clients import RawHS2
 from tests.support.waiting import wait_until
 
@@ -75,13 +75,28 @@ def fresh(pair: Pair, sql: str, datamap: str, timeout: float = 90.0) -> None:
                what=f"{datamap} to be fresh", detail=lambda: pair.explain(sql))
 
 
-def compensated(pair: Pair, sql: str, datamap: str, table: str) -> str:
+def compensated(pair: Pair, sql: str, datamap: str, table: str,
+                served: str | None = None) -> str:
+    """EXPLAIN says `datamap` is compensated with new files of `table`; `served`: how its
+    `Served by:` line starts (the in-process path, or Spark with why)."""
     plan = pair.explain(sql)
     lines = plan.splitlines()
     assert f"Hit mv DataMap: {datamap}" in lines, plan
     assert any(l.startswith(f"Freshness: {datamap}: ") and f"compensated from default.{table}"
                in l for l in lines), plan
+    if served is not None:
+        assert any(l.startswith(served) for l in lines), plan
     return plan
+
+
+IN_PROCESS = "Served by: local engine (compensated with new base files)"
+
+
+def same_result(pair: Pair, sql: str) -> None:
+    """The proxy's answer has Spark's column names, types and rows."""
+    got, want = pair.dm.run(sql), pair.base.run(sql)
+    assert (got.columns, got.types, sort_rows(got.rows)) == \
+        (want.columns, want.types, sort_rows(want.rows)), sql
 
 
 def test_an_insert_straight_to_spark_is_compensated_at_once(env):
@@ -89,12 +104,96 @@ def test_an_insert_straight_to_spark_is_compensated_at_once(env):
     for q in (AGG, TOTAL, PROJ):
         pair.same(q)                            # the dm session has read s: listing cached
     spark.execute("INSERT INTO s VALUES ('a', 100, DATE'2024-03-01'), ('c', 6, NULL)")
-    plan = compensated(pair, AGG, "agg", "s")
+    plan = compensated(pair, AGG, "agg", "s", IN_PROCESS)
     assert "UNION ALL" in plan
     for q in (AGG, TOTAL, PROJ):
         pair.same(q)
     fresh(pair, AGG, "agg")
     pair.hit(AGG, "agg")
+
+
+# edge values in the new files: the extremes of int and date, NULL keys and values, an
+# empty string key, a group the datamap has never seen
+EDGES = ("('a', -2147483648, DATE'0001-01-01'), (NULL, NULL, NULL), "
+         "('new', 2147483647, DATE'9999-12-31'), ('', 0, NULL), ('b', NULL, DATE'2024-02-29')")
+SERVED_COMPENSATED = [AGG, TOTAL, PROJ,
+                      "SELECT k, max(d) AS m, count(*) AS c FROM s WHERE k IS NULL OR k >= 'b' "
+                      "GROUP BY k HAVING count(*) > 0 ORDER BY k DESC LIMIT 3"]
+
+
+def test_a_compensated_answer_is_computed_in_process(env):
+    """Right after a write straight to Spark: the datamap's segments plus the new file,
+    aggregated by the local engine, equal Spark on the base tables (names, types, rows);
+    the statement log says served=local with the compensation."""
+    pair, spark = env["pair"], env["spark"]
+    for i, sql in enumerate(SERVED_COMPENSATED):
+        datamap = "proj" if sql == PROJ else "agg"
+        fresh(pair, sql, datamap)
+        # one write per query: the background refresh ends the compensation soon after
+        spark.execute(f"INSERT INTO s VALUES {EDGES if i == 0 else EDGES.replace('new', f'n{i}')}")
+        compensated(pair, sql, datamap, "s", IN_PROCESS)
+        same_result(pair, sql)
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert any("compensated:" in line and "served=local" in line
+               for line in log.splitlines()), log[-3000:]
+
+
+WIDE = ("SELECT day, region, sum(b) AS sb, sum(x) AS sx, min(f) AS mf, max(x) AS mx, "
+        "count(ok) AS co, count(*) AS n FROM wide GROUP BY day, region")
+WIDE_QUERIES = [WIDE, "SELECT region, sum(x) AS sx, count(*) AS n FROM wide "
+                      "WHERE day >= DATE'2024-01-01' OR day IS NULL GROUP BY region",
+                "SELECT day, max(x) AS mx FROM wide WHERE region IS NULL GROUP BY day"]
+
+
+def test_new_partitions_are_compensated_in_process(env):
+    """Partition values read off the new files' directories (a date and a string, NULL as
+    __HIVE_DEFAULT_PARTITION__), typed as declared; decimals, doubles, bigints, booleans
+    with their edge values. Spark on the base tables answers the same."""
+    pair, spark = env["pair"], env["spark"]
+    run = pair.dm.run
+    run("CREATE TABLE wide (k STRING, b BIGINT, x DECIMAL(12,3), f DOUBLE, ok BOOLEAN, "
+        "day DATE, region STRING) USING parquet PARTITIONED BY (day, region)")
+    run("INSERT INTO wide VALUES ('a', 1, 1.5, 0.5, true, DATE'2024-01-01', 'eu'), "
+        "('b', -4, -0.001, -1.0, NULL, DATE'2023-12-31', 'us-west')")
+    run(f"CREATE DATAMAP wagg USING 'mv' AS {WIDE}")
+    for i, sql in enumerate(WIDE_QUERIES):
+        fresh(pair, sql, "wagg")
+        spark.execute(
+            "INSERT INTO wide VALUES "
+            f"('a', 9007199254740993, 999999999.999, -0.0, false, DATE'2024-01-01', 'eu'), "
+            f"('c', NULL, NULL, 1e308, NULL, NULL, NULL), "
+            f"('d', -{i + 1}, -999999999.999, -1e-308, true, DATE'2024-02-29', NULL), "
+            f"('e', 0, 0.000, NULL, false, NULL, 'r{i}')")
+        compensated(pair, sql, "wagg", "wide", IN_PROCESS)
+        same_result(pair, sql)
+
+
+CSV_AGG = ("SELECT k, sum(v) AS sv, sum(x) AS sx, max(f) AS mf, min(d) AS md, count(ok) AS co "
+           "FROM c GROUP BY k")
+
+
+def test_new_csv_files_are_compensated_in_process(env):
+    """A CSV table's new files, as Spark wrote them: read in-process where every field is
+    plain text both engines read alike; a field Spark writes quoted (an empty string, a
+    separator inside) makes the local run raise, and Spark answers."""
+    pair, spark = env["pair"], env["spark"]
+    run = pair.dm.run
+    run("CREATE TABLE c (k STRING, v INT, x DECIMAL(8,2), f DOUBLE, d DATE, ok BOOLEAN) "
+        "USING csv")
+    run("INSERT INTO c VALUES ('a', 1, 1.50, 0.5, DATE'2024-01-01', true)")
+    run(f"CREATE DATAMAP cagg USING 'mv' AS {CSV_AGG}")
+    fresh(pair, CSV_AGG, "cagg")
+    spark.execute("INSERT INTO c VALUES ('a', -2147483648, -999999.99, -1e-5, "
+                  "DATE'0001-01-01', false), (NULL, NULL, NULL, NULL, NULL, NULL), "
+                  "(' b ', 7, 0.01, 1e300, DATE'9999-12-31', true)")
+    compensated(pair, CSV_AGG, "cagg", "c", IN_PROCESS)
+    same_result(pair, CSV_AGG)
+    fresh(pair, CSV_AGG, "cagg")
+    spark.execute("INSERT INTO c VALUES ('', 1, 1, 1, NULL, NULL), ('x,y', 2, 2, 2, NULL, NULL)")
+    compensated(pair, CSV_AGG, "cagg", "c", IN_PROCESS)     # planned; the run raises
+    same_result(pair, CSV_AGG)
+    log = env["srv"].log_path.read_text(errors="replace")
+    assert "is not read here as Spark reads it" in log
 
 
 def test_files_copied_into_the_table_directory_count(env):
@@ -120,12 +219,17 @@ def test_each_kind_of_datamap_is_compensated(env, sql, datamap, table, insert):
     fresh(pair, sql, datamap)
     pair.same(sql)        # timeseries() is translated with rewriting off too
     spark.execute(insert)
-    compensated(pair, sql, datamap, table)
+    plan = compensated(pair, sql, datamap, table)
+    if table == "h":      # read through its SerDe: Spark answers, EXPLAIN says why
+        assert "Served by: spark (compensated with new base files; not served locally: new " \
+               "files of default.h: a Hive-format table (Spark reads it through its SerDe))" \
+               in plan.splitlines(), plan
     pair.same(sql)
 
 
 def test_an_overwrite_straight_to_spark_makes_the_base_tables_answer(env):
     pair, spark = env["pair"], env["spark"]
+    fresh(pair, AGG, "agg")     # the refresh after the last write is over
     spark.execute("INSERT OVERWRITE TABLE s VALUES ('a', 3, DATE'2024-05-05'), ('e', 8, NULL)")
     plan = pair.miss(AGG)
     assert any(l.startswith("Skipped agg: base table files changed (") for l in plan.splitlines()), plan
@@ -191,8 +295,8 @@ def test_partitions_added_and_dropped_straight_to_spark(env):
     pair, spark = env["pair"], env["spark"]
     pair.same(PART)
     spark.execute("INSERT INTO ps VALUES ('c', 30, 3), ('a', 5, 1)")    # a new partition too
-    compensated(pair, PART, "pagg", "ps")
-    pair.same(PART)
+    compensated(pair, PART, "pagg", "ps", IN_PROCESS)    # p read off the directories
+    same_result(pair, PART)
     fresh(pair, PART, "pagg")
     spark.execute("ALTER TABLE ps DROP PARTITION (p = 2)")
     plan = pair.miss(PART)
@@ -349,3 +453,7 @@ def test_concurrent_writes_never_give_a_stale_answer(env, seed):
     assert not got["stale"], (got["stale"][:5], got["done"])
     assert not got["wrong"], (got["wrong"][:5], got["done"])
     assert not got["torn"], (got["torn"][:5], got["done"])
+    # compensated answers were computed in-process too (none torn, none stale)
+    log = env["srv"].log_path.read_text(errors="replace").splitlines()
+    assert any(f"compensated:race_{seed}_agg" in line and "served=local" in line
+               for line in log)

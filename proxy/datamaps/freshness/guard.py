@@ -79,13 +79,23 @@ class Layout:
     local: bool
     cached: bool                      # CACHE TABLE'd in the pipeline session
     external: bool = False            # an external-format table's view (proxy/external)
+    # how its files are read (the serving tier reads the new files of a compensation)
+    format: str = ""                  # the provider: parquet, csv, hive, orc, ...
+    columns: tuple[tuple[str, str], ...] = ()     # (name, Spark type), partition columns last
+    partitions: tuple[str, ...] = ()              # partition columns, in order
+    options: tuple[tuple[str, str], ...] = ()     # storage properties (CSV: header, sep, ...)
 
     @classmethod
     def of(cls, raw: Mapping) -> "Layout":
         paths = [local_path(r) for r in raw.get("roots", ())]
         local = bool(paths) and all(p is not None for p in paths)
         return cls(bool(raw.get("hive")), tuple(p for p in paths if p) if local else (),
-                   local, bool(raw.get("cached")), bool(raw.get("external")))
+                   local, bool(raw.get("cached")), bool(raw.get("external")),
+                   str(raw.get("format") or ""),
+                   tuple((str(n), str(t)) for n, t in raw.get("columns", ())),
+                   tuple(map(str, raw.get("partition_columns", ()))),
+                   tuple(sorted((str(k), str(v)) for k, v in
+                                (raw.get("options") or {}).items())))
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,10 @@ class FreshnessGuard:
             self._layouts.pop(table, None)
             self._listings.pop(table, None)
             self._invisible.pop(table, None)
+
+    def layout(self, table: str) -> Layout | None:
+        """The table's layout as last loaded (None: not known yet); never loads it."""
+        return self._layouts.get(table)
 
     def files_now(self, table: str) -> frozenset[str] | None:
         """The table's files on disk now (None when its layout is not known): taken just

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
-from tests.proxy.datamaps.test_catalog import DEFN, _create
+from tests.support.catalog import DEFN, create_datamap as _create
 
 
 def _rows(c: Catalog) -> dict[str, tuple]:

@@ -17,7 +17,7 @@ from proxy.datamaps.service import DatamapService
 from rewriter import DatamapIndex
 from rewriter import compiled as compiled_mod
 from rewriter.compiled import CompiledForms
-from tests.proxy.datamaps.support import add_datamap, no_spark, schemas_of
+from tests.support.datamaps import add_datamap, no_spark, schemas_of
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"}}}
 Q = "SELECT country, sum(qty) FROM sales GROUP BY country"

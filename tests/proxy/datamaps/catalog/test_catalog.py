@@ -12,29 +12,13 @@ from proxy.datamaps.catalog.records import format_time
 from proxy.datamaps.catalog.store import Catalog, CatalogError
 from proxy.datamaps.ddl.show import (SHOW_DATAMAP_COLUMNS, SHOW_SEGMENTS_COLUMNS, show_datamaps,
                                      show_segments)
-from rewriter.api import DatamapDefinition, StoredColumn
-
-DEFN = DatamapDefinition(
-    name="agg", database="db1", table="db1.agg_table",
-    select_sql="SELECT country, sum(price) AS p FROM db1.sales GROUP BY country",
-    base_tables=("db1.sales",),
-    columns=(StoredColumn("country", "group", "db1.sales.country", "string"),
-             StoredColumn("p", "agg", "sum(db1.sales.price)", "decimal(20,2)", "sum")),
-    is_aggregate=True)
-
+from tests.support.catalog import DEFN, create_datamap as _create
 
 @pytest.fixture
 def catalog(catalog_location):
     c = Catalog(catalog_location)
     yield c
     c.close()
-
-
-def _create(c, name="agg", lazy=False, tables=("db1.sales",)):
-    return c.create_datamap("db1", name, provider="mv", select_sql=DEFN.select_sql,
-                            base_tables=tables, lazy=lazy,
-                            properties={"sort_columns": "country", "table_blocksize": "64"},
-                            definition=DEFN)
 
 
 def test_create_get_list_drop(catalog):
