@@ -20,6 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+import proxy.serving.unions as unions
+import proxy.serving.windows as windows
 from proxy.serving.expressions import Expressions, Scope
 from proxy.serving.subtotals import Grouping, grouping, has_subtotals
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
@@ -69,6 +71,8 @@ ALLOWED = {
                          "string <-> date/timestamp of 'yyyy-MM-dd[ HH:mm:ss[.ffffff]]' text",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date, "
                 "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' against a timestamp",
+    "windows": windows.ALLOWED,
+    "unions": unions.ALLOWED,
 }
 
 @dataclass(frozen=True)
@@ -89,8 +93,8 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
     """`zone`: the session time zone the datamaps were computed in and queries run in;
     timestamps are served only in a fixed UTC offset or a checked named zone
     (proxy/serving/timestamps.py)."""
-    if not isinstance(tree, exp.Select):
-        raise NotServable("not a single SELECT")
+    if not isinstance(tree, (exp.Select, exp.Union)):
+        raise NotServable("not a single SELECT or a union")
     for node in tree.find_all(exp.ApproxDistinct, exp.Anonymous):
         # Spark's HLL++ and DataSketches HLL have no DuckDB equivalent giving the same
         # numbers, and DuckDB cannot read Spark's sketch bytes (rewriter/distinct.py)
@@ -98,7 +102,7 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
             raise NotServable(f"{node.sql('spark').split('(')[0].lower()}: Spark's own "
                               "distinct-count sketches")
     t = _Translator(tables, files_of, zone)
-    sql, cols = t.select(tree)
+    sql, cols = t.select(tree) if isinstance(tree, exp.Select) else unions.union(t, tree)
     return Plan(sql, tuple(cols), tuple(t.reads))
 
 # Spark normalises grouping keys (NormalizeFloatingNumbers): -0.0 and 0.0 are one group
@@ -350,9 +354,12 @@ class _Translator(Expressions):
             raise NotServable("a relation other than a datamap read")
         alias = rel.alias.lower()
         inner = rel.this
-        if not isinstance(inner, exp.Select):
+        if isinstance(inner, exp.Union):       # unions.py
+            read = unions.relation(self, inner)
+        elif not isinstance(inner, exp.Select):
             raise NotServable("a derived table that is not a SELECT")
-        read = self._datamap_read(inner)
+        else:
+            read = self._datamap_read(inner)
         if read is not None:
             sql, cols = read
             names = list(cols)
