@@ -87,8 +87,16 @@ def _placed_in_outputs(e: exp.Window) -> None:
         raise NotServable("a window function outside the SELECT list")
 
 
+# DuckDB rejects a volatile PARTITION BY / ORDER BY key, and a key computed with a check
+# that raises (error(): a division, a named zone's local time) is one
+_VOLATILE = ("error(", "spark_tz_")
+
+
 def _key(tr, e: exp.Expression, scope) -> str:
     sql, t = tr.expr(e, scope)
+    if any(v in sql for v in _VOLATILE):
+        raise NotServable("a window key computed with a check that raises (a division, a "
+                          "named zone's local time): the local engine rejects it")
     return f"({sql} + 0.0)" if t == "double" else sql
 
 

@@ -62,7 +62,9 @@ WINDOW_CASES = [
     ("a double key: -0.0 and 0.0 one partition and peers, NaN the largest",
      "SELECT m.x AS x, m.k AS k, rank() OVER (ORDER BY m.x) AS r, count(*) OVER (PARTITION "
      "BY m.x) AS n, dense_rank() OVER (ORDER BY m.x DESC) AS dr, sum(m.i) OVER (ORDER BY "
-     "m.x RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS si FROM {m}", ROWS_),
+     "m.x RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS si, min(m.x) OVER "
+     "(PARTITION BY m.k) AS mn, max(m.x) OVER (PARTITION BY m.s) AS mx, lag(m.x) OVER "
+     f"(ORDER BY {TOTAL}) AS lx FROM {{m}}", ROWS_),
     ("windows over no rows",
      "SELECT m.k AS k, rank() OVER (ORDER BY m.i) AS r, sum(m.d) OVER () AS t FROM {m} "
      "WHERE m.i > 2147483647", ROWS_),
