@@ -1,6 +1,6 @@
 """Serving tier: query shapes beyond one plain GROUP BY -- subtotals (ROLLUP, CUBE, GROUPING
 SETS with grouping() / grouping_id(), proxy/serving/subtotals.py), window functions
-(windows.py) and unions (unions.py; their cases: window_union_cases.py) -- run by Spark
+(windows.py) and unions (unions.py; their cases: tests/support/window_union_cases.py) -- run by Spark
 and by the local engine from the SAME SQL text, compared on names, Spark types and rows.
 
 Edge values: NULL keys beside subtotal NULLs (grouping() tells them apart), -0.0 and 0.0
@@ -15,7 +15,7 @@ import sqlglot
 
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
-from tests.proxy.serving.window_union_cases import UNION_CASES, WINDOW_CASES
+from tests.support.window_union_cases import UNION_CASES, WINDOW_CASES
 from tests.support.serving import (  # noqa: F401 - fixtures
     engine, exact_bag, scale_problems, segmented_table, zero_sign_problems,
 )
