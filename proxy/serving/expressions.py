@@ -10,6 +10,7 @@ from sqlglot import exp
 
 import proxy.serving.dates as dates
 import proxy.serving.formats as formats
+import proxy.serving.windows as windows
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
     decimal_div_type, duck_type, fits_one_decimal, int_literal, is_num, lit, short,
@@ -335,6 +336,7 @@ DISPATCH: dict[type, Callable] = {
     exp.Between: _T._between, exp.Cast: _T._cast, exp.TryCast: _T._cast,
     exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg,
     exp.Case: _T._case, exp.Coalesce: _T._coalesce,
+    exp.Window: windows.window,     # window functions in a SELECT's outputs
     **dates.DISPATCH,       # date and timestamp functions, interval arithmetic
     **formats.DISPATCH,     # datetime patterns, string <-> date/timestamp
 }

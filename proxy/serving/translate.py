@@ -20,6 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+import proxy.serving.unions as unions
+import proxy.serving.windows as windows
 from proxy.serving.compensation import BaseOf, base_read, compensated_union
 from proxy.serving.expressions import Expressions, Scope
 from proxy.serving.subtotals import Grouping, grouping, has_subtotals
@@ -70,6 +72,8 @@ ALLOWED = {
                          "string <-> date/timestamp of 'yyyy-MM-dd[ HH:mm:ss[.ffffff]]' text",
     "literals": "integers, decimals, strings, booleans, 'YYYY-MM-DD' against a date, "
                 "'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' against a timestamp",
+    "windows": windows.ALLOWED,
+    "unions": unions.ALLOWED,
 }
 
 @dataclass(frozen=True)
@@ -91,8 +95,8 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
     timestamps are served only in a fixed UTC offset or a checked named zone
     (proxy/serving/timestamps.py). `base_of`: a base table's new files, for a datamap
     compensated with them (proxy/serving/compensation.py); None: not served."""
-    if not isinstance(tree, exp.Select):
-        raise NotServable("not a single SELECT")
+    if not isinstance(tree, (exp.Select, exp.Union)):
+        raise NotServable("not a single SELECT or a union")
     for node in tree.find_all(exp.ApproxDistinct, exp.Anonymous):
         # Spark's HLL++ and DataSketches HLL have no DuckDB equivalent giving the same
         # numbers, and DuckDB cannot read Spark's sketch bytes (rewriter/distinct.py)
@@ -100,7 +104,7 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
             raise NotServable(f"{node.sql('spark').split('(')[0].lower()}: Spark's own "
                               "distinct-count sketches")
     t = _Translator(tables, files_of, zone, base_of)
-    sql, cols = t.select(tree)
+    sql, cols = t.select(tree) if isinstance(tree, exp.Select) else unions.union(t, tree)
     return Plan(sql, tuple(cols), tuple(t.reads))
 
 # Spark normalises grouping keys (NormalizeFloatingNumbers): -0.0 and 0.0 are one group
@@ -354,13 +358,17 @@ class _Translator(Expressions):
             raise NotServable("a relation other than a datamap read")
         alias = rel.alias.lower()
         inner = rel.this
-        if isinstance(inner, exp.Union):         # a datamap compensated with new files
+        if isinstance(inner, exp.Union) and self._compensation(inner):
             sql, cols = compensated_union(inner, self.tables, self._datamap_read, self.select)
             scope.aliases[alias] = cols
+            scope.names[alias] = list(cols)
             return f"({sql}) AS {q(alias)}"
-        if not isinstance(inner, exp.Select):
+        if isinstance(inner, exp.Union):       # unions.py
+            read = unions.relation(self, inner)
+        elif not isinstance(inner, exp.Select):
             raise NotServable("a derived table that is not a SELECT")
-        read = self._datamap_read(inner)
+        else:
+            read = self._datamap_read(inner)
         if read is not None:
             sql, cols = read
             names = list(cols)
@@ -373,6 +381,17 @@ class _Translator(Expressions):
         scope.aliases[alias] = cols
         scope.names[alias] = names
         return f"({sql}) AS {q(alias)}"
+
+    def _compensation(self, union: exp.Union) -> bool:
+        """The guard's compensation: a datamap's segments UNION ALL its build SELECT over
+        a base table's new files (not a union of datamap reads)."""
+        def reads_datamap(sel) -> bool:
+            table = sel.args.get("from_").this if isinstance(sel, exp.Select) \
+                and sel.args.get("from_") else None
+            return isinstance(table, exp.Table) and bool(table.db) \
+                and f"{table.db}.{table.name}".lower() in self.tables
+        return reads_datamap(union.this) and isinstance(union.expression, exp.Select) \
+            and not reads_datamap(union.expression)
 
     def _datamap_read(self, sel: exp.Select):
         from_ = sel.args.get("from_")

@@ -4,7 +4,10 @@ segments (test_serving_equivalence.ParquetDatamaps: one row per group, or three 
 slices plus a hidden full copy that must never be read), answered by the in-process engine
 whenever the tier serves them, and compared with Spark answering the ORIGINAL query on the
 base tables: names, Spark types and rows (spark_tier's rules). Queries the tier refuses
-are fine; wrong rows never are.
+are fine; wrong rows never are. Now and then a query gets a window function over its
+groups (_with_window): ranks of count(*), running and partition totals, lag, ntile,
+percent_rank over the group keys (a total order: row_number, lag and ntile over ties are
+whichever order a sort leaves, in Spark too).
 
 Examples: 60 by default (the CI budget; each serving example costs a Spark query), the
 `deep` profile's count with HYPOTHESIS_PROFILE=deep.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import sqlglot
+from sqlglot import exp
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +29,38 @@ from tests.support.spark_tier import diff_rows, df_schema
 from tests.support.rewriter_queries import POOL, PROFILE, queries
 from tests.support.parquet_datamaps import VISIBLE, segment_files, parquet_datamaps
 from tests.support.serving import engine  # noqa: F401 - a fixture
+
+def _with_window(draw, sql: str) -> str:
+    """`sql` with one window output over its groups appended, or as it is (subtotals)."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    group = tree.args.get("group")
+    if group is not None and (any(group.args.get(k) for k in ("rollup", "cube",
+                                                               "grouping_sets"))
+                              or any(isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets))
+                                     for g in group.expressions)):
+        return sql
+    keys = [g.sql("spark") for g in group.expressions] if group is not None else []
+    aggs = [(e.this if isinstance(e, exp.Alias) else e).sql("spark") for e in tree.expressions
+            if e.find(exp.AggFunc) is not None]
+    by = ", ".join(keys)
+    choices = ["rank() OVER (ORDER BY count(*) DESC)", "count(*) OVER ()",
+               "percent_rank() OVER (ORDER BY count(*))", "cume_dist() OVER (ORDER BY count(*))",
+               f"sum({draw(st.sampled_from(aggs))}) OVER ()" if aggs else "count(*) OVER ()"]
+    if keys:
+        choices += [f"dense_rank() OVER (PARTITION BY {keys[0]} ORDER BY count(*))",
+                    f"row_number() OVER (ORDER BY {by})", f"ntile(3) OVER (ORDER BY {by})",
+                    f"sum(count(*)) OVER (ORDER BY {by})",
+                    f"sum(count(*)) OVER (PARTITION BY {keys[-1]} ORDER BY {by} ROWS "
+                    "BETWEEN 1 PRECEDING AND 1 FOLLOWING)"]
+        if aggs:
+            agg = draw(st.sampled_from(aggs))
+            choices += [f"lag({agg}, 1) OVER (ORDER BY {by})",
+                        f"max({agg}) OVER (PARTITION BY {keys[0]})"]
+    window = draw(st.sampled_from(choices))
+    event(f"window {window.split('(')[0]}")
+    cut = sql.index(" FROM ")       # the outer SELECT's: outputs hold no subquery
+    return f"{sql[:cut]}, {window} AS w{sql[cut:]}"
+
 
 EXAMPLES = 2000 if PROFILE == "deep" else 60
 SERVED: dict[str, int] = {"served": 0, "refused": 0, "not rewritten": 0}
@@ -51,6 +87,8 @@ def definitions(schemas):
 @given(data=st.data())
 def test_served_answers_equal_spark(data, spark, schemas, definitions, parquet_datamaps, engine):
     dm, sql = data.draw(queries(POOL), label="datamap, query")
+    if data.draw(st.integers(0, 3), label="window?") == 0:
+        sql = _with_window(data.draw, sql)
     defs = definitions[dm.name]
     assume(not isinstance(defs, Exception))
     full, seg = defs

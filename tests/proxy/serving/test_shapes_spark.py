@@ -1,6 +1,7 @@
 """Serving tier: query shapes beyond one plain GROUP BY -- subtotals (ROLLUP, CUBE, GROUPING
-SETS with grouping() / grouping_id(), proxy/serving/subtotals.py) -- run by Spark and by the
-local engine from the SAME SQL text, compared on names, Spark types and rows.
+SETS with grouping() / grouping_id(), proxy/serving/subtotals.py), window functions
+(windows.py) and unions (unions.py; their cases: tests/support/window_union_cases.py) -- run by Spark
+and by the local engine from the SAME SQL text, compared on names, Spark types and rows.
 
 Edge values: NULL keys beside subtotal NULLs (grouping() tells them apart), -0.0 and 0.0
 as one double key, a filter that leaves no input (Spark gives no grand total row), an
@@ -14,6 +15,7 @@ import sqlglot
 
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
+from tests.support.window_union_cases import UNION_CASES, WINDOW_CASES
 from tests.support.serving import (  # noqa: F401 - fixtures
     engine, exact_bag, scale_problems, segmented_table, zero_sign_problems,
 )
@@ -35,6 +37,8 @@ ROWS = [
     ("b", "p", 5, "3.00", "1.5", _N, "1"),
     ("b", "p", -7, "-3.00", "NaN", _N, "1"),
     ("c", "q", 2147483647, "99999999.99", "Infinity", _N, "1"),
+    ("b", "q", 5, "3.00", "0.0", _N, "1"),         # ties with ("b", "p", 5, "3.00")
+    ("c", _N, _N, _N, _N, _N, "1"),
     # never visible
     ("hidden", "h", 999, "999.00", "999.0", 1, "2"),
 ]
@@ -83,7 +87,7 @@ CASES = [
      "ORDER BY n DESC, k LIMIT 2", ORDERED),
     ("a grouping set listed twice", "SELECT m.k AS k, count(*) AS n FROM {m} "
      "GROUP BY GROUPING SETS ((m.k), (m.k))", REFUSED),
-]
+] + WINDOW_CASES + UNION_CASES
 
 
 @pytest.fixture(scope="module")

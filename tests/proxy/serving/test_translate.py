@@ -243,5 +243,5 @@ def test_an_unlisted_construct_is_named_once_with_why():
         _translate("SELECT initcap(m.country) AS u FROM $m")
     assert str(e.value) == "INITCAP(m.country) is outside what the local engine computes"
     with pytest.raises(NotServable) as e:
-        _translate("SELECT SUM(m.q) OVER () AS w FROM $m")
-    assert str(e.value) == "WINDOW (SUM(m.q) OVER ()) is outside what the local engine computes"
+        _translate("SELECT m.country AS c FROM $m WHERE m.i = ANY (SELECT 1)")
+    assert "is outside what the local engine computes" in str(e.value)

@@ -117,6 +117,13 @@ ZONED = [   # zone-dependent: run in every zone
     "m.ts - INTERVAL '1' YEAR AS p4, m.d + INTERVAL '3' HOUR AS p5, m.ts + INTERVAL '90' MINUTE AS p6, "
     "m.ts - INTERVAL '49' HOUR AS p7, m.ts + INTERVAL '2' DAYS AS p8 "
     "FROM {m} WHERE " + IN_YEARS,
+    # windows and unions over instants: ordered, partitioned and de-duplicated by instant,
+    # printed in local time; a literal row's local time read as java.time reads it
+    "SELECT m.k AS k, m.ts AS t, lag(m.ts, 1) OVER (ORDER BY m.ts, m.k) AS prev, "
+    "rank() OVER (PARTITION BY m.n ORDER BY m.ts DESC) AS r, "
+    "max(m.ts) OVER (PARTITION BY m.d) AS mx, count(*) OVER (ORDER BY m.ts) "
+    "AS c FROM {m} WHERE " + IN_YEARS + " UNION ALL SELECT -1, "
+    "CAST('2024-11-03 01:30:00' AS TIMESTAMP), NULL, 0, NULL, 0 ORDER BY t, k",
     # datetime patterns (proxy/serving/formats.py): printed in local time, parsed to instants
     "SELECT m.k AS k, date_format(m.ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS a E') AS f, "
     "CAST(m.ts AS STRING) AS s, date_format(m.d, 'yyyy-MM-dd HH:mm') AS fd, "
