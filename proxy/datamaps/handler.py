@@ -341,8 +341,6 @@ class DatamapSelectHandler:
             self.audit.offer(statement, ctx, result)
         if self.serving is None or not result.used:
             return rewrite
-        if checked and checked.compensated:
-            return dataclasses.replace(rewrite, not_served=COMPENSATED)
         return self._serve(result, rewrite, ctx)
 
     def _prune(self, ctx: StatementContext, statement: str,
@@ -444,8 +442,6 @@ class DatamapSelectHandler:
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)
-# why a datamap answer with new base files compensated is Spark's (EXPLAIN says the same)
-COMPENSATED = "compensated with new base files"
 
 
 def miss(why_not: tuple[tuple[str, str], ...] = (),

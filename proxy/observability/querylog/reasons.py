@@ -65,7 +65,8 @@ def reason_class(why_not, bypassed: bool = False) -> str:
 # the query log's not_served_class, the label of datamap_proxy_not_served_total.
 #
 #   switched_off  [serving] enabled = false, or the session set datamap.serving.enabled=false
-#   compensated   new base files were compensated: Spark computes the union
+#   compensated   new base files were compensated and the tier could not read them: Spark
+#                 computes the union
 #   construct     the query uses what the serving tier does not compute (its allow-list)
 #   size          a datamap read over [serving] max_datamap_bytes
 #   segments      a segment no longer visible, or not readable by path
