@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+import proxy.serving.relations as relations
 from proxy.serving.expressions import Expressions, Scope
 from proxy.serving.subtotals import Grouping, grouping, has_subtotals
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
@@ -156,6 +157,7 @@ class _Translator(Expressions):
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.zone, self.zone_problem = session_zone(zone)
         self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
+        self.ctes: list[dict] = []      # CTEs in force, innermost last (relations.py)
 
     def expr(self, e: exp.Expression, scope) -> tuple[str, str]:
         if isinstance(e, (exp.Grouping, exp.GroupingId)):
@@ -164,6 +166,8 @@ class _Translator(Expressions):
                 raise NotServable("grouping() / grouping_id() without ROLLUP, CUBE or "
                                   "GROUPING SETS (Spark rejects it)")
             return g.function(e, lambda a: self.expr(a, scope)[0])
+        if relations.is_subquery(e):
+            return relations.subquery(self, e, scope)
         return super().expr(e, scope)
 
     # ---------------------------------------------------------------- relations
@@ -174,15 +178,24 @@ class _Translator(Expressions):
             if value in (None, [], False):
                 continue
             if key not in ("expressions", "from_", "where", "group", "having", "order",
-                           "limit", "distinct"):
+                           "limit", "distinct", "joins", "with_"):
                 raise NotServable(f"{key.rstrip('_').upper()} clause")
         if sel.args.get("distinct") is not None and sel.args["distinct"].args.get("on"):
             raise NotServable("DISTINCT ON")
         from_ = sel.args.get("from_")
         if from_ is None:
             raise NotServable("no FROM")
-        scope = _Scope()
-        rel_sql = self.relation(from_.this, scope)
+        pushed = relations.with_ctes(self, sel)     # CTEs, joins: relations.py
+        try:
+            scope = _Scope()
+            rel_sql = self.relation(from_.this, scope)
+            joined = relations.joins(self, sel, scope)
+            return self._grouped(sel, scope, f"{rel_sql} {joined}".rstrip(), top)
+        finally:
+            if pushed:
+                self.ctes.pop()
+
+    def _grouped(self, sel: exp.Select, scope: _Scope, rel_sql: str, top: bool):
         group = sel.args.get("group")
         key_types: dict[str, str] = {}
 
@@ -346,6 +359,9 @@ class _Translator(Expressions):
         return f"{sql} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if nulls_first else 'LAST'}"
 
     def relation(self, rel: exp.Expression, scope: _Scope) -> str:
+        cte = relations.cte_reference(self, rel, scope) if isinstance(rel, exp.Table) else None
+        if cte is not None:
+            return cte
         if not isinstance(rel, exp.Subquery) or not rel.alias:
             raise NotServable("a relation other than a datamap read")
         alias = rel.alias.lower()
