@@ -186,6 +186,58 @@ def subquery(t, e: exp.Expression, scope) -> tuple[str, str]:
     return f"(SELECT {q(name)} FROM ({sql}) AS _scalar)", typ
 
 
+def expand_star(sel: exp.Select) -> exp.Select:
+    """`SELECT *` / `SELECT r.*` over derived tables and datamap reads -> their columns by
+    name, as Spark expands them (relations in FROM / JOIN order, each in its own order;
+    Power BI's `SELECT * FROM (...) AS OTBL`). `*` over a CTE or a table is refused."""
+    if not any(_is_star(e) for e in sel.expressions):
+        return sel
+    rels = [sel.args["from_"].this] + [j.this for j in sel.args.get("joins") or []]
+    out: list[exp.Expression] = []
+    for e in sel.expressions:
+        if not _is_star(e):
+            out.append(e)
+            continue
+        which = e.table.lower() if isinstance(e, exp.Column) else None
+        hit = False
+        for rel in rels:
+            if not (isinstance(rel, exp.Subquery) and rel.alias
+                    and isinstance(rel.this, exp.Select)):
+                raise NotServable("* over a relation other than a derived table")
+            if which is not None and rel.alias.lower() != which:
+                continue
+            hit = True
+            for name in _names(rel.this):
+                out.append(exp.alias_(exp.column(name, table=rel.alias, quoted=True), name,
+                                      quoted=True))
+        if not hit:
+            raise NotServable(f"{which}.* of a relation not in the query")
+    sel = sel.copy()
+    sel.set("expressions", out)
+    return sel
+
+
+def _is_star(e: exp.Expression) -> bool:
+    star = e if isinstance(e, exp.Star) else (
+        e.this if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) else None)
+    if star is not None and any(v for v in star.args.values()):
+        raise NotServable("* with EXCEPT / REPLACE")
+    return star is not None
+
+
+def _names(sel: exp.Select) -> list[str]:
+    """The output names of a derived table's SELECT, as Spark names them."""
+    names = []
+    for e in expand_star(sel).expressions:
+        if isinstance(e, exp.Alias):
+            names.append(e.alias)
+        elif isinstance(e, exp.Column):
+            names.append(e.name)
+        else:
+            raise NotServable("* over an output without a name")
+    return names
+
+
 def _named(sel: exp.Expression) -> exp.Expression:
     """A subquery's outputs need no names (`EXISTS (SELECT 1 ...)`, `(SELECT max(x) ...)`):
     each unnamed one gets one of its own, never read by name outside."""

@@ -185,7 +185,8 @@ class _Translator(Expressions):
         from_ = sel.args.get("from_")
         if from_ is None:
             raise NotServable("no FROM")
-        pushed = relations.with_ctes(self, sel)     # CTEs, joins: relations.py
+        sel = relations.expand_star(sel)            # CTEs, joins, *: relations.py
+        pushed = relations.with_ctes(self, sel)
         try:
             scope = _Scope()
             rel_sql = self.relation(from_.this, scope)

@@ -89,7 +89,12 @@ CASES = [
     ("Power BI top-N inside its OTBL wrapper",
      f"SELECT * FROM (SELECT a.k AS k, sum(a.v) AS a0 FROM {A} INNER JOIN (SELECT a.k AS k, "
      f"sum(a.v) AS a0 FROM {A} GROUP BY a.k ORDER BY a0 DESC LIMIT 2) AS TOPN "
-     "ON a.k = TOPN.k GROUP BY a.k) AS OTBL WHERE NOT OTBL.a0 IS NULL LIMIT 1000001", REFUSED),
+     "ON a.k = TOPN.k GROUP BY a.k) AS OTBL WHERE NOT OTBL.a0 IS NULL LIMIT 1000001", ROWS_),
+    ("* and r.* over a join keep each side's names and order (a name twice)",
+     f"SELECT *, b.* FROM (SELECT a.k AS K, a.v AS `Sum v` FROM {A}) AS x JOIN {B} "
+     "ON x.K = b.k", ROWS_),
+    ("* over a CTE (not proven)", f"WITH c AS (SELECT a.k AS k FROM {A}) SELECT * FROM c",
+     REFUSED),
     ("Power BI top-N, the outer SELECT named", f"SELECT OTBL.k AS k, OTBL.a0 AS a0 FROM "
      f"(SELECT a.k AS k, sum(a.v) AS a0 FROM {A} INNER JOIN (SELECT a.k AS k, sum(a.v) AS a0 "
      f"FROM {A} GROUP BY a.k ORDER BY a0 DESC LIMIT 2) AS TOPN ON a.k = TOPN.k GROUP BY a.k) "
