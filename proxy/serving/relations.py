@@ -93,13 +93,31 @@ def cte_reference(t, rel: exp.Table, scope) -> str | None:
     name = rel.name.lower()
     for ctes in reversed(t.ctes):
         if name in ctes:
-            sql, cols = ctes[name]
+            sql, cols = ctes[name].translated(t)
             alias = (rel.alias or name).lower()
             if isinstance(rel.args.get("alias"), exp.TableAlias) and rel.args["alias"].columns:
                 raise NotServable("a relation alias with a column list")
             scope.aliases[alias] = cols
             return f"({sql}) AS {q(alias)}"
     return None
+
+
+class _Cte:
+    """A CTE, translated when first read (Spark drops one that is never read: its reads
+    are not made), with the CTEs in force where it is defined."""
+
+    def __init__(self, node: exp.Expression, visible: list[dict]):
+        self.node, self.visible = node, visible
+        self.done: tuple[str, dict[str, str]] | None = None
+
+    def translated(self, t) -> tuple[str, dict[str, str]]:
+        if self.done is None:
+            saved, t.ctes = t.ctes, self.visible
+            try:
+                self.done = body(t, self.node)
+            finally:
+                t.ctes = saved
+        return self.done
 
 
 def with_ctes(t, sel: exp.Select) -> bool:
@@ -110,20 +128,17 @@ def with_ctes(t, sel: exp.Select) -> bool:
         return False
     if w.args.get("recursive"):
         raise NotServable("WITH RECURSIVE")
-    level: dict[str, tuple[str, dict[str, str]]] = {}
+    level: dict[str, _Cte] = {}
+    for cte in w.expressions:
+        alias = cte.args.get("alias")
+        if alias is not None and alias.columns:
+            raise NotServable("a CTE with a column list")
+        name = cte.alias.lower()
+        if name in level:
+            raise NotServable(f"CTE {name} defined twice")
+        # a CTE reads the CTEs in force and the earlier ones of its WITH
+        level[name] = _Cte(cte.this, list(t.ctes) + [dict(level)])
     t.ctes.append(level)
-    try:
-        for cte in w.expressions:
-            alias = cte.args.get("alias")
-            if alias is not None and alias.columns:
-                raise NotServable("a CTE with a column list")
-            name = cte.alias.lower()
-            if name in level:
-                raise NotServable(f"CTE {name} defined twice")
-            level[name] = body(t, cte.this)      # later CTEs may read earlier ones
-    except BaseException:
-        t.ctes.pop()
-        raise
     return True
 
 

@@ -33,7 +33,8 @@ from rewriter.api import SEGMENT_COLUMN
 
 # Column and result types the tier reads and returns. Everything else -> Spark.
 ALLOWED = {
-    "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
+    "shapes": "a SELECT (DISTINCT) over datamap reads and derived tables (* expanded); joins, "
+              "CTEs, IN (SELECT) / EXISTS / one-row scalar subqueries (relations.py); "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
               "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
               "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
