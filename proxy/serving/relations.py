@@ -109,12 +109,14 @@ class _Cte:
     def __init__(self, node: exp.Expression, visible: list[dict]):
         self.node, self.visible = node, visible
         self.done: tuple[str, dict[str, str]] | None = None
+        self.names: list[str] = []      # its output names, as Spark spells them
 
     def translated(self, t) -> tuple[str, dict[str, str]]:
         if self.done is None:
             saved, t.ctes = t.ctes, self.visible
             try:
-                self.done = body(t, self.node)
+                sql, cols, self.names = _body(t, self.node)
+                self.done = sql, cols
             finally:
                 t.ctes = saved
         return self.done
@@ -145,16 +147,20 @@ def with_ctes(t, sel: exp.Select) -> bool:
 def body(t, inner: exp.Expression) -> tuple[str, dict[str, str]]:
     """A derived table's, CTE's or subquery's SELECT -> (DuckDB SQL, {column: Spark type});
     its timestamps stay instants (only the outermost SELECT prints local times)."""
+    return _body(t, inner)[:2]
+
+
+def _body(t, inner: exp.Expression) -> tuple[str, dict[str, str], list[str]]:
     if not isinstance(inner, exp.Select):
         raise NotServable("a derived table that is not a SELECT")
     read = t._datamap_read(inner)
     if read is not None:
-        return read
+        return read[0], read[1], list(read[1])
     sql, out = t.select(inner, top=False)
     cols = {n.lower(): typ for n, typ in out}
     if len(cols) != len(out):
         raise NotServable("a derived table with two columns of one name")
-    return sql, cols
+    return sql, cols, [n for n, _ in out]
 
 
 def _one_column(t, e: exp.Expression, what: str) -> tuple[str, str, str]:
@@ -201,10 +207,11 @@ def subquery(t, e: exp.Expression, scope) -> tuple[str, str]:
     return f"(SELECT {q(name)} FROM ({sql}) AS _scalar)", typ
 
 
-def expand_star(sel: exp.Select) -> exp.Select:
-    """`SELECT *` / `SELECT r.*` over derived tables and datamap reads -> their columns by
-    name, as Spark expands them (relations in FROM / JOIN order, each in its own order;
-    Power BI's `SELECT * FROM (...) AS OTBL`). `*` over a CTE or a table is refused."""
+def expand_star(t, sel: exp.Select) -> exp.Select:
+    """`SELECT *` / `SELECT r.*` over derived tables, CTEs and datamap reads -> their
+    columns by name, as Spark expands them (relations in FROM / JOIN order, each in its own
+    order; Power BI's `SELECT * FROM (...) AS OTBL`, dbt's `SELECT * FROM final`). `*` over
+    a table is refused."""
     if not any(_is_star(e) for e in sel.expressions):
         return sel
     rels = [sel.args["from_"].this] + [j.this for j in sel.args.get("joins") or []]
@@ -216,14 +223,12 @@ def expand_star(sel: exp.Select) -> exp.Select:
         which = e.table.lower() if isinstance(e, exp.Column) else None
         hit = False
         for rel in rels:
-            if not (isinstance(rel, exp.Subquery) and rel.alias
-                    and isinstance(rel.this, exp.Select)):
-                raise NotServable("* over a relation other than a derived table")
-            if which is not None and rel.alias.lower() != which:
+            alias, names = _star_names(t, rel)
+            if which is not None and alias.lower() != which:
                 continue
             hit = True
-            for name in _names(rel.this):
-                out.append(exp.alias_(exp.column(name, table=rel.alias, quoted=True), name,
+            for name in names:
+                out.append(exp.alias_(exp.column(name, table=alias, quoted=True), name,
                                       quoted=True))
         if not hit:
             raise NotServable(f"{which}.* of a relation not in the query")
@@ -240,10 +245,25 @@ def _is_star(e: exp.Expression) -> bool:
     return star is not None
 
 
-def _names(sel: exp.Select) -> list[str]:
+def _star_names(t, rel: exp.Expression) -> tuple[str, list[str]]:
+    """(alias, output names) of a relation `*` reads."""
+    if isinstance(rel, exp.Subquery) and rel.alias and isinstance(rel.this, exp.Select):
+        if rel.this.args.get("with_"):      # its stars would read its own CTEs
+            raise NotServable("* over a derived table with a WITH of its own")
+        return rel.alias, _names(t, rel.this)
+    if isinstance(rel, exp.Table) and not rel.db and not rel.catalog:
+        for ctes in reversed(t.ctes):
+            if rel.name.lower() in ctes:
+                cte = ctes[rel.name.lower()]
+                cte.translated(t)
+                return rel.alias or rel.name, cte.names
+    raise NotServable("* over a relation other than a derived table or a CTE")
+
+
+def _names(t, sel: exp.Select) -> list[str]:
     """The output names of a derived table's SELECT, as Spark names them."""
     names = []
-    for e in expand_star(sel).expressions:
+    for e in expand_star(t, sel).expressions:
         if isinstance(e, exp.Alias):
             names.append(e.alias)
         elif isinstance(e, exp.Column):

@@ -186,9 +186,9 @@ class _Translator(Expressions):
         from_ = sel.args.get("from_")
         if from_ is None:
             raise NotServable("no FROM")
-        sel = relations.expand_star(sel)            # CTEs, joins, *: relations.py
-        pushed = relations.with_ctes(self, sel)
+        pushed = relations.with_ctes(self, sel)     # CTEs, joins, *: relations.py
         try:
+            sel = relations.expand_star(self, sel)
             scope = _Scope()
             rel_sql = self.relation(from_.this, scope)
             joined = relations.joins(self, sel, scope)

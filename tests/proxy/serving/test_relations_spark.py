@@ -93,8 +93,10 @@ CASES = [
     ("* and r.* over a join keep each side's names and order (a name twice)",
      f"SELECT *, b.* FROM (SELECT a.k AS K, a.v AS `Sum v` FROM {A}) AS x JOIN {B} "
      "ON x.K = b.k", ROWS_),
-    ("* over a CTE (not proven)", f"WITH c AS (SELECT a.k AS k FROM {A}) SELECT * FROM c",
-     REFUSED),
+    ("* over CTEs (a never-read one reads a table that is no datamap)",
+     f"WITH unread AS (SELECT * FROM relA.t), c AS (SELECT a.k AS K, sum(a.v) AS `S v` "
+     f"FROM {A} GROUP BY a.k) SELECT c.*, * FROM c JOIN {B} ON c.K = b.k", ROWS_),
+    ("* over a table", "SELECT * FROM relA.t", REFUSED),
     ("Power BI top-N, the outer SELECT named", f"SELECT OTBL.k AS k, OTBL.a0 AS a0 FROM "
      f"(SELECT a.k AS k, sum(a.v) AS a0 FROM {A} INNER JOIN (SELECT a.k AS k, sum(a.v) AS a0 "
      f"FROM {A} GROUP BY a.k ORDER BY a0 DESC LIMIT 2) AS TOPN ON a.k = TOPN.k GROUP BY a.k) "
