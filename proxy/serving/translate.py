@@ -113,17 +113,6 @@ _DOUBLE_KEY = ("an expression over a double GROUP BY or DISTINCT key (Spark comp
 class _Scope(Scope):
     def __init__(self):
         self.aliases: dict[str, dict[str, str]] = {}   # alias -> column -> type
-        self.names: dict[str, list[str]] = {}         # alias -> its columns as named, in order
-
-    def star(self, star: exp.Expression) -> list[exp.Column]:
-        """`*` or `alias.*` over one relation: its columns, in order, as Spark names them."""
-        table = star.table.lower() if isinstance(star, exp.Column) and star.table else None
-        if table is None and len(self.aliases) != 1:
-            raise NotServable("* over other than one relation")
-        alias = table or next(iter(self.aliases))
-        if alias not in self.names:
-            raise NotServable(f"{alias}.* of a relation not in the query")
-        return [exp.column(n, table=alias, quoted=True) for n in self.names[alias]]
 
     def column(self, col: exp.Column) -> tuple[str, str]:
         name = col.name.lower()
@@ -310,9 +299,7 @@ class _Translator(Expressions):
         """Each output's (sql, Spark type, name, expression) — a timestamp's sql is its
         instant —, the (name, type) columns, and whether any output aggregates."""
         outputs, out_cols, aggregate = [], [], False
-        for e in [c for e in sel.expressions for c in (
-                scope.star(e) if isinstance(e, exp.Star) or (
-                    isinstance(e, exp.Column) and isinstance(e.this, exp.Star)) else [e])]:
+        for e in sel.expressions:         # `*` is expanded already (relations.expand_star)
             if isinstance(e, exp.Alias):
                 name, inner = e.alias, e.this
             elif isinstance(e, exp.Column) and not isinstance(e.this, exp.Star):
@@ -373,15 +360,12 @@ class _Translator(Expressions):
         read = self._datamap_read(inner)
         if read is not None:
             sql, cols = read
-            names = list(cols)
         else:                          # a derived table over a datamap read
             sql, out = self.select(inner, top=False)
             cols = {n.lower(): t for n, t in out}
-            names = [n for n, _ in out]
             if len(cols) != len(out):
                 raise NotServable("a derived table with two columns of one name")
         scope.aliases[alias] = cols
-        scope.names[alias] = names
         return f"({sql}) AS {q(alias)}"
 
     def _datamap_read(self, sel: exp.Select):
