@@ -111,7 +111,7 @@ def test_serving_translation_is_pure():
     its allow-list can be tested without either engine."""
     banned = {"proxy", "duckdb", "asyncio", "socket", "sqlite3", "pyspark", "pipeline", "os"}
     pure = ("translate", "expressions", "sqltypes", "timestamps", "dates", "values", "formats",
-            "patterns", "subtotals", "compensation", "windows", "unions")
+            "patterns", "subtotals", "compensation", "windows", "unions", "relations")
     for module in pure:
         path = ROOT / "proxy" / "serving" / f"{module}.py"
         assert [f"{module}:{line} imports {name}" for line, name in _imports(path)

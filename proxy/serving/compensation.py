@@ -247,6 +247,18 @@ def partition_literal(raw: str, typ: str, col: str) -> str:
                       "not proven here)")
 
 
+def is_compensation(union: exp.Union, tables) -> bool:
+    """The guard's compensation: a datamap's segments UNION ALL its build SELECT over a base
+    table's new files (not a union of datamap reads). `tables`: the datamap tables."""
+    def reads_datamap(sel) -> bool:
+        table = sel.args.get("from_").this if isinstance(sel, exp.Select) \
+            and sel.args.get("from_") else None
+        return isinstance(table, exp.Table) and bool(table.db) \
+            and f"{table.db}.{table.name}".lower() in tables
+    return reads_datamap(union.this) and isinstance(union.expression, exp.Select) \
+        and not reads_datamap(union.expression)
+
+
 def compensated_union(union: exp.Expression, tables, datamap_read, select
                       ) -> tuple[str, dict[str, str]]:
     """The datamap's segments UNION ALL its build SELECT over the new files -> (DuckDB SQL,

@@ -157,3 +157,13 @@ def date_literal(e: exp.Expression) -> str:
 def short(e: exp.Expression) -> str:
     text = e.sql("spark")
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def limit_sql(limit: exp.Limit) -> str:
+    n = limit.expression
+    if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()) \
+            or limit.args.get("offset"):
+        raise NotServable("LIMIT other than a whole number")
+    if int(n.this) > INT_MAX:
+        raise NotServable("LIMIT over the int range (Spark raises)")
+    return f"LIMIT {int(n.this)}"

@@ -20,13 +20,14 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+import proxy.serving.relations as relations
 import proxy.serving.unions as unions
 import proxy.serving.windows as windows
-from proxy.serving.compensation import BaseOf, base_read, compensated_union
+from proxy.serving.compensation import BaseOf, base_read, compensated_union, is_compensation
 from proxy.serving.expressions import Expressions, Scope
 from proxy.serving.subtotals import Grouping, grouping, has_subtotals
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
-    INT_MAX, TYPES, UNSERVED, NotServable, decimal_div_type, duck_type, lit, q, spark_type,
+    TYPES, UNSERVED, NotServable, decimal_div_type, duck_type, limit_sql, lit, q, spark_type,
 )
 
 __all__ = ["ALLOWED", "NotServable", "Plan", "decimal_div_type", "duck_type", "translate"]
@@ -35,7 +36,8 @@ from rewriter.api import SEGMENT_COLUMN
 
 # Column and result types the tier reads and returns. Everything else -> Spark.
 ALLOWED = {
-    "shapes": "one SELECT (DISTINCT) over one datamap read or a derived table of one; "
+    "shapes": "a SELECT (DISTINCT) over datamap reads and derived tables (* expanded); joins, "
+              "CTEs, IN (SELECT) / EXISTS / one-row scalar subqueries (relations.py); "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
               "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
               "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
@@ -117,17 +119,6 @@ _DOUBLE_KEY = ("an expression over a double GROUP BY or DISTINCT key (Spark comp
 class _Scope(Scope):
     def __init__(self):
         self.aliases: dict[str, dict[str, str]] = {}   # alias -> column -> type
-        self.names: dict[str, list[str]] = {}         # alias -> its columns as named, in order
-
-    def star(self, star: exp.Expression) -> list[exp.Column]:
-        """`*` or `alias.*` over one relation: its columns, in order, as Spark names them."""
-        table = star.table.lower() if isinstance(star, exp.Column) and star.table else None
-        if table is None and len(self.aliases) != 1:
-            raise NotServable("* over other than one relation")
-        alias = table or next(iter(self.aliases))
-        if alias not in self.names:
-            raise NotServable(f"{alias}.* of a relation not in the query")
-        return [exp.column(n, table=alias, quoted=True) for n in self.names[alias]]
 
     def column(self, col: exp.Column) -> tuple[str, str]:
         name = col.name.lower()
@@ -145,16 +136,6 @@ class _Scope(Scope):
         return f"{q(alias)}.{q(name)}", cols[name]
 
 
-def _limit(limit: exp.Limit) -> str:
-    n = limit.expression
-    if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()) \
-            or limit.args.get("offset"):
-        raise NotServable("LIMIT other than a whole number")
-    if int(n.this) > INT_MAX:
-        raise NotServable("LIMIT over the int range (Spark raises)")
-    return f"LIMIT {int(n.this)}"
-
-
 class _Translator(Expressions):
     def __init__(self, tables: TableColumns, files_of: FilesOf, zone: str | None = None,
                  base_of: BaseOf | None = None):
@@ -164,6 +145,7 @@ class _Translator(Expressions):
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.zone, self.zone_problem = session_zone(zone)
         self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
+        self.ctes: list[dict] = []      # CTEs in force, innermost last (relations.py)
 
     def expr(self, e: exp.Expression, scope) -> tuple[str, str]:
         if isinstance(e, (exp.Grouping, exp.GroupingId)):
@@ -172,6 +154,8 @@ class _Translator(Expressions):
                 raise NotServable("grouping() / grouping_id() without ROLLUP, CUBE or "
                                   "GROUPING SETS (Spark rejects it)")
             return g.function(e, lambda a: self.expr(a, scope)[0])
+        if relations.is_subquery(e):
+            return relations.subquery(self, e, scope)
         return super().expr(e, scope)
 
     # ---------------------------------------------------------------- relations
@@ -182,15 +166,25 @@ class _Translator(Expressions):
             if value in (None, [], False):
                 continue
             if key not in ("expressions", "from_", "where", "group", "having", "order",
-                           "limit", "distinct"):
+                           "limit", "distinct", "joins", "with_"):
                 raise NotServable(f"{key.rstrip('_').upper()} clause")
         if sel.args.get("distinct") is not None and sel.args["distinct"].args.get("on"):
             raise NotServable("DISTINCT ON")
         from_ = sel.args.get("from_")
         if from_ is None:
             raise NotServable("no FROM")
-        scope = _Scope()
-        rel_sql = self.relation(from_.this, scope)
+        pushed = relations.with_ctes(self, sel)     # CTEs, joins, *: relations.py
+        try:
+            sel = relations.expand_star(self, sel)
+            scope = _Scope()
+            rel_sql = self.relation(from_.this, scope)
+            joined = relations.joins(self, sel, scope)
+            return self._grouped(sel, scope, f"{rel_sql} {joined}".rstrip(), top)
+        finally:
+            if pushed:
+                self.ctes.pop()
+
+    def _grouped(self, sel: exp.Select, scope: _Scope, rel_sql: str, top: bool):
         group = sel.args.get("group")
         key_types: dict[str, str] = {}
 
@@ -277,7 +271,7 @@ class _Translator(Expressions):
                 for o in order.expressions))
         limit = sel.args.get("limit")
         if limit is not None:
-            parts.append(_limit(limit))
+            parts.append(limit_sql(limit))
         return " ".join(parts), out_cols
 
     def _group_keys(self, group: exp.Group, scope: _Scope, outputs, by_instant: bool,
@@ -303,9 +297,7 @@ class _Translator(Expressions):
         """Each output's (sql, Spark type, name, expression) — a timestamp's sql is its
         instant —, the (name, type) columns, and whether any output aggregates."""
         outputs, out_cols, aggregate = [], [], False
-        for e in [c for e in sel.expressions for c in (
-                scope.star(e) if isinstance(e, exp.Star) or (
-                    isinstance(e, exp.Column) and isinstance(e.this, exp.Star)) else [e])]:
+        for e in sel.expressions:         # `*` is expanded already (relations.expand_star)
             if isinstance(e, exp.Alias):
                 name, inner = e.alias, e.this
             elif isinstance(e, exp.Column) and not isinstance(e.this, exp.Star):
@@ -354,14 +346,16 @@ class _Translator(Expressions):
         return f"{sql} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if nulls_first else 'LAST'}"
 
     def relation(self, rel: exp.Expression, scope: _Scope) -> str:
+        cte = relations.cte_reference(self, rel, scope) if isinstance(rel, exp.Table) else None
+        if cte is not None:
+            return cte
         if not isinstance(rel, exp.Subquery) or not rel.alias:
             raise NotServable("a relation other than a datamap read")
         alias = rel.alias.lower()
         inner = rel.this
-        if isinstance(inner, exp.Union) and self._compensation(inner):
+        if isinstance(inner, exp.Union) and is_compensation(inner, self.tables):
             sql, cols = compensated_union(inner, self.tables, self._datamap_read, self.select)
             scope.aliases[alias] = cols
-            scope.names[alias] = list(cols)
             return f"({sql}) AS {q(alias)}"
         if isinstance(inner, exp.Union):       # unions.py
             read = unions.relation(self, inner)
@@ -371,27 +365,13 @@ class _Translator(Expressions):
             read = self._datamap_read(inner)
         if read is not None:
             sql, cols = read
-            names = list(cols)
         else:                          # a derived table over a datamap read
             sql, out = self.select(inner, top=False)
             cols = {n.lower(): t for n, t in out}
-            names = [n for n, _ in out]
             if len(cols) != len(out):
                 raise NotServable("a derived table with two columns of one name")
         scope.aliases[alias] = cols
-        scope.names[alias] = names
         return f"({sql}) AS {q(alias)}"
-
-    def _compensation(self, union: exp.Union) -> bool:
-        """The guard's compensation: a datamap's segments UNION ALL its build SELECT over
-        a base table's new files (not a union of datamap reads)."""
-        def reads_datamap(sel) -> bool:
-            table = sel.args.get("from_").this if isinstance(sel, exp.Select) \
-                and sel.args.get("from_") else None
-            return isinstance(table, exp.Table) and bool(table.db) \
-                and f"{table.db}.{table.name}".lower() in self.tables
-        return reads_datamap(union.this) and isinstance(union.expression, exp.Select) \
-            and not reads_datamap(union.expression)
 
     def _datamap_read(self, sel: exp.Select):
         from_ = sel.args.get("from_")
