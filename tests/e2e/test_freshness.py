@@ -239,21 +239,26 @@ def test_an_overwrite_straight_to_spark_makes_the_base_tables_answer(env):
     pair.hit(AGG, "agg")
 
 
+def _operation_log(port: int, sql: str) -> list[str]:
+    """The operation log PyHive's fetch_logs returns for `sql` run to its end."""
+    from tests.support.clients import pyhive_connect
+    conn = pyhive_connect("127.0.0.1", port)
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        cur.fetchall()
+        return cur.fetch_logs()
+    finally:
+        conn.close()
+
+
 def test_the_operation_log_says_the_base_tables_answer_while_a_datamap_refreshes(env):
     """EXPLAIN a moment earlier named the datamap; the run's own operation log says what
     happened instead (what beeline prints and PyHive's fetch_logs returns)."""
-    from tests.support.clients import pyhive_connect
     pair, spark = env["pair"], env["spark"]
     fresh(pair, TOTAL, "agg")
     spark.execute("INSERT OVERWRITE TABLE s VALUES ('a', 4, DATE'2024-06-06'), ('g', 9, NULL)")
-    conn = pyhive_connect("127.0.0.1", env["srv"].port)
-    try:
-        cur = conn.cursor()
-        cur.execute(TOTAL)
-        cur.fetchall()
-        logs = cur.fetch_logs()
-    finally:
-        conn.close()
+    logs = _operation_log(env["srv"].port, TOTAL)
     assert any(line.startswith("answered from the base tables (")
                and "datamap agg refreshing" in line for line in logs), logs
     pair.same(TOTAL)
@@ -261,21 +266,13 @@ def test_the_operation_log_says_the_base_tables_answer_while_a_datamap_refreshes
 
 
 def test_the_operation_log_names_the_compensated_files(env):
-    from tests.support.clients import pyhive_connect
     pair, spark = env["pair"], env["spark"]
     fresh(pair, TOTAL, "agg")
     spark.execute("INSERT INTO s VALUES ('f', 1, NULL)")
-    conn = pyhive_connect("127.0.0.1", env["srv"].port)
-    try:
-        cur = conn.cursor()
-        cur.execute(TOTAL)
-        cur.fetchall()
-        logs = cur.fetch_logs()
-        assert any(line.startswith("answered from datamap agg (segments ")
-                   and line.endswith("; 1 new file compensated from default.s")
-                   for line in logs), logs
-    finally:
-        conn.close()
+    logs = _operation_log(env["srv"].port, TOTAL)
+    assert any(line.startswith("answered from datamap agg (segments ")
+               and line.endswith("; 1 new file compensated from default.s")
+               for line in logs), logs
     log = env["srv"].log_path.read_text(errors="replace")
     assert "compensated:agg" in log
 

@@ -57,6 +57,22 @@ def _restart(catalog, monkeypatch) -> DatamapService:
     return DatamapService(catalog, no_spark, schemas_provider=schemas_of(SCHEMAS))
 
 
+def _hold_warm_up(provider, monkeypatch) -> threading.Lock:
+    """A held lock the warm-up thread waits on at its next turn (release it to go on)."""
+    gate = threading.Lock()
+    gate.acquire()
+    refresh = provider._refresh
+
+    def held(limit, compiles=0, rebuild=True):
+        if threading.current_thread().name == "datamap-index-warm":
+            with gate:
+                pass
+        return refresh(limit, compiles, rebuild)
+
+    monkeypatch.setattr(provider, "_refresh", held)
+    return gate
+
+
 def test_after_a_restart_queries_go_to_spark_until_their_datamaps_are_compiled(
         catalog, monkeypatch):
     release = threading.Event()
@@ -99,17 +115,7 @@ def test_a_change_of_more_datamaps_than_a_statement_makes_leaves_the_rest_out(
         assert provider.warmed(timeout=60)
         before = svc.index()
         assert len(before.candidates) == COUNT
-        gate = threading.Lock()
-        gate.acquire()                         # holds the warm-up thread's first turn
-        refresh = provider._refresh
-
-        def held(limit, compiles=0, rebuild=True):
-            if threading.current_thread().name == "datamap-index-warm":
-                with gate:
-                    pass
-            return refresh(limit, compiles, rebuild)
-
-        monkeypatch.setattr(provider, "_refresh", held)
+        gate = _hold_warm_up(provider, monkeypatch)
         new = {}
         for i in range(COUNT):
             sid = catalog.begin_segment("db1", f"dm{i}", {"db1.sales": ["0"]})
@@ -147,17 +153,7 @@ def test_a_large_catalog_rebuilds_over_changed_schemas_in_the_background(catalog
                     "SELECT kind, count(*) AS c FROM items GROUP BY kind")
         assert provider.warmed(timeout=60)
         builds = provider.builds
-        gate = threading.Lock()
-        gate.acquire()                         # holds the warm-up thread's first turn
-        refresh = provider._refresh
-
-        def held(limit, compiles=0, rebuild=True):
-            if threading.current_thread().name == "datamap-index-warm":
-                with gate:
-                    pass
-            return refresh(limit, compiles, rebuild)
-
-        monkeypatch.setattr(provider, "_refresh", held)
+        gate = _hold_warm_up(provider, monkeypatch)
         svc.invalidate_schemas("db1.sales")
         index = svc.index()
         assert provider.builds == builds       # not rebuilt by the statement
