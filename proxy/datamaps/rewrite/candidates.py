@@ -21,19 +21,16 @@ within seconds, the rest as they compile."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import time
 from typing import Iterable
 
 from proxy.datamaps.catalog.records import record_from_row
-from proxy.datamaps.catalog.segments import unavailable_because
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness.guard import Covered
-from proxy.datamaps.freshness.listing import local_path
+from proxy.datamaps.rewrite.entries import Entry, make_entry, read_marks, read_records
 from proxy.datamaps.schemas import SchemaCache
-from proxy.datamaps.upkeep.stacking import stale_below
 from proxy.datamaps.zones.policy import ZoneReader
 from rewriter import DatamapIndex
 from rewriter.api import Candidate, DatamapDefinitionError
@@ -48,17 +45,6 @@ INLINE_COMPILES = 8      # definitions it compiles itself (a few CREATEs' worth;
 INLINE_REBUILD = 256     # datamaps up to which a statement rebuilds over new schemas itself
 WORKER_ENTRIES = 64      # entries the warm-up thread makes per hold of the lock
 COMPILE_TURN_S = 0.5     # it compiles this long between two publishes of what is ready
-
-
-@dataclasses.dataclass(frozen=True)
-class _Entry:
-    """One datamap as the index saw it: offered (`candidate`) or left out (`left_out`)."""
-    mark: object                 # its catalog marks when made; None: make it again next time
-    candidate: Candidate | None = None
-    left_out: tuple[tuple[str, ...], str] | None = None
-    freshness: tuple[tuple[str, ...], float] | None = None
-    covered: Covered | None = None
-    waiting: bool = False        # not made yet: the warm-up thread makes it (left_out: tables)
 
 
 def _has_tables(schemas, cand: Candidate) -> bool:
@@ -85,7 +71,7 @@ class RewriteIndexProvider:
         # Reentrant: the first index() in remote mode opens the pipeline session, whose
         # on_open hook (proxy/app.py) warms the index again in the same thread.
         self._guard = threading.RLock()
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         self._made_with: object = None     # what every entry depends on (the zone problem)
         self.updates = 0                   # index updates and full builds: tests, bench
         self.builds = 0
@@ -109,80 +95,9 @@ class RewriteIndexProvider:
         entries = self._entries
         return [e.candidate for e in entries.values() if e.candidate is not None]
 
-    def _marks(self) -> tuple[int, dict[str, tuple], dict[str, tuple[str, ...]],
-                              frozenset[str]]:
-        """(catalog version, "db.name" -> everything its entry is made from, as of that
-        version, "db.name" -> its base tables, the datamaps whose rewrite is off; one read,
-        of change marks only). A stacked datamap's marks hold those of the datamaps below
-        it: a publish below changes whether it is fresh."""
-        version, rows, base, rewrite_off = self.catalog.rewrite_marks()
-        by_table = {f"{n}_table": n for n in rows}
-        bases: dict[str, tuple[str, ...]] = {}
-        own: dict[str, tuple] = {}
-        # most datamaps share their base tables' JSON text with others: parse it, mark its
-        # tables and find the datamaps among them once per text
-        parsed: dict[str, tuple] = {}
-        for name, (changed, text) in rows.items():
-            known = parsed.get(text)
-            if known is None:
-                tables = tuple(json.loads(text))
-                known = parsed[text] = (tables, tuple(base.get(t, 0) for t in tables),
-                                        [by_table[t] for t in tables if t in by_table])
-            bases[name] = known[0]
-            own[name] = (changed, known[1], name in rewrite_off)
-        lower_of = {text: known[2] for text, known in parsed.items() if known[2]}
-        marks: dict[str, tuple] = {}
-
-        def mark(name: str, depth: int = 0) -> tuple:
-            if name not in marks:
-                lower = lower_of.get(rows[name][1])
-                marks[name] = (own[name], tuple(mark(n, depth + 1) for n in lower
-                                                if depth < 64 and n != name)) if lower \
-                    else (own[name],)
-            return marks[name]
-
-        for name in rows:
-            mark(name)
-        self._table_names = by_table
-        return version, marks, bases, rewrite_off
-
     def _entry(self, rec, mark, tables: dict[str, str], rewrite_off: frozenset[str],
-               files_of: dict) -> _Entry:
-        """Whether datamap `rec` is offered, read from the catalog now."""
-        if rec.definition is None:
-            return _Entry(mark, left_out=(rec.base_tables, "datamap has no compiled definition"))
-        if rec.qualified in rewrite_off:    # still maintained: turned on again, it is fresh
-            return _Entry(mark, left_out=(rec.base_tables, "query rewrite disabled (ALTER "
-                                          f"DATAMAP {rec.qualified} ENABLE QUERY REWRITE)"))
-        visible = self.catalog.visible_segments(rec.db, rec.name)
-        reason = (unavailable_because(rec, visible,
-                                      lambda t, ids: self._base_of(t, ids, files_of))
-                  or stale_below(self.catalog, rec, tables))
-        if reason is None and self._zones.problem:
-            why = self._zones.time_dependent(rec)
-            if why:
-                reason = f"not used: {why}, and {self._zones.problem}"
-        if reason is not None:
-            return _Entry(mark, left_out=(rec.base_tables, reason))
-        definition = rec.definition
-        if definition.qualified != rec.qualified:   # the catalog's name is its identity
-            definition = dataclasses.replace(definition, database=rec.db, name=rec.name,
-                                             table=rec.table)
-        freshness = (tuple(s.id for s in visible),
-                     max((s.load_start for s in visible), default=0.0))
-        # from the same read of the visible segments as the candidate: a publish in
-        # between must not make the guard judge segments the rewrite does not read
-        built_from: dict[str, set[str]] = {}
-        for seg in visible:
-            for t, ids in seg.extra_info.items():
-                built_from.setdefault(t, set()).update(ids)
-        covered = Covered({t: self._files_of(t, frozenset(ids), files_of)
-                           for t, ids in built_from.items()}, freshness[1], definition)
-        return _Entry(mark, Candidate(definition, rows=sum(s.rows or 0 for s in visible),
-                                      one_row_per_group=len(visible) <= 1,
-                                      segments=tuple(s.id for s in visible),
-                                      storage=definition.storage),
-                      freshness=freshness, covered=covered)
+               files_of: dict) -> Entry:
+        return make_entry(self.catalog, self._zones, rec, mark, tables, rewrite_off, files_of)
 
     def _update(self, limit: int) -> tuple[int, list[Candidate], list[str]]:
         """Make again the entries of the datamaps that changed since they were made, at most
@@ -192,7 +107,7 @@ class RewriteIndexProvider:
                                           else None)
         if made_with != self._made_with:    # a time zone problem judges every datamap
             self._entries, self._made_with = {}, made_with
-        version, marks, bases, rewrite_off = self._marks()
+        version, marks, bases, rewrite_off, self._table_names = read_marks(self.catalog)
         DatamapIndex.compiled_forms.fit(len(marks))
         changed = [n for n, m in marks.items()
                    if n not in self._entries or self._entries[n].mark != m]
@@ -201,7 +116,7 @@ class RewriteIndexProvider:
         tables = self._table_names
         files_of: dict = {}
         made = {}
-        recs = self._records(now)
+        recs = read_records(self.catalog, now)
         for n in now:
             if n in recs:               # else dropped since the marks: gone next time
                 made[n] = self._entry(recs[n], marks[n], tables, rewrite_off, files_of)
@@ -211,7 +126,7 @@ class RewriteIndexProvider:
             made = {n: dataclasses.replace(e, mark=None) for n, e in made.items()}
         for n in changed[limit:]:
             if n not in self._entries or not self._entries[n].waiting:
-                made[n] = _Entry(None, left_out=(bases[n], ""), waiting=True)
+                made[n] = Entry(None, left_out=(bases[n], ""), waiting=True)
         put, drop = [], list(gone)
         entries = dict(self._entries)     # a new dict: candidates() reads without the lock
         for n in gone:
@@ -229,36 +144,6 @@ class RewriteIndexProvider:
         self._waiting = len(changed) - len(now)
         self.last_changed = tuple(now)
         return version, put, drop
-
-    def _records(self, names: list[str]) -> dict:
-        """The catalog records of datamaps `names` ("db.name"), read one by one: never all
-        rows (definitions are most of the catalog's bytes)."""
-        out = {}
-        for n in names:
-            db, _, name = n.partition(".")
-            rec = self.catalog.get_datamap(db, name)
-            if rec is not None:
-                out[n] = rec
-        return out
-
-    def _files_of(self, table: str, ids: frozenset[str], memo: dict) -> frozenset[str] | None:
-        """Local paths of the files of base segments `ids` of `table` (None when any is not
-        on the local file system); equal sets are one object, so the guard's memo holds.
-        `memo` is this index build's: it also keeps each table's base segments."""
-        key = (table, ids)
-        if key not in memo:
-            paths = [local_path(f) for s in self._base_of(table, ids, memo) if s.id in ids
-                     for f in s.files]
-            memo[key] = None if any(p is None for p in paths) else frozenset(paths)
-        return memo[key]
-
-    def _base_of(self, table: str, ids, memo: dict) -> list:
-        """The live base segments of `table`: one catalog read per table in an update,
-        however many datamaps; read again when a datamap covers a segment newer than that
-        read (it was published since)."""
-        if table not in memo or not ids <= {s.id for s in memo[table]}:
-            memo[table] = self.catalog.base_segments(table)
-        return memo[table]
 
     def covered(self, name: str, index=None) -> Covered | None:
         """What datamap "db.name" was built from, as `index` (None: the current index) saw
