@@ -22,7 +22,8 @@ Layout rules (what a datamap's storage table holds):
 Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, window
 functions, subqueries, a CTE that is not a per-row filter, other aggregates,
 non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
-SETS / CUBE / ROLLUP, self-joins (0A000); ungrouped projected columns (42000).
+SETS / CUBE / ROLLUP, self-joins (0A000); ungrouped projected columns (42000). The checks
+on the definition's shape and its aggregate calls are rewriter/definition_checks.py.
 """
 from __future__ import annotations
 
@@ -34,13 +35,11 @@ from sqlglot import exp
 from rewriter import distinct, moments, sparktypes, timeseries
 from rewriter.aggregates import is_aggregate_call
 from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionError, StoredColumn
+from rewriter.definition_checks import (check_qualified, check_storable, check_tables, granularity,
+                                        inline_ctes, parse_definition, refuse)
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate
-from rewriter.flatten import flatten_tree
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
-                                ident, parse, qualify_tree, quote_unsafe, spark_output_name)
-
-STORABLE = (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)
-
+                                ident, qualify_tree, quote_unsafe, spark_output_name)
 
 @dataclass
 class Compiled:
@@ -78,8 +77,8 @@ def compile_internal(definition: DatamapDefinition, schemas) -> Compiled:
 
 def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     name = name.lower()
-    tree = _parse_definition(name, select_sql)
-    _check_tables(name, tree, schemas, current_db)
+    tree = parse_definition(name, select_sql)
+    check_tables(name, tree, schemas, current_db)
     user_alias = [e.alias.lower() if isinstance(e, exp.Alias) else None for e in tree.expressions]
     names = [spark_output_name(e) for e in tree.expressions]
     try:
@@ -87,17 +86,17 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     except NormalizeError as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "42S02") from e
     if tree.args.get("with_"):
-        _inline_ctes(name, tree)
+        inline_ctes(name, tree)
     quote_unsafe(tree)
-    _check_qualified(name, tree)
+    check_qualified(name, tree)
     try:
         facts = extract(tree, schemas, names)
     except Unsupported as e:
         raise DatamapDefinitionError(f"datamap {name}: {e}", "0A000") from e
     if facts.subtotals is not None:
-        raise _refuse(name, "GROUPING SETS / CUBE / ROLLUP is not supported in a datamap query")
+        raise refuse(name, "GROUPING SETS / CUBE / ROLLUP is not supported in a datamap query")
     comp = Compiled(definition=None, facts=facts)  # type: ignore[arg-type]
-    comp.granularity = _granularity(name, tree)
+    comp.granularity = granularity(name, tree)
     qualified_items = [e.this if isinstance(e, exp.Alias) else e for e in tree.expressions]
     layout = _Layout(name, comp, schemas)
     group_node = tree.args.get("group")
@@ -115,95 +114,6 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
         qualified_sql=_qualified_text(tree, user_alias),
         build_select=_build_select(tree, layout, qualified_items).sql(DIALECT))
     return comp
-
-
-# ---------------------------------------------------------------- validation
-
-def _refuse(name: str, what: str, sqlstate: str = "0A000") -> DatamapDefinitionError:
-    return DatamapDefinitionError(f"datamap {name}: {what}", sqlstate)
-
-
-def _parse_definition(name: str, select_sql: str) -> exp.Select:
-    """The definition's tree, refused when its shape is not a plain SELECT block."""
-    try:
-        tree = parse(select_sql)
-    except NormalizeError as e:
-        raise _refuse(name, str(e), "42000") from e
-    if isinstance(tree, exp.Union):
-        raise _refuse(name, "UNION is not supported in a datamap query")
-    if not isinstance(tree, exp.Select):
-        raise _refuse(name, "the query must be a SELECT")
-    if tree.args.get("limit") or tree.args.get("offset"):
-        raise _refuse(name, "LIMIT is not supported in a datamap query")
-    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
-           for e in tree.expressions):
-        raise _refuse(name, "SELECT * is not supported; list the columns")
-    return tree
-
-
-def _check_tables(name: str, tree: exp.Select, schemas, current_db: str) -> None:
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    for t in tree.find_all(exp.Table):
-        if not t.db and t.name.lower() in ctes:
-            continue
-        db = (t.db or current_db).lower()
-        if db not in schemas or t.name.lower() not in schemas[db]:
-            raise _refuse(name, f"table {db}.{t.name.lower()} not found", "42S02")
-
-
-def _check_qualified(name: str, tree: exp.Select) -> None:
-    if any(isinstance(n, exp.Window) for n in tree.walk()):
-        raise _refuse(name, "window functions are not supported in a datamap query")
-
-
-def _inline_ctes(name: str, tree: exp.Select) -> None:
-    """A WITH at the head of the definition: each CTE that is a per-row filter and
-    projection of base tables is inlined (rewriter/flatten.py); any other is refused."""
-    notes: list[str] = []
-    flatten_tree(tree, notes)
-    with_ = tree.args.get("with_")
-    if with_ is not None and with_.expressions:
-        why = "; ".join(notes) or f"CTE {with_.expressions[0].alias_or_name} kept as written"
-        raise _refuse(name, f"WITH: {why}: only a CTE that filters and projects base tables is "
-                            "inlined into a datamap definition")
-    tree.set("with_", None)
-
-
-def _granularity(name: str, tree: exp.Select) -> str | None:
-    """The one timeseries granularity the definition uses, if any."""
-    grans = set()
-    for node in tree.walk():
-        if isinstance(node, exp.Anonymous) and node.name.lower() == "timeseries":
-            args = node.expressions
-            if len(args) != 2 or not isinstance(args[1], exp.Literal) or not args[1].is_string:
-                raise _refuse(name, "timeseries() takes a column and a granularity literal", "42000")
-            grans.add(args[1].this.lower())
-    if len(grans) > 1:
-        raise _refuse(name, f"more than one timeseries granularity ({', '.join(sorted(grans))})")
-    return grans.pop() if grans else None
-
-
-def _check_storable(name: str, agg_node: exp.Expression, q_node: exp.Expression) -> None:
-    if distinct.is_sketch_agg(agg_node):
-        if distinct.sketch_lgk(agg_node) is None:
-            raise _refuse(name, f"{q_node.sql(DIALECT)}: lgConfigK must be a whole number from "
-                                f"{distinct.MIN_LGK} to {distinct.MAX_LGK}")
-        if has_aggregate(agg_node.expressions[0]):
-            raise _refuse(name, f"nested aggregate {q_node.sql(DIALECT)}")
-        return
-    if isinstance(agg_node, exp.ApproxDistinct):
-        raise _refuse(name, f"{q_node.sql(DIALECT)} cannot be re-aggregated; with "
-                            f"DMPROPERTIES('{distinct.SKETCH_PROPERTY}'='hll') the datamap "
-                            "stores a mergeable sketch of its argument instead")
-    if not isinstance(agg_node, STORABLE) and not moments.is_moment(agg_node):
-        raise _refuse(name, f"aggregate {q_node.sql(DIALECT)} is not supported (sum, count, min, "
-                            "max, avg, variance and standard deviation)")
-    arg = agg_node.this
-    if isinstance(arg, exp.Distinct) and (has_aggregate(arg) or not arg.expressions):
-        raise _refuse(name, f"{q_node.sql(DIALECT)}: a DISTINCT aggregate of this form cannot "
-                            "be kept")
-    if arg is not None and has_aggregate(arg):
-        raise _refuse(name, f"nested aggregate {q_node.sql(DIALECT)}")
 
 
 # ---------------------------------------------------------------- naming and typing
@@ -230,7 +140,7 @@ def _stored_type(name: str, kind: str, arg_type: str | None, q_node: exp.Express
     if kind == "sum":
         ctype = sparktypes.sum_type(arg_type)
         if ctype is None:
-            raise _refuse(name, f"cannot determine a numeric type for {q_node.sql(DIALECT)}")
+            raise refuse(name, f"cannot determine a numeric type for {q_node.sql(DIALECT)}")
         return ctype
     if kind in ("count", "count_star"):
         return "bigint"
@@ -312,7 +222,7 @@ class _Layout:
         if self.is_agg:
             self._place_hidden_groups(qualified_groups)
         if not self.columns:
-            raise _refuse(self.name, "the query projects nothing storable")
+            raise refuse(self.name, "the query projects nothing storable")
 
     def _place_distinct(self, agg_node, q_node) -> None:
         """agg(DISTINCT e, ...): each e is stored as a group column, kept apart from the
@@ -356,7 +266,7 @@ class _Layout:
     def _place_group(self, i, canon, q_item, alias) -> None:
         k = key_of(canon)
         if k not in self.group_keys:
-            raise _refuse(self.name, f"{q_item.sql(DIALECT)} is neither grouped nor aggregated",
+            raise refuse(self.name, f"{q_item.sql(DIALECT)} is neither grouped nor aggregated",
                           "42000")
         if k in self.out_keys:
             return
@@ -369,7 +279,7 @@ class _Layout:
         pairs = zip([n for n in canon.walk() if is_aggregate_call(n)],
                     [n for n in q_item.walk() if is_aggregate_call(n)])
         for agg_node, q_node in pairs:
-            _check_storable(self.name, agg_node, q_node)
+            check_storable(self.name, agg_node, q_node)
             if distinct.is_sketch_agg(agg_node):
                 self._place_sketch(i, agg_node, q_node, lone)
                 continue
@@ -400,9 +310,9 @@ class _Layout:
         (rewriter/moments.py), each stored once."""
         arg = moments.argument(agg_node)
         if has_aggregate(arg):
-            raise _refuse(self.name, f"nested aggregate {q_node.sql(DIALECT)}")
+            raise refuse(self.name, f"nested aggregate {q_node.sql(DIALECT)}")
         if not sparktypes.is_numeric(sparktypes.infer(arg, self.column_type)):
-            raise _refuse(self.name, f"{q_node.sql(DIALECT)}: the argument must be numeric")
+            raise refuse(self.name, f"{q_node.sql(DIALECT)}: the argument must be numeric")
         argname = arg.name if isinstance(arg, exp.Column) else f"expr_{i}"
         for kind, part, q_part, base in moments.parts(arg, moments.argument(q_node), argname):
             k = (kind, key_of(part))
