@@ -9,8 +9,9 @@ max_running_operations` set, a statement bound for Spark takes a slot of the Run
 (proxy/hs2/limits.py) before it is sent, and gives it back when it ends:
 
   async, slot free  relayed as any statement (an UPSTREAM operation); the slot goes back
-                    when the proxy sees it end: the client's status poll shows a final
-                    state, or it is cancelled, closed, reaped, or its connection is lost;
+                    when the proxy sees it end (proxy/hs2/run_slots.py): the client's status
+                    poll shows a final state, or it is cancelled, closed, reaped, or its
+                    connection is lost;
   async, no slot    an operation PENDING in the gate's line is returned at once and the
                     client polls it; once a slot frees up a named task sends it, and from
                     then on it is relayed like the one above;
@@ -33,7 +34,6 @@ import asyncio
 import dataclasses
 import logging
 import math
-import time
 
 from proxy.routing.classify import Kind, classify
 from proxy.errors import ClientError, ProxyError, UpstreamError, succeeded
@@ -44,11 +44,11 @@ from proxy.hs2.limits import RunGate, effective_timeout
 from proxy.hs2.operation import OpKind, OpState, Operation
 from proxy.hs2.operation_manager import OperationManager
 from proxy.hs2.recovery import execute_statement, upstream_for
+from proxy.hs2.run_slots import hold_while_running
 from proxy.hs2.session import Session, track_statement
 from proxy.hs2.session_manager import SessionManager
-from proxy.hs2.statement_ops import (ENDED_STATES, STATEMENT_KEPT, _RUNNING_STATES, end_statement,
-                                     fail, new_proxy_op, poll_until_done, stop_upstream,
-                                     timed_out)
+from proxy.hs2.statement_ops import (ENDED_STATES, STATEMENT_KEPT, end_statement, fail,
+                                     new_proxy_op, poll_until_done, stop_upstream, timed_out)
 from proxy.observability.observe import BYPASSED, FORWARDED, LOCAL, REFUSED, REWRITTEN, SERVED
 from proxy.thrift.rowsets import LocalRowSource
 from proxy.routing.router import (
@@ -341,7 +341,7 @@ class StatementRunner:
             if op is None:
                 self.run_gate.release()
             else:
-                self._hold_while_running(op)
+                hold_while_running(self.operations, op)
             return resp
         op = new_proxy_op(OpKind.HOOKED, req.statement, label)
         op.log_lines = log_lines
@@ -376,7 +376,7 @@ class StatementRunner:
             if not driven:     # from now on relayed; the slot is given back as for those
                 op.kind = OpKind.UPSTREAM
                 op.state = OpState.RUNNING
-                self._hold_while_running(op)
+                hold_while_running(self.operations, op)
                 return
             op.to(OpState.RUNNING)
             timeout = effective_timeout(self.settings.server.query_timeout, req.queryTimeout)
@@ -412,34 +412,6 @@ class StatementRunner:
                 self.operations.release_run_slot(op)
             end_statement(ended)
             op.done.set()
-
-    def _hold_while_running(self, op: Operation) -> None:
-        op.holds_run_slot = True
-        op.task = asyncio.create_task(self._watch_slot(op),
-                                      name=f"run-slot-{hex_id(op.client_handle.operationId)[:12]}")
-
-    async def _watch_slot(self, op: Operation) -> None:
-        """Free the slot of a relayed statement that ended while its client was not looking
-        (a client that polls frees it itself, through the mirrored state). Only a statement
-        its client has not touched for a while is asked about: a status call holds the
-        session's upstream connection for up to Spark's long poll."""
-        quiet = max(2.0, self.operations.long_poll + 1.0)
-        conn = op.session.upstream.conn
-        try:
-            while op.holds_run_slot:
-                await asyncio.sleep(quiet)
-                if time.monotonic() - op.last_access < quiet or not op.holds_run_slot:
-                    continue
-                st = await asyncio.shield(conn.call("GetOperationStatus", T.TGetOperationStatusReq(
-                    operationHandle=op.upstream_handle)))
-                if succeeded(st.status) and st.operationState in _RUNNING_STATES:
-                    continue
-                if succeeded(st.status) and st.operationState in OpState._value2member_map_:
-                    op.mirror(OpState(st.operationState))    # mirrored, as for the client
-                break
-        except UpstreamError:
-            pass                  # the connection is gone: so is the statement
-        self.operations.release_run_slot(op)
 
     async def _forward_gated(self, session: Session, op: Operation,
                              req: T.TExecuteStatementReq, sql: str) -> T.TExecuteStatementResp:
