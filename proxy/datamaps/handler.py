@@ -4,7 +4,7 @@
 DatamapService in a thread (builds take long; the protocol layer reports RUNNING). EXPLAIN
 names a datamap bare when it is in the session's current database, else "db.name"; on a
 miss it also lists the datamaps over the query's tables that were no candidates (DISABLED,
-not in sync) with the catalog's reason.
+not in sync) with the catalog's reason. EXPLAIN's lines are made in proxy/datamaps/explain.py.
 Syntax errors are rejected at once (42000).
 
 `DatamapSelectHandler`: a query -> Rewrite(sql) when the rewriter answers it from ENABLED,
@@ -41,6 +41,8 @@ from proxy.routing.classify import Kind, classify, over_limit
 from proxy.config import DatamapsSettings
 from proxy.datamaps.catalog.records import display_name
 from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.explain import (add_unavailable, approximate_lines, compensated_line,
+                                    explain_header, served_lines)
 from proxy.datamaps.freshness import answer as fresh_answer
 from proxy.datamaps.loads import DatamapLoadHandler, run_job as _job
 from proxy.datamaps.rewrite.isolated import IsolatedRewriter
@@ -59,8 +61,8 @@ from rewriter.api import RewriteResult
 
 log = logging.getLogger("proxy.datamaps")
 
-__all__ = ["DatamapDdlHandler", "DatamapLoadHandler", "DatamapSelectHandler", "explain_header",
-           "over_limit", "rewrite_enabled"]
+__all__ = ["DatamapDdlHandler", "DatamapLoadHandler", "DatamapSelectHandler", "over_limit",
+           "rewrite_enabled"]
 
 PLAN_COLUMNS = (("plan", "string"),)
 MAX_SQL_BYTES = DatamapsSettings.rewrite_max_sql_bytes
@@ -194,68 +196,6 @@ class DatamapDdlHandler:
             return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
                                                + "\n" + upstream_text,)])
         return run
-
-
-def add_unavailable(service: DatamapService, result: RewriteResult, query: str,
-                    current_db: str) -> None:
-    """A miss: say also why the datamaps over the query's tables that were no candidates
-    (DISABLED, not in sync) did not answer it — what a user asks when a dashboard misses."""
-    try:
-        tables = referenced_tables(query, current_db)
-    except Exception:  # noqa: BLE001 - Spark reports the syntax error itself
-        return
-    for name, reason in service.unavailable(tables).items():
-        result.skipped.setdefault(name, reason)
-
-
-def approximate_lines(result: RewriteResult) -> list[str]:
-    """EXPLAIN's `Approximate:` lines: each aggregate estimated from a stored sketch
-    (SET datamap.rewrite.approximate=true), whose value differs from Spark's own."""
-    if not result.used:
-        return []
-    return [f"Approximate: {line} (not Spark's HLL++ estimate; "
-            "SET datamap.rewrite.approximate=true)" for line in result.approximate]
-
-
-def served_lines(serving, result: RewriteResult, conf) -> list[str]:
-    """EXPLAIN's `Served by:` and `Result cache:` lines (docs/serving.md)."""
-    if not result.used:
-        return ["Served by: spark", "Result cache: bypassed (not answered from a datamap)"]
-    if serving is None:
-        return ["Served by: spark (no local engine)", "Result cache: bypassed (not served "
-                                                      "locally)"]
-    if serving.enabled(conf) is None:      # a worker thread: may wait for the start
-        serving.engine_problem(start=True)  # then plan() says when it cannot start
-    served = serving.plan(result, conf)
-    if not isinstance(served, Served):
-        return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]
-    return ["Served by: local engine", f"Result cache: {serving.cache_state(served, conf)}"]
-
-
-def compensated_line(served: str) -> str:
-    """EXPLAIN's `Served by:` line of an answer compensated with new base files: `Served
-    by: local engine (compensated with new base files)`, or Spark's with why."""
-    if served == "Served by: local engine":
-        return served + " (compensated with new base files)"
-    why = served.removeprefix("Served by: spark").strip().removeprefix("(").removesuffix(")")
-    return "Served by: spark (compensated with new base files" + (f"; {why})" if why else ")")
-
-
-def explain_header(result: RewriteResult, current_db: str | None = None,
-                   served: list[str] | None = None) -> str:
-    """contract.md's EXPLAIN preamble, ending with the blank line."""
-    lines = ["== Datamap Rewrite =="]
-    if result.used:
-        lines += [f"Hit mv DataMap: {display_name(name, current_db)}" for name in result.used]
-    else:
-        lines.append("No datamap hit")
-    lines.append(f"Rewritten SQL: {result.sql}")
-    if not result.used:
-        lines += [f"Skipped {display_name(name, current_db)}: {reason}"
-                  for name, reason in result.skipped.items()]
-    lines += served or []          # added after contract.md's lines, before the blank one
-    lines.append("")
-    return "\n".join(lines)
 
 
 class DatamapSelectHandler:

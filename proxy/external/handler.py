@@ -24,7 +24,7 @@ from pipeline.files import quote_table
 from proxy.routing.classify import Kind, classify
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.commands import EMPTY
-from proxy.datamaps.handler import explain_header
+from proxy.datamaps.explain import explain_header
 from proxy.datamaps.indexes.pruning import temp_views
 from proxy.datamaps.loads import run_job
 from proxy.external import alter, grammar

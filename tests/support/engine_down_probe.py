@@ -31,7 +31,8 @@ def main(tmp: Path) -> dict:
     from prometheus_client.parser import text_string_to_metric_families
 
     from proxy.config import ServingSettings
-    from proxy.datamaps.handler import DatamapSelectHandler, served_lines
+    from proxy.datamaps.explain import served_lines
+    from proxy.datamaps.handler import DatamapSelectHandler
     from proxy.datamaps.verify.auditor import Auditor
     from proxy.observability.metrics.registry import Metrics
     from proxy.observability.metrics.collect import DatamapCollector

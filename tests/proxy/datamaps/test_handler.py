@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
-from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler, explain_header
+from proxy.datamaps.explain import explain_header
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import EMPTY, DatamapService, referenced_tables
 from proxy.errors import ClientError
 from proxy.routing.router import Local, LocalResult, Reject, Rewrite

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 
 from proxy.datamaps.ddl.parser import Name
-from proxy.datamaps.handler import (DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler,
-                                    display_name, explain_header)
+from proxy.datamaps.catalog.records import display_name
+from proxy.datamaps.explain import explain_header
+from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.errors import ClientError
 from proxy.routing.router import LocalResult, PassThrough, Reject, Rewrite, StatementContext
 from rewriter import compile_datamap

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from proxy.routing import statements
-from proxy.datamaps.handler import approximate_lines
+from proxy.datamaps.explain import approximate_lines
 from proxy.routing.router import Local, Reject, StatementContext
 from proxy.hs2.session import Session
 from proxy.routing.session_keys import APPROXIMATE_KEY, approximate_on

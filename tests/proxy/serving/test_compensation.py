@@ -13,7 +13,8 @@ import pytest
 import sqlglot
 
 from proxy.config import ServingSettings
-from proxy.datamaps.handler import DatamapSelectHandler, compensated_line, served_lines
+from proxy.datamaps.explain import compensated_line, served_lines
+from proxy.datamaps.handler import DatamapSelectHandler
 from proxy.routing.router import Rewrite, Serve, StatementContext
 from proxy.serving import ServingTier
 from proxy.serving.compensation import BaseTable, partition_literal

@@ -14,7 +14,8 @@ import duckdb
 import pytest
 
 from proxy.config import ServingSettings
-from proxy.datamaps.handler import DatamapSelectHandler, served_lines
+from proxy.datamaps.explain import served_lines
+from proxy.datamaps.handler import DatamapSelectHandler
 from proxy.routing.router import Rewrite, Serve, StatementContext
 from proxy.serving import ServingTier
 from proxy.serving.engine import LocalEngine
