@@ -59,9 +59,15 @@ class Relay:
             for i, (a, b) in enumerate(self.pairs):
                 if index is None or i == index:
                     for w in (a, b):
+                        if w.is_closing():      # ended already (a probe's session, say)
+                            continue
                         sock = w.get_extra_info("socket")
-                        if sock is not None:
-                            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        try:
+                            if sock is not None:
+                                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        except OSError:         # its peer closed it meanwhile
+                            pass
                         w.close()
         self.loop.call_soon_threadsafe(do)
 
