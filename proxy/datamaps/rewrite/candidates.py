@@ -26,7 +26,6 @@ import threading
 import time
 from typing import Iterable
 
-from proxy.datamaps.catalog.records import record_from_row
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness.guard import Covered
 from proxy.datamaps.rewrite.entries import Entry, make_entry, read_marks, read_records
