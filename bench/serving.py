@@ -158,7 +158,9 @@ def generate(scale: float, data_dir: Path) -> Path:
         return out
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    subprocess.run(["tpchgen-cli", "parquet", "-s", f"{scale:g}", "-o", str(out),
+    # the generator installed beside this interpreter (the venv need not be activated)
+    gen = Path(sys.executable).parent / "tpchgen-cli"
+    subprocess.run([str(gen) if gen.exists() else "tpchgen-cli", "parquet", "-s", f"{scale:g}", "-o", str(out),
                     "--overwrite"], check=True)
     print(f"data: generated TPC-H SF{scale:g} in {time.monotonic() - t0:.1f} s -> {out}")
     return out
