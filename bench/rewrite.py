@@ -230,8 +230,8 @@ def corpus_report(iterations: int, seed: int, total: int = 1000) -> int:
     """The BI corpora's hit rates and decision times (see the module docstring)."""
     from collections import defaultdict
 
-    from tests.rewriter.corpus import load_corpus
-    from tests.rewriter.test_fixtures import SCHEMA
+    from tests.support.corpus import load_corpus
+    from tests.support.rewriter_cases import SCHEMA
     cases = load_corpus()
     if not cases:
         print("no corpus files", file=sys.stderr)

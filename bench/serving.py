@@ -242,7 +242,7 @@ def measure(cur, sql: str, reps: int) -> dict[str, tuple[float, list]]:
 
 def bi_statements() -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
     """The BI workload: {datamap name: SELECT} and (source, name, database, statement)."""
-    from tests.rewriter.corpus import load_corpus
+    from tests.support.corpus import load_corpus
     from tests.support.superset import fixture
 
     datamaps = {name: sql for name, sql in SS_DATAMAPS.items()}
