@@ -23,7 +23,8 @@ The parts:
     embedded mode; in remote mode a JVM of our own, opened lazily, whose on_open hook is
     proxy/datamaps/startup.py's RemoteStart (zone alignment, recovery, index warm-up);
   - DatamapService over the catalog and that session, external tables, the query log
-    (`[querylog]`, docs/querylog.md), the serving tier, the Auditor (`[datamaps]
+    (`[querylog]`, docs/querylog.md), the serving tier and its segment mirror
+    (`<state dir>/serving-mirror`, proxy/serving/mirror.py), the Auditor (`[datamaps]
     audit_sample_rate`, proxy/datamaps/verify/auditor.py), the index pruner, the advisor;
   - the background work (proxy/background.py): `[datamaps] sync_interval_s` > 0 runs SYNC
     DATAMAPS that often; remote mode checks the upstream's zone every ZONE_CHECK_S
@@ -82,7 +83,8 @@ from proxy.routing.router import Router, share_the_interpreter
 from proxy.gateway.server import ProxyServer
 from proxy.hs2.frontend import Frontend
 from proxy.serving import ServingTier
-from proxy.serving.tier import RETRY_S as SERVING_RETRY_S
+from proxy.serving.mirror import DIR_NAME as MIRROR_DIR, SegmentMirror, SparkFiles
+from proxy.serving.tier import RETRY_S as SERVING_RETRY_S, local_path
 
 log = logging.getLogger("proxy.app")
 # serve's own lines (starting, listening, ready, shutting down), under the name they had
@@ -291,10 +293,13 @@ class App:
         self.shapes, self.indexed = shapes, indexed
         pruner = Pruner(indexed, shapes)
         # a compensation's new base files are read with the freshness guard's layouts
+        mirror = await asyncio.to_thread(self._mirror)
         self.serving = serving = ServingTier(catalog, s.serving,
                                              zone_problem=lambda: service.time_zone_problem,
-                                             layouts=service.guard.layout)
-        stack.callback(serving.close)
+                                             layouts=service.guard.layout, mirror=mirror)
+        stack.callback(serving.close)           # closes the mirror: its thread ends
+        if mirror is not None:    # copies of segments the proxy cannot open (docs/serving.md)
+            background.thread("serving-mirror", mirror.run)
         if s.serving.enabled:    # DuckDB ready before the first hit (~75 ms otherwise)
             background.thread("serving-warm", serving.warm)
             # an engine that could not start is tried again, off the clients' path
@@ -320,6 +325,15 @@ class App:
             DatamapLoadHandler(service, dm.rewrite_max_sql_bytes), select])
         stack.callback(self.router.close)
         self._schedule()
+
+    def _mirror(self) -> SegmentMirror | None:
+        """The serving tier's segment mirror under the state dir (`[serving] mirror`), its
+        copies found again; None when serving or the mirror is off."""
+        s = self.settings.serving
+        if not s.enabled or s.mirror == "off":
+            return None
+        return SegmentMirror(self.catalog, self.state_dir / MIRROR_DIR, SparkFiles(self.spark.get),
+                             mode=s.mirror, max_bytes=s.mirror_max_bytes, local=local_path)
 
     def _schedule(self) -> None:
         """The periodic sync (on the leader only) and, in remote mode, the zone watch."""

@@ -195,6 +195,10 @@ class ServingSettings:
     cache: bool = True                   # the result cache of served answers
     cache_bytes: int = 256 << 20         # all cached results together
     cache_max_result_bytes: int = 8 << 20    # one result above this is not cached
+    # local copies of datamap segments on storage the proxy cannot open (HDFS, s3a://, ...;
+    # proxy/serving/mirror.py): auto = those only, always = local files too, off = none
+    mirror: str = "auto"
+    mirror_max_bytes: int = 4 << 30      # the mirror's budget (<state dir>/serving-mirror)
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,8 @@ SECTIONS = {"server": ServerSettings, "upstream": UpstreamSettings,
 # Below this, replies that Spark splits over several small SASL frames could pass the
 # limit unchecked (upstream.py trusts a frame of 64 KiB or more to end its message).
 _MIN_REPLY_BYTES = 1 << 20
-_CHOICES = {("server", "auth"): ("none", "nosasl", "ldap", "kerberos"), ("upstream", "auth"): ("plain", "nosasl")}
+_CHOICES = {("server", "auth"): ("none", "nosasl", "ldap", "kerberos"), ("upstream", "auth"): ("plain", "nosasl"),
+            ("serving", "mirror"): ("auto", "always", "off")}
 
 
 def _coerce(section: str, key: str, value: Any, source: str) -> Any:

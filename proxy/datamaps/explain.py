@@ -46,7 +46,8 @@ def served_lines(serving, result: RewriteResult, conf) -> list[str]:
     served = serving.plan(result, conf)
     if not isinstance(served, Served):
         return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]
-    return ["Served by: local engine", f"Result cache: {serving.cache_state(served, conf)}"]
+    by = "Served by: local engine" + (" (mirror)" if served.mirrored else "")
+    return [by, f"Result cache: {serving.cache_state(served, conf)}"]
 
 
 def compensated_line(served: str) -> str:
@@ -54,6 +55,8 @@ def compensated_line(served: str) -> str:
     by: local engine (compensated with new base files)`, or Spark's with why."""
     if served == "Served by: local engine":
         return served + " (compensated with new base files)"
+    if served == "Served by: local engine (mirror)":
+        return "Served by: local engine (mirror; compensated with new base files)"
     why = served.removeprefix("Served by: spark").strip().removeprefix("(").removesuffix(")")
     return "Served by: spark (compensated with new base files" + (f"; {why})" if why else ")")
 

@@ -7,9 +7,10 @@ Plan for the local engine, or says why Spark answers instead:
   * the query is outside the allow-list (proxy/serving/translate.py), e.g. a query-delta
     join of a datamap with a base table, or a compensation's new base files are not
     readable here or over [serving] max_base_bytes (proxy/serving/newfiles.py);
-  * a datamap's files are not readable here (remote mode with a warehouse on HDFS or an
-    object store: docs/serving.md), a segment it reads is no longer visible, or the files
-    read are over [serving] max_datamap_bytes.
+  * a datamap's files are not readable here and not mirrored (yet): a warehouse on HDFS
+    or an object store is read from the segment mirror (proxy/serving/mirror.py), a
+    segment it reads is no longer visible, or the files read are over [serving]
+    max_datamap_bytes.
 `ServingTier.answer(plan, conf)` runs it: the result cache first, then the engine; any
 engine failure or timeout returns None and the caller forwards the rewritten SQL to Spark.
 
@@ -22,7 +23,8 @@ EXPLAIN, the statement log and the answer agree; engine_status() is what the met
 the console show.
 
 The files of every visible segment come from the catalog, read again whenever the
-catalog's version changes (a publish, a compaction, a drop), like the rewriter's index.
+catalog's version changes (a publish, a compaction, a drop), like the rewriter's index,
+or the mirror's generation does (a segment copied, evicted or removed).
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ from proxy.config import ServingSettings
 from proxy.routing.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
+from proxy.serving.mirror import SegmentMirror
+from proxy.serving.mirror_disk import SegmentKey
 from proxy.serving.newfiles import Layouts, new_files_reader
 from proxy.serving.translate import NotServable, Plan, translate
 from proxy.routing.session_keys import switched_on
@@ -55,11 +59,12 @@ class _Segment:
     bytes: int
     signature: tuple                # (size, mtime_ns) per file: part of the cache key
     problem: str | None = None      # why the files cannot be read here
+    mirror: SegmentKey | None = None    # read from the mirror (or wanted there)
 
 
 @dataclass(frozen=True)
 class _Snapshot:
-    version: int
+    version: tuple                   # (the catalog's version, the mirror's generation)
     columns: Mapping[str, Mapping[str, str]]                 # table -> stored column types
     segments: Mapping[str, Mapping[str, _Segment]]           # table -> visible segment id -> files
     zone: str | None = None          # the time zone the datamaps were computed in
@@ -108,6 +113,7 @@ class Served:
     """A query the tier will answer: its plan and the cache key of its result."""
     plan: Plan
     key: CacheKey
+    mirrored: tuple[SegmentKey, ...] = ()    # segments read from the mirror's copies
 
 
 def local_path(uri: str) -> str | None:
@@ -138,12 +144,20 @@ def _segment(files: Sequence[str]) -> _Segment:
     return _Segment(tuple(paths), size, tuple(sig))
 
 
+class NotMirrored(NotServable):
+    """A segment the tier would read from the mirror is not there (yet): EXPLAIN says
+    `spark (segment 7 of db.agg not mirrored yet)`."""
+
+
 class ServingTier:
     def __init__(self, catalog, settings: ServingSettings = ServingSettings(),
                  engine: LocalEngine | None = None,
                  zone_problem: Callable[[], str | None] = lambda: None,
-                 layouts: Layouts = lambda _table: None):
+                 layouts: Layouts = lambda _table: None,
+                 mirror: SegmentMirror | None = None):
         self.catalog = catalog
+        # local copies of segments on storage the proxy cannot open; None: no mirror
+        self.mirror = mirror
         # a base table's layout (FreshnessGuard.layout): a compensation's new files are read
         # in-process (proxy/serving/newfiles.py); None: they go to Spark
         self._layouts = layouts
@@ -198,6 +212,7 @@ class ServingTier:
             except Exception as e:  # noqa: BLE001 - Spark reads it: it answers
                 return f"rewritten SQL not understood ({type(e).__name__})"
         signature: list = []
+        mirrored: list[SegmentKey] = []
         limit = self.settings.max_datamap_bytes
         read_bytes: dict[str, int] = {}
 
@@ -209,8 +224,13 @@ class ServingTier:
                 seg = visible.get(sid)
                 if seg is None:
                     raise NotServable(f"segment {sid} of {named} is no longer visible")
+                if seg.problem and seg.mirror is not None:
+                    self.mirror.want(seg.mirror)      # an evicted one: fetched again now
+                    raise NotMirrored(seg.problem)
                 if seg.problem:
                     raise NotServable(f"segment {sid} of {named}: {seg.problem}")
+                if seg.mirror is not None:
+                    mirrored.append(seg.mirror)
                 out += seg.paths
                 signature.append((table, sid, seg.signature))
                 read_bytes[table] = read_bytes.get(table, 0) + seg.bytes
@@ -221,6 +241,8 @@ class ServingTier:
         base_of = new_files_reader(self._layouts, self.settings.max_base_bytes, signature)
         try:
             plan = translate(tree, snap.columns, files_of, zone, base_of)
+        except NotMirrored as e:
+            return str(e)
         except NotServable as e:
             return f"not served locally: {e}"
         except RecursionError:
@@ -228,7 +250,7 @@ class ServingTier:
         except Exception as e:  # noqa: BLE001 - a translator bug must not fail the query
             log.exception("serving translation failed; Spark answers")
             return f"not served locally: internal error ({type(e).__name__})"
-        return Served(plan, (plan.sql, tuple(signature)))
+        return Served(plan, (plan.sql, tuple(signature)), tuple(dict.fromkeys(mirrored)))
 
     def cache_state(self, served: Served, conf: Mapping[str, str]) -> str:
         """For EXPLAIN: hit, miss, or bypassed (why)."""
@@ -252,6 +274,7 @@ class ServingTier:
         if cache_off is None:
             hit = self.cache.get(served.key)
             if hit is not None:
+                self._touch(served)
                 return hit, "local cache=hit"
         t0 = time.monotonic()
         try:
@@ -264,6 +287,7 @@ class ServingTier:
             log.info("local engine did not answer (%s); Spark answers", e)
             return None, f"spark (local engine: {e})"
         result = LocalResult(served.plan.columns, rows)
+        self._touch(served)
         how = "local cache=bypassed" if cache_off else "local cache=miss"
         if cache_off is None:
             why = self.cache.put(served.key, result)
@@ -271,6 +295,10 @@ class ServingTier:
                 how = "local cache=bypassed"
         log.debug("served locally in %.1f ms", (time.monotonic() - t0) * 1000)
         return result, how
+
+    def _touch(self, served: Served) -> None:
+        if served.mirrored and self.mirror is not None:
+            self.mirror.touch(served.mirrored)
 
     # ------------------------------------------------------------------ the engine's life
     def engine(self) -> LocalEngine:
@@ -363,6 +391,8 @@ class ServingTier:
         self._status = to
 
     def close(self) -> None:
+        if self.mirror is not None:
+            self.mirror.close()
         with self._engine_lock:
             if self._status.state is not EngineState.CLOSED:
                 self._move(EngineStatus(EngineState.CLOSED))
@@ -371,7 +401,8 @@ class ServingTier:
 
     # ------------------------------------------------------------------ catalog snapshot
     def _current(self) -> _Snapshot:
-        version = self.catalog.recent_version()
+        version = (self.catalog.recent_version(),
+                   self.mirror.generation if self.mirror is not None else 0)
         snap = self._snapshot
         if snap is not None and snap.version == version:
             return snap
@@ -381,7 +412,7 @@ class ServingTier:
                 snap = self._snapshot = self._read(version)
             return snap
 
-    def _read(self, version: int) -> _Snapshot:
+    def _read(self, version: tuple) -> _Snapshot:
         columns: dict[str, dict[str, str]] = {}
         segments: dict[str, dict[str, _Segment]] = {}
         for rec in self.catalog.list_datamaps():
@@ -389,7 +420,7 @@ class ServingTier:
                 continue
             table = storage_table(rec.table).lower()     # what rewritten SQL reads
             columns[table] = {c.name.lower(): c.type for c in rec.definition.columns}
-            segments[table] = {s.id: _segment(s.files)
+            segments[table] = {s.id: self._segment(table, s.id, s.files)
                                for s in self.catalog.visible_segments(rec.db, rec.name)
                                if s.files or not s.rows}
         try:
@@ -397,3 +428,14 @@ class ServingTier:
         except Exception:  # noqa: BLE001 - unknown: timestamps go to Spark
             zone = None
         return _Snapshot(version, columns, segments, zone)
+
+    def _segment(self, table: str, sid: str, files: Sequence[str]) -> _Segment:
+        """A segment's files as the engine reads them: in place, or the mirror's copies."""
+        mirror = self.mirror
+        if mirror is None or not mirror.needed(files):
+            return _segment(files)
+        key = SegmentKey(table, sid, tuple(files))
+        copied = mirror.segment(key)
+        if isinstance(copied, str):
+            return _Segment((), 0, (), copied, key)
+        return _Segment(copied.paths, copied.bytes, copied.sources, mirror=key)
