@@ -71,6 +71,7 @@ class DatamapCollector:
         yield from self._upstream()
         yield from self._serving_engine()
         yield from self._cache()
+        yield from self._mirror()
         up = GaugeMetricFamily(P + "catalog_up",
                                "1 when the scrape could read the datamap catalog")
         try:
@@ -125,6 +126,35 @@ class DatamapCollector:
         entries = GaugeMetricFamily(P + "serving_cache_entries", "Results in the cache")
         entries.add_metric([], len(cache))
         yield entries
+
+    def _mirror(self) -> Iterator:
+        """The serving tier's segment mirror (proxy/serving/mirror.py), when it has one."""
+        mirror = getattr(self.serving, "mirror", None)
+        if mirror is None:
+            return
+        st = mirror.status()
+        for name, help_, value in (
+                ("bytes", "Bytes of datamap segment copies in the mirror", st.bytes),
+                ("files", "Files in the mirror", st.files),
+                ("segments", "Datamap segments in the mirror", st.segments),
+                ("max_bytes", "The mirror's budget ([serving] mirror_max_bytes)", st.max_bytes),
+                ("missing_segments", "Visible segments the mirror lacks (their answers come "
+                 "from Spark)", sum(len(v) for v in st.missing.values()))):
+            g = GaugeMetricFamily(P + f"serving_mirror_{name}", help_)
+            g.add_metric([], value)
+            yield g
+        for name, help_, value in (
+                ("fetches", "Segments copied into the mirror", st.fetches),
+                ("fetch_seconds", "Time spent copying segments into the mirror",
+                 st.fetch_seconds),
+                ("fetched_bytes", "Bytes copied into the mirror", st.fetched_bytes),
+                ("failures", "Segment copies that failed (full budget or disk, copy errors)",
+                 st.failures),
+                ("evictions", "Segments evicted from the mirror to stay within its budget",
+                 st.evictions)):
+            c = CounterMetricFamily(P + f"serving_mirror_{name}", help_)
+            c.add_metric([], value)
+            yield c
 
     # -- per datamap ---------------------------------------------------------------------------
     def _datamaps(self) -> Iterator:

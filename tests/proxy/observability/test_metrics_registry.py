@@ -236,7 +236,11 @@ def test_every_metric_is_documented_and_every_documented_one_exported(tmp_path):
     class Totals:
         def datamap_totals(self):
             return {"default.agg": (1, 2.0)}
-    serving = ServingTier(catalog)
+    from proxy.serving.mirror import SegmentMirror
+    from proxy.serving.tier import local_path
+    from tests.support.mirror import LocalFiles
+    serving = ServingTier(catalog, mirror=SegmentMirror(catalog, tmp_path / "mirror",
+                                                        LocalFiles(), local=local_path))
     health = UpstreamHealth("sts:10000")
     m = Metrics(DatamapCollector(catalog, serving, Totals(), lambda: health))
     m.connection("open", "binary")
