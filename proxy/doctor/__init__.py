@@ -14,7 +14,7 @@ pipeline session will use (TCP, then a real get_all_databases call); in embedded
 Derby metastore in the state directory; and, when a proxy serves from that state
 directory, the upstream health it recorded (up or down, last success and failure, reopened
 sessions: proxy/hs2/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
-started and asked a query as serve would: serving.py).
+started and asked a query as serve would, and its segment mirror's directory: serving.py).
 
 Layout: checks.py holds Check/Target and the checks of this machine, remote.py those of the
 upstream and the metastores, serving.py the serving engine's; this module resolves the
@@ -33,13 +33,13 @@ from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, SKIP, WARN, Check, Target
                                  check_java, check_listen, check_python, check_spark,
                                  check_state_dir, parse_java_version)
 from proxy.doctor.health import beside_serving_proxy, check_upstream_health
-from proxy.doctor.serving import check_serving_engine
+from proxy.doctor.serving import check_serving_engine, check_serving_mirror
 from proxy.doctor.remote import (METASTORE_KEY, check_metastores, check_time_zone, check_upstream,
                                  probe_metastore, probe_upstream)
 
 __all__ = ["FAIL", "MIN_JAVA", "PASS", "SKIP", "WARN", "Check", "beside_serving_proxy", "Target", "METASTORE_KEY",
            "check_embedded_metastore", "check_java", "check_listen", "check_metastores",
-           "check_python", "check_serving_engine", "check_spark", "check_state_dir",
+           "check_python", "check_serving_engine", "check_serving_mirror", "check_spark", "check_state_dir",
            "check_time_zone",
            "check_upstream", "check_upstream_health", "main", "parse_java_version",
            "probe_metastore", "probe_upstream",
@@ -92,7 +92,8 @@ def resolve_target(argv: list[str]) -> Target:
         metastore_uris=tuple(u.strip() for u in uris.split(",") if u.strip()),
         timeout=a.timeout, pipeline_time_zone=zone, pipeline_time_zone_source=zone_source,
         serving_enabled=s.serving.enabled, serving_threads=s.serving.threads,
-        serving_memory_limit=s.serving.memory_limit)
+        serving_memory_limit=s.serving.memory_limit, serving_mirror=s.serving.mirror,
+        serving_mirror_max_bytes=s.serving.mirror_max_bytes)
 
 
 def run_checks(t: Target) -> list[Check]:
@@ -100,7 +101,9 @@ def run_checks(t: Target) -> list[Check]:
                            check_listen(t.listen_host, t.listen_port),
                            *check_state_dir(t.state_dir),
                            check_serving_engine(t.serving_enabled, t.serving_threads,
-                                                t.serving_memory_limit)]
+                                                t.serving_memory_limit),
+                           check_serving_mirror(t.state_dir, t.serving_enabled,
+                                                t.serving_mirror, t.serving_mirror_max_bytes)]
     if t.upstream is None:
         checks.append(Check("mode", PASS, "embedded: no upstream configured, serve starts "
                             "Spark and its Thrift server in-process"))

@@ -46,6 +46,8 @@ class Target:
     serving_enabled: bool = True
     serving_threads: int = 2
     serving_memory_limit: str = "1GB"
+    serving_mirror: str = "auto"              # [serving] mirror and its budget
+    serving_mirror_max_bytes: int = 4 << 30
 
 
 # --------------------------------------------------------------------------- environment

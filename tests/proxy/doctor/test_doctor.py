@@ -186,3 +186,24 @@ def test_serving_engine_is_started_as_serve_starts_it():
     bad = doctor.check_serving_engine(memory_limit="lots")
     assert bad.status == FAIL and "could not start: Memory must have a number" in bad.detail
     assert "[serving] threads and memory_limit" in bad.fix
+
+
+def test_the_serving_mirror_directory_is_writable_and_within_its_budget(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    fresh = doctor.check_serving_mirror(state)
+    assert fresh.status == PASS and "mode auto, 0 of 4294967296 bytes held" in fresh.detail
+    seg = state / "serving-mirror" / "db.t_segments" / "0-abc"
+    seg.mkdir(parents=True)
+    (seg / "00000-part.parquet").write_bytes(b"x" * 1000)
+    over = doctor.check_serving_mirror(state, max_bytes=500)
+    assert over.status == WARN and "holds 1000 bytes, over [serving] mirror_max_bytes (500)" \
+        in over.detail and "evicts" in over.fix
+    disk = doctor.check_serving_mirror(state, max_bytes=1 << 62)
+    assert disk.status == WARN and "less than the budget" in disk.detail
+    assert doctor.check_serving_mirror(state, mode="off").status == PASS
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "serving-mirror").write_text("not a directory")
+    blocked = doctor.check_serving_mirror(other)
+    assert blocked.status == FAIL and "serving-mirror is not a directory" in blocked.detail
