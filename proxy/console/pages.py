@@ -77,6 +77,23 @@ def serving_line(s: Serving) -> str:
     return note(f"{head}{badge(s.state, 'warn')}")
 
 
+def mirror_line(m) -> str:
+    """The segment mirror's state per datamap (HTML): copies of segments the proxy cannot
+    open, served in-process (docs/serving.md)."""
+    head = (f"Segment mirror ({e(m.mode)}): {e(size(m.bytes))} of {e(size(m.max_bytes))}")
+    if not m.datamaps:
+        return note(f"{head}; no segment needs it")
+    parts = []
+    for name, held, nbytes, missing in m.datamaps:
+        text = f"{e(name)}: {held} of {held + len(missing)} segments mirrored ({e(size(nbytes))})"
+        if missing:
+            why = "; ".join(f"segment {e(sid)}: {e(reason)}" for sid, reason in missing[:3])
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            text += f' <span class="warn">{why}{more}</span>'
+        parts.append(text)
+    return note(f"{head}. " + ". ".join(parts))
+
+
 def saved(s: Summary) -> str:
     """Time saved, or "not measured yet" while none of its hits' shapes ran on the base
     tables (never a 0 that reads as worthless); NA with the query log off."""
@@ -91,6 +108,8 @@ def datamaps(rows: list[Summary], *, user: str, csrf: str, log_on: bool,
     body = ['<h1>Datamaps</h1>']
     if serving is not None:
         body.append(serving_line(serving))
+        if serving.mirror is not None:
+            body.append(mirror_line(serving.mirror))
     if not log_on:
         body.append(note(e(_NO_LOG)))
     body.append(table(

@@ -15,6 +15,7 @@ from typing import Any
 from proxy.datamaps.catalog.records import DatamapRecord, DatamapSegment, Event
 from proxy.datamaps.freshness.listing import local_bytes
 from proxy.serving.tier import RETRY_S, EngineState
+from rewriter.api import STORAGE_SUFFIX
 
 USAGE_WINDOW_S = 24 * 3600.0
 USAGE_BUCKET_S = 3600.0
@@ -61,6 +62,17 @@ class Serving:
     fix: str = ""
     since: float | None = None
     retry_s: float = 0.0
+    mirror: Mirror | None = None  # the segment mirror, when the tier has one
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """The segment mirror's state (docs/serving.md, "Mirrored segments"): per datamap, the
+    segments held and those missing with why."""
+    mode: str
+    bytes: int
+    max_bytes: int
+    datamaps: list[tuple[str, int, int, list[tuple[str, str]]]]   # (name, held, bytes, missing)
 
 
 def serving(tier) -> Serving:
@@ -70,7 +82,18 @@ def serving(tier) -> Serving:
     status = tier.engine_status()
     state = {EngineState.UP: "up", EngineState.DOWN: "down",
              EngineState.NOT_STARTED: "starting", EngineState.CLOSED: "stopped"}[status.state]
-    return Serving(state, status.engine, status.cause, status.fix, status.since, RETRY_S)
+    return Serving(state, status.engine, status.cause, status.fix, status.since, RETRY_S,
+                   mirror(getattr(tier, "mirror", None)))
+
+
+def mirror(m) -> Mirror | None:
+    if m is None:
+        return None
+    st = m.status()
+    names = sorted(set(st.held) | set(st.missing))
+    return Mirror(st.mode, st.bytes, st.max_bytes, [
+        (t.removesuffix(STORAGE_SUFFIX).removesuffix("_table"), *st.held.get(t, (0, 0)),
+         st.missing.get(t, [])) for t in names])
 
 
 def summaries(catalog, querylog) -> list[Summary]:

@@ -119,3 +119,18 @@ def test_time_saved_not_measured_yet_is_said_never_zero():
     d = Detail(_summary(hits=12, saved_s=None), _record(), [], [], None, None, {})
     assert "12 (time saved not measured yet)" in pages.datamap(d, [], user="ann", csrf="tok")
     assert pages.saved(_summary(saved_s=0.25)) == "250 ms"
+
+
+def test_the_segment_mirror_per_datamap():
+    from proxy.console.views import Mirror, Serving
+    m = Mirror("auto", 3072, 4 << 30, [("db1.agg", 2, 3072, []),
+                                       ("db1.big", 0, 0, [("7", EVIL), ("8", "evicted")])])
+    html = pages.datamaps([_summary()], user="u", csrf="t", log_on=True,
+                          serving=Serving("up", "DuckDB 1", mirror=m))
+    assert "Segment mirror (auto): 3.0 KiB of 4.0 GiB" in html
+    assert "db1.agg: 2 of 2 segments mirrored (3.0 KiB)" in html
+    assert "db1.big: 0 of 2 segments mirrored" in html and "segment 8: evicted" in html
+    assert EVIL not in html
+    none = pages.datamaps([], user="u", csrf="t", log_on=True,
+                          serving=Serving("up", mirror=Mirror("auto", 0, 10, [])))
+    assert "no segment needs it" in none

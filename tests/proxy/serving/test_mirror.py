@@ -240,3 +240,18 @@ def test_a_kill_mid_copy_leaves_nothing_that_is_served(setup, tmp_path):
         assert served(setup, tier)[1][0][:2] == ("de", 3)
     finally:
         tier.close()
+
+
+def test_the_console_shows_the_mirror_per_datamap(setup, tmp_path):
+    from proxy.console import views
+    mirror = mirror_of(setup, tmp_path)
+    tier = ServingTier(setup.catalog, ServingSettings(), mirror=mirror)
+    try:
+        mirror.follow_catalog()
+        assert views.serving(tier).mirror.datamaps == [("db1.agg", 0, 0,
+                                                        [("0", "not mirrored yet")])]
+        step(setup, mirror)
+        m = views.serving(tier).mirror
+        assert m.mode == "always" and m.datamaps == [("db1.agg", 1, m.bytes, [])] and m.bytes
+    finally:
+        tier.close()
