@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import extdata  # noqa: E402
-from bench.serving import same_rows, timed  # noqa: E402 - one row comparison for benches
+from bench.rows import same_rows, timed  # noqa: E402 - one row comparison for benches
 from tests.support.clients import ClientError, pyhive_execute  # noqa: E402
 from tests.support.proxy_proc import ServeProc  # noqa: E402 - the tests' harness
 

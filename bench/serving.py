@@ -35,13 +35,16 @@ in the `bench` extra: `pip install -e '.[bench]'`):
     over the hits, all from this one run; rows of served must equal base's (in any order:
     the tools order by a metric, and rows that tie on it may come in any order).
 
+  --mirror puts Spark's warehouse on viewfs://, a Hadoop mount over a local directory that
+  the proxy's Python cannot open (as HDFS or S3): served answers read the segment mirror's
+  copies (docs/serving.md, "Mirrored segments"); compare its base / served with a run without.
+
     python bench/serving.py [--scale 1] [--data-dir DIR] [--reps 7] [--keep-state DIR]
-                            [--installed VENV] [--workload dashboard|bi|all]
+                            [--installed VENV] [--workload dashboard|bi|all] [--mirror]
 """
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import subprocess
@@ -52,6 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.rows import same_rows, timed  # noqa: E402 - one row comparison for benches
 from tests.support.proxy_proc import ServeProc  # noqa: E402 - the tests' harness
 
 TABLES = ("region", "nation", "customer", "supplier", "part", "partsupp", "orders", "lineitem")
@@ -166,13 +170,6 @@ def generate(scale: float, data_dir: Path) -> Path:
     return out
 
 
-def timed(cur, sql: str) -> tuple[float, list]:
-    t0 = time.perf_counter()
-    cur.execute(sql)
-    rows = cur.fetchall()
-    return (time.perf_counter() - t0) * 1000, rows
-
-
 def load(cur, data: Path) -> None:
     """Tables in `tpch` created empty, then filled by INSERT through the proxy: a load the
     proxy sees (it cuts a segment), as a dashboard's ETL would do it."""
@@ -186,40 +183,22 @@ def load(cur, data: Path) -> None:
         print(f"load {t}: {time.monotonic() - t0:.1f} s")
 
 
-def hits(cur, name: str, sql: str) -> bool:
-    cur.execute(f"EXPLAIN {sql}")
-    text = "\n".join(str(r[0]) for r in cur.fetchall())
-    head = text.split("\n\n", 1)[0]
+def hits(cur, name: str, sql: str, mirror: bool = False) -> bool:
+    """Does `sql` hit a datamap? `mirror`: wait (up to 120 s) for its segments' copies."""
+    deadline = time.monotonic() + (120 if mirror else 0)
+    while True:
+        cur.execute(f"EXPLAIN {sql}")
+        head = "\n".join(str(r[0]) for r in cur.fetchall()).split("\n\n", 1)[0]
+        if "not mirrored yet" not in head or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     if "Hit mv DataMap:" in head:
         served = [line for line in head.splitlines() if line.startswith("Served by:")]
-        if served and served[0] != "Served by: local engine":
+        if served and served[0] != "Served by: local engine" + (" (mirror)" if mirror else ""):
             print(f"{name}: {served[0]}")      # outside the allow-list: Spark answers
         return True
     print(f"MISS {name}: excluded from the ratios\n    " + head.replace("\n", "\n    "))
     return False
-
-
-def sort_key(row) -> tuple:
-    return tuple((1, f"{v:.6g}") if isinstance(v, float) else (0, str(v)) for v in row)
-
-
-def same_rows(a: list, b: list, ordered: bool) -> str | None:
-    """None when equal; else what differs first."""
-    if len(a) != len(b):
-        return f"{len(a)} rows vs {len(b)}"
-    if not ordered:
-        a, b = sorted(a, key=sort_key), sorted(b, key=sort_key)
-    for i, (ra, rb) in enumerate(zip(a, b)):
-        if len(ra) != len(rb):
-            return f"row {i}: {len(ra)} columns vs {len(rb)}"
-        for x, y in zip(ra, rb):
-            if isinstance(x, float) and isinstance(y, float):
-                if not (x == y or math.isclose(x, y, rel_tol=1e-9)
-                        or (math.isnan(x) and math.isnan(y))):
-                    return f"row {i}: {ra!r} vs {rb!r}"
-            elif type(x) is not type(y) or x != y:
-                return f"row {i}: {ra!r} vs {rb!r}"
-    return None
 
 
 def measure(cur, sql: str, reps: int) -> dict[str, tuple[float, list]]:
@@ -359,6 +338,14 @@ def report(results: dict[str, dict[str, tuple[float, list]]]) -> None:
           + "  (queries Spark answers: noise either way)")
 
 
+def viewfs(root: Path) -> dict[str, str]:
+    """serve's environment for a warehouse at viewfs://benchwh/warehouse (over root/cluster)."""
+    (root / "cluster").mkdir()
+    return {"DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4,spark.sql.warehouse."
+            "dir=viewfs://benchwh/warehouse,spark.hadoop.fs.viewfs.mounttable.benchwh.link."
+            f"/warehouse={(root / 'cluster').as_uri()}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0)
@@ -372,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workload", choices=("dashboard", "bi", "all"), default="dashboard",
                     help="dashboard: the TPC-H dashboard queries; bi: what BI tools send "
                          "(Superset in both engine specs, Tableau, Power BI, Looker)")
+    ap.add_argument("--mirror", action="store_true", help="the warehouse on viewfs://: "
+                    "datamaps served from the segment mirror")
     a = ap.parse_args(argv)
     t_run = time.monotonic()
     tmp = tempfile.TemporaryDirectory(prefix="bench-serving-")
@@ -379,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     state = Path(a.keep_state) if a.keep_state else Path(tmp.name) / "state"
     try:
         srv = ServeProc(Path(tmp.name), state, timeout=300,
-                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g"},
+                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g",
+                             **(viewfs(Path(tmp.name)) if a.mirror else {})},
                         installed=Path(a.installed).resolve() if a.installed else None)
     except AssertionError as e:
         print(e, file=sys.stderr)
@@ -408,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{cur.fetchall()[0][0]} rows")
         results = {}
         for name, sql in (QUERIES if a.workload != "bi" else {}).items():
-            if not hits(cur, name, sql):
+            if not hits(cur, name, sql, a.mirror):
                 continue
             r = measure(cur, sql, a.reps)
             ordered = "order by" in sql.lower()
