@@ -185,11 +185,16 @@ class SegmentMirror:
     # ------------------------------------------------------------------ the worker
     def run(self) -> None:
         """The worker thread (serve starts it in the background; close() ends it)."""
+        last = None
         while not self._stop.is_set():
             try:
                 self.step()
-            except Exception:  # noqa: BLE001 - logged; the next look tries again
-                log.warning("the serving mirror's pass failed", exc_info=True)
+                last = None
+            except Exception as e:  # noqa: BLE001 - logged once; the next look tries again
+                if repr(e) != last:
+                    log.warning("the serving mirror cannot follow the catalog: %s", e,
+                                exc_info=True)
+                last = repr(e)
             self._wake.wait(POLL_S)
             self._wake.clear()
 
