@@ -249,7 +249,7 @@ class App:
             catalog, spark, leases=leases, auto_compaction=dm.auto_compaction,
             max_bloom_bytes=s.indexes.max_bloom_bytes, on_indexed=self._prepare_pruning)
         stack.callback(service.close)
-        self._stop_background = _once(background.stop)
+        self._stop_background = _once(self._stop_background_work)
         stack.push_async_callback(self._stop_background)
 
         if self.engine is not None:
@@ -266,6 +266,13 @@ class App:
         self.external = ExternalTables(catalog, spark.get, state_dir, service, SegmentHooks(
             indexes.on_segment_files, indexes.on_files_gone, indexes.on_compacted))
         await asyncio.to_thread(self.external.recover)
+
+    async def _stop_background_work(self) -> None:
+        """The serving mirror's loop is told to end first (its thread runs until then),
+        then every background task and thread is stopped."""
+        if self.serving is not None and self.serving.mirror is not None:
+            self.serving.mirror.close()
+        await self.background.stop()
 
     def _prepare_pruning(self, table: str) -> None:
         """An index datamap on `table` was built: the pruner loads its shape now, so that

@@ -1,7 +1,7 @@
 """Readers of the warehouse for the segment mirror's tests without Spark: `file:` URIs read
 with Python (the forced mirror of local files), and faults: a full disk, a copy that stops
 half-way and waits to be killed. The Spark one (pipeline/copies.py) runs in
-tests/e2e/test_mirror.py."""
+tests/e2e/test_mirror_viewfs.py."""
 from __future__ import annotations
 
 import errno

@@ -1,8 +1,8 @@
 """The segment mirror without Spark: a real catalog (SQLite), real Parquet segments, the
-real DuckDB engine, `[serving] mirror = always` over local files (copied by Python here; by
-the pipeline session's Hadoop FileSystem in tests/e2e/test_mirror.py). What is served, from
-which files, with which reasons when not; the budget and eviction; compaction and DROP;
-a full disk; a kill -9 mid-copy."""
+real DuckDB engine, `[serving] mirror = always` over local files (copied by Python here;
+by the pipeline session's Hadoop FileSystem in tests/e2e/test_mirror_viewfs.py). What is
+served, from which files, with which reasons when not; the budget and eviction;
+compaction and DROP; a full disk; a kill -9 mid-copy."""
 from __future__ import annotations
 
 import asyncio
