@@ -146,7 +146,7 @@ def _segment(files: Sequence[str]) -> _Segment:
 
 class NotMirrored(NotServable):
     """A segment the tier would read from the mirror is not there (yet): EXPLAIN says
-    `spark (segment 7 of db.agg not mirrored yet)`."""
+    `spark (segment 7 of db.agg_table not mirrored yet)`."""
 
 
 class ServingTier:
