@@ -64,6 +64,21 @@ def segmented_table(df, database: str, segments=("0", "1", "2")
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def typed_frame(columns: dict[str, str], rows):
+    """A frame builder for segmented_table: `rows` (each ending in its segment id) written
+    as text and cast by Spark to `columns`' types, so the edge values are Spark's own
+    reading of the literal text (38 nines, -0.0, NaN, unicode)."""
+    def frame(spark):
+        from pyspark.sql.types import StringType, StructField, StructType
+        names = list(columns) + ["dm_segment_id"]
+        st = StructType([StructField(c, StringType(), True) for c in names])
+        df = spark.createDataFrame([tuple(None if v is None else str(v) for v in r)
+                                    for r in rows], st)
+        return df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in columns.items()],
+                             "dm_segment_id")
+    return frame
+
+
 def zero_sign_problems(columns, spark_rows, rows) -> list[str]:
     """-0.0 and 0.0 are equal to spark_tier.values_equal; a client sees them differently."""
     out = []

@@ -18,7 +18,7 @@ from proxy.serving.translate import NotServable, translate
 from tests.support.serving import exact_bag as _bag
 from tests.support.spark_tier import fmt_rows as _fmt_rows
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    both_outcomes, engine, scale_problems, segmented_table, zero_sign_problems,
+    both_outcomes, engine, scale_problems, segmented_table, typed_frame, zero_sign_problems,
 )
 
 pytestmark = pytest.mark.spark
@@ -148,22 +148,10 @@ CASES = [
 ]
 
 
-def _frame(cols, rows):
-    def frame(spark):
-        from pyspark.sql.types import StringType, StructField, StructType
-        names = list(cols) + ["dm_segment_id"]
-        st = StructType([StructField(c, StringType(), True) for c in names])
-        df = spark.createDataFrame([tuple(None if v is None else str(v) for v in r)
-                                    for r in rows], st)
-        return df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in cols.items()],
-                             "dm_segment_id")
-    return frame
-
-
 @pytest.fixture(scope="module")
 def tables():
-    with segmented_table(_frame(A_COLS, A_ROWS), "relA") as (spark, a_files), \
-            segmented_table(_frame(B_COLS, B_ROWS), "relB") as (_, b_files):
+    with segmented_table(typed_frame(A_COLS, A_ROWS), "relA") as (spark, a_files), \
+            segmented_table(typed_frame(B_COLS, B_ROWS), "relB") as (_, b_files):
         yield spark, {"rela.t": a_files, "relb.t": b_files}
 
 

@@ -25,7 +25,7 @@ from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
 from tests.support.spark_tier import diff_rows, fmt_rows
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    both_outcomes, engine, scale_problems, segmented_table, zero_sign_problems,
+    both_outcomes, engine, scale_problems, segmented_table, typed_frame, zero_sign_problems,
 )
 
 pytestmark = pytest.mark.spark
@@ -272,17 +272,8 @@ CASES = [
 @pytest.fixture(scope="module")
 def served_table():
     """(spark, {segment id: parquet files}) with servtypes.t written by Spark."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    def frame(spark):
-        names = list(COLUMNS) + ["dm_segment_id"]
-        st = StructType([StructField(c, StringType(), True) for c in names])
-        df = spark.createDataFrame(
-            [tuple(None if v is None else str(v) for v in r[:-1] + _NEAR.get(r[0], (_N, _N))
-                   + r[-1:]) for r in ROWS], st)
-        return df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in COLUMNS.items()],
-                             "dm_segment_id")
-    with segmented_table(frame, "servtypes") as out:
+    rows = [r[:-1] + _NEAR.get(r[0], (_N, _N)) + r[-1:] for r in ROWS]
+    with segmented_table(typed_frame(COLUMNS, rows), "servtypes") as out:
         yield out
 
 

@@ -18,7 +18,6 @@ Each case says what must happen:
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 import pytest
 import sqlglot
@@ -26,7 +25,7 @@ import sqlglot
 from proxy.serving.translate import NotServable, translate
 from tests.support.spark_tier import fmt_rows
 from tests.support.serving import (  # noqa: F401 - fixtures
-    both_outcomes, engine, exact_bag, scale_problems, segmented_table,
+    both_outcomes, engine, exact_bag, scale_problems, segmented_table, typed_frame,
 )
 
 pytestmark = pytest.mark.spark
@@ -221,16 +220,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def served_table():
     """(spark, {segment id: parquet files}) with servvalues.t written by Spark."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    def frame(spark):
-        names = list(COLUMNS) + ["dm_segment_id"]
-        st = StructType([StructField(c, StringType(), True) for c in names])
-        df = spark.createDataFrame(
-            [tuple(None if v is None else str(v) for v in r) for r in ROWS], st)
-        return df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in COLUMNS.items()],
-                             "dm_segment_id")
-    with segmented_table(frame, "servvalues") as out:
+    with segmented_table(typed_frame(COLUMNS, ROWS), "servvalues") as out:
         yield out
 
 
