@@ -3,14 +3,14 @@
 Columns are rewritten to the canonical `db.table.column` form (table aliases disappear,
 so a name identifies one table reference). A table read more than once (a self-join) is
 one relation per reference: in a datamap definition its n-th reference (FROM order) is
-named `db.table#n` from the second on (`reference`); a query's references are named by
-an alias mapping onto a datamap's (extract's `refs`, tried per mapping by
+named `db.table#n` from the second on (rewriter/self_joins.py); a query's references are
+named by an alias mapping onto a datamap's (extract's `refs`, tried per mapping by
 rewriter/index.py), and a query reference no mapping names is an opaque relation, below.
 Facts:
   edges       the FROM list: (kind, reference name, alias, ON conjuncts, the base table)
-              in FROM order; inner
-              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE). In a query
-              (extract(as_query=True)) an edge may also be an opaque relation
+              in FROM order; inner joins' ON conjuncts also go to `preds` (an inner ON
+              is a WHERE). In a query (extract(as_query=True)) an edge may also be an
+              opaque relation
               (rewriter/derived.py): a derived table or a table's second reference, named
               "#derived.<alias>", its columns keyed so, joined onto the datamap later
   preds       canonical conjuncts of WHERE and inner ON, each classified as
@@ -34,6 +34,7 @@ from typing import Literal, Mapping, Union
 from sqlglot import exp
 
 from rewriter import derived
+from rewriter.self_joins import reference_name
 from rewriter import ranges as R
 from rewriter import subtotals
 from rewriter import timeseries as ts
@@ -63,19 +64,6 @@ class Edge:
     on_key: str = ""
     relation: exp.Expression | None = None   # an opaque derived table (rewriter/derived.py)
     base: str = ""                  # the base table "db.table" a table reference reads
-
-
-def reference(table: str, n: int) -> str:
-    """The name of the n-th reference (1-based) of base table `table` ("db.table")."""
-    return table if n == 1 else f"{table}#{n}"
-
-
-def describe_reference(name: str) -> str:
-    """A reference name as a reason says it: `db.t (its 2nd reference)`."""
-    table, sep, n = name.rpartition("#")
-    if not sep or not n.isdigit() or table.startswith(derived.DERIVED_DB):
-        return name
-    return f"{table} (its reference {n} in FROM order)"
 
 
 # An ORDER BY item naming an output alias keeps that reference (the rewrite renames it);
@@ -142,8 +130,8 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
     and WHERE as opaque relations and conjuncts (rewriter/derived.py). A datamap's FROM
     order names its database and delta-linear tables, and it reads base tables only.
     `refs`: a query's alias mapping, alias -> the ordinal of the datamap reference it
-    stands for (`reference`); a self-joined table's aliases it leaves out are opaque
-    relations. Without an entry for a table, its first reference is the table itself
+    stands for (rewriter/self_joins.py); a self-joined table's aliases it leaves out are
+    opaque relations. Without an entry for a table, its first reference is the table itself
     and the others are opaque. A definition names each reference by its FROM order."""
     opaque = derived.mark(select) if as_query else set()
     _check_block(select, opaque)
@@ -364,7 +352,7 @@ def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int]
                 raise Unsupported(f"no schema for table {name}")
         base = ""
         if relation is None:
-            base, name = name, _reference_name(name, rel.alias_or_name, as_query, refs, mapped,
+            base, name = name, reference_name(name, rel.alias_or_name, as_query, refs, mapped,
                                                counts, named)
             if name is None:
                 # a query's reference no mapping names is joined onto the datamap's rows
@@ -399,24 +387,6 @@ def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int]
         aliases[alias] = name
         edges.append(Edge(kind=kind, table=name, alias=alias, relation=relation, base=base))
     return edges, aliases
-
-
-def _reference_name(table: str, alias: str, as_query: bool, refs: Mapping[str, int],
-                    mapped: set[str], counts: dict[str, int], named: set[str]) -> str | None:
-    """The reference name of one table reference (`reference`), or None: a query's
-    reference left opaque. A definition numbers a table's references in FROM order; a
-    query names those `refs` maps (only they, for a table it maps), else its first."""
-    if table in mapped:
-        n = refs.get(alias)
-    else:
-        n = counts[table] = counts.get(table, 0) + 1
-        if as_query and n > 1:
-            n = None
-    name = reference(table, n) if n is not None else None
-    if name is None or name in named:
-        return None
-    named.add(name)
-    return name
 
 
 def _classify(c: exp.Expression, types: dict[str, str]) -> Pred:

@@ -37,11 +37,12 @@ from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, R
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.compiled import CompiledForms, tables_schema
 from rewriter.derived import graft, has_opaque
-from rewriter.facts import Unsupported, describe_reference, extract
+from rewriter.facts import Unsupported, extract
 from rewriter.distinct import APPROXIMATE
 from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, schema_key
 from rewriter.match import Match, match
+from rewriter.self_joins import describe_reference, mappings, most_references
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
 
@@ -337,10 +338,10 @@ class DatamapIndex:
         opaque). The first mapping that answers wins; when none does, a self-joined
         datamap's reason is the first that got past its tables."""
         reasons: dict[str, list[str]] = defaultdict(list)
-        most = self._references(cands, twice)
+        most = most_references([self.compiled.get(n) for n in cands], twice)
         # read once by every candidate: the first mapping is what was just tried
         first = 1 if all(k == 1 for k in most.values()) else 0
-        for refs in itertools.islice(_mappings(twice, most), first, MAX_MAPPINGS):
+        for refs in itertools.islice(mappings(twice, most), first, MAX_MAPPINGS):
             retry: dict[str, str] = {}
             alt = self._extract(pristine.copy(), names, cands, retry, refs)
             best = self._match_facts(alt, cands, retry) if alt is not None else None
@@ -354,16 +355,6 @@ class DatamapIndex:
                 kept = [w for w in whys if not w.startswith("datamap table ")]
                 skipped[n] = kept[0] if kept else skipped.get(n, whys[0])
         return None
-
-    def _references(self, cands, twice) -> dict[str, int]:
-        """Per self-joined table of the query: the most references of it a candidate reads."""
-        most = {t: 1 for t in twice}
-        for n in cands:
-            comp = self.compiled.get(n)
-            for t, k in (comp.facts.self_joined().items() if comp is not None else ()):
-                if t in most:
-                    most[t] = max(most[t], k)
-        return most
 
     def _extract(self, qsel: exp.Select, names, cands, skipped, refs=None):
         try:
@@ -424,22 +415,6 @@ class DatamapIndex:
             skipped[fallback.datamap] = (f"datamap {best.datamap} answers without reading the "
                                          "base tables")
         return best or fallback
-
-
-def _mappings(twice: dict[str, list[str]], most: dict[str, int]):
-    """Alias mappings of a block's self-joined tables ({alias: reference ordinal}), the
-    FROM-order one (what extract does unmapped) first: per table, each ordered choice of
-    as many of its aliases as `most` says (all of them at most), crossed over the tables."""
-    per_table = []
-    for t, aliases in twice.items():
-        k = min(most[t], len(aliases))
-        per_table.append([dict(zip(chosen, range(1, k + 1)))
-                          for chosen in itertools.permutations(aliases, k)])
-    for combo in itertools.product(*per_table):
-        refs: dict[str, int] = {}
-        for part in combo:
-            refs.update(part)
-        yield refs
 
 
 def _put_matches(tree: exp.Expression, originals, matches, skipped):

@@ -23,9 +23,9 @@ Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, wi
 functions, subqueries, a CTE that is not a per-row filter, other aggregates,
 non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
 SETS / CUBE / ROLLUP (0A000); ungrouped projected columns (42000). A self-join (one table
-read twice, under two aliases) is one relation per reference (rewriter/facts.py
-`reference`): its base_tables name the table once per reference. The checks
-on the definition's shape and its aggregate calls are rewriter/definition_checks.py.
+read twice, under two aliases) is one relation per reference (rewriter/self_joins.py):
+its base_tables name the table once per reference. The checks on the definition's shape
+and its aggregate calls are rewriter/definition_checks.py.
 """
 from __future__ import annotations
 

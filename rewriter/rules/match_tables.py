@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rewriter.facts import Edge, Facts, describe_reference
+from rewriter.facts import Edge, Facts
+from rewriter.self_joins import describe_reference
 
 
 def match_tables(q: Facts, d: Facts) -> list[Edge] | str:
