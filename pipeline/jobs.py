@@ -9,7 +9,8 @@ Incremental maintenance relies on the datamap being linear in each changed base 
 for R = f(T1, ..., Tn) with Ti = Oi + Ni (old and new files),
     f(O1+N1, ..., On+Nn) - f(O1, ..., On) = sum over changed k of f(O1..Ok-1, Nk, Tk+1..Tn)
 (new rows of A joined with all of B, plus old A joined with new B: new-with-new is counted
-once). A join is linear in a table when that table's rows are never NULL-extended or
+once). A table read twice (a self-join) is one variable per reference, so the same sum
+holds over its references. A join is linear in a table when that table's rows are never NULL-extended or
 anti-matched: every table of an inner-join chain, and the left (preserved) side of left
 joins. Anything else returns `full_rebuild=True` and writes nothing. Aggregates are stored
 as partial aggregates that re-aggregate (sum, count -> sum, min, max), so a refresh's rows
@@ -30,6 +31,7 @@ from pipeline.errors import PipelineError
 from pipeline.segments import drop_segments, drop_stray_dirs, list_segments, read_segments
 from pipeline.table import SegmentWrite, drop_table, write_segment
 from rewriter.api import DatamapDefinition
+from rewriter.build import source_keys
 from rewriter.compensation import linear_in as _linear_in
 
 if TYPE_CHECKING:
@@ -56,30 +58,30 @@ class RefreshResult:
 
 
 def plan_delta(definition: DatamapDefinition, changed: Iterable[str]) -> DeltaPlan:
-    """Decide how to refresh after the tables in `changed` got new files (pure logic)."""
+    """Decide how to refresh after the tables in `changed` got new files (pure logic).
+    Terms are keyed by source key (rewriter/build.py `source_keys`): a table read more
+    than once is a variable per reference, so an append to a self-joined table is the
+    terms new⋈all and old⋈new (new⋈old + new⋈new + old⋈new), each pair counted once."""
     tables = list(definition.base_tables)
     changed_set = {t for t in changed if t in tables}
     if not changed_set:
         return DeltaPlan()
-    for t in sorted(changed_set):
-        if tables.count(t) > 1:
-            return DeltaPlan(full_rebuild=True,
-                             reason=f"{t} appears more than once in the datamap (self join)")
     for k, t in enumerate(tables):
         if t in changed_set and not _linear_in(definition, k):
             return DeltaPlan(full_rebuild=True,
                              reason=f"{t} changed on the NULL-extended side of an outer join")
+    keys = source_keys(tables)
+    order = [k for k, t in enumerate(tables) if t in changed_set]
     terms = []
-    order = [t for t in tables if t in changed_set]
     for i, target in enumerate(order):
         term: dict[str, Side] = {}
-        for t in tables:
-            if t == target:
-                term[t] = "new"
-            elif t in changed_set and order.index(t) < i:
-                term[t] = "old"
+        for k, key in enumerate(keys):
+            if k == target:
+                term[key] = "new"
+            elif k in order[:i]:
+                term[key] = "old"
             else:
-                term[t] = "all"
+                term[key] = "all"
         terms.append(term)
     return DeltaPlan(tuple(terms))
 
@@ -148,20 +150,21 @@ def incremental_append(spark: "SparkSession", definition: DatamapDefinition, seg
         if why:
             return RefreshResult(full_rebuild=True, reason=why)
     views: dict[tuple[str, Side], str] = {}
+    table_of = dict(zip(source_keys(definition.base_tables), definition.base_tables))
     try:
         parts = []
         for term in plan.terms:
             sources = {}
-            for table, side in term.items():
+            for key, side in term.items():
+                table = table_of[key]
                 if table not in new and side == "all" and table not in (old_files or {}):
                     continue  # unchanged table, no snapshot given: read it as it is
-                key = (table, side)
-                if key not in views:
-                    views[key] = _register(spark, src.get(table, table), side,
-                                           new.get(table, ()), (old_files or {}).get(table),
-                                           len(views),
-                                           hive.get(table), metas.get(table, LOOK_UP))
-                sources[table] = views[key]
+                if (table, side) not in views:
+                    views[(table, side)] = _register(
+                        spark, src.get(table, table), side, new.get(table, ()),
+                        (old_files or {}).get(table), len(views), hive.get(table),
+                        metas.get(table, LOOK_UP))
+                sources[key] = views[(table, side)]
             parts.append(spark.sql(definition.build_sql(sources)))
         df = parts[0]
         for p in parts[1:]:

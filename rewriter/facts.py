@@ -1,11 +1,16 @@
 """Facts of one qualified SELECT block: the SPJG normal form the matcher works on.
 
 Columns are rewritten to the canonical `db.table.column` form (table aliases disappear,
-so a table name identifies one table reference: a datamap's self-join is refused, a
-query's second reference of a table is an opaque relation, below). Facts:
-  edges       the FROM list: (kind, "db.table", alias, ON conjuncts) in FROM order; inner
-              joins' ON conjuncts also go to `preds` (an inner ON is a WHERE). In a query
-              (extract(as_query=True)) an edge may also be an opaque relation
+so a name identifies one table reference). A table read more than once (a self-join) is
+one relation per reference: in a datamap definition its n-th reference (FROM order) is
+named `db.table#n` from the second on (rewriter/self_joins.py); a query's references are
+named by an alias mapping onto a datamap's (extract's `refs`, tried per mapping by
+rewriter/index.py), and a query reference no mapping names is an opaque relation, below.
+Facts:
+  edges       the FROM list: (kind, reference name, alias, ON conjuncts, the base table)
+              in FROM order; inner joins' ON conjuncts also go to `preds` (an inner ON
+              is a WHERE). In a query (extract(as_query=True)) an edge may also be an
+              opaque relation
               (rewriter/derived.py): a derived table or a table's second reference, named
               "#derived.<alias>", its columns keyed so, joined onto the datamap later
   preds       canonical conjuncts of WHERE and inner ON, each classified as
@@ -24,11 +29,12 @@ A block the matcher cannot reason about raises Unsupported(reason).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal, Mapping, Union
 
 from sqlglot import exp
 
 from rewriter import derived
+from rewriter.self_joins import reference_name
 from rewriter import ranges as R
 from rewriter import subtotals
 from rewriter import timeseries as ts
@@ -57,6 +63,7 @@ class Edge:
     on: list[exp.Expression] = field(default_factory=list)   # canonical, left joins only
     on_key: str = ""
     relation: exp.Expression | None = None   # an opaque derived table (rewriter/derived.py)
+    base: str = ""                  # the base table "db.table" a table reference reads
 
 
 # An ORDER BY item naming an output alias keeps that reference (the rewrite renames it);
@@ -91,6 +98,18 @@ class Facts:
     def table_of_alias(self) -> dict[str, str]:
         return {e.alias: e.table for e in self.edges}
 
+    def base_of_alias(self) -> dict[str, str]:
+        """alias -> the base table its reference reads (an opaque relation: its name)."""
+        return {e.alias: e.base or e.table for e in self.edges}
+
+    def self_joined(self) -> dict[str, int]:
+        """Base tables read more than once -> how many references."""
+        counts: dict[str, int] = {}
+        for e in self.edges:
+            if e.base:
+                counts[e.base] = counts.get(e.base, 0) + 1
+        return {t: n for t, n in counts.items() if n > 1}
+
 
 _UNSUPPORTED_ARGS = ("exclude", "operation_modifiers", "for_", "laterals", "pivots", "qualify", "windows", "sort", "cluster",
                      "distribute", "into", "prewhere", "connect", "match", "kind", "locks",
@@ -102,7 +121,7 @@ def has_aggregate(e: exp.Expression) -> bool:
 
 
 def extract(select: exp.Select, schemas, names: list[str | None] | None, in_place: bool = False,
-            as_query: bool = False, primary: frozenset[str] = frozenset()) -> Facts:
+            as_query: bool = False, refs: Mapping[str, int] | None = None) -> Facts:
     """Facts of a qualified SELECT. `names` are Spark's output names computed before
     qualification (None entries: unknown). in_place=True lets the facts reuse (and change)
     the select's own expressions: for a disposable tree, it saves the copies.
@@ -110,12 +129,15 @@ def extract(select: exp.Select, schemas, names: list[str | None] | None, in_plac
     (first join only) as `B LEFT JOIN A ON p`, and keeps uncorrelated subqueries in FROM
     and WHERE as opaque relations and conjuncts (rewriter/derived.py). A datamap's FROM
     order names its database and delta-linear tables, and it reads base tables only.
-    `primary`: aliases of a query's self-joined table to keep as the table itself (by
-    default its first reference; the others are opaque relations)."""
+    `refs`: a query's alias mapping, alias -> the ordinal of the datamap reference it
+    stands for (rewriter/self_joins.py); a self-joined table's aliases it leaves out are
+    opaque relations. Without an entry for a table, its first reference is the table itself
+    and the others are opaque. A definition names each reference by its FROM order."""
     opaque = derived.mark(select) if as_query else set()
     _check_block(select, opaque)
-    edges, aliases = _edges(select, schemas, as_query, opaque, primary)
-    canon = _Canoniser(schemas, aliases, {e.alias: e.relation for e in edges})
+    edges, aliases = _edges(select, schemas, as_query, opaque, refs or {})
+    canon = _Canoniser(schemas, aliases, {e.alias: e.relation for e in edges},
+                       {e.alias: e.base for e in edges})
     preds = _predicates(select, edges, canon, in_place)
     rep = _equivalence(preds)
     rngs = class_ranges(preds, rep)
@@ -163,8 +185,9 @@ class _Canoniser:
     the canonical column; then canonicalises time buckets, which need those types."""
 
     def __init__(self, schemas, aliases: dict[str, str],
-                 relations: dict[str, exp.Expression | None]):
+                 relations: dict[str, exp.Expression | None], bases: dict[str, str]):
         self.schemas, self.aliases, self.relations = schemas, aliases, relations
+        self.bases = bases
         self.types: dict[str, str] = {}
 
     def __call__(self, e: exp.Expression) -> exp.Expression:
@@ -188,7 +211,8 @@ class _Canoniser:
             table = isinstance(rel, exp.Table)
             ctype = self.schemas[rel.db][rel.name].get(col.name) if table else None
         else:
-            ctype = self.schemas[db][t].get(col.name)
+            bdb, bt = self.bases[col.table].split(".", 1)
+            ctype = self.schemas[bdb][bt].get(col.name)
         new = exp.Column(this=exp.to_identifier(col.name), table=exp.to_identifier(t),
                          db=exp.to_identifier(db))
         self.types[column_key(new)] = ctype
@@ -301,14 +325,14 @@ def _join_ons(select: exp.Select) -> list[exp.Expression | None]:
 
 
 def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int] = frozenset(),
-           primary: frozenset[str] = frozenset()) -> tuple[list[Edge], dict[str, str]]:
+           refs: Mapping[str, int] = {}) -> tuple[list[Edge], dict[str, str]]:
     from_ = select.args.get("from_")
     if from_ is None:
         raise Unsupported("no FROM")
     items = [(from_.this, None)] + [(j.this, j) for j in select.args.get("joins") or []]
-    chosen = {f"{r.db}.{r.name}": r.alias_or_name for r, _ in items
-              if isinstance(r, exp.Table) and r.alias_or_name in primary}
-    edges, aliases, seen = [], {}, set()
+    mapped = {f"{r.db}.{r.name}" for r, _ in items
+              if isinstance(r, exp.Table) and r.alias_or_name in refs}
+    edges, aliases, counts, named = [], {}, {}, set()
     for rel, join in items:
         relation = None
         if id(rel) in opaque:
@@ -326,13 +350,14 @@ def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int]
             name = f"{rel.db}.{rel.name}"
             if rel.db not in schemas or rel.name not in schemas[rel.db]:
                 raise Unsupported(f"no schema for table {name}")
-        if name in chosen and chosen[name] != rel.alias_or_name or name not in chosen and name in seen:
-            if not as_query:
-                raise Unsupported(f"self-join of {name}")
-            # a query's second reference is joined onto the datamap's rows like a
-            # derived table (rewriter/derived.py); its columns get their own keys
-            relation, name = rel, f"{derived.DERIVED_DB}.{rel.alias_or_name}"
-        seen.add(name)
+        base = ""
+        if relation is None:
+            base, name = name, reference_name(name, rel.alias_or_name, as_query, refs, mapped,
+                                               counts, named)
+            if name is None:
+                # a query's reference no mapping names is joined onto the datamap's rows
+                # like a derived table (rewriter/derived.py); its columns get their own keys
+                relation, name, base = rel, f"{derived.DERIVED_DB}.{rel.alias_or_name}", ""
         alias = rel.alias_or_name
         if join is None:
             kind = "from"
@@ -345,10 +370,11 @@ def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int]
                     and join.args.get("on") is not None:
                 # (A RIGHT JOIN B ON p) is (B LEFT JOIN A ON p); later joins see the same rows
                 first = edges[0]
-                edges[0] = Edge(kind="from", table=name, alias=rel.alias_or_name, relation=relation)
+                edges[0] = Edge(kind="from", table=name, alias=rel.alias_or_name, relation=relation,
+                                base=base)
                 aliases[rel.alias_or_name] = name
                 edges.append(Edge(kind="left", table=first.table, alias=first.alias,
-                                  relation=first.relation))
+                                  relation=first.relation, base=first.base))
                 continue
             if side == "" and jkind in ("", "INNER", "CROSS"):
                 kind = "inner"
@@ -359,7 +385,7 @@ def _edges(select: exp.Select, schemas, as_query: bool = False, opaque: set[int]
             else:
                 raise Unsupported(f"{(side + ' ' + jkind).strip()} JOIN is not supported")
         aliases[alias] = name
-        edges.append(Edge(kind=kind, table=name, alias=alias, relation=relation))
+        edges.append(Edge(kind=kind, table=name, alias=alias, relation=relation, base=base))
     return edges, aliases
 
 

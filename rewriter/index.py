@@ -42,6 +42,7 @@ from rewriter.distinct import APPROXIMATE
 from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, schema_key
 from rewriter.match import Match, match
+from rewriter.self_joins import describe_reference, mappings, most_references
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
 
@@ -50,6 +51,7 @@ _HAS_TIMESERIES = re.compile(r"timeseries\s*\(", re.I)
 _TOKENS = itertools.count(1)
 CACHE_BYTES = 64 << 20
 TREE_KEPT_BYTES = 16 << 10
+MAX_MAPPINGS = 25       # alias mappings of a self-joined block tried (the first is FROM order)
 TOO_COMPLEX = "statement too complex (nested too deeply to analyse)"
 
 
@@ -315,31 +317,48 @@ class DatamapIndex:
         cands = list(dict.fromkeys(n for t in tables for n in self.by_table.get(t, ())))
         if not cands:
             return None
-        seen_t: set[str] = set()
-        again = []            # aliases of a table's second and later references
+        by_table: dict[str, list[str]] = defaultdict(list)
         for r in rels:
             if isinstance(r, exp.Table) and r.db:
-                full = f"{r.db}.{r.name}"
-                if full in seen_t:
-                    again.append(r.alias_or_name)
-                seen_t.add(full)
-        # a self-join's second reference may be the one a datamap answers: keep a copy
-        # to extract again with it as the table (extract changes the block in place)
-        pristine = qsel.copy() if again else None
+                by_table[f"{r.db}.{r.name}"].append(r.alias_or_name)
+        twice = {t: a for t, a in by_table.items() if len(a) > 1}
+        # a self-join's references may map onto a datamap's other ways than FROM order:
+        # keep a copy to extract again per mapping (extract changes the block in place)
+        pristine = qsel.copy() if twice else None
         facts = self._extract(qsel, names, cands, skipped)
         best = self._match_facts(facts, cands, skipped) if facts is not None else None
-        for alias in again if best is None and facts is not None else ():
+        if best is None and facts is not None and twice:
+            best = self._match_mappings(pristine, names, cands, skipped, twice)
+        return best
+
+    def _match_mappings(self, pristine, names, cands, skipped, twice) -> Match | None:
+        """Match a block reading a table more than once under each other alias mapping
+        (rewriter/facts.py `refs`): every way of naming as many of its references as a
+        candidate reads (a datamap that reads it once: any one reference, the others
+        opaque). The first mapping that answers wins; when none does, a self-joined
+        datamap's reason is the first that got past its tables."""
+        reasons: dict[str, list[str]] = defaultdict(list)
+        most = most_references([self.compiled.get(n) for n in cands], twice)
+        # read once by every candidate: the first mapping is what was just tried
+        first = 1 if all(k == 1 for k in most.values()) else 0
+        for refs in itertools.islice(mappings(twice, most), first, MAX_MAPPINGS):
             retry: dict[str, str] = {}
-            alt = self._extract(pristine.copy(), names, cands, retry, frozenset({alias}))
+            alt = self._extract(pristine.copy(), names, cands, retry, refs)
             best = self._match_facts(alt, cands, retry) if alt is not None else None
             if best is not None:
                 skipped.update(retry)
-                break
-        return best
+                return best
+            for n, why in retry.items():
+                reasons[n].append(why)
+        for n, whys in reasons.items():
+            if self.compiled.get(n) is not None and self.compiled[n].facts.self_joined():
+                kept = [w for w in whys if not w.startswith("datamap table ")]
+                skipped[n] = kept[0] if kept else skipped.get(n, whys[0])
+        return None
 
-    def _extract(self, qsel: exp.Select, names, cands, skipped, primary=frozenset()):
+    def _extract(self, qsel: exp.Select, names, cands, skipped, refs=None):
         try:
-            return extract(qsel, self.schemas, names, in_place=True, as_query=True, primary=primary)
+            return extract(qsel, self.schemas, names, in_place=True, as_query=True, refs=refs)
         except Unsupported as e:
             for n in cands:
                 skipped.setdefault(n, f"query block not supported: {e}")
@@ -364,7 +383,7 @@ class DatamapIndex:
                 continue
             cost, own = self.costs[n]
             if not own <= tables:
-                skipped[n] = f"datamap table {min(own - tables)} is not in the query"
+                skipped[n] = f"datamap table {describe_reference(min(own - tables))} is not in the query"
                 continue
             order.append((cost, n))
         order.sort()

@@ -22,8 +22,10 @@ Layout rules (what a datamap's storage table holds):
 Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, window
 functions, subqueries, a CTE that is not a per-row filter, other aggregates,
 non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
-SETS / CUBE / ROLLUP, self-joins (0A000); ungrouped projected columns (42000). The checks
-on the definition's shape and its aggregate calls are rewriter/definition_checks.py.
+SETS / CUBE / ROLLUP (0A000); ungrouped projected columns (42000). A self-join (one table
+read twice, under two aliases) is one relation per reference (rewriter/self_joins.py):
+its base_tables name the table once per reference. The checks on the definition's shape
+and its aggregate calls are rewriter/definition_checks.py.
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def _compile(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
     first_db = facts.edges[0].table.split(".")[0]
     comp.definition = DatamapDefinition(
         name=name, database=first_db, table=f"{first_db}.{name}_table", select_sql=select_sql,
-        base_tables=tuple(e.table for e in facts.edges), columns=tuple(layout.columns),
+        base_tables=tuple(e.base for e in facts.edges), columns=tuple(layout.columns),
         is_aggregate=layout.is_agg, join_kinds=tuple(e.kind for e in facts.edges[1:]),
         qualified_sql=_qualified_text(tree, user_alias),
         build_select=_build_select(tree, layout, qualified_items).sql(DIALECT))
@@ -172,7 +174,7 @@ class _Layout:
         facts = comp.facts
         self.facts = facts
         self.schemas = schemas
-        self.alias_tables = facts.table_of_alias()
+        self.alias_tables = facts.base_of_alias()
         self.columns: list[StoredColumn] = []
         self.build_items: list[exp.Expression] = []
         self.used_names: set[str] = {SEGMENT_COLUMN}

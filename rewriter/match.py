@@ -159,8 +159,9 @@ def _build(q: Facts, comp: Compiled, cand: Candidate, ctx: Ctx, extra, comp_pred
     joins = []
     joined = {None}
     for e in extra:
+        base = (e.base or e.table).split(".", 1)
         table = e.relation.copy() if e.relation is not None else \
-            exp.Table(this=ident(e.table.split(".", 1)[1]), db=ident(e.table.split(".", 1)[0]),
+            exp.Table(this=ident(base[1]), db=ident(base[0]),
                       alias=exp.TableAlias(this=ident(e.alias)))
         joined.add(e.table)
         if e.kind == "left":

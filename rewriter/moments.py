@@ -23,6 +23,8 @@ which is within the audit's 1e-9 (docs/sql.md) while mean^2 / variance stays bel
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 # sqlglot's node -> (population?, square root?)
@@ -77,6 +79,11 @@ def parts(x: exp.Expression, q_x: exp.Expression, argname: str):
 def formula(node: exp.Expression, n, s, q, lo, hi, floating: bool) -> exp.Expression:
     """The variance / standard deviation `node` computed from its parts' values."""
     population, root = form(node)
+    return formula_of(population, root, n, s, q, lo, hi, floating)
+
+
+def formula_of(population: bool, root: bool, n, s, q, lo, hi, floating: bool) -> exp.Expression:
+    """formula() of a variance (population or sample, its square root or not)."""
     zero = exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build("double"))
     spread = exp.Sub(this=q, expression=exp.Div(this=exp.Mul(this=s, expression=s.copy()),
                                                  expression=n))
@@ -94,3 +101,51 @@ def formula(node: exp.Expression, n, s, q, lo, hi, floating: bool) -> exp.Expres
         var = exp.Sqrt(this=var)
     enough = exp.GT(this=n.copy(), expression=exp.Literal.number(0 if population else 1))
     return exp.Case(ifs=[exp.If(this=enough, true=var)])
+
+
+@dataclass(frozen=True)
+class Formula:
+    """What formula() was given, read back off its result (read_formula)."""
+    population: bool
+    root: bool
+    floating: bool
+    n: exp.Expression
+    s: exp.Expression
+    q: exp.Expression
+    lo: exp.Expression
+    hi: exp.Expression
+
+
+def read_formula(node: exp.Expression) -> Formula | None:
+    """The parts of an expression formula() built (a rewritten query's variance, also once
+    printed and parsed again), or None for anything else: the candidate parts are read off
+    their places and formula() is built from them again; only the very same SQL counts."""
+    try:
+        population, root, var, n = _outer(node)
+        equal, greatest = var.args["ifs"][0].this, var.args["default"]
+        floating = isinstance(equal, exp.And)
+        lo, hi = (equal.this if floating else equal).this, (equal.this if floating else equal).expression
+        spread = greatest.this.this.this            # GREATEST(Div(Paren(Sub(q, s*s/n))))
+        q, s = spread.this, spread.expression.this.this
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    found = Formula(population, root, floating, n, s, q, lo, hi)
+    again = formula_of(population, root, n.copy(), s.copy(), q.copy(), lo.copy(), hi.copy(),
+                       floating)
+    return found if again.sql("spark") == node.sql("spark") else None
+
+
+def _outer(node: exp.Expression):
+    """(population, root, the inner CASE, n) of CASE WHEN n > k THEN [SQRT](CASE ...) END."""
+    if not isinstance(node, exp.Case) or node.this is not None or node.args.get("default") \
+            or len(node.args["ifs"]) != 1:
+        raise TypeError
+    when = node.args["ifs"][0]
+    cond, body = when.this, when.args["true"]
+    if not isinstance(cond, exp.GT) or cond.expression.this not in ("0", "1"):
+        raise TypeError
+    root = isinstance(body, exp.Sqrt)
+    var = body.this if root else body
+    if not isinstance(var, exp.Case):
+        raise TypeError
+    return cond.expression.this == "0", root, var, cond.this

@@ -88,9 +88,8 @@ def _complement(comp: Compiled, wide: set, rep: dict, n_dropped: int) -> exp.Sel
     if cached is None:
         cached = comp.keyed[("narrow", "build")] = parse(comp.definition.build_select)
     build = cached.copy()
-    tables = {}
-    for rel in [build.args["from_"].this] + [j.this for j in build.args.get("joins") or []]:
-        tables[rel.alias_or_name] = f"{rel.db}.{rel.name}"
+    # the definition's aliases name its references (a self-join's two are two relations)
+    tables = comp.facts.table_of_alias()
 
     def on_wide(c: exp.Expression) -> bool:
         cols = {f"{tables.get(col.table, col.table)}.{col.name}" for col in c.find_all(exp.Column)}

@@ -31,12 +31,21 @@ from rewriter.precedence import parenthesize
 
 
 
+# Spark names an unaliased aggregate's column after the spelling used; sqlglot reads
+# variance(x) and var_samp(x) into one node (exp.Variance). parse() keeps the spelling in
+# the node's meta (SPELLED) when the statement uses one spelling only; the other moments
+# have one spelling each (_FUNC_NAMES).
+_VARIANCE_SPELLINGS = ("variance", "var_samp")
+SPELLED = "spelled"
+
+
 class SparkVerbatim(Spark):
     """Spark SQL whose datetime patterns stay as written. sqlglot's Spark reads
     `date_format(c, 'YYYY')` as strftime's `%Y` and writes it back as 'yyyy' (likewise
     'y', 'yyyyy', and letters inside quoted text): another pattern, with other values (or
     none: Spark 4 rejects 'YYYY'). Here the pattern literal holds Spark's own text, in the
-    tree and in the SQL written from it (rewriter/grains.py and the serving tier read it)."""
+    tree and in the SQL written from it (rewriter/grains.py and the serving tier read it).
+    """
     TIME_MAPPING: dict[str, str] = {}
 
 
@@ -73,7 +82,22 @@ def parse(sql: str) -> exp.Expression:
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
         raise NormalizeError(f"expected one statement, got {len(trees)}")
-    return keep_spelled_formats(trees[0])
+    return keep_spelled_formats(_keep_variance_spelling(trees[0], sql))
+
+
+def _keep_variance_spelling(tree: exp.Expression, sql: str) -> exp.Expression:
+    """Mark each exp.Variance with the spelling the statement used (SPELLED), when it used
+    only one of variance / var_samp (tokens, so strings and comments do not count)."""
+    nodes = list(tree.find_all(exp.Variance))
+    if not nodes:
+        return tree
+    used = {t.text.lower() for t in DIALECT().tokenize(sql)
+            if t.text.lower() in _VARIANCE_SPELLINGS and t.token_type.name == "VAR"}
+    if len(used) == 1:
+        spelling = used.pop()
+        for node in nodes:
+            node.meta[SPELLED] = spelling
+    return tree
 
 
 def keep_spelled_formats(tree: exp.Expression) -> exp.Expression:
@@ -114,7 +138,8 @@ _BIN_OPS = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"
 _FUNC_NAMES = {exp.Sum: "sum", exp.Count: "count", exp.Min: "min", exp.Max: "max",
                exp.Avg: "avg", exp.Upper: "upper", exp.Lower: "lower", exp.Abs: "abs",
                exp.Coalesce: "coalesce", exp.Year: "year", exp.Month: "month", exp.Day: "day",
-               exp.Quarter: "quarter", exp.Length: "length"}
+               exp.Quarter: "quarter", exp.Length: "length", exp.VariancePop: "var_pop",
+               exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop"}
 
 
 def spark_output_name(e: exp.Expression) -> str | None:
@@ -186,6 +211,9 @@ def _pretty(e: exp.Expression) -> str | None:
                 return None
             args.append(p)
         return f"{name}({', '.join(args)})"
+    if isinstance(e, exp.Variance) and e.meta.get(SPELLED):
+        inner = _pretty(e.this)
+        return None if inner is None else f"{e.meta[SPELLED]}({inner})"
     if isinstance(e, exp.Anonymous):
         args = [_pretty(a) for a in e.expressions]
         return None if None in args else f"{e.name.lower()}({', '.join(args)})"

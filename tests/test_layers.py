@@ -84,6 +84,7 @@ REWRITER_REACHES = {
     "rewriter.normalize",   # DIALECT (serving tier), parse (index pruning's table check)
     "rewriter.sparktypes",  # Spark's numeric types for serving's SQL translation
     "rewriter.distinct",    # sketch_definition: CREATE DATAMAP and the advisor check sketches
+    "rewriter.moments",     # read_formula: serving's rolled-up variances (serving/moments.py)
 }
 
 
@@ -111,7 +112,8 @@ def test_serving_translation_is_pure():
     its allow-list can be tested without either engine."""
     banned = {"proxy", "duckdb", "asyncio", "socket", "sqlite3", "pyspark", "pipeline", "os"}
     pure = ("translate", "expressions", "sqltypes", "timestamps", "dates", "values", "formats",
-            "patterns", "subtotals", "compensation", "windows", "unions", "relations")
+            "patterns", "subtotals", "compensation", "windows", "unions", "relations",
+            "moments")
     for module in pure:
         path = ROOT / "proxy" / "serving" / f"{module}.py"
         assert [f"{module}:{line} imports {name}" for line, name in _imports(path)

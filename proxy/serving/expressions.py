@@ -10,6 +10,7 @@ from sqlglot import exp
 
 import proxy.serving.dates as dates
 import proxy.serving.formats as formats
+import proxy.serving.moments as moments
 import proxy.serving.windows as windows
 from proxy.serving.sqltypes import (
     BIGINT_MAX, DEC, DUCK, INT_MAX, INT_ORDER, NotServable, common, date_literal, dec_operand,
@@ -294,6 +295,9 @@ class Expressions:
         raise NotServable(f"sum of {t}")
 
     def _case(self, e: exp.Case, scope):
+        rolled = moments.moment(self, e, scope)     # a variance from stored moments
+        if rolled is not None:
+            return rolled
         whens, types = [], []
         for w in e.args.get("ifs") or []:
             # CASE x WHEN v: Spark's parser makes it CASE WHEN x = v (a NULL x matches none)

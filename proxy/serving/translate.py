@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
+import proxy.serving.moments as moments
 import proxy.serving.relations as relations
 import proxy.serving.unions as unions
 import proxy.serving.windows as windows
@@ -44,7 +45,7 @@ ALLOWED = {
               "grouping() and grouping_id() (Spark's bit order), HAVING over aggregates",
     "types": ", ".join(TYPES),
     "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
-                  "(not of doubles), min/max(DISTINCT x)",
+                  "(not of doubles), min/max(DISTINCT x); " + moments.ALLOWED,
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
                  "decimal division by Spark's rules), unary - (decimals of up to 34 digits), "
                  "= <> < <= > >= <=>, IN (literals), BETWEEN (of decimals: when their common "

@@ -8,7 +8,8 @@ advisor and the rewriter agree on what a query needs:
             column its filters read (so the rewriter can apply them over the datamap's
             rows), and the argument of each count(DISTINCT x) (answered by grouping on x)
   aggs      the mergeable partials the rewriter rolls up: sum, count, count(*), min, max
-            (avg(x) needs sum(x) and count(x))
+            (avg(x) needs sum(x) and count(x)); a variance or standard deviation of x
+            needs var_pop(x), which stores its moments (rewriter/moments.py)
 Only aggregate queries get a profile: a projection-only datamap saves nothing over its base
 tables. Expressions are printed over `table.column` with each table aliased by its bare
 name, which is how `definition_sql` writes the FROM clause.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from rewriter import moments
 from rewriter.aggregates import is_aggregate_call
 from rewriter.facts import Facts, Unsupported, extract
 from rewriter.normalize import (DIALECT, NormalizeError, column_key, key_of, make_schema, parse,
@@ -177,6 +179,12 @@ def _add_agg(prof: Profile, node: exp.Expression) -> str | None:
             else:
                 _put(prof, fn, arg)
             return None
+    if moments.is_moment(node):
+        # one variance of x stores what every form of it needs (rewriter/moments.py):
+        # count, sum and sum of squares as double, min and max
+        x = moments.argument(node)
+        prof.aggs.setdefault(f"moments({key_of(x)})", f"VAR_POP({_aliased(x).sql(DIALECT)})")
+        return None
     name = node.name.lower() if isinstance(node, exp.Anonymous) else node.key
     if name in _DISTINCT_AS_GROUP or isinstance(node, exp.ApproxDistinct):
         _add_dim(prof, arg)
@@ -215,6 +223,8 @@ def _name(sql: str, fallback: str, used: set[str]) -> str:
         name = "count_all"
     elif isinstance(e, (exp.Sum, exp.Count, exp.Min, exp.Max)) and isinstance(e.this, exp.Column):
         name = f"{e.key}_{e.this.name}"
+    elif isinstance(e, exp.VariancePop) and isinstance(e.this, exp.Column):
+        name = f"var_pop_{e.this.name}"
     name = name.lower()
     if name in used:
         name = f"{name}_{fallback}"

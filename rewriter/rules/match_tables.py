@@ -13,6 +13,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rewriter.facts import Edge, Facts
+from rewriter.self_joins import describe_reference
 
 
 def match_tables(q: Facts, d: Facts) -> list[Edge] | str:
@@ -20,7 +21,7 @@ def match_tables(q: Facts, d: Facts) -> list[Edge] | str:
     dt = d.tables
     missing = dt - q.tables
     if missing:
-        return f"datamap table {sorted(missing)[0]} is not in the query"
+        return f"datamap table {describe_reference(sorted(missing)[0])} is not in the query"
     if any(e.kind == "left" for e in d.edges):
         prefix = q.edges[:len(d.edges)]
         for de, qe in zip(d.edges, prefix):

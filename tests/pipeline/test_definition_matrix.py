@@ -162,9 +162,9 @@ async def test_refusals_and_failures_say_what_and_why(matrix, caplog):
 
 
 # Definitions beyond sum / count / min / max / avg of a plain GROUP BY (variances, a grouping
-# expression not projected, HAVING, sums of CASE / IF, DISTINCT aggregates, WITH): each builds, answers
-# its must-hit queries as Spark does (double columns within the documented 1e-9), and its
-# segments after appends (incremental), after compaction and after an overwrite (full
+# expression not projected, HAVING, sums of CASE / IF, DISTINCT aggregates, WITH, a self-join):
+# each builds, answers its must-hit queries as Spark does (double columns within the
+# documented 1e-9), and its segments after appends (incremental), after compaction and after an overwrite (full
 # rebuild) re-aggregate to what a full build of the definition gives.
 FORMS = {
     "var": ("SELECT c, n DIV 10 AS b, var_pop(n) AS vp, stddev(x) AS sd, variance(m) AS vm, "
@@ -194,11 +194,24 @@ FORMS = {
     "with": ("WITH r AS (SELECT c, n, q FROM {t} WHERE n > 0) SELECT c, sum(q) AS s, count(*) AS k "
              "FROM r GROUP BY c",
              ["SELECT sum(q) AS s FROM {t} WHERE n > 0"]),
+    # a self-join, each reference a relation of its own; queries matched by alias mapping.
+    # The append adds new⋈old (n = 1 against the old q = 1), old⋈new and new⋈new pairs:
+    # refreshed incrementally, one term per reference (pipeline/jobs.py plan_delta)
+    "selfjoin": ("SELECT a.c, b.c AS peer, sum(a.q) AS s, count(*) AS k FROM {t} a JOIN {t} b "
+                 "ON a.n = b.q GROUP BY a.c, b.c",
+                 ["SELECT a.c, b.c AS peer, sum(a.q) AS s, count(*) AS k FROM {t} a JOIN {t} b "
+                  "ON a.n = b.q GROUP BY a.c, b.c",
+                  "SELECT y.c, x.c AS peer, sum(y.q) AS s FROM {t} x JOIN {t} y ON y.n = x.q "
+                  "GROUP BY y.c, x.c",
+                  "SELECT b.c AS peer, count(*) AS k FROM {t} a JOIN {t} b ON a.n = b.q "
+                  "WHERE a.c = 'a' GROUP BY b.c"]),
 }
 MORE_ROWS = ("('a', 11, 110, 1.25, 2), ('a', 12, 120, 1.25, 3), ('d', 5, 50, 5.55, 1), "
-             "('b', 13, NULL, NULL, 4), ('a', NULL, 7, 0.10, 5), ('d', 5, 50, 5.55, 1)")
-# three datamaps per test, so that each stays within the module's timeout
-FORM_GROUPS = [["var", "hidden", "having"], ["case", "distinct", "with"]]
+             "('b', 13, NULL, NULL, 4), ('a', NULL, 7, 0.10, 5), ('d', 5, 50, 5.55, 1), "
+             "('c', 1, 10, 2.00, 2)")
+# three datamaps per test, so that each stays within the module's timeout; the first of
+# each group is refreshed incrementally (two segments after the append)
+FORM_GROUPS = [["var", "hidden", "having"], ["case", "distinct", "with"], ["selfjoin"]]
 
 
 def _close(a, b) -> bool:

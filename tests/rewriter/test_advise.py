@@ -68,7 +68,22 @@ def test_profile_needs_grouping_filter_columns_and_partials():
                                        "SUM(sales.q)"]
     assert p.graph.tables == ("s.sales", "s.dim")
     assert profile("SELECT txn FROM s.sales", "s", ADVISE_SCHEMAS) == "not an aggregate query"
-    assert "mergeable" in profile("SELECT stddev(amt) AS x FROM s.sales", "s", ADVISE_SCHEMAS)
+    assert "mergeable" in profile("SELECT percentile(amt, 0.5) AS x FROM s.sales", "s",
+                                  ADVISE_SCHEMAS)
+
+
+def test_variances_are_suggested_with_their_moments_stored():
+    """Every variance and standard deviation form of one argument needs one var_pop of it
+    in the datamap (its moments: count, sum, sum of squares, min, max); the suggestion
+    answers each form, at its grain and coarser."""
+    p = profile(f"SELECT dim.region, stddev(amt) AS s, var_pop(amt) AS v, variance(q) AS w "
+                f"{J} GROUP BY dim.region", "s", ADVISE_SCHEMAS)
+    assert sorted(p.aggs.values()) == ["COUNT(*)", "VAR_POP(sales.amt)", "VAR_POP(sales.q)"]
+    q1 = f"SELECT dim.region, stddev(amt) AS s {J} GROUP BY dim.region"
+    q2 = f"SELECT dim.cat, var_samp(amt) AS v, stddev_pop(q) AS p {J} GROUP BY dim.cat"
+    got = plan(fold(log((q1, 10, 5.0), (q2, 10, 4.0))), ADVISE_SCHEMAS, Sizes())
+    assert len(got) == 1 and "VAR_POP(sales.amt) AS var_pop_amt" in got[0].select_sql
+    assert answers(got[0], [q1, q2, f"SELECT std(amt) AS s {J}"]) == [True, True, True]
 
 
 def test_two_shapes_merge_into_the_coarsest_datamap_that_answers_both():

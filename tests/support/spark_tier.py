@@ -17,6 +17,7 @@ from typing import Any, Iterable
 import sqlglot
 from sqlglot import exp
 
+from rewriter.build import source_keys
 from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinition
 from rewriter.timeseries import translate_sql
 
@@ -67,15 +68,15 @@ class Materialiser:
     def sliceable(d: DatamapDefinition) -> str | None:
         """The base table whose rows can be split into disjoint slices such that the
         datamap's rows over the slices partition its rows over the whole table: the first
-        table when every join is inner or left (it is the preserved side) and no table is
-        used twice. None when no such table exists."""
-        if len(set(d.base_tables)) != len(d.base_tables):
-            return None
+        table when every join is inner or left (it is the preserved side); of a table read
+        twice, only its first reference (its source key, rewriter/build.py). None when no
+        such table exists."""
         if any(k.lower() not in ("inner", "left", "join", "") for k in d.join_kinds):
             return None
-        return d.base_tables[0]
+        return source_keys(d.base_tables)[0]
 
     def _slice(self, fact: str, k: int) -> str:
+        fact = fact.split("@")[0]
         db, t = fact.split(".")
         view = f"{db}.dm_slice__{t}_{k}"
         if view not in self._slices:

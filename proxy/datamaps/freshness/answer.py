@@ -110,6 +110,8 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
 
         def compensable(table, definition=covered.definition):
             plan = plan_delta(definition, [table])
+            if len(plan.terms) > 1:     # one union is one term (rewriter/compensation.py)
+                return f"{table} appears more than once in the datamap (self join)"
             return plan.reason if plan.full_rebuild else None
         try:
             verdicts[name] = stacked_check(guard, provider, name, covered, allowed,
