@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from pipeline import external as spark_side
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.locks import KeyedLocks
+from proxy.datamaps.upkeep.job_progress import stage
 from proxy.errors import ClientError
 from proxy.external import grammar, links
 from proxy.external.hooks import SegmentHooks
@@ -137,11 +138,15 @@ class ExternalTables:
             seg_id = self.store.next_id(table)
             staged: list[tuple[str, str, str]] = []
             indexed = False
+            stage(f"adding segment {seg_id} to {table}: mapping {len(files)} file(s) in place")
             try:
                 staged = links.stage(t.location, seg_id, files)
                 rows = self.hooks.on_segment_files(table, seg_id,
                                                    [(s, f) for s, f, _ in staged])
                 indexed = True
+                stage(f"publishing segment {seg_id} of {table} ("
+                      + (f"{rows} rows, " if isinstance(rows, int) else "")
+                      + f"{len(staged)} file(s))")
                 links.publish(t.location, seg_id)
             except Exception as e:
                 links.discard(t.location, seg_id)
@@ -165,6 +170,7 @@ class ExternalTables:
                 self._gone(table, [f.link for f in mapped_files])
                 raise
             self._changed(t)
+            stage(f"segment {seg_id} of {table} published")
         self._datamaps_catch_up(table)
         return seg_id
 

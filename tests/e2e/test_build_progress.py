@@ -69,3 +69,30 @@ def test_beeline_prints_the_stages_of_a_build(env, tmp_path):
     assert run.returncode == 0, out[-3000:]
     assert "stage: building datamap default.bp_count: segment 0 reads " in out, out[-3000:]
     assert "stage: segment 0 of default.bp_count published" in out, out[-3000:]
+
+
+def test_add_segment_reports_its_own_spark_step_and_its_datamaps(env):
+    """ADD SEGMENT of an external table: mapping the files, indexing them for the table's
+    index datamap (a Spark job of its own, with its progress), publishing, then the
+    refresh of the mv datamap over it."""
+    data = env.root / "bp_ext"
+    data.mkdir()
+    (data / "a.csv").write_text("".join(f"{i},r{i % 3}\n" for i in range(30)))
+    conn = Conn(env.port)
+    try:
+        conn.run("CREATE TABLE bp_ext (id int, region string) "
+                 "TBLPROPERTIES ('format'='csv', 'csv.header'='id,region')")
+        conn.run("CREATE DATAMAP bp_ext_mm ON TABLE bp_ext USING 'minmax'")
+        conn.run("CREATE DATAMAP bp_ext_agg USING 'mv' AS "
+                 "SELECT region, count(*) FROM bp_ext GROUP BY region")
+    finally:
+        conn.close()
+    logs = _logs(env.port, f"ALTER TABLE bp_ext ADD SEGMENT LOCATION '{data}'")
+    text = "\n".join(logs)
+    assert logs[0] == "stage: adding segment 0 to default.bp_ext: mapping 1 file(s) in place", logs
+    assert re.search(r"^stage: indexing segment 0 of default\.bp_ext: reading its 1 file\(s\) "
+                     r"for default\.bp_ext_mm\n(.*\n)*Spark job \d+: SUCCEEDED, (\d+)/\2 tasks "
+                     r"done.*\n(.*\n)*stage: publishing segment 0 of default\.bp_ext "
+                     r"\(30 rows, 1 file\(s\)\)\nstage: segment 0 of default\.bp_ext published$",
+                     text, re.M), logs
+    assert re.search(r"^stage: segment \d+ of default\.bp_ext_agg published$", text, re.M), logs

@@ -33,6 +33,7 @@ from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import describe, job_failed
 from proxy.datamaps.indexes.entries import Entry, IndexInfo, IndexStore
 from proxy.datamaps.locks import KeyedLocks
+from proxy.datamaps.upkeep.job_progress import spark_progress, stage
 from proxy.errors import ClientError
 from rewriter.prune import bloom
 
@@ -212,8 +213,10 @@ class IndexService:
                 if info.kind == "minmax":
                     minmax += [c for c in info.columns if c not in minmax]
             pending = [i for i in pending if i not in batch]
-            built = build(self._spark(), self._reads(table), files, minmax,
-                          [spec for spec, _ in specs.values()], staged)
+            spark = self._spark()
+            with spark_progress(spark):     # a statement's operation log, when one listens
+                built = build(spark, self._reads(table), files, minmax,
+                              [spec for spec, _ in specs.values()], staged)
             for info in batch:
                 out[info.qualified] = [Entry(
                     f.path, f.size, f.mtime_ns, f.rows,
@@ -356,6 +359,8 @@ class IndexService:
             return None
         staged = {normalize_path(final): normalize_path(s) for s, final in files}
         with self._locks(f"index:{table}"):
+            stage(f"indexing segment {segment_id} of {table}: reading its {len(staged)} "
+                  f"file(s) for {', '.join(i.qualified for i in infos)}")
             built = self._entries(infos, staged, staged)
             for info in infos:      # a crash after an earlier attempt left entries
                 self.store.put(info, built[info.qualified], segment=str(segment_id),

@@ -6,6 +6,10 @@
     stage: publishing segment 3 of default.agg (1204 rows, 2 files)
     stage: segment 3 of default.agg published
 
+ADD SEGMENT of an external table (proxy/external/tables.py) reports mapping its files,
+indexing them for the table's index datamaps (proxy/datamaps/indexes/commands.py, a Spark
+job watched as a build's is) and publishing the segment, then its datamaps' refreshes.
+
 The Spark lines come from the pipeline session's status tracker: the job's Spark work runs
 under a job group of its own (a local property of the worker thread, so other jobs of the
 shared session are not counted), polled every POLL_S by a thread of its own while the job

@@ -324,3 +324,18 @@ def test_what_a_selection_cannot_keep_is_refused(ext, files, sql):
     _add(ext, files / "a.csv")
     d = ExternalHandler(ext)(_ctx(**{"carbon.input.segments.default.t": "0"}), sql)
     assert isinstance(d, Reject) and d.sqlstate == "0A000" and "default.t" in d.message, d
+
+
+def test_add_segment_reports_its_stages_to_the_statement(ext, files):
+    """ADD SEGMENT's own steps are stages of its operation log (proxy/routing/progress.py),
+    as a datamap build's are: mapping, the index hook's step in between, publishing."""
+    from proxy.routing import progress
+    seen: list[str] = []
+    ext.hooks.on_segment_files = lambda table, seg, pairs: seen.append(
+        f"hook {table} {seg} {len(pairs)}") or 7
+    with progress.reporting(seen.append):
+        _add(ext, files)
+    assert seen == ["stage: adding segment 0 to default.t: mapping 2 file(s) in place",
+                    "hook default.t 0 2",
+                    "stage: publishing segment 0 of default.t (7 rows, 2 file(s))",
+                    "stage: segment 0 of default.t published"]
