@@ -96,3 +96,38 @@ def test_add_segment_reports_its_own_spark_step_and_its_datamaps(env):
                      r"\(30 rows, 1 file\(s\)\)\nstage: segment 0 of default\.bp_ext published$",
                      text, re.M), logs
     assert re.search(r"^stage: segment \d+ of default\.bp_ext_agg published$", text, re.M), logs
+
+
+def test_show_datamap_in_a_second_session_sees_a_create_from_its_start(env):
+    """While a CREATE DATAMAP runs, another session's SHOW DATAMAP shows it and since when,
+    before its own catalog row exists as after; once the CREATE is done, as any datamap."""
+    import threading
+    failed: list[BaseException] = []
+
+    def create():
+        c = Conn(env.port)
+        try:
+            c.run("CREATE DATAMAP bp_seen USING 'mv' AS "
+                  "SELECT region, max(amount) FROM bp_sales GROUP BY region")
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            failed.append(e)
+        finally:
+            c.close()
+    worker = threading.Thread(target=create, name="bp-create")
+    watcher = Conn(env.port)
+    try:
+        worker.start()
+        seen = []
+        while worker.is_alive():
+            seen += [r for r in watcher.run("SHOW DATAMAP ON TABLE bp_sales").rows
+                     if r[0] == "bp_seen"]
+        worker.join()
+        assert not failed, failed
+        assert seen, "SHOW DATAMAP never showed the running CREATE"
+        assert all(re.match(r"being created since \d{4}-\d\d-\d\d [\d:.]+ \(\d+ s\)", r[9])
+                   for r in seen), seen
+        assert seen[0][1:3] == ("mv", "default.bp_seen_table") and seen[0][4] == "DISABLED", seen
+        done, = [r for r in watcher.run("SHOW DATAMAP").rows if r[0] == "bp_seen"]
+        assert done[4] == "ENABLED" and done[9] == "", done
+    finally:
+        watcher.close()

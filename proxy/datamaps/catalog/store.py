@@ -17,6 +17,7 @@ the same file. The schema is versioned and migrated by a list of migrations.
     schema.py    MIGRATIONS and migrate()
     backend.py   SQLite or PostgreSQL under one `?`-style SQL
     leases.py    LeaseStore (mixed into Catalog): leader and datamap-job leases
+    creating.py  CreatingStore (mixed into Catalog): CREATE DATAMAP statements running now
     records.py   the values: DatamapRecord, segments, Event, DatamapStatus
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
 from proxy.datamaps.catalog.backend import open_backend
+from proxy.datamaps.catalog.creating import CreatingStore
 from proxy.datamaps.catalog.leases import LeaseStore
 from proxy.datamaps.catalog.records import (  # noqa: F401 - the catalog's values, importable here
     SEG_COMPACTED, SEG_DELETED, SEG_FAILED, SEG_IN_PROGRESS, SEG_SUCCESS, SOURCES,
@@ -43,7 +45,7 @@ _REWRITE_OFF = "rewrite_off:"      # meta key prefix: query rewrite switched off
 # the catalog version the running write transaction commits (_tx bumps it at the end)
 _NEXT_VERSION = "(SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'catalog_version')"
 
-class Catalog(SegmentStore, LeaseStore):
+class Catalog(SegmentStore, LeaseStore, CreatingStore):
     """Open (and migrate) the catalog at `path`: a SQLite file ("<state dir>/catalog.db" by
     convention) or a "postgresql://user:password@host:port/db" URL. `path` afterwards names
     it without the password."""

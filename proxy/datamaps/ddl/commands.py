@@ -13,6 +13,7 @@ from pipeline.table import PipelineError
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.ddl import parser as ddl
+from proxy.datamaps.ddl.creating import Running, creating
 from proxy.datamaps.ddl.show import show_datamaps, show_segments
 from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import job_failed
@@ -85,6 +86,17 @@ class DatamapCommands:
     def create(self, stmt: ddl.CreateDatamap, current_db: str) -> LocalResult:
         tables = referenced_tables(stmt.select_sql, current_db,
                                    f"datamap {stmt.name.qualified(current_db)}")
+        # SHOW DATAMAP shows it from now on (the database is its first table's until the
+        # SELECT is compiled); not a datamap that exists already (IF NOT EXISTS, 42710)
+        db = stmt.name.db or (tables[0].partition(".")[0] if tables else current_db)
+        if self.catalog.get_datamap(db, stmt.name.name) is not None:
+            return self._create(stmt, current_db, tables, None)
+        with creating(self.catalog, db, stmt.name.name, stmt.provider, stmt.props,
+                      tables) as running:
+            return self._create(stmt, current_db, tables, running)
+
+    def _create(self, stmt: ddl.CreateDatamap, current_db: str, tables: list[str],
+                running: Running | None) -> LocalResult:
         schemas = self._schemas.schemas(tables)
         try:
             # DMPROPERTIES('distinct_sketch'='hll'): approx_count_distinct stored as sketches
@@ -98,6 +110,8 @@ class DatamapCommands:
         db = stmt.name.db or definition.database
         definition = dataclasses.replace(definition, database=db,
                                          table=f"{db}.{stmt.name.name}_table")
+        if running is not None:
+            running.moved(db)
         check_create(self.catalog.list_datamaps(), f"{db}.{stmt.name.name}", definition.table,
                      definition.base_tables)
         if stmt.on_table is not None:
@@ -160,7 +174,8 @@ class DatamapCommands:
         if stmt.on_table is None:
             return show_datamaps(self.catalog, self.catalog.list_datamaps())
         table = stmt.on_table.qualified(current_db)
-        return show_datamaps(self.catalog, self.catalog.list_datamaps(base_table=table))
+        return show_datamaps(self.catalog, self.catalog.list_datamaps(base_table=table),
+                             on_table=table)
 
     def show_segments(self, stmt: ddl.ShowSegments, current_db: str) -> LocalResult:
         table = stmt.table.qualified(current_db)

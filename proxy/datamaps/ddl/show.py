@@ -8,13 +8,17 @@ e.g. `default.hourly (fresh)`; empty for a datamap over base tables only. Rewrit
 is `true` unless ALTER DATAMAP ... DISABLE QUERY REWRITE switched it off (`NA` for index
 datamaps, which answer no query). Building, after it, says that a build, refresh or
 compaction is writing a segment now and since when (`segment 3 since 2026-11-28
-00:31:02.118 (42 s)`); empty otherwise."""
+00:31:02.118 (42 s)`); empty otherwise. A CREATE DATAMAP running now (on any replica
+sharing the catalog: catalog/creating.py) shows its datamap from the statement's start,
+before the datamap's own row exists: DISABLED, Sync Status NA, Building `being created
+since 2026-11-28 00:30:38.540 (66 s)` (then `; segment 0 since …` once it writes one)."""
 from __future__ import annotations
 
 import json
 import time
 from typing import Iterable, Sequence
 
+from proxy.datamaps.catalog.creating import Creating
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.catalog.records import (
     SEG_IN_PROGRESS, BaseSegment, DatamapRecord, DatamapSegment, DatamapStatus, format_time,
@@ -64,12 +68,38 @@ def building(segments: Iterable[DatamapSegment], now: float | None = None) -> st
             f"({max(0.0, now - seg.load_start):.0f} s)")
 
 
-def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord]) -> LocalResult:
+def being_created(entry: Creating, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    return (f"being created since {format_time(entry.started)} "
+            f"({max(0.0, now - entry.started):.0f} s)")
+
+
+def creating_row(entry: Creating, now: float | None = None) -> tuple[str, ...]:
+    """SHOW DATAMAP's row of a datamap whose CREATE runs and whose own row does not exist
+    yet: it answers nothing (DISABLED), and has no sync status (NA)."""
+    return (entry.name, entry.provider, entry.table, format_properties(entry.properties),
+            DatamapStatus.DISABLED, "NA", "CREATE DATAMAP has not finished", "", "true",
+            being_created(entry, now))
+
+
+def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord],
+                  on_table: str | None = None) -> LocalResult:
     every = catalog.list_datamaps()
     off = catalog.rewrite_off()
-    rows = [datamap_row(r, catalog.sync_status(r.db, r.name), depends_on(catalog, r, every),
-                        r.qualified not in off, building(catalog.segments(r.db, r.name)))
-            for r in records]
+    running: dict[str, Creating] = {}
+    for entry in catalog.creating():          # earliest first: the one that runs longest
+        running.setdefault(entry.qualified, entry)
+    rows = []
+    for r in records:
+        writing = building(catalog.segments(r.db, r.name))
+        entry = running.pop(r.qualified, None)
+        if entry is not None:
+            writing = being_created(entry) + (f"; {writing}" if writing else "")
+        rows.append(datamap_row(r, catalog.sync_status(r.db, r.name),
+                                depends_on(catalog, r, every), r.qualified not in off, writing))
+    known = {r.qualified for r in every}
+    rows += [creating_row(e) for e in running.values() if e.qualified not in known
+             and (on_table is None or on_table in e.base_tables)]
     return LocalResult(SHOW_DATAMAP_COLUMNS, rows)
 
 
