@@ -286,7 +286,9 @@ class App:
         dm, background = s.datamaps, self.background
         if s.querylog.enabled:
             location = s.state.catalog or str(self.state_dir / "catalog.db")
-            self.querylog = await asyncio.to_thread(QueryLog, location, s.querylog)
+            # time saved is scaled by the base tables' rows the catalog counts
+            self.querylog = await asyncio.to_thread(
+                functools.partial(QueryLog, location, s.querylog, base_rows=catalog.base_rows))
         querylog = self.querylog       # closed once the server stopped: it writes what it saw
         self._close_querylog = _once(
             functools.partial(asyncio.to_thread, querylog.close) if querylog is not None else None)

@@ -47,6 +47,22 @@ class SegmentStore:
                 sql += f" AND status = '{SEG_SUCCESS}'"
             return [base_from_row(r) for r in c.execute(sql + " ORDER BY id", (table,))]
 
+    def base_rows(self, tables: Sequence[str]) -> int | None:
+        """Rows of the live segments of `tables` together, as the catalog counted them (the
+        query log scales its time-saved estimate by it); None when a table has no live
+        segment or one of unknown rows."""
+        if not tables:
+            return None
+        tables = sorted(set(tables))
+        with self._tx(write=False) as c:
+            got = {t: (n, known, total) for t, n, known, total in c.execute(
+                "SELECT tbl, count(*), count(rows), sum(rows) FROM base_segments WHERE "
+                f"status = '{SEG_SUCCESS}' AND tbl IN ({', '.join('?' * len(tables))}) "
+                "GROUP BY tbl", tables)}
+        if any(t not in got or got[t][0] != got[t][1] for t in tables):
+            return None
+        return sum(int(got[t][2]) for t in tables)
+
     def base_files(self, table: str) -> set[str]:
         """Files of the live segments of `table`: what the catalog believes the table holds."""
         return {f for s in self.base_segments(table) for f in s.files}

@@ -16,10 +16,12 @@ redacts and cuts the statement text ([querylog] statement_bytes), and inserts th
 in one transaction, within WRITE_EVERY_S of the event. It also enforces [querylog]
 retention and max_entries, deleting the oldest in batches.
 
-Time saved by a datamap answer: the median duration of the same shape when the base
-tables answered it (the latest BASE_SAMPLES such entries, and the online audit's runs of
-it on the base tables: `base_run`, an estimate, as audits run at low priority), minus this
-answer's; None while that shape was never seen on the base tables ("not measured yet").
+Time saved by a datamap answer, an estimate (saving.py): the median duration of the same
+shape on the base tables (the latest BASE_SAMPLES runs: statements the base tables
+answered, and the online audit's runs of datamap answers there, `base_run`), each scaled
+by the rows of the base tables it reads now over their rows then (`base_rows`, the
+catalog's count), minus this answer's; None while that shape was never seen on the base
+tables ("not measured yet").
 
 A reader (`QueryLog.reader(location)`, e.g. a test of the running proxy's log) opens the
 same table without a writer (`datamap-proxy advise` asks the proxy over HiveServer2).
@@ -30,17 +32,17 @@ import collections
 import json
 import logging
 import re
-import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 from proxy.routing.classify import Kind, classify
 from proxy.config import QueryLogSettings
 from proxy.logsafe import redact
 from proxy.observability.observe import BYPASSED, LOCAL, REFUSED, Observer, StatementEvent
 from proxy.observability.querylog.reasons import not_served_class, reason_class
+from proxy.observability.querylog.saving import Sample, estimate
 from proxy.observability.querylog.store import QueryStore, encode
 from rewriter.advise import fold_tokens, shape_hash, shape_of
 
@@ -51,6 +53,7 @@ BATCH = 1_000               # events per insert transaction
 WRITE_EVERY_S = 0.2         # an event is in the table within about this long
 RETAIN_EVERY_S = 60.0       # retention runs this often (and at start)
 BASE_SAMPLES = 16           # base-table durations kept per shape for saved_s
+ROWS_TTL_S = 5.0            # base-table rows read again from the catalog after this long
 SHAPES_KEPT = 10_000        # shapes whose base durations are kept in memory
 CLIENT_BYTES = 256          # a client tool's name is the client's text, stored per statement
 _NOT_LOGGED = (Kind.SET, Kind.SET_REWRITE, Kind.USE)
@@ -89,7 +92,8 @@ class LoggedQuery:
 
 class QueryLog(Observer):
     def __init__(self, location: str, settings: QueryLogSettings | None = None, *,
-                 writer: bool = True, queue_size: int = QUEUE_SIZE):
+                 writer: bool = True, queue_size: int = QUEUE_SIZE,
+                 base_rows: Callable[[Sequence[str]], int | None] | None = None):
         self.settings = settings or QueryLogSettings()
         self.enabled = self.settings.enabled and writer
         self._store = QueryStore(location, create=writer)
@@ -107,7 +111,11 @@ class QueryLog(Observer):
         self._stop = False
         # datamap -> [hits, saved seconds, hits whose saving was measured]
         self._totals: dict[str, list] = {}
-        self._base: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
+        # shape -> its latest runs on the base tables, (seconds, base rows then)
+        self._base: collections.OrderedDict[str, list[Sample]] = collections.OrderedDict()
+        # the rows of the base tables (Catalog.base_rows) that scale the estimates
+        self._base_rows = base_rows
+        self._rows: dict[tuple[str, ...], tuple[float, int | None]] = {}
         self._retained_at = 0.0
         self._thread = None
         if self.enabled:
@@ -265,7 +273,8 @@ class QueryLog(Observer):
             except IndexError:
                 return
             try:
-                self._base_of(_shape(statement, db).hash).append(seconds)
+                sh = _shape(statement, db)
+                self._base_of(sh.hash).append((seconds, self._rows_of(sh.tables)))
             except Exception:  # noqa: BLE001 - an estimate lost, never the log
                 log.debug("cannot record an audited base-table run", exc_info=True)
 
@@ -285,7 +294,7 @@ class QueryLog(Observer):
         why_not = ev.why_not
         miss = kind is Kind.QUERY and not ev.datamaps and ev.decision not in (LOCAL, REFUSED)
         cls = reason_class(why_not, ev.decision == BYPASSED) if miss and tables else None
-        saved = self._saved(digest, ev, miss)
+        saved = self._saved(digest, tables, ev, miss)
         statement = _cut(redact(ev.statement), self.settings.statement_bytes)
         # a shape from tokens keeps unquoted values (a URL's password), and any shape is as
         # long as its statement: stored under the same rules (the hash is of the whole)
@@ -295,24 +304,45 @@ class QueryLog(Observer):
                 encode(why_not), cls, float(ev.duration_s), ev.rows, ev.outcome, ev.sqlstate,
                 saved, ev.not_served or None, not_served_class(ev.not_served))
 
-    def _saved(self, digest: str, ev: StatementEvent, miss: bool) -> float | None:
-        """A base-table answer's duration is remembered per shape; a datamap answer's
-        saving is their median minus its own duration."""
+    def _saved(self, digest: str, tables: tuple[str, ...], ev: StatementEvent,
+               miss: bool) -> float | None:
+        """A base-table answer's duration is remembered per shape, with the base tables'
+        rows; a datamap answer's saving is estimated from them (saving.py)."""
         if ev.outcome != "FINISHED" or not (miss or ev.datamaps):
             return None
         base = self._base_of(digest)
         if miss:
-            base.append(ev.duration_s)
+            base.append((ev.duration_s, self._rows_of(tables)))
             del base[:-BASE_SAMPLES]
             return None
-        return max(0.0, statistics.median(base) - ev.duration_s) if base else None
+        return estimate(base, self._rows_of(tables) if base else None, ev.duration_s)
 
-    def _base_of(self, digest: str) -> list[float]:
-        """The base-table durations kept for a shape (writer thread)."""
+    def _rows_of(self, tables: Sequence[str]) -> int | None:
+        """The base tables' rows now (the catalog's count, read at most every ROWS_TTL_S
+        per set of tables; writer thread); None when unknown."""
+        if self._base_rows is None or not tables:
+            return None
+        key = tuple(sorted(tables))
+        now = time.monotonic()
+        got = self._rows.get(key)
+        if got is None or now - got[0] > ROWS_TTL_S:
+            try:
+                rows = self._base_rows(key)
+            except Exception:  # noqa: BLE001 - an estimate unscaled, never the log lost
+                log.debug("cannot read the base tables' rows", exc_info=True)
+                rows = None
+            if len(self._rows) > SHAPES_KEPT:
+                self._rows.clear()
+            got = self._rows[key] = (now, rows)
+        return got[1]
+
+    def _base_of(self, digest: str) -> list[Sample]:
+        """The base-table runs kept for a shape (writer thread); those read back from the
+        log at first sight have no rows (unscaled)."""
         base = self._base.get(digest)
         if base is None:            # first sight: what the log holds from before
-            base = self._base[digest] = list(reversed(
-                self._store.base_durations(digest, BASE_SAMPLES)))
+            base = self._base[digest] = [(d, None) for d in reversed(
+                self._store.base_durations(digest, BASE_SAMPLES))]
             if len(self._base) > SHAPES_KEPT:
                 self._base.popitem(last=False)
         else:

@@ -352,3 +352,34 @@ def test_an_audited_base_table_run_measures_what_a_hit_saves(qlog):
     assert first.saved_s is None                     # nothing measured yet
     assert later.saved_s == pytest.approx(3.0)
     assert qlog.datamap_totals() == {"shop.agg": (2, pytest.approx(3.0))}
+
+
+def test_the_estimate_scales_with_the_base_tables_rows(catalog_location):
+    """The base tables grew threefold since the audited run: a hit's estimate is three
+    times the run's time, minus its own (saving.py); rows are read from the catalog's
+    count (Catalog.base_rows) of the tables the shape reads."""
+    rows = {"shop.sales": 1_000_000}
+    asked = []
+
+    def base_rows(tables):
+        asked.append(tuple(tables))
+        return sum(rows[t] for t in tables)
+    q = QueryLog(catalog_location, base_rows=base_rows)
+    try:
+        stmt = "SELECT region, sum(amount) FROM sales WHERE day = '2026-01-01' GROUP BY region"
+        q.base_run(stmt, "shop", 2.0)
+        q.flush()
+        q.statement(event(statement=stmt, decision="served", datamaps=("shop.agg",),
+                          duration_s=0.5))
+        q.flush()
+        rows["shop.sales"] = 3_000_000
+        q._rows.clear()                       # as ROWS_TTL_S later
+        q.statement(event(statement=stmt, decision="served", datamaps=("shop.agg",),
+                          duration_s=0.5))
+        q.flush()
+        later, first = q.recent(2)
+        assert first.saved_s == pytest.approx(1.5) and later.saved_s == pytest.approx(5.5)
+        assert q.datamap_totals() == {"shop.agg": (2, pytest.approx(7.0))}
+        assert set(asked) == {("shop.sales",)}
+    finally:
+        q.close()

@@ -316,3 +316,17 @@ def test_compaction_of_segments_hidden_meanwhile_is_refused(catalog):
     assert catalog.visible_segments("db1", "agg") == []
     rec = catalog.get_datamap("db1", "agg")
     assert rec.status == cat.DatamapStatus.DISABLED and rec.status_reason == "zone changed"
+
+
+def test_base_rows_of_tables_together(catalog):
+    """What the query log scales its time-saved estimate by: the live segments' rows."""
+    catalog.add_base_segment("db1.sales", ["a"], rows=5)
+    catalog.add_base_segment("db1.sales", ["b"], rows=7)
+    catalog.add_base_segment("db1.items", ["c"], rows=3)
+    assert catalog.base_rows(["db1.sales"]) == 12
+    assert catalog.base_rows(["db1.sales", "db1.items", "db1.sales"]) == 15
+    catalog.mark_base_deleted("db1.sales", ["0"])
+    assert catalog.base_rows(["db1.sales"]) == 7
+    catalog.add_base_segment("db1.csv", ["d"], rows=None)
+    for unknown in (["db1.csv"], ["db1.sales", "db1.untracked"], []):
+        assert catalog.base_rows(unknown) is None
