@@ -214,23 +214,21 @@ class Advisor:
                 continue
             hits, saved, known = 0, 0.0, True
             for sh in shapes:
-                n = sh.datamaps.get(rec.qualified, 0)
-                if not n:
-                    continue
-                hits += n
-                if rec.qualified in sh.saved:
-                    saved += sh.saved[rec.qualified]
-                elif sh.base_count and sh.answer_mean_s is not None:
-                    saved += n * max(0.0, sh.base_mean_s - sh.answer_mean_s)
-                else:
+                hits += sh.datamaps.get(rec.qualified, 0)
+                by = sh.saved_by(rec.qualified)
+                if by is None:
                     known = False         # no base-table time to compare with
+                else:
+                    saved += by
             if (hits and not known) or saved >= cost:
                 continue
             out.append(Suggestion(
                 "drop", rec.qualified, f"DROP DATAMAP {rec.qualified}", hits, 0.0,
                 round(cost - saved, 3), None, cost,
                 f"maintenance took {cost:.1f} s this window (builds, refreshes, compactions) "
-                f"but its {hits} hits saved an estimated {saved:.1f} s"))
+                f"but its {hits} hits saved an estimated {saved:.1f} s (an estimate: the "
+                "base-table time of their shapes, scaled by the base tables' rows, minus "
+                "their own)"))
         return out
 
     # -- what-if ------------------------------------------------------------------------

@@ -95,11 +95,24 @@ def mirror_line(m) -> str:
 
 
 def saved(s: Summary) -> str:
-    """Time saved, or "not measured yet" while none of its hits' shapes ran on the base
-    tables (never a 0 that reads as worthless); NA with the query log off."""
+    """Time saved, an estimate (the base-table time of its hits' shapes, scaled by the
+    base tables' rows: docs/querylog.md), so written with "≈"; "not measured yet" while
+    none of its hits' shapes ran on the base tables (never a 0 that reads as worthless);
+    NA with the query log off."""
     if s.saved_s is None:
         return "NA" if s.hits is None else "not measured yet"
-    return duration(s.saved_s)
+    return f"≈ {duration(s.saved_s)}"
+
+
+def _saved_chart(usage: list[tuple[float, int, float | None]]) -> str:
+    """The estimated seconds saved per hour; a note instead when the window has hits but
+    none of them could be measured (a chart of zeros would say they saved nothing)."""
+    if any(h for _, h, _ in usage) and all(sv is None for _, h, sv in usage if h):
+        return note("time saved per hour: not measured yet (none of these hits' shapes "
+                    "ran on the base tables, nor did the online audit run them there)")
+    return chart.bars([(a, sv or 0.0) for a, _, sv in usage],
+                      title="estimated seconds saved per hour", unit=" s",
+                      colour="#1e7b3a")
 
 
 def datamaps(rows: list[Summary], *, user: str, csrf: str, log_on: bool,
@@ -114,7 +127,7 @@ def datamaps(rows: list[Summary], *, user: str, csrf: str, log_on: bool,
         body.append(note(e(_NO_LOG)))
     body.append(table(
         ["DataMap", "Status", "Rewrite", "Segments", "Rows", "Size", "Freshness", "Hits",
-         "Time saved"],
+         "Time saved (estimate)"],
         [(f'<a href="{e(url("/datamaps/" + s.qualified))}">{e(s.qualified)}</a>',
           _status(s), _rewrite(s.rewrite), count(s.segments), count(s.rows), e(size(s.size)),
           _freshness(s, now), count(s.hits), e(saved(s)))
@@ -167,18 +180,18 @@ def datamap(d: Detail, actions: list[ActionRecord], *, user: str, csrf: str,
                f"<dt>Segments</dt><dd>{count(s.segments)} visible, {count(s.rows)} rows, "
                f"{e(size(s.size))}</dd>"
                f"<dt>Created</dt><dd>{e(when(rec.created_at))}</dd>"
-               f"<dt>Hits</dt><dd>{count(s.hits)} (time saved {e(saved(s))})</dd>"
+               f"<dt>Hits</dt><dd>{count(s.hits)} (time saved {e(saved(s))}"
+               f"{', estimated' if s.saved_s is not None else ''})</dd>"
                "</dl>")
     out.append("<h2>Definition</h2>" + f"<pre>{e(rec.original_sql)}</pre>")
     out.append("<h2>DMPROPERTIES</h2>" + table(
         ["Property", "Value"], [(e(k), e(v)) for k, v in sorted(rec.properties.items())]))
-    out.append("<h2>Hits and time saved, last 24 hours</h2>")
+    out.append("<h2>Hits and estimated time saved, last 24 hours</h2>")
     if d.usage is None:
         out.append(note(e(_NO_LOG)))
     else:
         out.append(chart.bars([(a, h) for a, h, _ in d.usage], title="hits per hour"))
-        out.append(chart.bars([(a, sv) for a, _, sv in d.usage], title="seconds saved per hour",
-                              unit=" s", colour="#1e7b3a"))
+        out.append(_saved_chart(d.usage))
     out.append("<h2>Segments</h2>" + table(
         ["Segment", "Status", "Made by", "Rows", "Files", "Size", "Load start", "Load time",
          "Base segments"],

@@ -135,8 +135,10 @@ def detail(catalog, querylog, qualified: str, now: float | None = None) -> Detai
 
 def usage_buckets(querylog, datamap: str, now: float,
                   window_s: float = USAGE_WINDOW_S,
-                  bucket_s: float = USAGE_BUCKET_S) -> list[tuple[float, int, float]]:
-    """Hits and time saved per bucket over the window, every bucket present (zeros too)."""
+                  bucket_s: float = USAGE_BUCKET_S) -> list[tuple[float, int, float | None]]:
+    """Hits and estimated time saved per bucket over the window, every bucket present
+    (zeros too); saved is None for a bucket with hits none of which could be measured
+    yet (not measured yet, not 0)."""
     n = int(window_s // bucket_s)
     since = (math.floor(now / bucket_s) - n + 1) * bucket_s
     out = [[since + i * bucket_s, 0, 0.0] for i in range(n)]
@@ -144,5 +146,5 @@ def usage_buckets(querylog, datamap: str, now: float,
         i = int((start - since) // bucket_s)
         if dm == datamap and 0 <= i < n:
             out[i][1] += hits
-            out[i][2] += saved or 0.0
+            out[i][2] = saved
     return [(a, h, s) for a, h, s in out]

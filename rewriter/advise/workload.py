@@ -39,6 +39,7 @@ class Shape:
     fixable: bool = False        # some base-table run had a reason a datamap may fix
     datamaps: dict[str, int] = field(default_factory=dict)     # datamap -> hits
     saved: dict[str, float] = field(default_factory=dict)      # datamap -> logged saved_s
+    measured: dict[str, int] = field(default_factory=dict)     # datamap -> hits with saved_s
     missed_by: dict[str, str] = field(default_factory=dict)    # datamap -> why not (last)
     text: str = ""               # the shape (literals -> ?): what is shown to users
 
@@ -49,6 +50,22 @@ class Shape:
     @property
     def answer_mean_s(self) -> float | None:
         return self.answered_seconds / self.answered if self.answered else None
+
+    def saved_by(self, datamap: str) -> float | None:
+        """Seconds the datamap's hits of this shape saved, an estimate: the query log's
+        saved_s (the shape's base-table time scaled by rows, minus each answer's), hits
+        not measured yet taken at the measured ones' mean; without any, the shape's mean
+        time on the base tables in the window minus its mean answer time; None when
+        neither is known (never a 0 that would make a datamap look worthless)."""
+        hits = self.datamaps.get(datamap, 0)
+        if not hits:
+            return 0.0
+        measured = self.measured.get(datamap, 0)
+        if measured:
+            return self.saved[datamap] * hits / measured
+        if self.base_count and self.answer_mean_s is not None:
+            return hits * max(0.0, self.base_mean_s - self.answer_mean_s)
+        return None
 
 
 def fold(entries: Iterable) -> list[Shape]:
@@ -80,6 +97,7 @@ def fold(entries: Iterable) -> list[Shape]:
                 sh.datamaps[dm] = sh.datamaps.get(dm, 0) + 1
                 if getattr(e, "saved_s", None) is not None:
                     sh.saved[dm] = sh.saved.get(dm, 0.0) + e.saved_s
+                    sh.measured[dm] = sh.measured.get(dm, 0) + 1
             continue
         if decision == "bypassed":        # rewriting was off: no datamap would have helped
             continue

@@ -60,6 +60,21 @@ def test_shapes_fold_literals_and_keep_one_statement():
     assert sh.base_seconds == pytest.approx(12.0) and sh.statement == a
 
 
+def test_a_datamaps_saving_per_shape_is_an_estimate_never_a_made_up_zero():
+    """Shape.saved_by: the query log's estimates, hits not measured yet at the measured
+    ones' mean; else the window's base-table mean minus the answers' mean; else unknown."""
+    a = f"SELECT dim.region, sum(amt) AS t {J} GROUP BY 1"
+    hit = dict(decision="served", datamaps=("s.dm",))
+    sh, = fold([Logged(a, 0.5, saved_s=3.0, **hit), Logged(a, 0.5, saved_s=5.0, **hit),
+                Logged(a, 0.5, **hit), Logged(a, 0.5, **hit)])
+    assert sh.measured == {"s.dm": 2} and sh.saved_by("s.dm") == pytest.approx(16.0)
+    assert sh.saved_by("s.other") == 0.0                  # no hit: saved nothing
+    sh, = fold([Logged(a, 0.5, **hit), Logged(a, 4.5)])  # timed on the base tables
+    assert sh.saved_by("s.dm") == pytest.approx(4.0)
+    sh, = fold([Logged(a, 0.5, **hit)])
+    assert sh.saved_by("s.dm") is None
+
+
 def test_profile_needs_grouping_filter_columns_and_partials():
     p = profile(f"SELECT dim.region, avg(q) AS a, count(DISTINCT txn) AS n, max(amt) AS m "
                 f"{J} WHERE dim.cat = 'x' GROUP BY dim.region", "s", ADVISE_SCHEMAS)

@@ -249,8 +249,10 @@ class DatamapCollector:
         if self.querylog is None:
             return
         saved = CounterMetricFamily(P + "datamap_saved_seconds",
-                                    "Estimated base-table seconds saved by datamap answers "
-                                    "(the query log's estimate)", labels=["datamap"])
+                                    "Estimated base-table seconds saved by datamap answers: "
+                                    "an estimate from the base-table time of their shapes, "
+                                    "scaled by the base tables' rows (the query log's "
+                                    "saved_s)", labels=["datamap"])
         for dm, (_hits, seconds) in sorted(self.querylog.datamap_totals().items()):
             if seconds is not None:        # not measured yet: no sample rather than a 0
                 saved.add_metric([dm], seconds)

@@ -183,17 +183,21 @@ class QueryLog(Observer):
         for d in self._store.entries(since, until):
             yield LoggedQuery(**d)
 
-    def datamap_usage(self, since: float, bucket_s: float) -> list[tuple[float, str, int, float]]:
-        """(bucket start, datamap, hits, saved seconds), oldest bucket first."""
+    def datamap_usage(self, since: float, bucket_s: float
+                      ) -> list[tuple[float, str, int, float | None]]:
+        """(bucket start, datamap, hits, estimated saved seconds), oldest bucket first;
+        saved is None when none of the bucket's hits could be measured yet."""
         buckets: dict[tuple[float, str], list] = {}
         for at, datamaps, saved in self._store.usage(since):
             start = (at // bucket_s) * bucket_s
             for name in json.loads(datamaps):
-                b = buckets.setdefault((start, name), [0, 0.0])
+                b = buckets.setdefault((start, name), [0, 0.0, 0])
                 b[0] += 1
-                b[1] += saved or 0.0
-        return [(start, name, hits, saved) for (start, name), (hits, saved)
-                in sorted(buckets.items())]
+                if saved is not None:
+                    b[1] += saved
+                    b[2] += 1
+        return [(start, name, hits, saved if measured else None)
+                for (start, name), (hits, saved, measured) in sorted(buckets.items())]
 
     def datamap_totals(self) -> dict[str, tuple[int, float | None]]:
         """datamap -> (hits, saved seconds) written since this process started; saved is

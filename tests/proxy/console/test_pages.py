@@ -98,6 +98,17 @@ def test_usage_buckets_fill_the_window(tmp_path):
     assert [(h, s) for _, h, s in got] == [(0, 0.0), (1, 1.0), (1, 2.0), (0, 0.0)]
 
 
+def test_unmeasured_hits_are_not_a_zero_in_the_usage_buckets(tmp_path):
+    now = 10 * 3600.0 + 5
+    log = QueryLog(str(tmp_path / "catalog.db"))
+    log.write_many([logged(1, now - 2, "u", "", "", "served", ("db1.agg",)),
+                    logged(2, now - 3000, "u", "", "", "served", ("db1.agg",)),
+                    logged(3, now - 3010, "u", "", "", "served", ("db1.agg",), saved_s=0.5)])
+    got = usage_buckets(log, "db1.agg", now, window_s=2 * 3600.0)
+    log.close()
+    assert [(h, s) for _, h, s in got] == [(2, 0.5), (1, None)]
+
+
 def test_chart_and_statements():
     svg = chart.bars([(0.0, 0), (3600.0, 3)], title="<hits>")
     assert svg.startswith("<svg") and "&lt;hits&gt;" in svg and svg.count("<rect") == 2
@@ -118,7 +129,26 @@ def test_time_saved_not_measured_yet_is_said_never_zero():
     assert "not measured yet" in html and ">0 ms<" not in html
     d = Detail(_summary(hits=12, saved_s=None), _record(), [], [], None, None, {})
     assert "12 (time saved not measured yet)" in pages.datamap(d, [], user="ann", csrf="tok")
-    assert pages.saved(_summary(saved_s=0.25)) == "250 ms"
+    # hits in the window, none measured: a note, not a chart of zeros
+    d = Detail(_summary(hits=12, saved_s=None), _record(), [], [],
+               [(0.0, 0, 0.0), (3600.0, 12, None)], [], {})
+    html = pages.datamap(d, [], user="ann", csrf="tok")
+    assert html.count("<svg") == 1 and "time saved per hour: not measured yet" in html
+
+
+def test_time_saved_is_labelled_an_estimate_wherever_it_shows():
+    """The saving is the base-table time of the hits' shapes, scaled by rows: the list's
+    column, its cells, the page and the chart say it is an estimate."""
+    html = pages.datamaps([_summary(hits=12, saved_s=3.25)], user="ann", csrf="tok",
+                          log_on=True, now=1060.0)
+    assert "Time saved (estimate)" in html and "≈ 3.25 s" in html
+    assert pages.saved(_summary(saved_s=0.25)) == "≈ 250 ms"
+    d = Detail(_summary(hits=12, saved_s=3.25), _record(), [], [],
+               [(0.0, 0, 0.0), (3600.0, 12, 3.25)], [], {})
+    html = pages.datamap(d, [], user="ann", csrf="tok")
+    assert "12 (time saved ≈ 3.25 s, estimated)" in html
+    assert "<title>estimated seconds saved per hour</title>" in html
+    assert "Hits and estimated time saved, last 24 hours" in html
 
 
 def test_the_segment_mirror_per_datamap():

@@ -193,6 +193,10 @@ def test_collector_reads_the_catalog(catalog, tmp_path):
                  job="built") == 2.5
     assert value(got, P + "datamap_job_failures_total", datamap="default.agg") == 1
     assert value(got, P + "datamap_saved_seconds_total", datamap="default.agg") == 12.5
+    # an estimate, and said so where it is scraped
+    assert "# HELP datamap_proxy_datamap_saved_seconds_total Estimated base-table seconds " \
+           "saved by datamap answers: an estimate from the base-table time of their shapes, " \
+           "scaled by the base tables' rows" in m.render().decode()
     version = [k for k in got if k[0] == P + "build_info"]
     assert version and dict(version[0][1])["version"]
 
