@@ -3,7 +3,7 @@ the console's own action ring into plain values (pages.py renders them). Every f
 here blocks (SQLite, file sizes): the console calls them in a worker thread.
 
 `querylog` is part of the proxy's query log reader API (proxy/observability/querylog/log.py: recent,
-datamap_usage, datamap_totals); None when [querylog] enabled = false.
+datamap_usage, datamap_totals, datamap_measured); None when [querylog] enabled = false.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ class Summary:
     pending: int                  # live base segments no visible segment covers
     reason: str | None            # why it may not answer now (catalog's), None when it may
     hits: int | None              # None: no query log
-    saved_s: float | None
+    saved_s: float | None         # an estimate; None: not measured yet (or no query log)
+    measured: int | None = None   # of the hits, those whose saving could be estimated
 
     @property
     def qualified(self) -> str:
@@ -96,8 +97,16 @@ def mirror(m) -> Mirror | None:
          st.missing.get(t, [])) for t in names])
 
 
+def _totals(querylog) -> dict[str, tuple[int, float | None, int]] | None:
+    if querylog is None:
+        return None
+    measured = querylog.datamap_measured()
+    return {name: (hits, saved, measured.get(name, 0))
+            for name, (hits, saved) in querylog.datamap_totals().items()}
+
+
 def summaries(catalog, querylog) -> list[Summary]:
-    totals = querylog.datamap_totals() if querylog is not None else None
+    totals = _totals(querylog)
     off = catalog.rewrite_off()
     return [_summary(catalog, rec, off, totals) for rec in catalog.list_datamaps()]
 
@@ -105,14 +114,15 @@ def summaries(catalog, querylog) -> list[Summary]:
 def _summary(catalog, rec: DatamapRecord, off, totals) -> Summary:
     visible = catalog.visible_segments(rec.db, rec.name)
     rows = [s.rows for s in visible]
-    hits, saved = (totals.get(rec.qualified, (0, None)) if totals is not None else (None, None))
+    hits, saved, measured = (totals.get(rec.qualified, (0, None, 0)) if totals is not None
+                             else (None, None, None))
     return Summary(
         rec.db, rec.name, str(rec.status), rec.status_reason, rec.qualified not in off,
         len(visible), sum(r for r in rows if r is not None) if rows else None,
         local_bytes(f for s in visible for f in s.files),
         max((s.load_start for s in visible), default=None),
         sum(len(v) for v in catalog.pending_base_segments(rec.db, rec.name).values()),
-        catalog.unavailable_reason(rec.db, rec.name), hits, saved)
+        catalog.unavailable_reason(rec.db, rec.name), hits, saved, measured)
 
 
 def detail(catalog, querylog, qualified: str, now: float | None = None) -> Detail | None:
@@ -121,7 +131,7 @@ def detail(catalog, querylog, qualified: str, now: float | None = None) -> Detai
     if rec is None:
         return None
     now = time.time() if now is None else now
-    totals = querylog.datamap_totals() if querylog is not None else None
+    totals = _totals(querylog)
     summary = _summary(catalog, rec, catalog.rewrite_off(), totals)
     usage = answered = None
     if querylog is not None:

@@ -206,6 +206,12 @@ class QueryLog(Observer):
         with self._cond:
             return {name: (h, s if m else None) for name, (h, s, m) in self._totals.items()}
 
+    def datamap_measured(self) -> dict[str, int]:
+        """datamap -> its hits since start whose saving could be estimated (the others'
+        shapes had not run on the base tables yet)."""
+        with self._cond:
+            return {name: m for name, (_h, _s, m) in self._totals.items()}
+
     def write_many(self, entries: Iterable) -> None:
         """Insert entries as given (LoggedQuery or alike; `id` ignored): synthetic logs
         for tests and benchmarks."""

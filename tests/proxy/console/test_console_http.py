@@ -132,7 +132,8 @@ def test_sign_in_pages_and_the_rewrite_switch(tmp_path, service, users):
 
         resp, page = console.request("GET", "/datamaps", cookie=cookie)
         assert resp.status == 200 and "db1.agg" in page and "signed in as <b>ann</b>" in page
-        assert ">on<" in page and "2.50 s" in page            # rewrite on; time saved
+        assert ">on<" in page and "≈ 2.50 s<" in page        # rewrite on; time saved,
+        assert "Time saved (estimate)" in page                 # an estimate
         forged = cookie.replace("cu=ann", "cu=root")
         assert console.request("GET", "/datamaps", cookie=forged)[0].status == 303
 

@@ -149,6 +149,9 @@ def test_time_saved_is_labelled_an_estimate_wherever_it_shows():
     assert "12 (time saved ≈ 3.25 s, estimated)" in html
     assert "<title>estimated seconds saved per hour</title>" in html
     assert "Hits and estimated time saved, last 24 hours" in html
+    # hits whose shape had not run on the base tables count for nothing, and it is said
+    assert pages.saved(_summary(hits=12, saved_s=3.25, measured=2)) == (
+        "≈ 3.25 s (2 of 12 hits measured)")
 
 
 def test_the_segment_mirror_per_datamap():

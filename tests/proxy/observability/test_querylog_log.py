@@ -352,6 +352,7 @@ def test_an_audited_base_table_run_measures_what_a_hit_saves(qlog):
     assert first.saved_s is None                     # nothing measured yet
     assert later.saved_s == pytest.approx(3.0)
     assert qlog.datamap_totals() == {"shop.agg": (2, pytest.approx(3.0))}
+    assert qlog.datamap_measured() == {"shop.agg": 1}        # one of its two hits
 
 
 def test_the_estimate_scales_with_the_base_tables_rows(catalog_location):
@@ -380,6 +381,7 @@ def test_the_estimate_scales_with_the_base_tables_rows(catalog_location):
         later, first = q.recent(2)
         assert first.saved_s == pytest.approx(1.5) and later.saved_s == pytest.approx(5.5)
         assert q.datamap_totals() == {"shop.agg": (2, pytest.approx(7.0))}
+        assert q.datamap_measured() == {"shop.agg": 2}
         assert set(asked) == {("shop.sales",)}
     finally:
         q.close()
