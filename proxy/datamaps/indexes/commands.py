@@ -28,7 +28,8 @@ from pipeline.indexes import BloomSpec, build, column_types, minmax_supports
 from proxy.datamaps.catalog.records import CatalogError, DatamapRecord, format_time, one_line
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.index_providers import CreateIndexDatamap, bloom_settings
-from proxy.datamaps.ddl.show import format_properties
+from proxy.datamaps.ddl.creating import creating
+from proxy.datamaps.ddl.show import being_created, format_properties
 from proxy.datamaps.ddl.words import EMPTY
 from proxy.datamaps.failures import describe, job_failed
 from proxy.datamaps.indexes.entries import Entry, IndexInfo, IndexStore
@@ -132,7 +133,10 @@ class IndexService:
             if stmt.lazy:
                 return EMPTY
             try:
-                self._build_all(info)
+                # SHOW DATAMAP's Building, on every replica, while the first build runs
+                with creating(self.catalog, info.db, info.name, stmt.provider, stmt.props,
+                              [table]):
+                    self._build_all(info)
             except Exception as e:
                 self.store.drop(info.db, info.name)
                 raise job_failed(e, f"Creating {subject}") from e
@@ -177,14 +181,17 @@ class IndexService:
             rec = self._datamap(table)          # ON TABLE <mv datamap name> too
             table = rec.table if rec is not None else table
         infos = self.store.indexes_on(table) if table else self.store.all()
+        running = {e.qualified: e for e in self.catalog.creating()}
         out = []
         for i in infos:
+            entry = running.get(i.qualified)
             sync = "NA" if i.built_at is None else json.dumps(
                 {i.table: f"{len(self.store.files(i))} files", "loadEndTime": format_time(
                     i.built_at)})
             out.append((i.name, i.kind, i.table, format_properties(i.properties),
                         "ENABLED" if i.enabled else "DISABLED", sync,
-                        "" if i.enabled else one_line(i.status_reason), "", "NA", ""))
+                        "" if i.enabled else one_line(i.status_reason), "", "NA",
+                        being_created(entry) if entry is not None else ""))
         return out
 
     # -- building ------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import pytest
 
 from proxy.datamaps.catalog.records import CatalogError
 from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.ddl.index_providers import CreateIndexDatamap
+from proxy.datamaps.ddl.parser import Name
 from proxy.datamaps.indexes.commands import IndexService
 from proxy.datamaps.indexes.entries import Entry, IndexStore
 from rewriter.prune import bloom
@@ -175,3 +177,25 @@ def test_suspended_indexes_are_not_used_and_the_next_rebuild_takes_them(store, m
                         store.set_status(info.db, info.name, True))
     service.sync("db.fact", rebuild=True)
     assert built == ["dm1", "dm2"] and all(i.enabled for i in store.indexes_on("db.fact"))
+
+
+def test_an_index_being_created_shows_in_building_on_every_replica(store, catalog_location,
+                                                                   monkeypatch):
+    """SHOW DATAMAP's Building names an index datamap's CREATE while its first build runs,
+    read through another catalog over the same store (a replica), and is empty after."""
+    service = IndexService(store.catalog, spark=None, locks=None)
+    replica = Catalog(catalog_location)
+    seen = []
+    monkeypatch.setattr(service, "_locks", lambda key: contextlib.nullcontext())
+    monkeypatch.setattr(service, "_target", lambda on, db: "db.fact")
+    monkeypatch.setattr(service, "_columns", lambda stmt, table, subject: TYPES[:1])
+    monkeypatch.setattr(service, "_build_all", lambda info: seen.extend(
+        IndexService(replica, spark=None, locks=None).rows("db.fact")))
+    try:
+        service.create(CreateIndexDatamap(Name("dm3"), Name("fact", "db"), "minmax"), "db")
+        assert [(r[0], r[9].split(" (")[0].startswith("being created since")) for r in seen
+                ] == [("dm3", True)]
+        assert [r[9] for r in IndexService(replica, spark=None, locks=None).rows("db.fact")
+                ] == [""]
+    finally:
+        replica.close()
