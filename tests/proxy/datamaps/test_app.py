@@ -261,7 +261,7 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
 
     def slow_open(state_dir, spark=None):
         entered.set()
-        time.sleep(0.5)
+        time.sleep(0.5)     # still opening when index() is asked: the window the hang needs
         return _FakeSession(schemas)
     monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
