@@ -10,17 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.engine import spark as engine_mod, timezone
-from proxy.routing import statements
 from proxy.app import App
-from proxy.datamaps import startup
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
                           UpstreamSettings)
+from proxy.datamaps import startup
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.indexes.pruning import watch_temp_views
 from proxy.datamaps.service import DatamapService
-from proxy.external.handler import ExternalHandler
+from proxy.engine import spark as engine_mod, timezone
 from proxy.engine.pipeline_session import LazySpark, SparkNotReady
+from proxy.external.handler import ExternalHandler
+from proxy.routing import statements
 from proxy.routing.router import Local, PassThrough, Rewrite, StatementContext
 
 

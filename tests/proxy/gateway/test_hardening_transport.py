@@ -17,11 +17,11 @@ import pytest
 from proxy.gateway.auth import plain as auth
 from proxy.thrift import codec, sasl
 from proxy.thrift.gen.TCLIService import ttypes as T
-from tests.support.wire import closed_by_peer, Raw, sasl_login
 from tests.support.clients import pyhive_connect
-from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 from tests.support.waiting import wait_until
+from tests.support.wire import closed_by_peer, Raw, sasl_login
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,8 +17,8 @@ from proxy.config import ServerSettings
 from proxy.gateway.auth.kerberos import Acceptor, KerberosError, expand_host, short_name
 from proxy.thrift import sasl
 from tests.support.kdc import kerberos_env
-from tests.support.proxy_proc import ProxyStartError, start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import ProxyStartError, start_proxy
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)

@@ -16,8 +16,8 @@ from proxy.hs2.handles import HandleRegistry, mint
 from proxy.hs2.operation import OpKind, OpState, Operation
 from proxy.hs2.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
                             upstream_for, watch_upstream)
-from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.hs2.session import Session, track_statement
+from proxy.thrift.gen.TCLIService import ttypes as T
 
 
 class Clock:
