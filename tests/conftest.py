@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import collected
 from tests.support import postgres as pg_support
 
 
@@ -18,6 +19,10 @@ def pytest_addoption(parser):
     parser.addoption(
         "--targets", default="direct,proxy",
         help="comma-separated integration targets: direct, proxy (default: both)")
+
+
+def pytest_collection_finish(session):
+    collected.record()
 
 
 @pytest.fixture(scope="session")

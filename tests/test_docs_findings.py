@@ -6,8 +6,8 @@ from __future__ import annotations
 from proxy.datamaps.catalog.records import BaseSegment
 from proxy.datamaps.ddl.commands import EMPTY
 from proxy.datamaps.ddl.show import base_segment_row
-from proxy.thrift.rowsets import table_schema
 from proxy.thrift.gen.TCLIService import ttypes as T
+from proxy.thrift.rowsets import table_schema
 
 
 def test_ddl_answers_have_sparks_single_result_column():

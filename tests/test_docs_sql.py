@@ -8,9 +8,9 @@ import typing
 
 import pytest
 
-from proxy.routing.classify import SESSION_KEYS
 from proxy.datamaps.ddl import parser as ddl
 from proxy.external import grammar
+from proxy.routing.classify import SESSION_KEYS
 from tests.support.sqldoc import (
     ROOT, block_statements, check_parses, entries, sql_blocks, statement_kind,
     unterminated,

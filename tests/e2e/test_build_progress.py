@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tests.support.e2e import Conn
 from tests.support.clients import jdbc_url, pyhive_connect, run_beeline
+from tests.support.e2e import Conn
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 
 from bench import extdata
-from tests.support.e2e import Pair, sort_rows
 from tests.support.clients import jdbc_url, run_beeline
+from tests.support.e2e import Pair, sort_rows
 
 pytestmark = pytest.mark.timeout(300)
 spark = pytest.mark.spark       # all but the generator's test

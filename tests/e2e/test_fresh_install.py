@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.support.e2e import ServeProc, sort_rows
 from tests.support.clients import RawHS2
+from tests.support.e2e import ServeProc, sort_rows
 from tests.support.package import copy_source, fresh_venv
 
 pytestmark = pytest.mark.spark

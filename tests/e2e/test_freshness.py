@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.clients import RawHS2
+from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 from tests.support.clients import jdbc_url, run_beeline
+from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

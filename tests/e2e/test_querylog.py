@@ -14,8 +14,8 @@ import time
 import pytest
 
 from proxy.observability.querylog.log import QueryLog
-from tests.support.e2e import Conn
 from tests.support.clients import ClientError, RawHS2, pyhive_connect
+from tests.support.e2e import Conn
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
+from tests.support.clients import ClientError, RawHS2
 from tests.support.e2e import ServeProc, sort_rows
 from tests.support.spark_tier import rows_equal
-from tests.support.clients import ClientError, RawHS2
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.spark

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.e2e import Conn
 from tests.support.clients import BEELINE_JVM_OPTS, beeline
+from tests.support.e2e import Conn
 from tests.support.sqldoc import ROOT, SQL_DOC, walk
 from tests.support.sts import spark_env
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
-from tests.support.e2e import Pair, doc_blocks
 from tests.support.clients import RawHS2
+from tests.support.e2e import Pair, doc_blocks
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

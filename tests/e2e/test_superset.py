@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from tests.support.e2e import sort_rows
-from tests.support.spark_tier import rows_equal
 from tests.support import superset
 from tests.support.clients import ClientError, RawHS2
+from tests.support.e2e import sort_rows
+from tests.support.spark_tier import rows_equal
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.e2e import Conn, Pair, SHARED_PARSE_LIMIT, state_table_dir
 from tests.support.clients import ClientError, jdbc_url, pyhive_connect, run_beeline
+from tests.support.e2e import Conn, Pair, SHARED_PARSE_LIMIT, state_table_dir
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 

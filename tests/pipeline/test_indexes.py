@@ -14,8 +14,8 @@ import uuid
 import pytest
 
 from pipeline import list_files
-from pipeline.indexes import BloomSpec, build, minmax_supports
 from pipeline.errors import PipelineError
+from pipeline.indexes import BloomSpec, build, minmax_supports
 from rewriter.prune import bloom
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

@@ -13,8 +13,8 @@ from pipeline import (
     cleanup_orphans, compact, drop, full_build, incremental_append, list_files, list_segments,
     read_files, read_segments, reaggregate, table_schemas,
 )
-from pipeline.files import quote_table, total_bytes
 from pipeline.errors import PipelineError
+from pipeline.files import quote_table, total_bytes
 from pipeline.segments import segment_stats, table_exists
 from rewriter import compile_datamap
 

@@ -13,11 +13,11 @@ import uuid
 
 import pytest
 
-import proxy.datamaps.upkeep.live_view as live_view
-import proxy.datamaps.upkeep.maintenance as maintenance
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
+import proxy.datamaps.upkeep.live_view as live_view
+import proxy.datamaps.upkeep.maintenance as maintenance
 from proxy.routing.router import Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

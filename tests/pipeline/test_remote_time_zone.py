@@ -15,14 +15,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.datamaps.catalog.store import Catalog
 from proxy.config import UpstreamSettings
+from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.datamaps.service import DatamapService
 from proxy.datamaps.zones.pipeline import align_pipeline_zone, check_upstream_zone
-from proxy.routing.router import StatementContext
 from proxy.doctor import PASS, WARN, Target, check_upstream
 from proxy.engine.timezone import TIME_ZONE_KEY, upstream_time_zone
+from proxy.routing.router import StatementContext
 from tests.support.clients import pyhive_connect, pyhive_execute
 from tests.support.ports import free_port
 from tests.support.sts import start_sts

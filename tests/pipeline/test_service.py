@@ -11,11 +11,11 @@ import pytest
 
 from pipeline import list_segments
 from pipeline.table import create_table
-from proxy.ha import leader
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.service import DatamapService
 from proxy.errors import ClientError
+from proxy.ha import leader
 from proxy.routing.router import PassThrough, Rewrite, StatementContext
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

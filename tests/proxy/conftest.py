@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.proxy_proc import start_proxy
-from tests.support.sts import start_sts
 from tests.support.relay import Relay
+from tests.support.sts import start_sts
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from proxy import config
-from proxy.routing import statements
 from proxy.errors import ClientError
-from proxy.routing.router import Local, Reject, StatementContext
 from proxy.hs2.session import Session
+from proxy.routing import statements
+from proxy.routing.router import Local, Reject, StatementContext
 from proxy.routing.session_keys import session_settings, staleness_budget
 from proxy.staleness import MAX_STALENESS_KEY, BadDuration, parse_duration
 

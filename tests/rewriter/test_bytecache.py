@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from rewriter import Candidate, DatamapIndex, compile_datamap
-from rewriter.compiled import CompiledForms
 from rewriter.bytecache import ByteLRU, text_size
+from rewriter.compiled import CompiledForms
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}
 AGG = "SELECT country, sum(qty) AS q FROM sales GROUP BY country"

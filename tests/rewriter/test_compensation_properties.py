@@ -47,16 +47,16 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-import rewriter as core
 from pipeline import plan_delta
 from proxy.datamaps.freshness.guard import CHANGED, FRESH, NEW, Covered, FreshnessGuard
+import rewriter as core
 from rewriter.api import SEGMENT_COLUMN, Candidate, DatamapDefinitionError
 from tests.support.rewriter_data import SEED, generate_rows
-from tests.support.spark_tier import HIDDEN_SEGMENT, compare
 from tests.support.rewriter_queries import (
     COUNTRY, POOL, PROFILE, SALES_DIMS, SALES_MEAS, SALES_RANGES, SALES_TIME, DatamapSpec,
     Shape, queries,
 )
+from tests.support.spark_tier import HIDDEN_SEGMENT, compare
 
 EXAMPLES = 2000 if PROFILE == "deep" else 60
 DBS = {"default": "cmpd", "shop": "cmps"}

@@ -29,18 +29,18 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlglot
 
-import rewriter as core
 from proxy.serving.engine import EngineFailure
 from proxy.serving.timestamps import OUT_OF_RANGE
 from proxy.serving.translate import NotServable, translate
+import rewriter as core
 from rewriter.api import Candidate, DatamapDefinition
 from rewriter.timeseries import translate_sql
-from tests.support.spark_tier import diff_rows, fmt_rows, df_schema
-from tests.support.spark_cases import SPARK_CASES, SEG
+from tests.support.parquet_datamaps import VISIBLE, parquet_datamaps, segment_files
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
     engine, scale_problems, zero_sign_problems,
 )
-from tests.support.parquet_datamaps import VISIBLE, parquet_datamaps, segment_files
+from tests.support.spark_cases import SPARK_CASES, SEG
+from tests.support.spark_tier import diff_rows, fmt_rows, df_schema
 
 # (case id, layout) -> "served" | "not servable: <reason>" | "not rewritten: ..."
 REPORT: dict[tuple[str, str], str] = {}

@@ -20,15 +20,15 @@ from sqlglot import exp
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-import rewriter as core
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
+import rewriter as core
 from rewriter.api import Candidate, DatamapDefinitionError
 from rewriter.timeseries import translate_sql
-from tests.support.spark_tier import diff_rows, df_schema
-from tests.support.rewriter_queries import POOL, PROFILE, queries
 from tests.support.parquet_datamaps import VISIBLE, segment_files, parquet_datamaps
+from tests.support.rewriter_queries import POOL, PROFILE, queries
 from tests.support.serving import engine  # noqa: F401 - a fixture
+from tests.support.spark_tier import diff_rows, df_schema
 
 def _with_window(draw, sql: str) -> str:
     """`sql` with one window output over its groups appended, or as it is (subtotals)."""

@@ -20,8 +20,8 @@ import pytest
 
 import rewriter as core  # noqa: E402 - a missing core fails the tier, never skips it
 
-from tests.support.spark_tier import Materialiser, compare_many  # noqa: E402
 from tests.support.spark_cases import SEG, SPARK_CASES
+from tests.support.spark_tier import Materialiser, compare_many  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ from typing import Iterator, Mapping
 
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.service import DatamapService
+from proxy.routing.router import StatementContext
 from rewriter import compile_datamap
 from rewriter.api import DatamapDefinition
-from proxy.routing.router import StatementContext
 
 Schemas = Mapping[str, Mapping[str, Mapping[str, str]]]
 

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from tests.support.proxy_proc import ServeProc  # noqa: F401  (re-exported)
 from tests.support.clients import ClientError, pyhive_connect, pyhive_execute
+from tests.support.proxy_proc import ServeProc  # noqa: F401  (re-exported)
 from tests.support.sqldoc import block_statements, sql_blocks
 
 __all__ = ["ServeProc", "Conn", "Pair", "ClientError", "sort_rows", "doc_blocks"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 import time
 
-from proxy.ha import leader
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.locks import KeyedLocks
+from proxy.ha import leader
 from tests.support import waiting
 
 

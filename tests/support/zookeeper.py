@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.proxy_proc import ProxyProc, start_proxy
 from tests.support import waiting
 from tests.support.ports import free_port, log_tail, port_accepts
+from tests.support.proxy_proc import ProxyProc, start_proxy
 
 JARS = Path("/usr/share/java")
 ZOOKEEPER_JAR = JARS / "zookeeper.jar"

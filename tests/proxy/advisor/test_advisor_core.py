@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from proxy.cli.advise import _format_suggestions, _split_statements
 from proxy.advisor.core import Advisor
 from proxy.advisor.results import answers
+from proxy.cli.advise import _format_suggestions, _split_statements
 from proxy.config import AdvisorSettings
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.handler import DatamapDdlHandler
@@ -21,8 +21,8 @@ from proxy.errors import ClientError
 from proxy.observability.observe import StatementEvent
 from proxy.observability.querylog.log import LoggedQuery, QueryLog
 from proxy.routing.router import Local, Reject, StatementContext
-from tests.support.datamaps import add_datamap, decision_service
 from tests.support.advise import J, ADVISE_SCHEMAS, Sizes
+from tests.support.datamaps import add_datamap, decision_service
 
 Q1 = f"SELECT dim.region, sum(amt) AS t {J} WHERE dim.cat = 'c1' GROUP BY dim.region"
 Q2 = f"SELECT dim.cat, count(*) AS n {J} GROUP BY dim.cat"

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.support.client_matrix import ITEST_DB, META_DB, TYPES_DDL, Target, USE_DB, types_statements
 from tests.support.proxy_proc import ProxyProc, start_proxy
 from tests.support.sts import Sts, start_sts
-from tests.support.client_matrix import ITEST_DB, META_DB, TYPES_DDL, Target, USE_DB, types_statements
 
 ALL_TARGETS = ("direct", "proxy")
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tests.support.clients import ClientError, pyhive_connect, pyhive_execute, pyhive_query
-from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 
 
 def _wait_sessions(sts, predicate, timeout: float = 30.0) -> int:

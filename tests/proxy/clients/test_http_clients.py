@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.client_matrix import ITEST_DB, types_select
-from tests.support.wire import CALL
 from tests.support.clients import pyhive_connect, pyhive_execute, run_beeline
 from tests.support.jdbc import run_jdbc
 from tests.support.proxy_proc import start_proxy
+from tests.support.wire import CALL
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 

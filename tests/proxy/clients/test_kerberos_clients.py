@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.kdc import kerberos_env
 from tests.support.clients import impyla_execute, run_beeline
+from tests.support.kdc import kerberos_env
 from tests.support.proxy_proc import start_proxy
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

@@ -15,16 +15,16 @@ from urllib.parse import urlencode
 
 import pytest
 
-from proxy.gateway.auth import build_authenticator
-from proxy.gateway.auth import plain as auth
-from proxy.config import ConsoleSettings, ServerSettings, Settings
 from proxy.advisor.core import Suggestion
+from proxy.config import ConsoleSettings, ServerSettings, Settings
 from proxy.config import QueryLogSettings
 from proxy.console import start_console
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth import plain as auth
+from proxy.gateway.server import ProxyServer
 from proxy.observability.observe import StatementEvent
 from proxy.observability.querylog.log import QueryLog
 from proxy.routing.router import Router
-from proxy.gateway.server import ProxyServer
 from tests.support.console_fakes import FakeAdvisor
 from tests.support.datamaps import add_datamap, decision_service
 from tests.support.spnego import Acceptor, negotiate

@@ -2,10 +2,10 @@
 secrets masked, readers that are off, the chart, and the action statements."""
 from __future__ import annotations
 
+from proxy.advisor.core import Suggestion
 from proxy.console import chart, pages, pages_log
 from proxy.console.actions import ActionRecord, statement
 from proxy.console.views import Detail, Summary, usage_buckets
-from proxy.advisor.core import Suggestion
 from proxy.datamaps.catalog.records import DatamapRecord, DatamapSegment, Event
 from proxy.observability.querylog.log import QueryLog
 from tests.support.console_fakes import logged

@@ -10,17 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.engine import spark as engine_mod, timezone
-from proxy.routing import statements
 from proxy.app import App
-from proxy.datamaps import startup
 from proxy.config import (DatamapsSettings, ServerSettings, Settings, StateSettings,
                           UpstreamSettings)
+from proxy.datamaps import startup
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.indexes.pruning import watch_temp_views
 from proxy.datamaps.service import DatamapService
-from proxy.external.handler import ExternalHandler
+from proxy.engine import spark as engine_mod, timezone
 from proxy.engine.pipeline_session import LazySpark, SparkNotReady
+from proxy.external.handler import ExternalHandler
+from proxy.routing import statements
 from proxy.routing.router import Local, PassThrough, Rewrite, StatementContext
 
 
@@ -261,7 +261,7 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
 
     def slow_open(state_dir, spark=None):
         entered.set()
-        time.sleep(0.5)
+        time.sleep(0.5)     # still opening when index() is asked: the window the hang needs
         return _FakeSession(schemas)
     monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)

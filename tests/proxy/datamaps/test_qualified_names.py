@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from proxy.datamaps.ddl.parser import Name
 from proxy.datamaps.catalog.records import display_name
+from proxy.datamaps.ddl.parser import Name
 from proxy.datamaps.explain import explain_header
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.errors import ClientError

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from proxy.ha import leader
 from proxy.datamaps.catalog.store import Catalog, CatalogError
 from proxy.datamaps.locks import KeyedLocks
+from proxy.ha import leader
 from tests.support.datamaps import add_datamap, no_spark, schemas_of
 from tests.support.lease_worker import wait_until
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.driver_client import DriverError, SparkDriver
 from tests.support.clients import jdbc_url, pyhive_connect, pyhive_execute, run_beeline
-from tests.support.proxy_proc import ServeProc
+from tests.support.driver_client import DriverError, SparkDriver
 from tests.support.ports import free_port
+from tests.support.proxy_proc import ServeProc
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[3]

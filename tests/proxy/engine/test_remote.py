@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.driver_client import SparkDriver
 from tests.support.clients import pyhive_connect, pyhive_execute
+from tests.support.driver_client import SparkDriver
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 

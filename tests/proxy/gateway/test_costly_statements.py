@@ -17,8 +17,8 @@ import time
 import pytest
 
 from proxy.thrift.gen.TCLIService import ttypes as T
-from tests.support.wire import Raw
 from tests.support.proxy_proc import start_proxy
+from tests.support.wire import Raw
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

@@ -11,8 +11,8 @@ from thrift.Thrift import TApplicationException
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.support.clients import impyla_connect, pyhive_connect
-from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 from tests.support.wire import Raw
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

@@ -17,11 +17,11 @@ import pytest
 from proxy.gateway.auth import plain as auth
 from proxy.thrift import codec, sasl
 from proxy.thrift.gen.TCLIService import ttypes as T
-from tests.support.wire import closed_by_peer, Raw, sasl_login
 from tests.support.clients import pyhive_connect
-from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 from tests.support.waiting import wait_until
+from tests.support.wire import closed_by_peer, Raw, sasl_login
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -99,12 +99,14 @@ def test_huge_sasl_declarations_before_login_are_refused_unbuffered(proxy_withou
 
 def test_one_login_deadline_however_slowly_bytes_drip(proxy_without_spark):
     """The login timeout counts from connect, not from the first byte or the last one."""
-    p = proxy_without_spark("--login-timeout", "3")
+    p = proxy_without_spark("--login-timeout", "2")
     wire = (sasl.encode_negotiation(sasl.START, b"PLAIN")
             + sasl.encode_negotiation(sasl.OK, b"\x00me\x00" + b"x" * 100))
     s = socket.create_connection((p.host, p.port))
     t0 = time.monotonic()
-    time.sleep(2.5)
+    # silent for most of the deadline, then dripping: a deadline counted from the first
+    # byte closes at 1.5 + 2 s at the earliest, one counted from connect at 2 s
+    time.sleep(1.5)
     closed_at = None
     for b in wire:                                 # one byte every 0.2 s: never finishes
         try:
@@ -116,8 +118,8 @@ def test_one_login_deadline_however_slowly_bytes_drip(proxy_without_spark):
             closed_at = time.monotonic() - t0
             break
     s.close()
-    assert closed_at is not None and closed_at < 4.5, closed_at    # before: 2.5 + 3 s
-    assert _lines(p, "SASL negotiation not finished within 3s")
+    assert closed_at is not None and closed_at < 3.4, closed_at    # before: 1.5 + 2 s
+    assert _lines(p, "SASL negotiation not finished within 2s")
 
 
 def test_connection_caps_refuse_cheaply_with_sampled_log_lines(proxy_without_spark):

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.http import wire as hw
 from proxy.config import ServerSettings, Settings
 from proxy.gateway.http_transport import HttpTransport
-from proxy.routing.router import Router
 from proxy.gateway.server import ProxyServer
+from proxy.http import wire as hw
+from proxy.routing.router import Router
 from tests.support.spnego import Acceptor, negotiate
 
 

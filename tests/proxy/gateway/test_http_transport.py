@@ -14,9 +14,9 @@ import pytest
 
 from proxy.gateway.auth import plain as auth
 from proxy.thrift import codec
-from tests.support.wire import CALL, closed_by_peer, sasl_login
 from tests.support.ports import free_port
 from tests.support.proxy_proc import start_proxy
+from tests.support.wire import CALL, closed_by_peer, sasl_login
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,9 +10,9 @@ import pytest
 
 from proxy import config
 from proxy.gateway.auth import plain as auth
+from proxy.gateway.server import ProxyServer
 from proxy.observability.observe import Observer
 from proxy.routing.router import Local, LocalResult, PassThrough, Rewrite, Router
-from proxy.gateway.server import ProxyServer
 from proxy.thrift.gen.TCLIService import ttypes as T
 from tests.support.wire import Raw
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from proxy import config
-from proxy.gateway.auth import build_authenticator
-from proxy.gateway.auth.plain import DenyAll, UsersFile, add_user
-from proxy.gateway.auth.base import AllowAll, AuthError, AuthUnavailable
 from proxy.config import ServerSettings
+from proxy.gateway.auth import build_authenticator
+from proxy.gateway.auth.base import AllowAll, AuthError, AuthUnavailable
+from proxy.gateway.auth.plain import DenyAll, UsersFile, add_user
 from proxy.thrift import sasl
-from tests.support.wire import sasl_login
 from tests.support import slapd as sd
-from tests.support.proxy_proc import ProxyStartError, start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import ProxyStartError, start_proxy
+from tests.support.wire import sasl_login
 
 pytestmark = [pytest.mark.timeout(120)]
 

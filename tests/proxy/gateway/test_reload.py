@@ -4,11 +4,11 @@ import logging
 
 from proxy import config as cfg
 from proxy.gateway.reload import RELOADABLE, Reloader, apply_to_server, changes
-from proxy.routing.router import Router
 from proxy.gateway.server import ProxyServer
 from proxy.hs2.frontend import Frontend
 from proxy.observability.audit_log import AuditLog
 from proxy.observability.observe import Observers
+from proxy.routing.router import Router
 
 
 def _reloader(path, text, env=None, **kw):

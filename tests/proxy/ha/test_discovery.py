@@ -146,10 +146,12 @@ def test_registers_again_after_zookeeper_loses_its_state(tmp_path):
     try:
         wait_for(lambda: registered(zk.hosts, ns), what="the registration")
         # a crash and restart with its data: still registered, once (the same entry, or a
-        # new one when the restart outlasted the one-second session)
+        # new one when the restart outlasted the one-second session, once ZooKeeper expired
+        # the old one)
+        connects = _connects(proxy)
         zk.restart()
-        time.sleep(1.5)
-        [entry] = wait_for(lambda: registered(zk.hosts, ns))
+        [entry] = wait_for(lambda: _connects(proxy) > connects and _once(registered(zk.hosts, ns)),
+                           what="the proxy back on the restarted ZooKeeper, registered once")
         assert entry.port == proxy.port
         wait_for(lambda: entry.znode in proxy.log_path.read_text(), what="its log line")
 
@@ -167,6 +169,14 @@ def test_registers_again_after_zookeeper_loses_its_state(tmp_path):
     finally:
         proxy.stop()
         zk.stop()
+
+
+def _connects(proxy) -> int:
+    return proxy.log_path.read_text().count(": connected")
+
+
+def _once(entries: list) -> list | None:
+    return entries if len(entries) == 1 else None
 
 
 def _registrations(proxy) -> int:

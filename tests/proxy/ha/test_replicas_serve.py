@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import signal
 
-from proxy.ha import leader
 from proxy.datamaps.catalog.store import Catalog
+from proxy.ha import leader
 from tests.support.lease_worker import wait_until
-from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port, signal_group
+from tests.support.proxy_proc import start_proxy
 
 TTL_S = 2.0
 

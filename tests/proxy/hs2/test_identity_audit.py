@@ -13,18 +13,18 @@ import stat
 import pytest
 
 from proxy import config
-from proxy.observability.audit_log import AuditLog, AuditLogError, decision_of
-from proxy.observability.observe import SessionDetail, StatementEvent
 from proxy.config import UpstreamSettings, parse_rules
 from proxy.doctor import report
 from proxy.doctor.checks import FAIL, Check
 from proxy.errors import ClientError, to_status
 from proxy.hs2.identity import ImpersonationPolicy, ImpersonationRefused
-from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
 from proxy.hs2.session import Session
+from proxy.logsafe import MASK, RedactingFilter, redact, redact_conf, secret_key
+from proxy.observability.audit_log import AuditLog, AuditLogError, decision_of
+from proxy.observability.observe import SessionDetail, StatementEvent
 from proxy.upstream.client import UpstreamSession
-from tests.support.proxy_proc import start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 
 # --------------------------------------------------------------------------- identity
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from proxy import config as cfg
-from proxy.hs2.limits import RunGate, RunQueueError, SessionLimitReached, SessionLimits
 from proxy.gateway.reload import RELOADABLE
+from proxy.hs2.limits import RunGate, RunQueueError, SessionLimitReached, SessionLimits
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "limits.md").read_text()
 

@@ -16,8 +16,8 @@ from proxy.hs2.handles import HandleRegistry, mint
 from proxy.hs2.operation import OpKind, OpState, Operation
 from proxy.hs2.recovery import (HEALTH_FILE, Reopen, UpstreamHealth, lose_operations, read_health,
                             upstream_for, watch_upstream)
-from proxy.thrift.gen.TCLIService import ttypes as T
 from proxy.hs2.session import Session, track_statement
+from proxy.thrift.gen.TCLIService import ttypes as T
 
 
 class Clock:
@@ -107,7 +107,9 @@ def test_health_recovers_without_client_traffic(tmp_path):
         watch = asyncio.create_task(watch_upstream(
             h, lambda: UpstreamSession(settings), every=0.1))
         try:
-            await asyncio.sleep(0.5)              # at start, a failed probe is no news
+            # at start, a failed probe is no news: nothing may change while three probes
+            # (0.1 s apart) fail, so this waits out that window rather than a condition
+            await asyncio.sleep(0.3)
             assert h.state == "unknown" and read_health(tmp_path) is None
             h.failure("Cannot connect to Spark Thrift Server: a client's call")
             await until("down")

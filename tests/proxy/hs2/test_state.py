@@ -1,9 +1,9 @@
 """Handle registry, operation transitions, session defaults, users file."""
 import pytest
 
+from proxy.errors import InternalError, InvalidHandle, UpstreamError, ClientError, to_status
 from proxy.gateway.auth import plain as auth
 from proxy.gateway.auth import base as auth_base
-from proxy.errors import InternalError, InvalidHandle, UpstreamError, ClientError, to_status
 from proxy.hs2.handles import HandleRegistry, mint
 from proxy.hs2.operation import TRANSITIONS, OpKind, OpState, Operation, can_move
 from proxy.hs2.session import Session

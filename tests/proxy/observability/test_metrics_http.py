@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy import cli
 from proxy.app import App
 from proxy.config import MetricsSettings, ServerSettings, Settings, StateSettings, UpstreamSettings
-from proxy.observability.metrics.registry import Metrics
 from proxy.observability.metrics.endpoint import MetricsEndpoint
+from proxy.observability.metrics.registry import Metrics
 
 
 async def _get(url: str, method: str = "GET") -> tuple[int, str, bytes]:

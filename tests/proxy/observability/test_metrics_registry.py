@@ -8,12 +8,12 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.observability.metrics import registry as metrics_mod
 from proxy.datamaps.catalog.store import Catalog
-from proxy.observability.metrics.registry import Metrics, reason_class
-from proxy.observability.querylog.reasons import reason_class as querylog_class
+from proxy.observability.metrics import registry as metrics_mod
 from proxy.observability.metrics.collect import DatamapCollector
+from proxy.observability.metrics.registry import Metrics, reason_class
 from proxy.observability.observe import StatementEvent
+from proxy.observability.querylog.reasons import reason_class as querylog_class
 
 
 def samples(m: Metrics) -> dict[tuple, float]:

@@ -4,10 +4,10 @@ import asyncio
 
 import pytest
 
-from proxy.routing import statements
 from proxy.datamaps.explain import approximate_lines
-from proxy.routing.router import Local, Reject, StatementContext
 from proxy.hs2.session import Session
+from proxy.routing import statements
+from proxy.routing.router import Local, Reject, StatementContext
 from proxy.routing.session_keys import APPROXIMATE_KEY, approximate_on
 from rewriter.api import RewriteResult
 

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.routing import statements
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
-from proxy.routing.router import Router, StatementContext
 from proxy.hs2.session import track_statement
+from proxy.routing import statements
+from proxy.routing.router import Router, StatementContext
 from tests.support.datamaps import add_datamap, decision_service
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int"}}}

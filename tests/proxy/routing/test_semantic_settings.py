@@ -1,8 +1,8 @@
 """Sessions that change result-affecting settings are not answered from datamaps."""
 import pytest
 
-from proxy.routing.router import PassThrough, Remember, Router, StatementContext
 from proxy.hs2.session import Session
+from proxy.routing.router import PassThrough, Remember, Router, StatementContext
 from proxy.routing.session_keys import BLOCKED_KEY, semantic_setting
 from proxy.routing.statements import install, watch_semantic_settings
 

@@ -20,10 +20,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from proxy.thrift.rowsets import _as_string
 from proxy.serving.engine import EngineFailure
 from proxy.serving.patterns import FORMAT
 from proxy.serving.translate import NotServable, translate
+from proxy.thrift.rowsets import _as_string
 from rewriter.normalize import parse
 from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 

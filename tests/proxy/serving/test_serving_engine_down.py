@@ -21,8 +21,8 @@ import pytest
 from proxy.serving.engine import start_failure
 from tests.support.engine_down import no_numpy_env
 from tests.support.lease_worker import wait_until
-from tests.support.proxy_proc import REPO_ROOT, start_proxy
 from tests.support.ports import free_port
+from tests.support.proxy_proc import REPO_ROOT, start_proxy
 
 NUMPY = "'numpy' is required for this operation, but it wasn't installed"
 

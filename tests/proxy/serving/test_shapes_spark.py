@@ -15,11 +15,11 @@ import sqlglot
 
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
-from tests.support.window_union_cases import UNION_CASES, WINDOW_CASES
 from tests.support.serving import (  # noqa: F401 - fixtures
     engine, exact_bag, scale_problems, segmented_table, zero_sign_problems,
 )
 from tests.support.spark_tier import fmt_rows, df_schema
+from tests.support.window_union_cases import UNION_CASES, WINDOW_CASES
 
 pytestmark = pytest.mark.spark
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from proxy.thrift.rowsets import _as_string
 from proxy.serving.translate import NotServable, translate
+from proxy.thrift.rowsets import _as_string
 from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.spark

@@ -23,10 +23,10 @@ import sqlglot
 
 from proxy.serving.engine import EngineFailure
 from proxy.serving.translate import NotServable, translate
-from tests.support.spark_tier import diff_rows, fmt_rows
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
     both_outcomes, engine, scale_problems, segmented_table, typed_frame, zero_sign_problems,
 )
+from tests.support.spark_tier import diff_rows, fmt_rows
 
 pytestmark = pytest.mark.spark
 

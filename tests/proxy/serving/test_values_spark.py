@@ -23,10 +23,10 @@ import pytest
 import sqlglot
 
 from proxy.serving.translate import NotServable, translate
-from tests.support.spark_tier import fmt_rows
 from tests.support.serving import (  # noqa: F401 - fixtures
     both_outcomes, engine, exact_bag, scale_problems, segmented_table, typed_frame,
 )
+from tests.support.spark_tier import fmt_rows
 
 pytestmark = pytest.mark.spark
 

@@ -19,10 +19,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from proxy.thrift.rowsets import _as_string
 from proxy.serving.engine import EngineFailure
 from proxy.serving.timestamps import NAMED_ZONES, SERVED_FROM, SERVED_TO
 from proxy.serving.translate import NotServable, translate
+from proxy.thrift.rowsets import _as_string
 from rewriter.normalize import parse
 from tests.support.serving import engine, segmented_table  # noqa: F401 - a fixture
 

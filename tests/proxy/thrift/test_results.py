@@ -2,10 +2,10 @@
 import datetime
 import decimal
 
-from proxy.thrift.rowsets import (CELLS_ON_LOOP, LocalRowSource, empty_log_rowset, nulls_bitmap,
-                           table_schema)
 from proxy.thrift import codec
 from proxy.thrift.gen.TCLIService import ttypes as T
+from proxy.thrift.rowsets import (CELLS_ON_LOOP, LocalRowSource, empty_log_rowset, nulls_bitmap,
+                           table_schema)
 
 COLS = [("k", "string"), ("n", "int"), ("b", "bigint"), ("d", "double"), ("f", "boolean"),
         ("dec", "decimal(10,2)"), ("ts", "timestamp"), ("iv", "interval day to second")]

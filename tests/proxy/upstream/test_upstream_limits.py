@@ -10,10 +10,10 @@ import pytest
 
 from proxy.hs2.handles import hex_id
 from proxy.thrift.gen.TCLIService import ttypes as T
+from tests.support.ports import free_port
+from tests.support.proxy_proc import start_proxy
 from tests.support.relay import Relay
 from tests.support.wire import Raw
-from tests.support.proxy_proc import start_proxy
-from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

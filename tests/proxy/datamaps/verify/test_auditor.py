@@ -10,13 +10,13 @@ import threading
 import pytest
 
 from proxy import config
-from proxy.routing.classify import Kind, classify
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.verify import auditor as audit_mod
 from proxy.datamaps.verify import ring as audit_ring
 from proxy.datamaps.verify.auditor import Auditor
 from proxy.datamaps.verify.compare import NotAuditable, audited_form, compare, digest
+from proxy.routing.classify import Kind, classify
 from proxy.routing.router import Local, Rewrite, StatementContext
 from rewriter.api import RewriteResult
 from tests.support.datamaps import add_datamap, decision_service
