@@ -11,6 +11,9 @@ production, `<dir>/dm_segment_id=<id>/part-*.parquet`):
                       hidden segment '9' holding a full copy that must never be read
                       (files_of refuses it, and a read of it would double-count).
 
+Base tables the rewritten query reads whole (a dimension joined to the datamap, the
+narrow-window union's base rows) are read from the files Spark lists for them.
+
 Per layout: rewrite (Candidate(..., segments=...)), translate; NotServable is a normal
 outcome (recorded; the summary test prints the counts); a servable plan runs in
 LocalEngine and is compared with Spark (spark_tier's rules: floats within 1e-9 relative,
@@ -30,6 +33,7 @@ import pytest
 import sqlglot
 
 import rewriter as core
+from proxy.serving.compensation import BaseTable
 from proxy.serving.engine import EngineFailure
 from proxy.serving.timestamps import OUT_OF_RANGE
 from proxy.serving.translate import NotServable, translate
@@ -67,15 +71,18 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
         tree = result.tree if result.tree is not None else sqlglot.parse_one(result.sql, read="spark")
         by_table = {d.table.lower(): d for d in definitions}
         tables = {t: {c.name: c.type for c in d.columns} for t, d in by_table.items()}
+        table_of = _base_tables(spark, schemas)
         try:   # dry run first: only a servable query makes Spark write its datamaps
-            translate(tree, tables, lambda table, ids: ["/nonexistent.parquet"], zone)
+            translate(tree, tables, lambda table, ids: ["/nonexistent.parquet"], zone,
+                      table_of=table_of)
         except NotServable as e:
             REPORT[(case_id, layout)] = f"not servable: {e}"
             return
 
         def files_of(table, ids):
             return segment_files(parquet_datamaps.directory(by_table[table], layout), ids)
-        plans[layout] = (translate(tree, tables, files_of, zone), result.sql)
+        plans[layout] = (translate(tree, tables, files_of, zone, table_of=table_of),
+                         result.sql)
         REPORT[(case_id, layout)] = "served"
 
     full_defs = [core.compile_datamap(n, q, schemas, current_db) for n, q in datamaps.items()]
@@ -117,6 +124,23 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
                        f"\n  rewritten: {rewritten}\n  duckdb:    {plan.sql}"
                        f"\n  spark rows: {fmt_rows(orows)}")
     assert not bad, "\n".join(bad)
+
+
+_FILES: dict[str, list[str]] = {}
+
+
+def _base_tables(spark, schemas):
+    """A TableOf over the Spark tier's base tables (Parquet, unpartitioned): the files Spark
+    reads for each, as the freshness guard's listing gives them in the proxy."""
+    def table_of(full: str):
+        db, _, name = full.partition(".")
+        cols = (schemas.get(db) or {}).get(name)
+        if cols is None:
+            raise NotServable(f"no table {full}")
+        if full not in _FILES:
+            _FILES[full] = sorted(f.removeprefix("file:") for f in spark.table(full).inputFiles())
+        return BaseTable(full, "parquet", tuple(cols.items())), _FILES[full]
+    return table_of
 
 
 def _wall_time(v, zone: str):
