@@ -28,8 +28,9 @@ from proxy.serving.sqltypes import UNSERVED, NotServable, duck_type, q
 
 __all__ = ["TableOf", "table_relation"]
 
-# "db.t" -> (the table, the local paths of its data files now); raises NotServable (layout
-# not known, a write going on, not local, over [serving] max_base_bytes)
+# "db.t" (or a bare "t" of the session's current database) -> (the table, the local paths of
+# its data files now); raises NotServable (layout not known, a write going on, not local,
+# over [serving] max_base_bytes)
 TableOf = Callable[[str], tuple[BaseTable, Sequence[str]]]
 
 
@@ -38,9 +39,11 @@ def table_relation(t, rel: exp.Table, scope) -> str:
     `scope` under the alias Spark resolves them by (the alias, else the table's name)."""
     if t.table_of is None:
         raise NotServable("a relation other than a datamap read")
-    if rel.catalog or not rel.db:
-        raise NotServable(f"table {rel.name} named without its database")
-    full = f"{rel.db}.{rel.name}".lower()
+    if rel.catalog:
+        raise NotServable(f"table {rel.sql('spark')} named with its catalog")
+    # a bare name is the session's current database's (TableOf resolves it): a statement
+    # naming one of the session's temporary views is never rewritten (handler.py)
+    full = f"{rel.db}.{rel.name}".lower() if rel.db else rel.name.lower()
     if full in t.tables:
         raise NotServable("a datamap read without its segment filter")
     alias_node = rel.args.get("alias")

@@ -4,6 +4,7 @@ translate._Translator that reads expressions; a scope resolves column names."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Callable
 
 from sqlglot import exp
@@ -194,7 +195,12 @@ class Expressions:
             a_sql = dates.timestamp_operand(self, a, a_sql, at)
         elif is_num(at) and is_num(bt):
             if ("double" in (at, bt)) and (DEC.match(at) or DEC.match(bt)):
-                raise NotServable("comparison of a decimal and a double")
+                # Spark casts the decimal to a double: served for a literal of up to 15
+                # digits, whose double both engines round alike (one correctly rounded value)
+                if at == "double":
+                    b_sql = _double_literal(b)
+                else:
+                    a_sql = _double_literal(a)
         elif at != bt:
             raise NotServable(f"comparison of {at} and {bt}")
         return a_sql, b_sql
@@ -327,6 +333,19 @@ class Expressions:
         parts = [self.expr(a, scope) for a in args]
         t = common([p[1] for p in parts], "COALESCE")
         return f"COALESCE({', '.join(f'CAST({p[0]} AS {duck_type(t)})' for p in parts)})", t
+
+
+def _double_literal(e: exp.Expression) -> str:
+    """A decimal literal compared with a double, as the double Spark casts it to."""
+    neg = isinstance(e, exp.Neg)
+    lit_ = e.this if neg else e
+    if not (isinstance(lit_, exp.Literal) and not lit_.is_string
+            and re.fullmatch(r"[0-9]*\.?[0-9]*", lit_.this)
+            and len(lit_.this.replace(".", "").lstrip("0")) <= 15):
+        raise NotServable("comparison of a decimal and a double")
+    value = float(Decimal(lit_.this))
+    value = -value if neg and value else value      # a decimal has no -0
+    return f"CAST({repr(value)!r} AS DOUBLE)"
 
 
 _T = Expressions

@@ -47,8 +47,10 @@ class BaseReads:
     result cache's key); `listed` keeps each table read whole with the file set it was read
     from, so that a plan kept for later is used only while the table still has those files."""
 
-    def __init__(self, layouts: Layouts, tables: Tables, limit: int, signature: list):
+    def __init__(self, layouts: Layouts, tables: Tables, limit: int, signature: list,
+                 current_db: str | None = None):
         self._layouts, self._tables, self._limit = layouts, tables, limit
+        self._current_db = current_db      # the session's: a bare table name is in it
         self.signature = signature
         self.listed: list[tuple[str, frozenset[str] | None]] = []
         self._read = 0
@@ -68,6 +70,10 @@ class BaseReads:
 
     def table(self, table: str) -> tuple[BaseTable, list[str]]:
         """Every data file of `table` now, as the freshness guard lists it."""
+        if "." not in table:
+            if not self._current_db:
+                raise NotServable(f"table {table} named without its database")
+            table = f"{self._current_db}.{table}".lower()
         got = self._tables(table)
         if isinstance(got, str):
             self.listed.append((table, None))       # not read now: try again next time

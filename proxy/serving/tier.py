@@ -155,8 +155,10 @@ class ServingTier:
             return "the session set datamap.serving.enabled=false"
         return None
 
-    def plan(self, result, conf: Mapping[str, str]) -> Served | str:
-        """The Served plan of a rewritten query, or why Spark answers it."""
+    def plan(self, result, conf: Mapping[str, str], current_db: str | None = None
+             ) -> Served | str:
+        """The Served plan of a rewritten query, or why Spark answers it. `current_db`: the
+        session's current database, where a base table named bare is (None: not read)."""
         off = self.enabled(conf)
         if off is not None:
             return off
@@ -165,10 +167,10 @@ class ServingTier:
             return f"local engine unavailable: {status.cause}"
         snap = self._current()
         zone = snap.zone if self._zone_problem() is None else None
-        key = (result.sql, snap.version, zone)
+        key = (result.sql, snap.version, zone, current_db)
         known = self._plans.get(key)
         if known is None or not self._same_files(known):
-            known, keep = self._translate(result, snap, zone)
+            known, keep = self._translate(result, snap, zone, current_db)
             if keep:
                 self._plans.put(key, known)
         return known
@@ -183,7 +185,7 @@ class ServingTier:
                 return False
         return True
 
-    def _translate(self, result, snap: _Snapshot, zone: str | None
+    def _translate(self, result, snap: _Snapshot, zone: str | None, current_db: str | None
                    ) -> tuple[Served | str, bool]:
         """(the Served plan or why not, whether to keep it): a refusal that looked at a base
         table's files is not kept (a write going on ends, a layout gets known)."""
@@ -222,7 +224,8 @@ class ServingTier:
                 raise NotServable(f"{named} reads {read_bytes[table]} bytes, over [serving] "
                                   f"max_datamap_bytes ({limit})")
             return out
-        bases = BaseReads(self._layouts, self._tables, self.settings.max_base_bytes, signature)
+        bases = BaseReads(self._layouts, self._tables, self.settings.max_base_bytes, signature,
+                          current_db)
         try:
             plan = translate(tree, snap.columns, files_of, zone, bases.new_files, bases.table)
         except NotMirrored as e:

@@ -12,7 +12,8 @@ production, `<dir>/dm_segment_id=<id>/part-*.parquet`):
                       (files_of refuses it, and a read of it would double-count).
 
 Base tables the rewritten query reads whole (a dimension joined to the datamap, the
-narrow-window union's base rows) are read from the files Spark lists for them.
+narrow-window union's base rows) are read from the files the freshness guard lists for
+them, as in the proxy.
 
 Per layout: rewrite (Candidate(..., segments=...)), translate; NotServable is a normal
 outcome (recorded; the summary test prints the counts); a servable plan runs in
@@ -33,8 +34,9 @@ import pytest
 import sqlglot
 
 import rewriter as core
-from proxy.serving.compensation import BaseTable
+from proxy.datamaps.freshness.guard import FreshnessGuard
 from proxy.serving.engine import EngineFailure
+from proxy.serving.newfiles import BaseReads
 from proxy.serving.timestamps import OUT_OF_RANGE
 from proxy.serving.translate import NotServable, translate
 from rewriter.api import Candidate, DatamapDefinition
@@ -71,7 +73,7 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
         tree = result.tree if result.tree is not None else sqlglot.parse_one(result.sql, read="spark")
         by_table = {d.table.lower(): d for d in definitions}
         tables = {t: {c.name: c.type for c in d.columns} for t, d in by_table.items()}
-        table_of = _base_tables(spark, schemas)
+        table_of = _base_tables(spark, schemas, current_db)
         try:   # dry run first: only a servable query makes Spark write its datamaps
             translate(tree, tables, lambda table, ids: ["/nonexistent.parquet"], zone,
                       table_of=table_of)
@@ -126,21 +128,20 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
     assert not bad, "\n".join(bad)
 
 
-_FILES: dict[str, list[str]] = {}
+_GUARDS: dict[int, FreshnessGuard] = {}
 
 
-def _base_tables(spark, schemas):
-    """A TableOf over the Spark tier's base tables (Parquet, unpartitioned): the files Spark
-    reads for each, as the freshness guard's listing gives them in the proxy."""
-    def table_of(full: str):
-        db, _, name = full.partition(".")
-        cols = (schemas.get(db) or {}).get(name)
-        if cols is None:
-            raise NotServable(f"no table {full}")
-        if full not in _FILES:
-            _FILES[full] = sorted(f.removeprefix("file:") for f in spark.table(full).inputFiles())
-        return BaseTable(full, "parquet", tuple(cols.items())), _FILES[full]
-    return table_of
+def _base_tables(spark, schemas, current_db: str):
+    """A TableOf over the Spark tier's base tables as the proxy has it: their layouts from
+    the metastore (pipeline.table_layout), their files from the freshness guard's listing
+    of their directories (a bare name is the current database's)."""
+    guard = _GUARDS.get(id(spark))
+    if guard is None:
+        from pipeline.files import table_layout
+        guard = _GUARDS[id(spark)] = FreshnessGuard(lambda t: table_layout(spark, t),
+                                                    lambda _t: None)
+        guard.load_layouts([f"{db}.{t}".lower() for db, ts in schemas.items() for t in ts])
+    return BaseReads(guard.layout, guard.table_files, 1 << 40, [], current_db).table
 
 
 def _wall_time(v, zone: str):
