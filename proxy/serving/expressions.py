@@ -10,6 +10,7 @@ from typing import Callable
 from sqlglot import exp
 
 import proxy.serving.dates as dates
+from proxy.serving.averages import avg
 import proxy.serving.formats as formats
 import proxy.serving.moments as moments
 import proxy.serving.windows as windows
@@ -108,6 +109,8 @@ class Expressions:
     def _arith(self, e: exp.Binary, scope):
         if isinstance(e.this, exp.Interval) or isinstance(e.expression, exp.Interval):
             return dates.interval(self, e, scope)
+        if dates.is_make_dt_interval(e.expression):
+            return dates.plus_minutes(self, e, scope)
         l_sql, lt = self.expr(e.this, scope)
         r_sql, rt = self.expr(e.expression, scope)
         op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(e)]
@@ -357,7 +360,7 @@ DISPATCH: dict[type, Callable] = {
     exp.LT: _T._compare, exp.LTE: _T._compare,
     exp.And: _T._logic, exp.Or: _T._logic, exp.Not: _T._not, exp.Is: _T._is, exp.In: _T._in,
     exp.Between: _T._between, exp.Cast: _T._cast, exp.TryCast: _T._cast,
-    exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg,
+    exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg, exp.Avg: avg,
     exp.Case: _T._case, exp.Coalesce: _T._coalesce,
     exp.Window: windows.window,     # window functions in a SELECT's outputs
     **dates.DISPATCH,       # date and timestamp functions, interval arithmetic

@@ -226,7 +226,19 @@ CASES = [
      REFUSED),
     ("% of a decimal", "SELECT m.d10 % 3 AS a FROM {m}", REFUSED),
     ("sum(DISTINCT) of a double", "SELECT sum(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
-    ("avg(DISTINCT)", "SELECT avg(DISTINCT m.i) AS a FROM {m}", REFUSED),
+    ("avg of integers, doubles (NaN, infinities) and decimals (38 digits), grouped; "
+     "avg(DISTINCT) of integers and decimals",
+     "SELECT m.flag AS f, avg(m.i) AS a, avg(m.ti) AS b, avg(m.b) AS c, avg(m.dbl) AS d, "
+     "avg(m.d10) AS e, avg(m.dz) AS g, avg(DISTINCT m.p) AS h, avg(DISTINCT m.d10) AS i2 "
+     "FROM {m} GROUP BY m.flag", ROWS_),
+    ("avg of decimal(38,0) whose result overflows decimal(38,4) raises in both",
+     "SELECT avg(m.n38) AS a FROM {m} WHERE m.k = 3", ERROR),
+    ("avg over no rows is NULL", "SELECT avg(m.i) AS a, avg(m.d38) AS b, avg(DISTINCT m.b) "
+     "AS c FROM {m} WHERE m.k > 100", ROWS_),
+    ("avg of decimals rounding HALF_UP at scale s+4 (a quotient past the sum's scale)",
+     "SELECT avg(m.d10) AS a, avg(m.d38) AS b, avg(m.dz) AS c FROM {m} WHERE m.k IN (5, 6, 7)",
+     ROWS_),
+    ("avg(DISTINCT) of a double", "SELECT avg(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
 ]
 
 
