@@ -62,7 +62,7 @@ def table_read(t, full: str) -> tuple[str, dict[str, str]]:
     """Every data file of base table `full` now -> (DuckDB SQL, {column: Spark type})."""
     base, paths = t.table_of(full)
     if base.problem:
-        raise NotServable(f"table {full}: {base.problem}")
+        raise NotServable(f"table {base.name}: {base.problem}")
     if paths:
         return read_files(base, paths, t.zone_problem if t.zone is None else None)
     # no files: a typed empty relation (Spark reads no rows)
