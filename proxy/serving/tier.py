@@ -4,9 +4,10 @@
 Plan for the local engine, or says why Spark answers instead:
   * serving is off ([serving] enabled, or the session's SET datamap.serving.enabled=false);
   * the engine cannot start (below);
-  * the query is outside the allow-list (proxy/serving/translate.py), e.g. a query-delta
-    join of a datamap with a base table, or a compensation's new base files are not
-    readable here or over [serving] max_base_bytes (proxy/serving/newfiles.py);
+  * the query is outside the allow-list (proxy/serving/translate.py), or the base table
+    files it reads (a compensation's new files, a table read whole as the freshness guard
+    lists it now) are not readable here, are being written, or are over [serving]
+    max_base_bytes (proxy/serving/newfiles.py);
   * a datamap's files are not readable here and not mirrored (yet): a warehouse on HDFS
     or an object store is read from the segment mirror (proxy/serving/mirror.py), a
     segment it reads is no longer visible, or the files read are over [serving]

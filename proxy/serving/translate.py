@@ -40,15 +40,17 @@ from rewriter.api import SEGMENT_COLUMN
 
 # Column and result types the tier reads and returns. Everything else -> Spark.
 ALLOWED = {
-    "shapes": "a SELECT (DISTINCT) over datamap reads and derived tables (* expanded); joins, "
+    "shapes": "a SELECT (DISTINCT) over datamap reads, derived tables (* expanded) and base "
+              "tables read whole (basetables.py); joins on any served condition, "
               "CTEs, IN (SELECT) / EXISTS / one-row scalar subqueries (relations.py); "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
               "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
               "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
               "grouping() and grouping_id() (Spark's bit order), HAVING over aggregates",
     "types": ", ".join(TYPES),
-    "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
-                  "(not of doubles), min/max(DISTINCT x); " + moments.ALLOWED,
+    "aggregates": "sum, count, count(*), min, max, avg (averages.py); count(DISTINCT x[, y "
+                  "...]), sum(DISTINCT x) and avg(DISTINCT x) (not of doubles), "
+                  "min/max(DISTINCT x); FILTER (WHERE ...) of these; " + moments.ALLOWED,
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
                  "decimal division by Spark's rules), unary - (decimals of up to 34 digits), "
                  "= <> < <= > >= <=>, IN (literals), BETWEEN (of decimals: when their common "
