@@ -301,11 +301,13 @@ class App:
         stack.callback(shapes.close)
         self.shapes, self.indexed = shapes, indexed
         pruner = Pruner(indexed, shapes)
-        # a compensation's new base files are read with the freshness guard's layouts
+        # a compensation's new base files, and base tables read whole, are read with the
+        # freshness guard's layouts and listings
         mirror = await asyncio.to_thread(self._mirror)
         self.serving = serving = ServingTier(catalog, s.serving,
                                              zone_problem=lambda: service.time_zone_problem,
-                                             layouts=service.guard.layout, mirror=mirror)
+                                             layouts=service.guard.layout,
+                                             tables=service.guard.table_files, mirror=mirror)
         stack.callback(serving.close)           # closes the mirror: its thread ends
         if mirror is not None:    # copies of segments the proxy cannot open (docs/serving.md)
             background.thread("serving-mirror", mirror.run)

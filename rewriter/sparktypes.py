@@ -187,6 +187,10 @@ def infer(e: exp.Expression, column_type) -> str | None:
         return norm(e.to.sql("spark"))
     if isinstance(e, exp.Neg):
         return infer(e.this, column_type)
+    if isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Anonymous) \
+            and e.expression.name.lower() == "make_dt_interval" \
+            and infer(e.this, column_type) == "timestamp":
+        return "timestamp"        # timeseries()' n-minute buckets (rewriter/timeseries.py)
     if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
         ta, tb = infer(e.this, column_type), infer(e.expression, column_type)
         if not ta or not tb:

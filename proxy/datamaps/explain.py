@@ -34,8 +34,10 @@ def approximate_lines(result: RewriteResult) -> list[str]:
             "SET datamap.rewrite.approximate=true)" for line in result.approximate]
 
 
-def served_lines(serving, result: RewriteResult, conf) -> list[str]:
-    """EXPLAIN's `Served by:` and `Result cache:` lines (docs/serving.md)."""
+def served_lines(serving, result: RewriteResult, conf, current_db: str | None = None
+                 ) -> list[str]:
+    """EXPLAIN's `Served by:` and `Result cache:` lines (docs/serving.md); `current_db`: the
+    session's current database."""
     if not result.used:
         return ["Served by: spark", "Result cache: bypassed (not answered from a datamap)"]
     if serving is None:
@@ -43,7 +45,7 @@ def served_lines(serving, result: RewriteResult, conf) -> list[str]:
                                                       "locally)"]
     if serving.enabled(conf) is None:      # a worker thread: may wait for the start
         serving.engine_problem(start=True)  # then plan() says when it cannot start
-    served = serving.plan(result, conf)
+    served = serving.plan(result, conf, current_db)
     if not isinstance(served, Served):
         return [f"Served by: spark ({served})", "Result cache: bypassed (not served locally)"]
     by = "Served by: local engine" + (" (mirror)" if served.mirrored else "")

@@ -179,7 +179,7 @@ class DatamapDdlHandler:
                     result = RewriteResult(stmt.query, False)
                 else:
                     result = checked.result
-            where = await asyncio.to_thread(served_lines, serving, result, conf)
+            where = await asyncio.to_thread(served_lines, serving, result, conf, current_db)
             if checked is not None and checked.compensated:
                 where[0] = compensated_line(where[0])
             pruned = None
@@ -346,7 +346,7 @@ class DatamapSelectHandler:
     def _serve(self, result: RewriteResult, rewrite: Rewrite, ctx: StatementContext) -> Decision:
         """Answered in-process when the serving tier can (proxy/serving), else by Spark."""
         try:
-            served = self.serving.plan(result, ctx.conf)
+            served = self.serving.plan(result, ctx.conf, ctx.current_db)
         except Exception:  # noqa: BLE001 - the tier must never fail a query: Spark answers
             log.warning("serving tier failed to plan; Spark answers", exc_info=True)
             return rewrite

@@ -37,7 +37,8 @@ from sqlglot import exp
 
 from proxy.serving.sqltypes import UNSERVED, NotServable, duck_type, lit, q, spark_type
 
-__all__ = ["BaseOf", "BaseTable", "base_read", "compensated_union"]
+__all__ = ["BaseOf", "BaseTable", "base_read", "column_types", "compensated_union",
+           "read_files"]
 
 FILE_PREFIX = "file:"
 # the guard's file filter on a data-source table, and on a Hive scan
@@ -123,19 +124,21 @@ def base_read(sel: exp.Select, table: str, base_of: BaseOf | None,
         raise NotServable(f"new files of {table}: {base.problem}")
     if len(paths) != len(files) or not all(_PLAIN_PATH.fullmatch(p) for p in paths):
         raise NotServable(f"new files of {table}: a path the file filter cannot spell")
-    cols: dict[str, str] = {}
-    for name, typ in base.columns:
-        try:
-            t = spark_type(typ)
-            if t == "timestamp" and zone_problem:
-                raise NotServable(zone_problem)
-        except NotServable as why:       # only a query that uses the column is refused
-            t = UNSERVED + str(why)
-        cols[name.lower()] = t
-    parts = [p.lower() for p in base.partitions]
-    data = [c for c in cols if c not in parts]
     if not paths:
         raise NotServable(f"no new files of {table} in its compensation")
+    return read_files(base, paths, zone_problem)
+
+
+def read_files(base: BaseTable, paths: Sequence[str], zone_problem: str | None
+               ) -> tuple[str, dict[str, str]]:
+    """Exactly `paths` of `base` (at least one), read as Spark reads them -> (DuckDB SQL,
+    {column: type}); a column of a type not served is left out (a query that uses it is
+    refused). `zone_problem`: why timestamps are not served in this session (None: they
+    are)."""
+    table = base.name
+    cols = column_types(base, zone_problem)
+    parts = [p.lower() for p in base.partitions]
+    data = [c for c in cols if c not in parts]
     groups: dict[tuple, list[str]] = {}
     for path in paths:
         groups.setdefault(_partition_values(path, parts, cols, table), []).append(path)
@@ -143,6 +146,21 @@ def base_read(sel: exp.Select, table: str, base_of: BaseOf | None,
     branches = [reader(files, data, cols, list(zip(parts, values)), dict(base.options))
                 for values, files in groups.items()]
     return " UNION ALL ".join(branches), cols
+
+
+def column_types(base: BaseTable, zone_problem: str | None) -> dict[str, str]:
+    """{column: Spark type} of `base`; a column of a type not served is marked UNSERVED
+    with why (only a query that uses it is refused)."""
+    cols: dict[str, str] = {}
+    for name, typ in base.columns:
+        try:
+            t = spark_type(typ)
+            if t == "timestamp" and zone_problem:
+                raise NotServable(zone_problem)
+        except NotServable as why:
+            t = UNSERVED + str(why)
+        cols[name.lower()] = t
+    return cols
 
 
 def _read_files(paths: list[str], data: list[str], cols: dict[str, str],
@@ -215,11 +233,11 @@ def _partition_values(path: str, parts: list[str], cols: dict[str, str],
     for col, d in zip(parts, dirs):
         name, eq, raw = d.partition("=")
         if not eq or name.lower() != col:
-            raise NotServable(f"new file {path} of {table} is not in a {col}=value "
+            raise NotServable(f"file {path} of {table} is not in a {col}=value "
                               "directory (its partition is known to the metastore only)")
         values.append(partition_literal(raw, cols[col], col))
     if len(dirs) != len(parts):
-        raise NotServable(f"new file {path} of {table} is outside its partition directories")
+        raise NotServable(f"file {path} of {table} is outside its partition directories")
     return tuple(values)
 
 

@@ -320,6 +320,27 @@ def interval(t, e: exp.Binary, scope):
     return z.instant_near(local, sql), "timestamp"
 
 
+def is_make_dt_interval(e: exp.Expression) -> bool:
+    return isinstance(e, exp.Anonymous) and e.name.lower() == "make_dt_interval"
+
+
+def plus_minutes(t, e: exp.Binary, scope):
+    """timestamp +/- make_dt_interval(0, 0, m, 0) (timeseries()' n-minute buckets,
+    rewriter/timeseries.py): no whole days, so m minutes are added to (taken from) the
+    instant; a NULL m is NULL."""
+    args = e.expression.expressions
+    if len(args) != 4 or any(not (isinstance(a, exp.Literal) and a.this in ("0", "0.0"))
+                             for a in (args[0], args[1], args[3])):
+        raise NotServable("make_dt_interval other than of minutes alone")
+    sql, typ = t.expr(e.this, scope)
+    m_sql, mt = t.expr(args[2], scope)
+    if typ != "timestamp" or mt not in _SMALL_INTEGRAL:
+        raise NotServable(f"{typ} + make_dt_interval of {mt} minutes")
+    op = "-" if isinstance(e, exp.Sub) else "+"
+    return (f"CAST({sql} {op} to_microseconds(CAST({m_sql} AS BIGINT) * 60000000) "
+            "AS TIMESTAMP)"), "timestamp"
+
+
 def short_interval(iv: exp.Interval) -> str:
     return iv.sql("spark").removeprefix("INTERVAL ")
 

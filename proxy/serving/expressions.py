@@ -4,11 +4,13 @@ translate._Translator that reads expressions; a scope resolves column names."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Callable
 
 from sqlglot import exp
 
 import proxy.serving.dates as dates
+from proxy.serving.averages import avg
 import proxy.serving.formats as formats
 import proxy.serving.moments as moments
 import proxy.serving.windows as windows
@@ -107,6 +109,8 @@ class Expressions:
     def _arith(self, e: exp.Binary, scope):
         if isinstance(e.this, exp.Interval) or isinstance(e.expression, exp.Interval):
             return dates.interval(self, e, scope)
+        if dates.is_make_dt_interval(e.expression):
+            return dates.plus_minutes(self, e, scope)
         l_sql, lt = self.expr(e.this, scope)
         r_sql, rt = self.expr(e.expression, scope)
         op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*"}[type(e)]
@@ -194,7 +198,12 @@ class Expressions:
             a_sql = dates.timestamp_operand(self, a, a_sql, at)
         elif is_num(at) and is_num(bt):
             if ("double" in (at, bt)) and (DEC.match(at) or DEC.match(bt)):
-                raise NotServable("comparison of a decimal and a double")
+                # Spark casts the decimal to a double: served for a literal of up to 15
+                # digits, whose double both engines round alike (one correctly rounded value)
+                if at == "double":
+                    b_sql = _double_literal(b)
+                else:
+                    a_sql = _double_literal(a)
         elif at != bt:
             raise NotServable(f"comparison of {at} and {bt}")
         return a_sql, b_sql
@@ -329,6 +338,19 @@ class Expressions:
         return f"COALESCE({', '.join(f'CAST({p[0]} AS {duck_type(t)})' for p in parts)})", t
 
 
+def _double_literal(e: exp.Expression) -> str:
+    """A decimal literal compared with a double, as the double Spark casts it to."""
+    neg = isinstance(e, exp.Neg)
+    lit_ = e.this if neg else e
+    if not (isinstance(lit_, exp.Literal) and not lit_.is_string
+            and re.fullmatch(r"[0-9]*\.?[0-9]*", lit_.this)
+            and len(lit_.this.replace(".", "").lstrip("0")) <= 15):
+        raise NotServable("comparison of a decimal and a double")
+    value = float(Decimal(lit_.this))
+    value = -value if neg and value else value      # a decimal has no -0
+    return f"CAST({repr(value)!r} AS DOUBLE)"
+
+
 _T = Expressions
 DISPATCH: dict[type, Callable] = {
     exp.Column: _T._column, exp.Paren: _T._paren, exp.Literal: _T._literal,
@@ -338,7 +360,7 @@ DISPATCH: dict[type, Callable] = {
     exp.LT: _T._compare, exp.LTE: _T._compare,
     exp.And: _T._logic, exp.Or: _T._logic, exp.Not: _T._not, exp.Is: _T._is, exp.In: _T._in,
     exp.Between: _T._between, exp.Cast: _T._cast, exp.TryCast: _T._cast,
-    exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg,
+    exp.Sum: _T._agg, exp.Count: _T._agg, exp.Min: _T._agg, exp.Max: _T._agg, exp.Avg: avg,
     exp.Case: _T._case, exp.Coalesce: _T._coalesce,
     exp.Window: windows.window,     # window functions in a SELECT's outputs
     **dates.DISPATCH,       # date and timestamp functions, interval arithmetic

@@ -4,15 +4,17 @@ subqueries -- so the series-limit join and the top-N subquery BI tools write (Su
 Tableau, Power BI) are served.
 
 What is served, and why it is Spark's answer:
-  * `[INNER | LEFT | RIGHT | FULL] [OUTER] JOIN r ON <AND of = / <=>>` and `CROSS JOIN r`
-    (a comma join too): a join is the filtered product of its sides in both engines, padded
-    with NULLs for the unmatched rows of an outer side. Each equality is read by the tier's
-    own comparison rules (translate.ALLOWED), so the key types meet as Spark makes them
-    meet (integers widen, decimals of different scales compare exactly when their common
-    type fits 38 digits) or the query is refused (a string against a number, a decimal
-    against a double); `=` never matches a NULL key, `<=>` matches NULL to NULL, in both.
-    Refused: other ON conditions (ranges, ORs: not proven), USING and NATURAL (Spark's
-    merged key column), SEMI / ANTI / LATERAL joins, an outer join without ON;
+  * `[INNER | LEFT | RIGHT | FULL] [OUTER] JOIN r ON <condition>` and `CROSS JOIN r` (a
+    comma join too): a join is the product of its sides filtered by the ON condition (a
+    pair matches where it is TRUE) in both engines, padded with NULLs for the unmatched rows
+    of an outer side. The condition is read by the tier's own rules, as a WHERE is
+    (translate.ALLOWED): equalities of keys whose types meet as Spark makes them meet
+    (integers widen, decimals of different scales compare exactly when their common type
+    fits 38 digits), ranges, ORs, a filter on one side (`ON i.weight > 1.5 AND m.k = i.k`);
+    a comparison the tier does not prove (a string against a number, a decimal against a
+    double) refuses the query. `=` never matches a NULL key, `<=>` matches NULL to NULL, in
+    both. Refused: aggregates and subqueries in ON, USING and NATURAL (Spark's merged key
+    column), SEMI / ANTI / LATERAL joins, an outer join without ON;
   * a CTE (`WITH c AS (...)`) is the derived table it names wherever it is read; Spark
     inlines it too. Refused: WITH RECURSIVE, column lists `c(a, b)`;
   * `x [NOT] IN (SELECT y ...)` and `[NOT] EXISTS (SELECT ...)` over a subquery that names
@@ -68,14 +70,12 @@ def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
 
 
 def _condition(t, on: exp.Expression, scope) -> str:
+    """Any condition the tier computes as Spark does (translate.ALLOWED): a pair of rows
+    matches where it is TRUE (not FALSE, not NULL), in both engines, whatever join
+    algorithm either picks; an error in it sends the query to Spark."""
     if on.find(exp.AggFunc, exp.Subquery, exp.Exists, exp.Window):
         raise NotServable("an aggregate or a subquery in a join condition")
-    parts = []
-    for c in _conjuncts(on):
-        if not isinstance(c, (exp.EQ, exp.NullSafeEQ)):
-            raise NotServable("a join condition other than equalities (AND of = / <=>)")
-        parts.append(t.condition(c, scope))
-    return " AND ".join(parts)
+    return " AND ".join(t.condition(c, scope) for c in _conjuncts(on))
 
 
 def relation(t, rel: exp.Expression, scope) -> str:

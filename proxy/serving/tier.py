@@ -4,9 +4,10 @@
 Plan for the local engine, or says why Spark answers instead:
   * serving is off ([serving] enabled, or the session's SET datamap.serving.enabled=false);
   * the engine cannot start (below);
-  * the query is outside the allow-list (proxy/serving/translate.py), e.g. a query-delta
-    join of a datamap with a base table, or a compensation's new base files are not
-    readable here or over [serving] max_base_bytes (proxy/serving/newfiles.py);
+  * the query is outside the allow-list (proxy/serving/translate.py), or the base table
+    files it reads (a compensation's new files, a table read whole as the freshness guard
+    lists it now) are not readable here, are being written, or are over [serving]
+    max_base_bytes (proxy/serving/newfiles.py);
   * a datamap's files are not readable here and not mirrored (yet): a warehouse on HDFS
     or an object store is read from the segment mirror (proxy/serving/mirror.py), a
     segment it reads is no longer visible, or the files read are over [serving]
@@ -33,7 +34,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from enum import Enum
 from typing import Callable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
@@ -42,9 +42,12 @@ from proxy.config import ServingSettings
 from proxy.routing.router import LocalResult
 from proxy.serving.cache import CacheKey, ResultCache
 from proxy.serving.engine import EngineFailure, EngineUnavailable, LocalEngine
+from proxy.serving.engine_state import (  # noqa: F401 - RETRY_S, start_error_line: re-exported
+    _MOVES, RETRY_S, EngineState, EngineStatus, start_error_line,
+)
 from proxy.serving.mirror import SegmentMirror
 from proxy.serving.mirror_disk import SegmentKey
-from proxy.serving.newfiles import Layouts, new_files_reader
+from proxy.serving.newfiles import BaseReads, Layouts, Tables
 from proxy.serving.translate import NotServable, Plan, translate
 from proxy.routing.session_keys import switched_on
 from rewriter.api import STORAGE_SUFFIX, storage_table
@@ -70,50 +73,14 @@ class _Snapshot:
     zone: str | None = None          # the time zone the datamaps were computed in
 
 
-RETRY_S = 60.0          # a DOWN engine is started again this often (in the background)
-
-
-class EngineState(Enum):
-    NOT_STARTED = "not started"
-    UP = "up"                  # started, and answered its check query
-    DOWN = "down"              # the last start failed: EngineStatus.cause
-    CLOSED = "closed"
-
-
-# the moves start / retry / close make (anything else is a bug: _move raises)
-_MOVES = {EngineState.NOT_STARTED: {EngineState.UP, EngineState.DOWN, EngineState.CLOSED},
-          EngineState.DOWN: {EngineState.UP, EngineState.DOWN, EngineState.CLOSED},
-          EngineState.UP: {EngineState.CLOSED},
-          EngineState.CLOSED: set()}
-
-
-@dataclass(frozen=True)
-class EngineStatus:
-    """The engine's state; when DOWN, why (`cause`, `fix`) and since when (epoch s)."""
-    state: EngineState
-    cause: str = ""
-    fix: str = ""
-    since: float | None = None
-    engine: str = "DuckDB"     # with its version once known
-
-    @property
-    def up(self) -> bool:
-        return self.state is EngineState.UP
-
-
-def start_error_line(e: EngineUnavailable) -> str:
-    """serve's ERROR line for an engine that cannot start."""
-    return (f"the serving engine ({e.engine}) could not start: {e.cause}; fix: {e.fix}; "
-            f"datamap answers come from Spark until it starts (tried again every "
-            f"{RETRY_S:g} s)")
-
-
 @dataclass(frozen=True)
 class Served:
     """A query the tier will answer: its plan and the cache key of its result."""
     plan: Plan
     key: CacheKey
     mirrored: tuple[SegmentKey, ...] = ()    # segments read from the mirror's copies
+    # base tables read whole, with the files read (the plan is kept while they are the same)
+    listed: tuple[tuple[str, frozenset[str] | None], ...] = ()
 
 
 def local_path(uri: str) -> str | None:
@@ -154,10 +121,14 @@ class ServingTier:
                  engine: LocalEngine | None = None,
                  zone_problem: Callable[[], str | None] = lambda: None,
                  layouts: Layouts = lambda _table: None,
+                 tables: Tables = lambda _table: "base tables are not read here",
                  mirror: SegmentMirror | None = None):
         self.catalog = catalog
         # local copies of segments on storage the proxy cannot open; None: no mirror
         self.mirror = mirror
+        # a base table's files as the guard lists them now (FreshnessGuard.table_files): a
+        # dimension joined to a datamap is read in-process (proxy/serving/basetables.py)
+        self._tables = tables
         # a base table's layout (FreshnessGuard.layout): a compensation's new files are read
         # in-process (proxy/serving/newfiles.py); None: they go to Spark
         self._layouts = layouts
@@ -185,8 +156,10 @@ class ServingTier:
             return "the session set datamap.serving.enabled=false"
         return None
 
-    def plan(self, result, conf: Mapping[str, str]) -> Served | str:
-        """The Served plan of a rewritten query, or why Spark answers it."""
+    def plan(self, result, conf: Mapping[str, str], current_db: str | None = None
+             ) -> Served | str:
+        """The Served plan of a rewritten query, or why Spark answers it. `current_db`: the
+        session's current database, where a base table named bare is (None: not read)."""
         off = self.enabled(conf)
         if off is not None:
             return off
@@ -195,14 +168,28 @@ class ServingTier:
             return f"local engine unavailable: {status.cause}"
         snap = self._current()
         zone = snap.zone if self._zone_problem() is None else None
-        key = (result.sql, snap.version, zone)
+        key = (result.sql, snap.version, zone, current_db)
         known = self._plans.get(key)
-        if known is None:
-            known = self._translate(result, snap, zone)
-            self._plans.put(key, known)
+        if known is None or not self._same_files(known):
+            known, keep = self._translate(result, snap, zone, current_db)
+            if keep:
+                self._plans.put(key, known)
         return known
 
-    def _translate(self, result, snap: _Snapshot, zone: str | None) -> Served | str:
+    def _same_files(self, known: Served | str) -> bool:
+        """A kept plan that reads base tables whole is used while they have the same files."""
+        if isinstance(known, str):
+            return True
+        for table, files in known.listed:
+            now = self._tables(table)
+            if isinstance(now, str) or files is None or now[1] != files:
+                return False
+        return True
+
+    def _translate(self, result, snap: _Snapshot, zone: str | None, current_db: str | None
+                   ) -> tuple[Served | str, bool]:
+        """(the Served plan or why not, whether to keep it): a refusal that looked at a base
+        table's files is not kept (a write going on ends, a layout gets known)."""
         tree = result.tree
         if tree is None:
             from rewriter.normalize import DIALECT
@@ -210,7 +197,7 @@ class ServingTier:
             try:
                 tree = sqlglot.parse_one(result.sql, read=DIALECT)
             except Exception as e:  # noqa: BLE001 - Spark reads it: it answers
-                return f"rewritten SQL not understood ({type(e).__name__})"
+                return f"rewritten SQL not understood ({type(e).__name__})", True
         signature: list = []
         mirrored: list[SegmentKey] = []
         limit = self.settings.max_datamap_bytes
@@ -238,19 +225,21 @@ class ServingTier:
                 raise NotServable(f"{named} reads {read_bytes[table]} bytes, over [serving] "
                                   f"max_datamap_bytes ({limit})")
             return out
-        base_of = new_files_reader(self._layouts, self.settings.max_base_bytes, signature)
+        bases = BaseReads(self._layouts, self._tables, self.settings.max_base_bytes, signature,
+                          current_db)
         try:
-            plan = translate(tree, snap.columns, files_of, zone, base_of)
+            plan = translate(tree, snap.columns, files_of, zone, bases.new_files, bases.table)
         except NotMirrored as e:
-            return str(e)
+            return str(e), True
         except NotServable as e:
-            return f"not served locally: {e}"
+            return f"not served locally: {e}", not bases.listed
         except RecursionError:
-            return "not served locally: statement nested too deeply"
+            return "not served locally: statement nested too deeply", True
         except Exception as e:  # noqa: BLE001 - a translator bug must not fail the query
             log.exception("serving translation failed; Spark answers")
-            return f"not served locally: internal error ({type(e).__name__})"
-        return Served(plan, (plan.sql, tuple(signature)), tuple(dict.fromkeys(mirrored)))
+            return f"not served locally: internal error ({type(e).__name__})", True
+        return Served(plan, (plan.sql, tuple(signature)), tuple(dict.fromkeys(mirrored)),
+                      tuple(bases.listed)), True
 
     def cache_state(self, served: Served, conf: Mapping[str, str]) -> str:
         """For EXPLAIN: hit, miss, or bypassed (why)."""

@@ -24,9 +24,12 @@ import proxy.serving.moments as moments
 import proxy.serving.relations as relations
 import proxy.serving.unions as unions
 import proxy.serving.windows as windows
-from proxy.serving.compensation import BaseOf, base_read, compensated_union, is_compensation
+from proxy.serving.basetables import TableOf, table_relation
+from proxy.serving.compensation import (
+    BaseOf, base_read, compensated_union, filtered_files, is_compensation,
+)
 from proxy.serving.expressions import Expressions, Scope
-from proxy.serving.subtotals import Grouping, grouping, has_subtotals
+from proxy.serving.subtotals import Grouping, grouping, has_subtotals, subtotal_having
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
     TYPES, UNSERVED, NotServable, decimal_div_type, duck_type, limit_sql, lit, q, spark_type,
 )
@@ -37,15 +40,17 @@ from rewriter.api import SEGMENT_COLUMN
 
 # Column and result types the tier reads and returns. Everything else -> Spark.
 ALLOWED = {
-    "shapes": "a SELECT (DISTINCT) over datamap reads and derived tables (* expanded); joins, "
+    "shapes": "a SELECT (DISTINCT) over datamap reads, derived tables (* expanded) and base "
+              "tables read whole (basetables.py); joins on any served condition, "
               "CTEs, IN (SELECT) / EXISTS / one-row scalar subqueries (relations.py); "
               "WHERE, GROUP BY (a double key read as Spark's: -0.0 as 0.0; no expression over "
               "it), HAVING, ORDER BY (Spark's NULL ordering), LIMIT (int range); subtotals: "
               "ROLLUP, CUBE, GROUPING SETS (WITH ROLLUP / WITH CUBE, mixed lists) with "
               "grouping() and grouping_id() (Spark's bit order), HAVING over aggregates",
     "types": ", ".join(TYPES),
-    "aggregates": "sum, count, count(*), min, max; count(DISTINCT x[, y ...]), sum(DISTINCT x) "
-                  "(not of doubles), min/max(DISTINCT x); " + moments.ALLOWED,
+    "aggregates": "sum, count, count(*), min, max, avg (averages.py); count(DISTINCT x[, y "
+                  "...]), sum(DISTINCT x) and avg(DISTINCT x) (not of doubles), "
+                  "min/max(DISTINCT x); FILTER (WHERE ...) of these; " + moments.ALLOWED,
     "operators": "+ - * (integral, decimal without precision loss), / (double; exact "
                  "decimal division by Spark's rules), unary - (decimals of up to 34 digits), "
                  "= <> < <= > >= <=>, IN (literals), BETWEEN (of decimals: when their common "
@@ -93,11 +98,13 @@ FilesOf = Callable[[str, Sequence[str]], Sequence[str]]
 
 
 def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
-              zone: str | None = None, base_of: BaseOf | None = None) -> Plan:
+              zone: str | None = None, base_of: BaseOf | None = None,
+              table_of: TableOf | None = None) -> Plan:
     """`zone`: the session time zone the datamaps were computed in and queries run in;
     timestamps are served only in a fixed UTC offset or a checked named zone
     (proxy/serving/timestamps.py). `base_of`: a base table's new files, for a datamap
-    compensated with them (proxy/serving/compensation.py); None: not served."""
+    compensated with them (proxy/serving/compensation.py); `table_of`: a base table's
+    files, for one read whole (proxy/serving/basetables.py); None: not served."""
     if not isinstance(tree, (exp.Select, exp.Union)):
         raise NotServable("not a single SELECT or a union")
     for node in tree.find_all(exp.ApproxDistinct, exp.Anonymous):
@@ -106,7 +113,7 @@ def translate(tree: exp.Expression, tables: TableColumns, files_of: FilesOf,
         if isinstance(node, exp.ApproxDistinct) or node.name.lower().startswith("hll_"):
             raise NotServable(f"{node.sql('spark').split('(')[0].lower()}: Spark's own "
                               "distinct-count sketches")
-    t = _Translator(tables, files_of, zone, base_of)
+    t = _Translator(tables, files_of, zone, base_of, table_of)
     sql, cols = t.select(tree) if isinstance(tree, exp.Select) else unions.union(t, tree)
     return Plan(sql, tuple(cols), tuple(t.reads))
 
@@ -139,10 +146,9 @@ class _Scope(Scope):
 
 class _Translator(Expressions):
     def __init__(self, tables: TableColumns, files_of: FilesOf, zone: str | None = None,
-                 base_of: BaseOf | None = None):
+                 base_of: BaseOf | None = None, table_of: TableOf | None = None):
         self.tables = {k.lower(): v for k, v in tables.items()}
-        self.files_of = files_of
-        self.base_of = base_of
+        self.files_of, self.base_of, self.table_of = files_of, base_of, table_of
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.zone, self.zone_problem = session_zone(zone)
         self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
@@ -257,7 +263,7 @@ class _Translator(Expressions):
         elif group:
             parts.append("GROUP BY " + ", ".join(keys))
         if subtotals is not None and sel.args.get("having"):
-            _subtotal_having(sel.args["having"])
+            subtotal_having(sel.args["having"])
         having = [self.condition(sel.args["having"].this, scope)] \
             if sel.args.get("having") else []
         if subtotals is not None and subtotals.having():
@@ -350,6 +356,8 @@ class _Translator(Expressions):
         cte = relations.cte_reference(self, rel, scope) if isinstance(rel, exp.Table) else None
         if cte is not None:
             return cte
+        if isinstance(rel, exp.Table):     # a base table read whole (basetables.py)
+            return table_relation(self, rel, scope)
         if not isinstance(rel, exp.Subquery) or not rel.alias:
             raise NotServable("a relation other than a datamap read")
         alias = rel.alias.lower()
@@ -380,6 +388,8 @@ class _Translator(Expressions):
         if not isinstance(table, exp.Table) or not table.db:
             return None
         full = f"{table.db}.{table.name}".lower()
+        if full not in self.tables and filtered_files(sel) is None and self.table_of:
+            return None      # a SELECT over a base table read whole
         if full not in self.tables:     # the new files of a compensation, or refused
             return base_read(sel, full, self.base_of, self.zone_problem if self.zone is None
                              else None)
@@ -418,18 +428,6 @@ class _Translator(Expressions):
         return f"CAST({q(name)} AS TIMESTAMP) AS {q(name)}"
 
     # ---------------------------------------------------------------- expressions
-
-
-def _subtotal_having(having: exp.Having) -> None:
-    """Spark resolves a HAVING over subtotals only in some shapes: grouping() / grouping_id()
-    there fails, and so does a grouping column beside an ORDER BY over grouping() (Spark
-    raises UNRESOLVED_COLUMN). Served: a HAVING whose columns are all inside aggregates."""
-    if having.find(exp.Grouping, exp.GroupingId):
-        raise NotServable("grouping() / grouping_id() in HAVING (Spark fails to resolve it)")
-    for col in having.find_all(exp.Column):
-        if col.find_ancestor(exp.AggFunc) is None:
-            raise NotServable("a column outside an aggregate in a HAVING over subtotals "
-                              "(Spark resolves it only in some shapes)")
 
 
 def _segments(where: exp.Where | None) -> tuple[str, ...]:

@@ -14,7 +14,8 @@ mixed chains nest as written (`a UNION ALL b UNION c` is `(a UNION ALL b) UNION 
 Refused: branches of different widths (Spark rejects them), types without a common one
 here (a string and a number, a decimal and a double, decimals over 38 digits: Spark
 answers), an unnamed or repeated column name in the first branch, UNION BY NAME,
-INTERSECT / EXCEPT, a branch that is not served (a base table until base-table reads are).
+INTERSECT / EXCEPT, a branch that is not served (a base table the tier does not read:
+proxy/serving/basetables.py).
 """
 from __future__ import annotations
 

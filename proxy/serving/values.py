@@ -358,6 +358,29 @@ def distinct_agg(self, e: exp.AggFunc, scope):
     raise NotServable(f"{e.key.upper()}(DISTINCT ...)")
 
 
+def filtered_agg(self, e: exp.Filter, scope):
+    """agg(...) FILTER (WHERE c): the aggregate of the rows where c is TRUE, read as
+    agg(CASE WHEN c THEN x END) over each argument (count(*) as count of CASE WHEN c THEN 1):
+    the rows left out are NULLs, which every served aggregate skips, in both engines."""
+    agg, where = e.this, e.expression
+    if not isinstance(agg, (exp.Sum, exp.Count, exp.Min, exp.Max)) \
+            or not isinstance(where, exp.Where) or agg.find(exp.Window):
+        raise NotServable(f"FILTER of {e.this.key.upper()}")
+    cond = where.this
+
+    def only(x: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=cond.copy(), true=x.copy())])
+    agg = agg.copy()
+    arg = agg.this
+    if isinstance(agg, exp.Count) and (arg is None or isinstance(arg, exp.Star)):
+        agg.set("this", only(exp.Literal.number(1)))
+    elif isinstance(arg, exp.Distinct):
+        arg.set("expressions", [only(x) for x in arg.expressions])
+    else:
+        agg.set("this", only(arg))
+    return self.expr(agg, scope)
+
+
 def null_safe_eq(self, e: exp.NullSafeEQ, scope):
     """a <=> b (IS NOT DISTINCT FROM): true when both are NULL, false when one is."""
     seen: list[str] = []
@@ -367,3 +390,4 @@ def null_safe_eq(self, e: exp.NullSafeEQ, scope):
 
 
 DISPATCH[exp.NullSafeEQ] = null_safe_eq
+DISPATCH[exp.Filter] = filtered_agg

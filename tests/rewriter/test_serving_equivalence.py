@@ -11,6 +11,10 @@ production, `<dir>/dm_segment_id=<id>/part-*.parquet`):
                       hidden segment '9' holding a full copy that must never be read
                       (files_of refuses it, and a read of it would double-count).
 
+Base tables the rewritten query reads whole (a dimension joined to the datamap, the
+narrow-window union's base rows) are read from the files the freshness guard lists for
+them, as in the proxy.
+
 Per layout: rewrite (Candidate(..., segments=...)), translate; NotServable is a normal
 outcome (recorded; the summary test prints the counts); a servable plan runs in
 LocalEngine and is compared with Spark (spark_tier's rules: floats within 1e-9 relative,
@@ -29,7 +33,9 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlglot
 
+from proxy.datamaps.freshness.guard import FreshnessGuard
 from proxy.serving.engine import EngineFailure
+from proxy.serving.newfiles import BaseReads
 from proxy.serving.timestamps import OUT_OF_RANGE
 from proxy.serving.translate import NotServable, translate
 import rewriter as core
@@ -67,15 +73,18 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
         tree = result.tree if result.tree is not None else sqlglot.parse_one(result.sql, read="spark")
         by_table = {d.table.lower(): d for d in definitions}
         tables = {t: {c.name: c.type for c in d.columns} for t, d in by_table.items()}
+        table_of = _base_tables(spark, schemas, current_db)
         try:   # dry run first: only a servable query makes Spark write its datamaps
-            translate(tree, tables, lambda table, ids: ["/nonexistent.parquet"], zone)
+            translate(tree, tables, lambda table, ids: ["/nonexistent.parquet"], zone,
+                      table_of=table_of)
         except NotServable as e:
             REPORT[(case_id, layout)] = f"not servable: {e}"
             return
 
         def files_of(table, ids):
             return segment_files(parquet_datamaps.directory(by_table[table], layout), ids)
-        plans[layout] = (translate(tree, tables, files_of, zone), result.sql)
+        plans[layout] = (translate(tree, tables, files_of, zone, table_of=table_of),
+                         result.sql)
         REPORT[(case_id, layout)] = "served"
 
     full_defs = [core.compile_datamap(n, q, schemas, current_db) for n, q in datamaps.items()]
@@ -117,6 +126,22 @@ def test_served_answer_equals_spark(case, request, spark, schemas, parquet_datam
                        f"\n  rewritten: {rewritten}\n  duckdb:    {plan.sql}"
                        f"\n  spark rows: {fmt_rows(orows)}")
     assert not bad, "\n".join(bad)
+
+
+_GUARDS: dict[int, FreshnessGuard] = {}
+
+
+def _base_tables(spark, schemas, current_db: str):
+    """A TableOf over the Spark tier's base tables as the proxy has it: their layouts from
+    the metastore (pipeline.table_layout), their files from the freshness guard's listing
+    of their directories (a bare name is the current database's)."""
+    guard = _GUARDS.get(id(spark))
+    if guard is None:
+        from pipeline.files import table_layout
+        guard = _GUARDS[id(spark)] = FreshnessGuard(lambda t: table_layout(spark, t),
+                                                    lambda _t: None)
+        guard.load_layouts([f"{db}.{t}".lower() for db, ts in schemas.items() for t in ts])
+    return BaseReads(guard.layout, guard.table_files, 1 << 40, [], current_db).table
 
 
 def _wall_time(v, zone: str):

@@ -50,6 +50,7 @@ background.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import time
@@ -243,6 +244,36 @@ class FreshnessGuard:
     def layout(self, table: str) -> Layout | None:
         """The table's layout as last loaded (None: not known yet); never loads it."""
         return self._layouts.get(table)
+
+    def table_files(self, table: str) -> tuple[Layout, frozenset[str]] | str:
+        """For a reader of the whole table other than Spark (the serving tier): its layout
+        and the data files Spark would read now, or why they cannot be told. Not while a
+        write into it is going on (through the proxy, or a job's commit: Spark may see it
+        half done, or not at all); of a partitioned table, only files in the partitions the
+        metastore listed at the last load (another directory: the table is refused); of an
+        unpartitioned one, none in a subdirectory. An unknown layout is loaded in the
+        background."""
+        layout = self._layout(table)
+        listing = self._listings.get(table)
+        if layout is None or listing is None:
+            return "its layout is not known here yet"
+        if not layout.local:
+            return "its files are not on the local file system"
+        if table in self._writing:
+            return "a write into it through the proxy is going on"
+        files = listing.files()
+        if listing.staging() and listing.pending_jobs():
+            return "a write job is committing files into it"
+        invisible = self._invisible.get(table)
+        if invisible:
+            files = files - invisible
+        dirs = set(layout.roots[1:]) if layout.partitions else set(layout.roots[:1])
+        stray = next((f for f in files if os.path.dirname(f) not in dirs), None)
+        if stray is not None:
+            return (f"file {stray} is outside the partition directories the metastore "
+                    "listed at the last load" if layout.partitions
+                    else f"file {stray} is in a subdirectory of the table")
+        return layout, files
 
     def files_now(self, table: str) -> frozenset[str] | None:
         """The table's files on disk now (None when its layout is not known): taken just

@@ -137,8 +137,14 @@ CASES = [
      ROWS_),
     ("a scalar subquery with GROUP BY (may return several rows)", f"SELECT a.k AS k FROM {A} "
      f"WHERE a.k = (SELECT max(b.k) FROM {B} GROUP BY b.ks)", REFUSED),
-    ("a non-equi join (not proven)", f"SELECT a.k AS k FROM {A} JOIN {B} ON a.k < b.k",
-     REFUSED),
+    ("a non-equi join", f"SELECT a.k AS ak, b.k AS bk FROM {A} JOIN {B} ON a.k < b.k",
+     ROWS_),
+    ("a left join on a range and an OR: unmatched rows padded", f"SELECT a.k AS ak, "
+     f"b.w AS w FROM {A} LEFT JOIN {B} ON a.kd <= b.kd AND (a.x = b.x OR b.w > 300)", ROWS_),
+    ("a full join whose ON filters one side (NULL never matches)", f"SELECT a.k AS ak, "
+     f"b.k AS bk FROM {A} FULL JOIN {B} ON a.k = b.k AND b.ks <> 'a' AND a.v > 0", ROWS_),
+    ("ON comparing a string with an int (not proven)", f"SELECT a.k AS k FROM {A} JOIN {B} "
+     "ON a.k = b.k AND a.ks > b.w", REFUSED),
     ("USING (Spark merges the key)", f"SELECT a.v AS v FROM {A} JOIN {B} USING (k)", REFUSED),
     ("LEFT SEMI JOIN", f"SELECT a.v AS v FROM {A} LEFT SEMI JOIN {B} ON a.k = b.k", REFUSED),
     ("an unqualified column in both relations (Spark: ambiguous)",

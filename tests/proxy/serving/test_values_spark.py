@@ -211,9 +211,34 @@ CASES = [
      "CASE m.ti WHEN 0 THEN 'zero' WHEN 127 THEN 'max' END AS b, "
      "CASE m.d10 WHEN 1.25 THEN m.i END AS c FROM {m}", ROWS_),
     ("% by zero", "SELECT m.i % m.ti AS a FROM {m}", ERROR),
+    ("aggregate FILTER: only the rows where the condition is TRUE (NULL and false left out)",
+     "SELECT m.flag AS f, sum(m.d10) FILTER (WHERE m.i > 0) AS a, count(*) FILTER (WHERE "
+     "m.dbl > 0) AS b, count(DISTINCT m.ti) FILTER (WHERE m.s IS NOT NULL) AS c, "
+     "min(m.dt) FILTER (WHERE m.flag) AS d, max(m.s) FILTER (WHERE m.k > 100) AS e, "
+     "count(m.b) FILTER (WHERE m.p < 0) AS g, sum(DISTINCT m.i) FILTER (WHERE m.i <> 0) AS h "
+     "FROM {m} GROUP BY m.flag", ROWS_),
+    ("a double compared with decimal literals: the literal as Spark's double (NaN is the "
+     "largest, -0.0 = 0.0, infinities)",
+     "SELECT m.k AS k, m.dbl > 0.1 AS a, m.dbl = -0.0 AS b, 2.5 <= m.dbl AS c, "
+     "m.dbl < -2.50 AS d, m.dbl <> 0.000000000000001 AS e, m.dbl >= 99999999999999.9 AS f, "
+     "CASE WHEN m.dbl BETWEEN -2.5 AND 2.5 THEN 1 END AS g FROM {m}", ROWS_),
+    ("a double compared with a decimal column", "SELECT m.k AS k FROM {m} WHERE m.dbl > m.d10",
+     REFUSED),
     ("% of a decimal", "SELECT m.d10 % 3 AS a FROM {m}", REFUSED),
     ("sum(DISTINCT) of a double", "SELECT sum(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
-    ("avg(DISTINCT)", "SELECT avg(DISTINCT m.i) AS a FROM {m}", REFUSED),
+    ("avg of integers, doubles (NaN, infinities) and decimals (38 digits), grouped; "
+     "avg(DISTINCT) of integers and decimals",
+     "SELECT m.flag AS f, avg(m.i) AS a, avg(m.ti) AS b, avg(m.b) AS c, avg(m.dbl) AS d, "
+     "avg(m.d10) AS e, avg(m.dz) AS g, avg(DISTINCT m.p) AS h, avg(DISTINCT m.d10) AS i2 "
+     "FROM {m} GROUP BY m.flag", ROWS_),
+    ("avg of decimal(38,0) whose result overflows decimal(38,4) raises in both",
+     "SELECT avg(m.n38) AS a FROM {m} WHERE m.k = 3", ERROR),
+    ("avg over no rows is NULL", "SELECT avg(m.i) AS a, avg(m.d38) AS b, avg(DISTINCT m.b) "
+     "AS c FROM {m} WHERE m.k > 100", ROWS_),
+    ("avg of decimals rounding HALF_UP at scale s+4 (a quotient past the sum's scale)",
+     "SELECT avg(m.d10) AS a, avg(m.d38) AS b, avg(m.dz) AS c FROM {m} WHERE m.k IN (5, 6, 7)",
+     ROWS_),
+    ("avg(DISTINCT) of a double", "SELECT avg(DISTINCT m.dbl) AS a FROM {m}", REFUSED),
 ]
 
 
