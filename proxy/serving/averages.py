@@ -14,7 +14,7 @@ from sqlglot import exp
 from proxy.serving.sqltypes import DEC, NotServable, duck_type
 from rewriter.sparktypes import INTEGRAL
 
-__all__ = ["avg"]
+__all__ = ["avg", "decimal_average"]
 
 _WIDE = 80     # the intermediate quotient's digits are not bounded (only the result's)
 
@@ -36,11 +36,18 @@ def avg(self, e: exp.Avg, scope) -> tuple[str, str]:
         return (f"(CASE WHEN {count} = 0 THEN CAST(NULL AS DOUBLE) ELSE "
                 f"SUM({distinct}CAST({sql} AS DOUBLE)) / {count} END)"), "double"
     p, s = int(d[1]), int(d[2])
+    return decimal_average(f"SUM({distinct}{sql})", count, p, s)
+
+
+def decimal_average(total: str, count: str, p: int, s: int) -> tuple[str, str]:
+    """Spark's Average of decimal(p,s) values from their SUM and COUNT (SQL of the same
+    rows: a group's aggregates or a window's): the sum as decimal(p+10,s), divided by
+    DecimalDivideWithOverflowCheck, as a plain aggregate and over a window alike."""
     sp = min(38, p + 10)
-    total = f"CAST(SUM({distinct}{sql}) AS {duck_type(f'decimal({sp},{s})')})"
+    total = f"CAST({total} AS {duck_type(f'decimal({sp},{s})')})"
     rp, rs = min(38, p + 4), min(38, s + 4)
-    # DecimalDivideWithOverflowCheck: Decimal./ (the quotient at scale MAX_SCALE + 1 = 39,
-    # HALF_UP), then toPrecision(p+4, s+4, HALF_UP); over p+4 digits raises
+    # Decimal./ (the quotient at scale MAX_SCALE + 1 = 39, HALF_UP), then toPrecision(p+4,
+    # s+4, HALF_UP); over p+4 digits raises
     quotient = (f"spark_decimal_div(CAST({total} AS VARCHAR), CAST({count} AS VARCHAR), "
                 f"{_WIDE}, 39)")
     return (f"CAST(CASE WHEN {count} = 0 THEN NULL ELSE spark_decimal_div({quotient}, '1', "

@@ -10,8 +10,8 @@ Spark leaves implicit written out:
   - Spark's result types: row_number, rank, dense_rank, ntile -> int; percent_rank,
     cume_dist -> double; lag / lead -> their input's; count -> bigint; sum of integers ->
     bigint, of decimal(p,s) -> decimal(p+10,s); avg of integers and doubles -> double (a
-    sum of doubles over a count), of decimal(p,s) -> decimal(p+4,s+4), computed as Spark
-    does: the sum divided by the count by Spark's decimal division, then cast (HALF_UP);
+    sum of doubles over a count), of decimal(p,s) -> decimal(p+4,s+4), computed as Spark's
+    Average computes it, a window's as an aggregate's (proxy/serving/averages.py);
     a sum that overflows Spark's type raises, and Spark answers.
 Refused (NotServable, Spark answers): a window outside the SELECT's outputs or inside an
 aggregate or another window, named windows, DISTINCT inside a window, IGNORE / RESPECT
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy.serving.sqltypes import DEC, INT_MAX, NotServable, decimal_div_type, duck_type
+from proxy.serving.averages import decimal_average
+from proxy.serving.sqltypes import DEC, INT_MAX, NotServable, duck_type
 from rewriter.sparktypes import INTEGRAL
 
 ALLOWED = ("in a SELECT's outputs, over its rows or its groups: row_number, rank, "
@@ -180,17 +181,8 @@ def _aggregate(tr, f: exp.AggFunc, over: str, scope) -> tuple[str, str]:
     if d is None:        # Spark: the sum of the values as doubles over the count
         return (f"(CASE WHEN {count} = 0 THEN CAST(NULL AS DOUBLE) ELSE "
                 f"SUM(CAST({sql} AS DOUBLE)) OVER ({over}) / {count} END)"), "double"
-    p, s = int(d[1]), int(d[2])
-    sp = min(38, p + 10)
-    total = f"CAST(SUM({sql}) OVER ({over}) AS DECIMAL({sp},{s}))"
-    # Spark: Divide(sum, CAST(count AS decimal(20,0))) by its decimal division, then CAST
-    # to decimal(p+4,s+4), each rounding HALF_UP (spark_decimal_div rounds exactly once)
-    qp, qs = decimal_div_type(sp, s, 20, 0)
-    rp, rs = min(38, p + 4), min(38, s + 4)
-    quotient = (f"spark_decimal_div(CAST({total} AS VARCHAR), CAST({count} AS VARCHAR), "
-                f"{qp}, {qs})")
-    return (f"CAST(CASE WHEN {count} = 0 THEN NULL ELSE spark_decimal_div({quotient}, '1', "
-            f"{rp}, {rs}) END AS DECIMAL({rp},{rs}))"), f"decimal({rp},{rs})"
+    # Spark's Average over a window is its Average: the same division as the aggregate's
+    return decimal_average(f"SUM({sql}) OVER ({over})", count, int(d[1]), int(d[2]))
 
 
 def _offset(tr, f: exp.Lag | exp.Lead, over: str, scope) -> tuple[str, str]:

@@ -34,6 +34,10 @@ WINDOW_CASES = [
      "avg(m.d) OVER (PARTITION BY m.k) AS ad, avg(m.i) OVER (ORDER BY m.s DESC) AS ai, "
      "count(m.z) OVER () AS cz, sum(m.d) OVER (ORDER BY m.i) AS sd, "
      "sum(m.z) OVER (PARTITION BY m.k) AS sz, avg(m.z) OVER () AS az FROM {m}", ROWS_),
+    ("avg of a wide decimal over windows divides as the aggregate does (scale 39)",
+     f"SELECT m.k AS k, m.w AS w, avg(m.w) OVER (PARTITION BY m.k) AS ap, avg(m.w) OVER () "
+     f"AS aa, avg(m.w) OVER (ORDER BY {TOTAL} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT "
+     f"ROW) AS ar FROM {{m}}", ROWS_),
     ("explicit ROWS frames, an empty frame at the end",
      f"SELECT m.k AS k, m.d AS d, sum(m.i) OVER (ORDER BY {TOTAL} ROWS BETWEEN 1 PRECEDING "
      f"AND 1 FOLLOWING) AS a, count(*) OVER (ORDER BY {TOTAL} ROWS UNBOUNDED PRECEDING) "

@@ -25,22 +25,22 @@ pytestmark = pytest.mark.spark
 
 TABLE = "servshapes.t"
 COLUMNS = {"k": "string", "s": "string", "i": "int", "d": "decimal(10,2)", "x": "double",
-           "z": "int"}
+           "z": "int", "w": "decimal(38,10)"}
 _N = None
-# k, s, i, d, x, z (always NULL), segment
+# k, s, i, d, x, z (always NULL), w (averages need Spark's scale 39), segment
 ROWS = [
-    ("a", "p", 1, "1.50", "0.0", _N, "0"),
-    ("a", "q", 2, "-2.25", "-0.0", _N, "0"),
-    ("a", _N, 3, _N, "1.5", _N, "0"),
-    (_N, "p", 4, "10.00", _N, _N, "0"),
-    (_N, _N, _N, "0.01", "-0.0", _N, "1"),
-    ("b", "p", 5, "3.00", "1.5", _N, "1"),
-    ("b", "p", -7, "-3.00", "NaN", _N, "1"),
-    ("c", "q", 2147483647, "99999999.99", "Infinity", _N, "1"),
-    ("b", "q", 5, "3.00", "0.0", _N, "1"),         # ties with ("b", "p", 5, "3.00")
-    ("c", _N, _N, _N, _N, _N, "1"),
+    ("a", "p", 1, "1.50", "0.0", _N, "0.0000000001", "0"),
+    ("a", "q", 2, "-2.25", "-0.0", _N, "0", "0"),
+    ("a", _N, 3, _N, "1.5", _N, "0", "0"),
+    (_N, "p", 4, "10.00", _N, _N, "-0.0000000001", "0"),
+    (_N, _N, _N, "0.01", "-0.0", _N, "0.0000000002", "1"),
+    ("b", "p", 5, "3.00", "1.5", _N, "12345678901234567890.1234567891", "1"),
+    ("b", "p", -7, "-3.00", "NaN", _N, "-0.0000000007", "1"),
+    ("c", "q", 2147483647, "99999999.99", "Infinity", _N, "0.0000000005", "1"),
+    ("b", "q", 5, "3.00", "0.0", _N, _N, "1"),     # ties with ("b", "p", 5, "3.00")
+    ("c", _N, _N, _N, _N, _N, "0.0000000001", "1"),
     # never visible
-    ("hidden", "h", 999, "999.00", "999.0", 1, "2"),
+    ("hidden", "h", 999, "999.00", "999.0", 1, "1", "2"),
 ]
 READ = f"(SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE dm_segment_id IN ('0', '1')) AS m"
 ROWS_, ORDERED, REFUSED = "rows", "ordered", "refused"
@@ -85,6 +85,8 @@ CASES = [
     ("top subtotals with LIMIT (no ties at the cut)",
      "SELECT m.k AS k, grouping(m.k) AS g, count(*) AS n FROM {m} GROUP BY ROLLUP (m.k) "
      "ORDER BY n DESC, k LIMIT 2", ORDERED),
+    ("avg of a wide decimal: the quotient at scale 39, then decimal(38,14)",
+     "SELECT m.k AS k, avg(m.w) AS aw, avg(DISTINCT m.w) AS adw FROM {m} GROUP BY m.k", ROWS_),
     ("a grouping set listed twice", "SELECT m.k AS k, count(*) AS n FROM {m} "
      "GROUP BY GROUPING SETS ((m.k), (m.k))", REFUSED),
 ] + WINDOW_CASES + UNION_CASES
