@@ -23,6 +23,8 @@ API (see rewriter/api.py for the data shapes):
         that was not used.
     rewrite(sql, candidates, schemas, current_db) -> RewriteResult
         convenience wrapper around a throw-away DatamapIndex.
+    refresh_mode(definition) -> (mode, reason)
+        SHOW DATAMAP's Refresh Mode (`incremental` / `full`: rewriter/rebuilt.py) and why.
     translate_timeseries(sql, schemas=None, current_db="default") -> str
         timeseries(col, 'gran') -> Spark SQL (rewriter.timeseries.translate_sql); rewrite()
         already applies it to whatever no datamap answered.
@@ -40,6 +42,7 @@ from rewriter.api import (  # noqa: F401
     StoredColumn,
 )
 from rewriter.index import DatamapIndex, compile_datamap, rewrite  # noqa: F401,E402
+from rewriter.rebuilt import refresh_mode  # noqa: F401,E402
 from rewriter.timeseries import translate_sql as _translate_sql
 
 

@@ -43,6 +43,8 @@ from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, schema_key
 from rewriter.match import Match, match
 from rewriter.self_joins import describe_reference, mappings, most_references
+from rewriter.rebuilt import FullForm
+from rewriter.rebuilt_match import NOT_ANSWERED, rewrite_full
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
 
@@ -139,6 +141,8 @@ class DatamapIndex:
             self.compiled[name] = comp = self.compiled_forms.get(cand.definition, self.schemas)
         except DatamapDefinitionError as e:
             self.broken[name] = f"definition no longer compiles: {e}"
+            return
+        if isinstance(comp, FullForm):      # refreshed in full: rewriter/rebuilt_match.py
             return
         self.costs[name] = ((cand.rows if cand.rows is not None else float("inf"),
                              len(comp.group) + len(comp.plain), name), comp.facts.tables)
@@ -242,6 +246,10 @@ class DatamapIndex:
         qualified = list(qtree.find_all(exp.Select))
         if len(qualified) != len(originals):
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
+        fulls = {n: (self.compiled[n], self.candidates[n]) for n in touched
+                 if isinstance(self.compiled.get(n), FullForm)}
+        if fulls and (res := rewrite_full(sql, qtree, fulls, skipped)) is not None:
+            return res
         notes: list[str] = []
         flat_skipped: dict[str, str] = {}
         matches = self._rewrite_flattened(qtree, names, flat_skipped, notes) \
@@ -378,8 +386,8 @@ class DatamapIndex:
         order = []
         tables = facts.tables
         for n in cands:
-            if n in self.broken:
-                skipped[n] = self.broken[n]
+            if n in self.broken or isinstance(self.compiled.get(n), FullForm):
+                skipped[n] = self.broken.get(n) or skipped.get(n) or NOT_ANSWERED
                 continue
             cost, own = self.costs[n]
             if not own <= tables:

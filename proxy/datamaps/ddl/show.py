@@ -8,7 +8,11 @@ e.g. `default.hourly (fresh)`; empty for a datamap over base tables only. Rewrit
 is `true` unless ALTER DATAMAP ... DISABLE QUERY REWRITE switched it off (`NA` for index
 datamaps, which answer no query). Building, after it, says that a build, refresh or
 compaction is writing a segment now and since when (`segment 3 since 2026-11-28
-00:31:02.118 (42 s)`); empty otherwise."""
+00:31:02.118 (42 s)`); empty otherwise. Refresh Mode, after it, is `incremental` (a
+load appends a segment of the new rows' partials) or `full` (a construct no increment
+exists for: the datamap is rebuilt from the whole base tables), and Refresh Reason says
+why: the construct, or what an incremental datamap stores to merge its distinct counts
+(rewriter/rebuilt.py refresh_mode)."""
 from __future__ import annotations
 
 import json
@@ -22,12 +26,13 @@ from proxy.datamaps.catalog.records import (
 )
 from proxy.datamaps.upkeep.stacking import depends_on
 from proxy.routing.router import LocalResult
+from rewriter import refresh_mode
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
     ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
     ("Status Reason", "string"), ("Depends On", "string"), ("Rewrite", "string"),
-    ("Building", "string"),
+    ("Building", "string"), ("Refresh Mode", "string"), ("Refresh Reason", "string"),
 )
 SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
@@ -50,7 +55,7 @@ def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None,
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
             rec.status, "NA" if sync is None else json.dumps(sync),
             "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason),
-            depends, "true" if rewrite else "false", building)
+            depends, "true" if rewrite else "false", building, *refresh_mode(rec.definition))
 
 
 def building(segments: Iterable[DatamapSegment], now: float | None = None) -> str:

@@ -183,7 +183,8 @@ class IndexService:
                     i.built_at)})
             out.append((i.name, i.kind, i.table, format_properties(i.properties),
                         "ENABLED" if i.enabled else "DISABLED", sync,
-                        "" if i.enabled else one_line(i.status_reason), "", "NA", ""))
+                        "" if i.enabled else one_line(i.status_reason), "", "NA", "", "NA",
+                        ""))
         return out
 
     # -- building ------------------------------------------------------------------------
