@@ -3,12 +3,14 @@
 API (see rewriter/api.py for the data shapes):
     compile_datamap(name, select_sql, schemas, current_db) -> DatamapDefinition
         raises DatamapDefinitionError(message, sqlstate): 42S02 unknown table/column,
-        0A000 LIMIT / UNION / HAVING / window / subquery / SELECT * / DISTINCT or unsupported
-        aggregate / non-deterministic / several timeseries granularities / GROUPING SETS,
-        CUBE, ROLLUP, 42000 parse error,
+        0A000 LIMIT / window / SELECT * / unsupported aggregate / non-deterministic /
+        several timeseries granularities, 42000 parse error,
         grouping expression not projected, projected column neither grouped nor aggregated.
         Layout: grouping expressions -> role "group"; sum/count/count(*)/min/max -> role
         "agg" (avg(x) -> sum(x) + count(x)); projection-only definitions -> role "column".
+        A UNION, GROUPING SETS / CUBE / ROLLUP, a subquery inside the block or a grouping
+        CTE give a definition with refresh "full" (rewriter/rebuilt.py): its outputs
+        stored as role "column", rebuilt at each load, matched by rebuilt_match.py.
         definition.table is "<db>.<name>_table" (in the proxy a view of the live
         segments), definition.storage the table of every segment's partition (what a
         Candidate's `storage` names); the segment column is never in `columns`.

@@ -251,7 +251,7 @@ class DatamapIndex:
         if fulls and (res := rewrite_full(sql, qtree, fulls, skipped)) is not None:
             return res
         notes: list[str] = []
-        flat_skipped: dict[str, str] = {}
+        flat_skipped: dict[str, str] = dict(skipped)
         matches = self._rewrite_flattened(qtree, names, flat_skipped, notes) \
             if qtree.find(exp.Subquery, exp.CTE) is not None else None
         if matches is None:

@@ -19,13 +19,15 @@ Layout rules (what a datamap's storage table holds):
   * a WITH at the head whose CTEs filter and project base tables is inlined (flatten.py);
   * agg(DISTINCT e, ...) stores each e as a group column as well (the datamap is grouped by
     them too), from which agg(DISTINCT e) at the definition's grain or coarser is exact.
-Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, window
-functions, subqueries, a CTE that is not a per-row filter, other aggregates,
-non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
-SETS / CUBE / ROLLUP (0A000); ungrouped projected columns (42000). A self-join (one table
+Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, window
+functions, other aggregates, non-deterministic functions, SELECT *, more than one
+timeseries granularity (0A000); ungrouped projected columns (42000). A self-join (one table
 read twice, under two aliases) is one relation per reference (rewriter/self_joins.py):
 its base_tables name the table once per reference. The checks on the definition's shape
 and its aggregate calls are rewriter/definition_checks.py.
+A UNION, GROUPING SETS / CUBE / ROLLUP, a subquery inside the block or a CTE that is not a
+per-row filter (refused here) make a datamap refreshed in full instead (rewriter/rebuilt.py:
+compile_definition falls back to it, compile_internal recompiles it so).
 """
 from __future__ import annotations
 

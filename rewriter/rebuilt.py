@@ -50,9 +50,12 @@ def construct(select_sql: str) -> str | None:
     if not isinstance(tree, exp.Select):
         return None
     group = tree.args.get("group")
-    if group is not None and (group.args.get("rollup") or group.args.get("cube") or any(
-            isinstance(g, (exp.GroupingSets, exp.Cube, exp.Rollup)) for g in group.expressions)):
-        return "GROUPING SETS / CUBE / ROLLUP"
+    if group is not None:
+        kinds = [name for name, cls in (("GROUPING SETS", exp.GroupingSets), ("CUBE", exp.Cube),
+                                        ("ROLLUP", exp.Rollup))
+                 if group.args.get(name.split()[-1].lower()) or group.find(cls)]
+        if kinds:
+            return " and ".join(kinds)
     with_ = tree.args.get("with_")
     body = tree.copy()
     body.set("with_", None)

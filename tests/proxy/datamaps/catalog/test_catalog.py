@@ -318,3 +318,13 @@ def test_compaction_of_segments_hidden_meanwhile_is_refused(catalog):
     assert catalog.visible_segments("db1", "agg") == []
     rec = catalog.get_datamap("db1", "agg")
     assert rec.status == cat.DatamapStatus.DISABLED and rec.status_reason == "zone changed"
+
+
+def test_a_full_refresh_definition_survives_the_catalog():
+    from proxy.datamaps.catalog.records import definition_from_json, definition_to_json
+    from rewriter import compile_datamap
+    from tests.support.rewriter_cases import SCHEMA
+    d = compile_datamap("u", "SELECT country FROM sales UNION SELECT region FROM store",
+                        SCHEMA, "default")
+    back = definition_from_json(definition_to_json(d))
+    assert back == d and back.refresh == "full" and back.refresh_reason.startswith("UNION ")
