@@ -146,6 +146,16 @@ def _check_full(name: str, tree: exp.Expression, reason: str) -> None:
     bad = nondeterministic(tree)
     if bad:
         raise refuse(name, f"non-deterministic function {bad} in a datamap query")
+    for node in tree.walk():
+        if isinstance(node, _ORDER_DEPENDENT):
+            raise refuse(name, f"{node.sql(DIALECT)}: its value depends on the order Spark "
+                               "reads the rows in, so a rebuild could keep another")
+
+
+# aggregates whose value depends on the order rows arrive in (ties of mode, max_by, min_by)
+_ORDER_DEPENDENT = (exp.First, exp.Last, exp.FirstValue, exp.LastValue, exp.AnyValue,
+                    exp.ArrayAgg, exp.ArrayUniqueAgg, exp.ApproxQuantile, exp.Mode, exp.ArgMax,
+                    exp.ArgMin)
 
 
 def _unaliased(e: exp.Expression) -> exp.Expression:

@@ -194,7 +194,8 @@ def _plain(sel) -> bool:
 def _frame(sel: exp.Select) -> str:
     f = sel.copy()
     f.set("expressions", [exp.Star()])
-    f.set("group", None)
+    for arg in ("group", "having", "distinct", "qualify"):   # judged by _plain
+        f.set(arg, None)
     return f.sql(DIALECT)
 
 
@@ -202,10 +203,10 @@ def _rollup(form, cand, block, canon, names) -> exp.Select | None:
     d = form.tree
     if not isinstance(d, exp.Select) or not isinstance(canon, exp.Select) or not _grouped(d):
         return None
-    if not _plain(d) or not _plain(canon):
-        raise _NoMatch("HAVING, DISTINCT or a window in a block")
     if _frame(d) != _frame(canon):
         return None
+    if not _plain(d) or not _plain(canon):
+        raise _NoMatch("HAVING, DISTINCT or a window in a block")
     cols = form.definition.columns
     d_groups = {g.sql(DIALECT) for g in d.args["group"].expressions}
     stored = {e.sql(DIALECT): c for e, c in zip(d.expressions, cols)}

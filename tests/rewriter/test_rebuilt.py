@@ -58,6 +58,10 @@ def test_a_full_datamap_reads_every_table_of_its_subqueries_and_branches():
      "non-deterministic"),
     ("SELECT timeseries(ts, 'hour') AS h FROM sales UNION SELECT ts FROM sales", "timeseries()"),
     ("SELECT country FROM nope UNION SELECT region FROM store", "default.nope not found"),
+    ("SELECT country, first(city) AS c FROM sales GROUP BY country UNION ALL "
+     "SELECT region, first(store_name) FROM store GROUP BY region", "depends on the order"),
+    ("SELECT country, collect_list(city) AS c FROM sales GROUP BY ROLLUP(country)",
+     "depends on the order"),
 ])
 def test_what_a_full_rebuild_cannot_keep_is_refused_naming_it(sql, text):
     with pytest.raises(DatamapDefinitionError) as e:
