@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from rewriter.api import SEGMENT_COLUMN, Candidate, RewriteResult
+from rewriter.flatten import flatten_tree
 from rewriter.normalize import DIALECT, ident, parse, spark_output_name
 from rewriter.rebuilt import FullForm, canonical, leftmost
 
@@ -58,7 +59,7 @@ def rewrite_full(sql: str, qtree: exp.Expression, forms: dict[str, tuple[FullFor
         if hit is not None:
             hits[i] = hit
     if not hits:
-        return None
+        return _flattened(qtree, original, forms, skipped)
     tree = original
     used: list[str] = []
     for i, hit in hits.items():
@@ -71,6 +72,26 @@ def rewrite_full(sql: str, qtree: exp.Expression, forms: dict[str, tuple[FullFor
     for n in used:
         skipped.pop(n, None)
     return RewriteResult(tree.sql(DIALECT), True, used, skipped, tree=tree)
+
+
+def _flattened(qtree, original, forms, skipped) -> RewriteResult | None:
+    """The whole statement answered once its BI wrappers (rewriter/flatten.py: trivial
+    derived tables and CTEs around base tables) are inlined, as the incremental matcher
+    reads it: a wrapper changes no answer. Only the statement as a whole is tried here."""
+    flat = qtree.copy()
+    if not flatten_tree(flat, []):
+        return None
+    with_ = flat.args.get("with_")
+    if with_ is not None:
+        names = {c.alias_or_name.lower() for c in with_.expressions}
+        if any(not t.db and t.name.lower() in names for t in flat.find_all(exp.Table)):
+            return None
+        flat.set("with_", None)       # inlined CTEs stay defined, unused
+    hit = _answer(flat, original, forms, skipped)
+    if hit is None:
+        return None
+    skipped.pop(hit.datamap, None)
+    return RewriteResult(hit.select.sql(DIALECT), True, [hit.datamap], skipped, tree=hit.select)
 
 
 def _inside(node: exp.Expression, outer: exp.Expression) -> bool:
