@@ -41,11 +41,16 @@ class FullHit:
     select: exp.Select      # what the block is replaced with
 
 
-def rewrite_full(sql: str, qtree: exp.Expression, forms: dict[str, tuple[FullForm, Candidate]],
+def rewrite_full(sql: str, qtree: exp.Expression, touched, compiled: dict, candidates: dict,
                  skipped: dict[str, str]) -> RewriteResult | None:
     """The statement with each block a full datamap answers replaced by a read of it, or
-    None (then `skipped` says why for each of `forms`). `qtree` is the statement qualified
-    (not changed); the blocks kept are emitted as written in `sql`."""
+    None (then `skipped` says why for each full one among `touched`, whose compiled forms
+    and candidates the index's dicts hold). `qtree` is the statement qualified (not
+    changed); the blocks kept are emitted as written in `sql`."""
+    forms = {n: (compiled[n], candidates[n]) for n in touched
+             if isinstance(compiled.get(n), FullForm)}
+    if not forms:
+        return None
     blocks = list(qtree.find_all(exp.Select, exp.SetOperation))
     original = parse(sql)
     written = list(original.find_all(exp.Select, exp.SetOperation))
