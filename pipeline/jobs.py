@@ -66,6 +66,8 @@ def plan_delta(definition: DatamapDefinition, changed: Iterable[str]) -> DeltaPl
     changed_set = {t for t in changed if t in tables}
     if not changed_set:
         return DeltaPlan()
+    if definition.refresh == "full":    # no increment exists (rewriter/rebuilt.py)
+        return DeltaPlan(full_rebuild=True, reason=f"refreshed in full: {definition.refresh_reason}")
     for k, t in enumerate(tables):
         if t in changed_set and not _linear_in(definition, k):
             return DeltaPlan(full_rebuild=True,

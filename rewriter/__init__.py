@@ -3,12 +3,14 @@
 API (see rewriter/api.py for the data shapes):
     compile_datamap(name, select_sql, schemas, current_db) -> DatamapDefinition
         raises DatamapDefinitionError(message, sqlstate): 42S02 unknown table/column,
-        0A000 LIMIT / UNION / HAVING / window / subquery / SELECT * / DISTINCT or unsupported
-        aggregate / non-deterministic / several timeseries granularities / GROUPING SETS,
-        CUBE, ROLLUP, 42000 parse error,
+        0A000 LIMIT / window / SELECT * / unsupported aggregate / non-deterministic /
+        several timeseries granularities, 42000 parse error,
         grouping expression not projected, projected column neither grouped nor aggregated.
         Layout: grouping expressions -> role "group"; sum/count/count(*)/min/max -> role
         "agg" (avg(x) -> sum(x) + count(x)); projection-only definitions -> role "column".
+        A UNION, GROUPING SETS / CUBE / ROLLUP, a subquery inside the block or a grouping
+        CTE give a definition with refresh "full" (rewriter/rebuilt.py): its outputs
+        stored as role "column", rebuilt at each load, matched by rebuilt_match.py.
         definition.table is "<db>.<name>_table" (in the proxy a view of the live
         segments), definition.storage the table of every segment's partition (what a
         Candidate's `storage` names); the segment column is never in `columns`.
@@ -23,6 +25,8 @@ API (see rewriter/api.py for the data shapes):
         that was not used.
     rewrite(sql, candidates, schemas, current_db) -> RewriteResult
         convenience wrapper around a throw-away DatamapIndex.
+    refresh_mode(definition) -> (mode, reason)
+        SHOW DATAMAP's Refresh Mode (`incremental` / `full`: rewriter/rebuilt.py) and why.
     translate_timeseries(sql, schemas=None, current_db="default") -> str
         timeseries(col, 'gran') -> Spark SQL (rewriter.timeseries.translate_sql); rewrite()
         already applies it to whatever no datamap answered.
@@ -40,6 +44,7 @@ from rewriter.api import (  # noqa: F401
     StoredColumn,
 )
 from rewriter.index import DatamapIndex, compile_datamap, rewrite  # noqa: F401,E402
+from rewriter.rebuilt import refresh_mode  # noqa: F401,E402
 from rewriter.timeseries import translate_sql as _translate_sql
 
 

@@ -71,6 +71,11 @@ class DatamapDefinition:
     # the SELECT that materialises `columns` over the base tables (what build_sql reads).
     qualified_sql: str = ""
     build_select: str = ""
+    # How a load is caught up with (added fields): "incremental" (a segment of the new rows'
+    # partials appended), or "full" (rebuilt from the whole base tables: a construct no
+    # increment exists for, rewriter/rebuilt.py), and why, in a phrase SHOW DATAMAP prints.
+    refresh: str = "incremental"
+    refresh_reason: str = ""
 
     @property
     def storage(self) -> str:

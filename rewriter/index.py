@@ -13,10 +13,9 @@ Cost model of a decision:
     text pre-check answers is not cached (it costs less than a lookup's worth of memory);
     a catalog change makes a new index (new `version`), which starts with an empty cache;
     `updated()` makes it from the previous one by replacing only the changed datamaps.
-A statement nested deeper than Python's recursion limit is forwarded unchanged with one
-WARNING line, not a traceback: it is the client's input, not a rewriter bug.
-Datamaps are keyed by "db.name" (a datamap name is unique per database only): `used` and
-`skipped` name them so; the alias in the rewritten SQL is the bare name.
+A statement nested too deep to analyse is forwarded unchanged with one WARNING line.
+Datamaps are keyed by "db.name" in `used` and `skipped`; the SQL's alias is the bare name.
+Datamaps refreshed in full are tried first, on whole blocks (rewriter/rebuilt_match.py).
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
 own; a block that joins a derived table or filters on a subquery keeps that subquery as
 written (rewriter/derived.graft puts the written nodes back), so the subquery's own block
@@ -43,6 +42,7 @@ from rewriter.flatten import flattened_blocks, with_notes
 from rewriter.layout import Compiled, compile_definition, schema_key
 from rewriter.match import Match, match
 from rewriter.self_joins import describe_reference, mappings, most_references
+from rewriter.rebuilt_match import NOT_ANSWERED, FullForm, rewrite_full
 from rewriter.normalize import (DIALECT, NormalizeError, make_schema, parse, qualify_tree,
                                 spark_output_name)
 
@@ -140,8 +140,9 @@ class DatamapIndex:
         except DatamapDefinitionError as e:
             self.broken[name] = f"definition no longer compiles: {e}"
             return
-        self.costs[name] = ((cand.rows if cand.rows is not None else float("inf"),
-                             len(comp.group) + len(comp.plain), name), comp.facts.tables)
+        if not isinstance(comp, FullForm):      # refreshed in full: no cost, rebuilt_match.py
+            self.costs[name] = ((cand.rows if cand.rows is not None else float("inf"),
+                                 len(comp.group) + len(comp.plain), name), comp.facts.tables)
 
     def _table_pattern(self):
         bare = sorted({t.split(".", 1)[1] for t in self.by_table}, key=len, reverse=True)
@@ -242,8 +243,10 @@ class DatamapIndex:
         qualified = list(qtree.find_all(exp.Select))
         if len(qualified) != len(originals):
             return RewriteResult(sql, False, [], {n: "query shape changed during qualification" for n in touched})
+        if (res := rewrite_full(sql, qtree, touched, self.compiled, self.candidates, skipped)):
+            return res
         notes: list[str] = []
-        flat_skipped: dict[str, str] = {}
+        flat_skipped: dict[str, str] = dict(skipped)
         matches = self._rewrite_flattened(qtree, names, flat_skipped, notes) \
             if qtree.find(exp.Subquery, exp.CTE) is not None else None
         if matches is None:
@@ -378,8 +381,8 @@ class DatamapIndex:
         order = []
         tables = facts.tables
         for n in cands:
-            if n in self.broken:
-                skipped[n] = self.broken[n]
+            if n in self.broken or isinstance(self.compiled.get(n), FullForm):
+                skipped[n] = self.broken.get(n) or skipped.get(n) or NOT_ANSWERED
                 continue
             cost, own = self.costs[n]
             if not own <= tables:

@@ -19,13 +19,15 @@ Layout rules (what a datamap's storage table holds):
   * a WITH at the head whose CTEs filter and project base tables is inlined (flatten.py);
   * agg(DISTINCT e, ...) stores each e as a group column as well (the datamap is grouped by
     them too), from which agg(DISTINCT e) at the definition's grain or coarser is exact.
-Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, UNION, window
-functions, subqueries, a CTE that is not a per-row filter, other aggregates,
-non-deterministic functions, SELECT *, more than one timeseries granularity, GROUPING
-SETS / CUBE / ROLLUP (0A000); ungrouped projected columns (42000). A self-join (one table
+Refused (DatamapDefinitionError): unknown table/column (42S02); LIMIT, window
+functions, other aggregates, non-deterministic functions, SELECT *, more than one
+timeseries granularity (0A000); ungrouped projected columns (42000). A self-join (one table
 read twice, under two aliases) is one relation per reference (rewriter/self_joins.py):
 its base_tables name the table once per reference. The checks on the definition's shape
 and its aggregate calls are rewriter/definition_checks.py.
+A UNION, GROUPING SETS / CUBE / ROLLUP, a subquery inside the block or a CTE that is not a
+per-row filter (refused here) make a datamap refreshed in full instead (rewriter/rebuilt.py:
+compile_definition falls back to it, compile_internal recompiles it so).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from rewriter.api import SEGMENT_COLUMN, DatamapDefinition, DatamapDefinitionErr
 from rewriter.definition_checks import (check_qualified, check_storable, check_tables, granularity,
                                         inline_ctes, parse_definition, refuse)
 from rewriter.facts import Facts, Unsupported, extract, has_aggregate
+from rewriter.rebuilt import FULL, FullForm, compile_full, construct, full_form
 from rewriter.normalize import (DIALECT, NormalizeError, key_of, make_schema,
                                 ident, qualify_tree, quote_unsafe, spark_output_name)
 
@@ -62,12 +65,23 @@ def schema_key(schemas) -> tuple:
     return tuple(sorted((db, t, tuple(cols.items())) for db, ts in schemas.items() for t, cols in ts.items()))
 
 
-def compile_definition(name: str, select_sql: str, schemas, current_db: str) -> Compiled:
-    """A user's definition SELECT -> its Compiled form (a new DatamapDefinition inside)."""
-    return _compile(name, select_sql, schemas, current_db)
+def compile_definition(name: str, select_sql: str, schemas, current_db: str) -> Compiled | FullForm:
+    """A user's definition SELECT -> its Compiled form (a new DatamapDefinition inside); a
+    definition with a construct no increment exists for (rewriter/rebuilt.py) -> the
+    FullForm of a datamap refreshed in full."""
+    try:
+        return _compile(name, select_sql, schemas, current_db)
+    except DatamapDefinitionError as e:
+        reason = construct(select_sql) if e.sqlstate == "0A000" else None
+        if reason is None:
+            raise
+    definition = compile_full(name, select_sql, schemas, current_db, reason)
+    return full_form(definition, schemas)
 
 
-def compile_internal(definition: DatamapDefinition, schemas) -> Compiled:
+def compile_internal(definition: DatamapDefinition, schemas) -> Compiled | FullForm:
+    if definition.refresh == FULL:
+        return full_form(definition, schemas)
     sql = definition.qualified_sql or definition.select_sql
     c = _compile(definition.name, sql, schemas, definition.database)
     if [x.name for x in c.definition.columns] != [x.name for x in definition.columns]:

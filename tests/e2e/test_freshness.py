@@ -320,6 +320,48 @@ def test_a_session_that_accepts_staleness_skips_the_guard(env):
     pair.same(AGG)
 
 
+FULL = ("SELECT k, sum(v) AS s FROM fu WHERE k IN (SELECT k FROM fk) GROUP BY k "
+        "UNION ALL SELECT k, count(*) FROM fk GROUP BY k")
+
+
+def test_a_full_refresh_datamap_is_stale_from_a_base_write_until_its_rebuild(env):
+    """A datamap refreshed in full (a UNION ALL over an IN subquery) answers nothing from
+    the moment any table it reads changes, straight in Spark or through the proxy, until
+    its rebuild publishes: never compensated, and max_staleness gives it no credit."""
+    pair, spark = env["pair"], env["spark"]
+    run = pair.dm.run
+    run("CREATE TABLE fu (k STRING, v INT) USING parquet")
+    run("INSERT INTO fu VALUES ('a', 1), ('b', 2), (NULL, 3)")
+    run("CREATE TABLE fk (k STRING) USING parquet")
+    run("INSERT INTO fk VALUES ('a'), ('a')")
+    run(f"CREATE DATAMAP fullu USING 'mv' AS {FULL}")
+    shown = {r[0]: r for r in run("SHOW DATAMAP").rows}["fullu"]
+    assert tuple(shown[-2:]) == ("full", "UNION ALL has no increment: rebuilt in full at each load")
+    pair.hit(FULL, "fullu")
+    same_result(pair, FULL)
+    relaxed = Conn(env["srv"].port)
+    try:
+        relaxed.run("SET datamap.max_staleness = 1h")
+        # the subquery's table, straight to Spark: the first look after it is stale
+        spark.execute("INSERT INTO fk VALUES ('b')")
+        plan = relaxed.run("EXPLAIN " + FULL).rows[0][0]
+        assert "No datamap hit" in plan.splitlines() and any(
+            l.startswith("Skipped fullu: base table files changed (") and "refreshed in full" in l
+            for l in plan.splitlines()), plan
+    finally:
+        relaxed.close()
+    same_result(pair, FULL)
+    fresh(pair, FULL, "fullu")              # the rebuild the guard started published
+    pair.hit(FULL, "fullu")
+    same_result(pair, FULL)
+    assert len([r for r in run("SHOW SEGMENTS FOR TABLE fullu_table").rows
+                if r[1] == "Success"]) == 1
+    run("INSERT INTO fu VALUES ('b', 20)")   # through the proxy: rebuilt before it returns
+    pair.hit(FULL, "fullu")
+    same_result(pair, FULL)
+    run("DROP DATAMAP fullu")
+
+
 # --------------------------------------------------------------------------- concurrency
 # Readers and writers at once. One writer appends numbered batches, some through the proxy
 # (held: begin_write / end_write around its load and refresh) and some straight to the

@@ -98,7 +98,8 @@ def test_create_show_hit_and_miss(env):
     cols = c.dm.run("SHOW DATAMAP").columns
     assert [x.split(".")[-1] for x in cols] == [
         "DataMapName", "ClassName", "Associated Table", "DataMap Properties",
-        "DataMap Status", "Sync Status", "Status Reason", "Depends On", "Rewrite", "Building"]
+        "DataMap Status", "Sync Status", "Status Reason", "Depends On", "Rewrite", "Building",
+        "Refresh Mode", "Refresh Reason"]
     assert dm[:3] == ("agg_sales", "mv", "default.agg_sales_table")
     assert dm[4] == "ENABLED"
     assert dm[3] == "'local_dictionary_enable'='false', 'table_blocksize'='256 MB'"

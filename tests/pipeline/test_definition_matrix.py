@@ -276,3 +276,81 @@ async def test_new_definition_forms_answer_and_refresh_like_a_full_build(matrix,
     finally:
         for name in names.values():
             await matrix["ddl"](ctx, f"DROP DATAMAP IF EXISTS {name}").runner(_no_upstream)
+
+
+# Definitions no increment exists for, refreshed in full (rewriter/rebuilt.py): each builds
+# with refresh mode `full` shown by SHOW DATAMAP, answers its own query (and, for one
+# grouped block, coarser counts, integral sums and min / max) as Spark does, is rebuilt as
+# one segment after an append and an overwrite, and answers as Spark does again.
+FULL_FORMS = {
+    "union": ("SELECT c AS k, sum(q) AS s FROM {t} GROUP BY c UNION ALL "
+              "SELECT CAST(n AS STRING), sum(q) FROM {t} GROUP BY n",
+              ["SELECT c AS k, sum(q) AS s FROM {t} GROUP BY c UNION ALL "
+               "SELECT CAST(n AS STRING), sum(q) FROM {t} GROUP BY n ORDER BY s DESC, k"]),
+    "union_distinct": ("SELECT c FROM {t} WHERE n > 2 UNION SELECT c FROM {t} WHERE m > 30",
+                       ["SELECT count(*) AS k FROM (SELECT c FROM {t} WHERE n > 2 UNION "
+                        "SELECT c FROM {t} WHERE m > 30) u"]),
+    "in": ("SELECT c, n DIV 10 AS b, count(*) AS k, sum(q) AS s, min(x) AS mx FROM {t} "
+           "WHERE n IN (SELECT n FROM {t} WHERE m > 0) GROUP BY c, n DIV 10",
+           ["SELECT c, n DIV 10 AS b, count(*) AS k, sum(q) AS s, min(x) AS mx FROM {t} "
+            "WHERE n IN (SELECT n FROM {t} WHERE m > 0) GROUP BY c, n DIV 10",
+            "SELECT c, count(*) AS k, sum(q) AS s, min(x) AS mx FROM {t} "
+            "WHERE n IN (SELECT n FROM {t} WHERE m > 0) GROUP BY c",
+            "SELECT count(*), min(x) AS low FROM {t} WHERE n IN (SELECT n FROM {t} WHERE m > 0)"]),
+    "exists": ("SELECT a.c, count(*) AS k FROM {t} a WHERE EXISTS "
+               "(SELECT 1 FROM {t} b WHERE b.n = a.n + 1) GROUP BY a.c",
+               ["SELECT a.c, count(*) AS k FROM {t} a WHERE EXISTS "
+                "(SELECT 1 FROM {t} b WHERE b.n = a.n + 1) GROUP BY a.c"]),
+    "derived": ("SELECT d.c, sum(d.q) AS s FROM (SELECT c, q FROM {t} WHERE x > 0) d GROUP BY d.c",
+                ["SELECT e.c, sum(e.q) AS s FROM (SELECT c, q FROM {t} WHERE x > 0) e GROUP BY e.c"]),
+    "rollup": ("SELECT c, n DIV 10 AS b, sum(q) AS s, count(*) AS k FROM {t} "
+               "GROUP BY c, n DIV 10 WITH ROLLUP",
+               ["SELECT * FROM (SELECT c, n DIV 10 AS b, sum(q) AS s, count(*) AS k FROM {t} "
+                "GROUP BY c, n DIV 10 WITH ROLLUP) r WHERE r.b IS NULL"]),
+    "sets": ("SELECT c, n DIV 10 AS b, sum(q) AS s FROM {t} GROUP BY GROUPING SETS ((c), (n DIV 10), ())",
+             ["SELECT c, n DIV 10 AS b, sum(q) AS s FROM {t} "
+              "GROUP BY GROUPING SETS ((c), (n DIV 10), ())"]),
+    "cte": ("WITH g AS (SELECT c, sum(q) AS s FROM {t} GROUP BY c) SELECT c, s FROM g WHERE s > 3",
+            ["WITH g AS (SELECT c, sum(q) AS s FROM {t} GROUP BY c) SELECT c, s FROM g WHERE s > 3"]),
+}
+# a query none of them answers (a UNION ALL of aggregates is never rolled up)
+FULL_MISS = "SELECT c, sum(q) AS s FROM {t} GROUP BY c"
+FULL_GROUPS = [["union", "union_distinct", "in", "exists"], ["derived", "rollup", "sets", "cte"]]
+
+
+@pytest.mark.parametrize("forms", FULL_GROUPS, ids=lambda g: "-".join(g))
+async def test_full_refresh_forms_answer_and_rebuild(matrix, forms):
+    spark, svc, ctx = matrix["spark"], matrix["svc"], matrix["ctx"]
+    t = f"{ctx.current_db}.full_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {t} (c STRING, n INT, m BIGINT, x DECIMAL(8,2), q INT) USING parquet")
+    spark.sql(f"INSERT INTO {t} SELECT c, n, m, x, q FROM {matrix['t']}")
+    names = {form: f"{form}_{uuid.uuid4().hex[:6]}" for form in forms}
+
+    def check(stage: str) -> None:
+        for form in forms:
+            assert len(svc.catalog.visible_segments(ctx.current_db, names[form])) == 1, stage
+            for q in FULL_FORMS[form][1]:
+                q = q.format(t=t)
+                dec = matrix["select"](ctx, q)
+                assert isinstance(dec, Rewrite) and f"{names[form]}_table" in dec.sql, (stage, q, dec)
+                assert _same(_answer(spark, dec.sql), _answer(spark, q)), (stage, q, dec.sql)
+        miss = matrix["select"](ctx, FULL_MISS.format(t=t))
+        assert not any(f"{n}_table" in getattr(miss, "sql", "") for n in names.values()), miss
+
+    for form in forms:
+        await matrix["ddl"](ctx, f"CREATE DATAMAP {names[form]} AS {FULL_FORMS[form][0].format(t=t)}"
+                            ).runner(_no_upstream)
+    try:
+        shown = {r[0]: r for r in (await matrix["ddl"](ctx, "SHOW DATAMAP").runner(_no_upstream)).rows}
+        for name in names.values():
+            assert shown[name][-2] == "full" and "has no increment" in shown[name][-1], shown[name]
+        check("built")
+        spark.sql(f"INSERT INTO {t} VALUES {MORE_ROWS}")
+        svc.after_load(t)
+        check("appended")
+        spark.sql(f"INSERT OVERWRITE TABLE {t} SELECT c, n, m, x, q FROM {matrix['t']} WHERE n > 1")
+        svc.after_load(t, overwrite=True)
+        check("overwritten")
+    finally:
+        for name in names.values():
+            await matrix["ddl"](ctx, f"DROP DATAMAP IF EXISTS {name}").runner(_no_upstream)

@@ -87,3 +87,11 @@ def test_normalize_path():
     assert normalize_path("file:/tmp/x") == "file:/tmp/x"
     assert normalize_path("file://localhost/tmp/x") == "file:/tmp/x"
     assert normalize_path("hdfs://nn:8020/w/x") == "hdfs://nn:8020/w/x"
+
+
+def test_a_definition_refreshed_in_full_is_always_rebuilt():
+    import dataclasses
+    d = dataclasses.replace(_defn(["db.a", "db.b"]), refresh="full", refresh_reason="UNION ALL has no increment")
+    plan = plan_delta(d, [d.base_tables[0]])
+    assert plan.full_rebuild and "refreshed in full: UNION ALL" in plan.reason
+    assert not plan_delta(d, []).full_rebuild          # nothing changed: nothing to do

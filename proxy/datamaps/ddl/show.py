@@ -11,7 +11,11 @@ compaction is writing a segment now and since when (`segment 3 since 2026-11-28
 00:31:02.118 (42 s)`); empty otherwise. A CREATE DATAMAP running now (on any replica
 sharing the catalog: catalog/creating.py) shows its datamap from the statement's start,
 before the datamap's own row exists: DISABLED, Sync Status NA, Building `being created
-since 2026-11-28 00:30:38.540 (66 s)` (then `; segment 0 since …` once it writes one)."""
+since 2026-11-28 00:30:38.540 (66 s)` (then `; segment 0 since …` once it writes one).
+Refresh Mode, after Building, is `incremental` (a load appends a segment of the new rows'
+partials) or `full` (a construct no increment exists for: the datamap is rebuilt from the
+whole base tables), and Refresh Reason says why: the construct, or what an incremental
+datamap stores to merge its distinct counts (rewriter/rebuilt.py refresh_mode)."""
 from __future__ import annotations
 
 import json
@@ -26,12 +30,13 @@ from proxy.datamaps.catalog.records import (
 )
 from proxy.datamaps.upkeep.stacking import depends_on
 from proxy.routing.router import LocalResult
+from rewriter import refresh_mode
 
 SHOW_DATAMAP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("DataMapName", "string"), ("ClassName", "string"), ("Associated Table", "string"),
     ("DataMap Properties", "string"), ("DataMap Status", "string"), ("Sync Status", "string"),
     ("Status Reason", "string"), ("Depends On", "string"), ("Rewrite", "string"),
-    ("Building", "string"),
+    ("Building", "string"), ("Refresh Mode", "string"), ("Refresh Reason", "string"),
 )
 SHOW_SEGMENTS_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SegmentSequenceId", "string"), ("Status", "string"), ("Load Start Time", "string"),
@@ -54,7 +59,7 @@ def datamap_row(rec: DatamapRecord, sync: dict[str, str] | None,
     return (rec.name, rec.provider, rec.table, format_properties(dict(rec.properties)),
             rec.status, "NA" if sync is None else json.dumps(sync),
             "" if rec.status == DatamapStatus.ENABLED else one_line(rec.status_reason),
-            depends, "true" if rewrite else "false", building)
+            depends, "true" if rewrite else "false", building, *refresh_mode(rec.definition))
 
 
 def building(segments: Iterable[DatamapSegment], now: float | None = None) -> str:
@@ -76,10 +81,11 @@ def being_created(entry: Creating, now: float | None = None) -> str:
 
 def creating_row(entry: Creating, now: float | None = None) -> tuple[str, ...]:
     """SHOW DATAMAP's row of a datamap whose CREATE runs and whose own row does not exist
-    yet: it answers nothing (DISABLED), and has no sync status (NA)."""
+    yet: it answers nothing (DISABLED), and has no sync status (NA) and no refresh mode
+    (its SELECT is not compiled yet)."""
     return (entry.name, entry.provider, entry.table, format_properties(entry.properties),
             DatamapStatus.DISABLED, "NA", "CREATE DATAMAP has not finished", "", "true",
-            being_created(entry, now))
+            being_created(entry, now), "", "")
 
 
 def show_datamaps(catalog: Catalog, records: Sequence[DatamapRecord],

