@@ -74,6 +74,13 @@ class CompiledForms:
         return comp is not None and (comp is not _WHOLE or self._fallback(definition, schemas)
                                      in self.entries)
 
+    def wide(self, definition: DatamapDefinition, schemas) -> bool:
+        """True when the definition reads beyond its base tables, so its form is kept
+        under the whole schema (any table's change may change it)."""
+        key = self.key(definition, schema_key(tables_schema(schemas, definition.base_tables)))
+        with self._lock:
+            return self.entries.get(key) is _WHOLE
+
     def _fallback(self, definition: DatamapDefinition, schemas, skey: tuple | None = None):
         # tagged: the whole schema may be just the base tables' (then the keys would meet)
         return self.key(definition, ("whole",) + (skey if skey is not None

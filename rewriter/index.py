@@ -89,28 +89,34 @@ class DatamapIndex:
         # "db.name" -> ((rows, grouping columns, name): the cheapest is tried first, its tables)
         self.costs: dict[str, tuple[tuple, frozenset[str]]] = {}
         self.by_table: dict[str, list[str]] = defaultdict(list)
+        self.wide: set[str] = set()    # compiled under the whole schema, not their tables'
         self.compiled_forms.fit(len(candidates))
         for cand in candidates:
             self._add(cand)
         self._precheck = self._table_pattern()
         self._cache: ByteLRU[tuple[str, str], RewriteResult] = ByteLRU(cache_bytes, _entry_size)
 
-    def updated(self, put=(), drop=(), version: int | None = None) -> "DatamapIndex":
+    def updated(self, put=(), drop=(), version: int | None = None,
+                schemas=None) -> "DatamapIndex":
         """A new index equal to this one with the candidates in `put` added or replacing
         those of the same name, and the datamaps named in `drop` ("db.name") left out.
         The other datamaps' entries are shared, not rebuilt: the cost is that of the
         changed entries (a compile only for a definition not compiled before) plus copying
-        the name maps. This index is not changed; the new one starts with an empty cache
+        the name maps. With `schemas`, the new index holds those instead: the caller puts
+        again or drops every datamap over a table whose schema they change, and every
+        one in `wide`. This index is not changed; the new one starts with an empty cache
         and a new token."""
         put = list(put)
         new = object.__new__(DatamapIndex)
         new.version = self.version if version is None else version
         new.token = next(_TOKENS)
-        new.schemas, new.schema = self.schemas, self.schema
+        new.schemas, new.schema = ((self.schemas, self.schema) if schemas is None
+                                   else (schemas, make_schema(schemas)))
         new.candidates = dict(self.candidates)
         new.compiled = dict(self.compiled)
         new.broken = dict(self.broken)
         new.costs = dict(self.costs)
+        new.wide = set(self.wide)
         gone = set(drop) | {c.definition.qualified for c in put}
         new.by_table = defaultdict(list)
         for t, names in self.by_table.items():
@@ -122,6 +128,7 @@ class DatamapIndex:
             new.compiled.pop(n, None)
             new.broken.pop(n, None)
             new.costs.pop(n, None)
+            new.wide.discard(n)
         self.compiled_forms.fit(len(new.candidates) + len(put))
         for cand in put:
             new._add(cand)
@@ -139,6 +146,10 @@ class DatamapIndex:
             self.compiled[name] = comp = self.compiled_forms.get(cand.definition, self.schemas)
         except DatamapDefinitionError as e:
             self.broken[name] = f"definition no longer compiles: {e}"
+            comp = None
+        if self.compiled_forms.wide(cand.definition, self.schemas):
+            self.wide.add(name)
+        if comp is None:
             return
         self.costs[name] = ((cand.rows if cand.rows is not None else float("inf"),
                              len(comp.group) + len(comp.plain), name), comp.facts.tables)
