@@ -352,7 +352,8 @@ class Catalog(SegmentStore, LeaseStore, CreatingStore):
         """The change marks written after catalog version `since` (-1: all), in one read
         transaction, read by the marks' indexes (the cost is that of what changed):
         (catalog version, "db.name" -> (the version of its last change, its base tables as
-        JSON, whether its query rewrite is off), base table -> the version of the last
+        JSON, whether its query rewrite is off; the oldest first, which the index warms
+        first), base table -> the version of the last
         change of its live segments, "db.name" of the datamaps dropped). The version is
         read first: every write stamped at or below it has committed, so reading again
         from it misses nothing (a write between the reads may be read twice)."""
@@ -364,7 +365,7 @@ class Catalog(SegmentStore, LeaseStore, CreatingStore):
             rows = {r[0]: (r[1], r[2], r[3] is not None) for r in c.execute(
                 "SELECT d.db || '.' || d.name, d.changed, d.base_tables, m.key FROM datamaps d "
                 f"LEFT JOIN meta m ON m.key = '{_REWRITE_OFF}' || d.db || '.' || d.name "
-                "WHERE d.changed > ? ORDER BY d.changed, d.db, d.name", (since,))}
+                "WHERE d.changed > ? ORDER BY d.created_at, d.db, d.name", (since,))}
             base = {r[0]: r[1] for r in c.execute(
                 "SELECT tbl, changed FROM base_changes WHERE changed > ?", (since,))}
         return version, rows, base, dropped

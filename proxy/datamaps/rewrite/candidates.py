@@ -51,6 +51,7 @@ INLINE_ENTRIES = 64      # entries a statement's update makes itself; the rest i
 INLINE_COMPILES = 8      # definitions it compiles itself (a few CREATEs' worth; ~20 ms each)
 WORKER_ENTRIES = 64      # entries the warm-up thread makes per hold of the lock
 COMPILE_TURN_S = 0.5     # it compiles this long between two publishes of what is ready
+FIRST_TURN_S = 0.05      # its first turn; each next one twice as long, up to the above
 WORKER_PUTS = 512        # and at most this many: what it puts in holds the lock
 
 
@@ -389,7 +390,7 @@ class RewriteIndexProvider:
     def _warm(self) -> None:
         """Make the entries left waiting and compile the definitions not compiled yet,
         publishing a new index every COMPILE_TURN_S; ends when nothing is left."""
-        forms = DatamapIndex.compiled_forms
+        forms, turns = DatamapIndex.compiled_forms, 0
         try:
             if self._reading:         # the first read of every mark, out of the lock
                 marks = Marks()
@@ -408,7 +409,10 @@ class RewriteIndexProvider:
                 if missing:            # from Spark, out of the lock: the next turn adopts
                     self._schemas.load(missing)
                     continue
-                deadline = time.monotonic() + COMPILE_TURN_S
+                # short turns first: the first datamaps answer soon after a restart
+                turn = min(COMPILE_TURN_S, FIRST_TURN_S * 2 ** turns)
+                turns += 1
+                deadline = time.monotonic() + turn
                 for cand in todo[:WORKER_PUTS]:
                     if self._closed or time.monotonic() > deadline:
                         break
