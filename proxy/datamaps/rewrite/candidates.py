@@ -18,13 +18,12 @@ are taken out (their queries go to Spark) until they are compiled under the new 
 tables whose schemas the cache lacks (every one after a restart, one after ALTER TABLE)
 are read by the warm-up thread, out of the lock.
 
-No statement waits on a build, a compile or Spark. A statement that finds the catalog
-changed makes at most INLINE_ENTRIES entries and INLINE_COMPILES compiles itself (a
-publish or a DDL: one or a few); every other changed datamap is left out of the new index
-(its queries go to Spark, EXPLAIN says "rewrite index warming: N of M datamaps compiled")
-and the warm-up thread reads the schemas, makes its entry and compiles its definition,
-publishing what is ready every COMPILE_TURN_S. After a restart that is every datamap: the
-first statement finds an empty index, the datamaps answer as they compile."""
+No statement waits on a build, a compile or Spark. A statement makes at most
+INLINE_ENTRIES entries and INLINE_COMPILES compiles itself (a publish or a DDL: a few);
+every other changed datamap is left out of the new index (its queries go to Spark, EXPLAIN
+says "rewrite index warming: N of M datamaps compiled") and the warm-up thread reads the
+schemas, makes its entry and compiles it, publishing what is ready every COMPILE_TURN_S.
+After a restart that is every datamap: the first statement finds an empty index."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,18 +50,18 @@ INLINE_ENTRIES = 64      # entries a statement's update makes itself; the rest i
 INLINE_COMPILES = 8      # definitions it compiles itself (a few CREATEs' worth; ~20 ms each)
 WORKER_ENTRIES = 64      # entries the warm-up thread makes per hold of the lock
 COMPILE_TURN_S = 0.5     # it compiles this long between two publishes of what is ready
-FIRST_TURN_S = 0.05      # its first turn; each next one twice as long, up to the above
 WORKER_PUTS = 512        # and at most this many: what it puts in holds the lock
-
-
-def _has_tables(schemas, cand: Candidate) -> bool:
-    return all(t.partition(".")[2] in schemas.get(t.partition(".")[0], {})
-               for t in cand.definition.base_tables)
+FIRST_TURN_S = 0.05      # its first turn; each next one twice as long, up to the above
+RETRY_S = 60.0           # a table whose schema it read and did not get: read again after
 
 
 def _columns(schemas, table: str):
     db, _, name = table.partition(".")
     return schemas.get(db, {}).get(name)
+
+
+def _has_tables(schemas, cand: Candidate) -> bool:
+    return all(_columns(schemas, t) is not None for t in cand.definition.base_tables)
 
 
 class RewriteIndexProvider:
@@ -81,9 +80,7 @@ class RewriteIndexProvider:
         self._covered_by: dict[int, dict[str, Covered]] = {}
         # indexes whose candidates carry union compensation, by (index token, deltas)
         self._compensated: dict[tuple, object] = {}
-        # Reentrant: the first index() in remote mode opens the pipeline session, whose
-        # on_open hook (proxy/app.py) warms the index again in the same thread.
-        self._guard = threading.RLock()
+        self._guard = threading.RLock()    # a hook run inside may ask for the index
         self._marks = Marks()
         self._entries: dict[str, Entry] = {}
         self._pending: dict[str, None] = {}   # datamaps whose entries are to be made (again)
@@ -91,12 +88,12 @@ class RewriteIndexProvider:
         self.updates = 0                   # index updates (the first one included)
         self.builds = 0                    # indexes made from nothing: one per process
         self.last_changed: tuple[str, ...] = ()   # datamaps the last update made again
-        # made entries not in the index: their definitions are not compiled under its
-        # schemas yet, or it lacks their tables' schemas (the warm-up thread's to do)
+        # made entries not in the index: not compiled under its schemas yet, or it lacks
+        # their tables' schemas (the warm-up thread's to do)
         self._unready: dict[str, Candidate] = {}
         self._compiled_now: list[str] = []   # what the warm-up thread compiled since
         self._missing: set[str] = set()      # tables whose schemas the warm-up thread loads
-        self._waiting = 0                    # entries not made yet
+        self._read_at: dict[str, float] = {}  # when it read them last
         self._warming = (0, 0)               # (datamaps waiting, all) as last published
         self._touched: set[str] = set()      # entries the last _update made or dropped
         self._index_generation = -1          # the schema generation the index holds
@@ -175,7 +172,6 @@ class RewriteIndexProvider:
                 drop.append(n)
         self._entries = entries
         self._touched = {*made, *gone}
-        self._waiting = len(pending)
         self.last_changed = tuple(now)
         return marks_of.version, put, drop
 
@@ -306,8 +302,10 @@ class RewriteIndexProvider:
         for c in (*put, *self._unready.values()):
             tables.update(c.definition.base_tables)
         schemas = self._schemas.held(sorted(tables))
+        now = time.monotonic()        # a table read and still not had is not read again soon
         self._missing = {t for t in tables if _columns(schemas, t) is None
-                         and not self._schemas.failed(t)}
+                         and not self._schemas.failed(t)
+                         and now - self._read_at.get(t, -RETRY_S) >= RETRY_S}
         stale = {t for db, ts in old.schemas.items() for t in (f"{db}.{n}" for n in ts)
                  if _columns(schemas, t) is not _columns(old.schemas, t)
                  and _columns(schemas, t) != _columns(old.schemas, t)}
@@ -381,7 +379,7 @@ class RewriteIndexProvider:
             if e.covered is not None:
                 covered[n] = e.covered
         self._unavailable, self._freshness, self._covered = unavailable, freshness, covered
-        self._warming = len(self._unready) + self._waiting, len(entries)
+        self._warming = len(self._unready) + len(self._pending), len(entries)
         self._covered_by[self._index.token] = covered
         while len(self._covered_by) > _KEPT_INDEXES:
             self._covered_by.pop(next(iter(self._covered_by)))
@@ -408,6 +406,8 @@ class RewriteIndexProvider:
                     todo = [c for c in self._unready.values() if _has_tables(schemas, c)]
                 if missing:            # from Spark, out of the lock: the next turn adopts
                     self._schemas.load(missing)
+                    self._read_at.update(dict.fromkeys(
+                        (t for t in missing if t not in self._schemas), time.monotonic()))
                     continue
                 # short turns first: the first datamaps answer soon after a restart
                 turn = min(COMPILE_TURN_S, FIRST_TURN_S * 2 ** turns)

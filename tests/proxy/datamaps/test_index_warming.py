@@ -223,3 +223,21 @@ def test_a_schema_change_takes_out_only_the_datamaps_over_its_table(
         assert after.rewrite(Q, "db1").used == ["db1.dm0"]
     finally:
         svc.close()
+
+
+def test_a_table_spark_has_no_schema_for_is_not_read_again_at_once(catalog):
+    """A base table Spark gives no schema for: the warm-up thread reads it once, its
+    datamaps stay out (their queries go to Spark) and the thread ends, not spinning on it."""
+    provider, read_by = _spark_like({"db1": {}})
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    try:
+        svc.index()
+        t0 = time.monotonic()
+        while svc.rewrite_index._worker is not None or not read_by:
+            assert time.monotonic() - t0 < 30, "the warm-up thread did not end"
+            time.sleep(0.01)
+        assert read_by == ["datamap-index-warm"]
+        assert not svc.index().candidates and len(svc.unavailable(["db1.sales"])) == COUNT
+    finally:
+        svc.close()
