@@ -106,6 +106,16 @@ class SchemaCache:
             self._cache.pop(table, None)
         self.generation += 1
 
+    def reread(self, table: str) -> None:
+        """Blocking (a worker thread): read `table`'s schema again now, replacing the cached
+        one in one step (forgotten when the read fails). Unlike invalidate(), the rewrite
+        index keeps the datamaps over it when the columns are the same."""
+        try:
+            self.schemas([table], refresh=True)
+        except Exception:  # noqa: BLE001 - e.g. dropped: the next reader reports it
+            self._cache.pop(table, None)
+        self.generation += 1
+
     def extra_tables(self) -> set[str]:
         """The tables queries asked for (request) whose schemas are loaded: never Spark."""
         with self._guard:

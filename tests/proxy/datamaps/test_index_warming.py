@@ -241,3 +241,21 @@ def test_a_table_spark_has_no_schema_for_is_not_read_again_at_once(catalog):
         assert not svc.index().candidates and len(svc.unavailable(["db1.sales"])) == COUNT
     finally:
         svc.close()
+
+
+def test_a_schema_read_again_unchanged_keeps_every_datamap(catalog, forms):
+    """A sync found files written around the proxy and read the table's schema again (in
+    its own thread): the same columns change nothing the index offers."""
+    provider, read_by = _spark_like(SCHEMAS)
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    try:
+        assert svc.rewrite_index.warmed(timeout=60)
+        before = svc.index()
+        assert len(before.candidates) == COUNT
+        svc.schema_cache.reread("db1.sales")          # as the sync does
+        after = svc.index()
+        assert after is not before and len(after.candidates) == COUNT
+        assert after.rewrite(Q, "db1").used == ["db1.dm0"]
+    finally:
+        svc.close()
