@@ -43,6 +43,9 @@ class CompiledForms:
         self.limit = spare
         self.entries: OrderedDict[tuple, Compiled] = OrderedDict()
         self.compiles = 0          # how many definitions were compiled (tests, bench)
+        # "db.name" of definitions compiled under the whole schema (they read beyond their
+        # base tables: any table's change may change them); never forgotten: a superset
+        self.wide: set[str] = set()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -74,13 +77,6 @@ class CompiledForms:
         return comp is not None and (comp is not _WHOLE or self._fallback(definition, schemas)
                                      in self.entries)
 
-    def wide(self, definition: DatamapDefinition, schemas) -> bool:
-        """True when the definition reads beyond its base tables, so its form is kept
-        under the whole schema (any table's change may change it)."""
-        key = self.key(definition, schema_key(tables_schema(schemas, definition.base_tables)))
-        with self._lock:
-            return self.entries.get(key) is _WHOLE
-
     def _fallback(self, definition: DatamapDefinition, schemas, skey: tuple | None = None):
         # tagged: the whole schema may be just the base tables' (then the keys would meet)
         return self.key(definition, ("whole",) + (skey if skey is not None
@@ -104,6 +100,7 @@ class CompiledForms:
             self._count(comp)
             self._put(key, comp)
         if comp is _WHOLE:
+            self.wide.add(definition.qualified)
             key = self._fallback(definition, schemas, skey)
             with self._lock:
                 comp = self.entries.get(key)

@@ -89,7 +89,6 @@ class DatamapIndex:
         # "db.name" -> ((rows, grouping columns, name): the cheapest is tried first, its tables)
         self.costs: dict[str, tuple[tuple, frozenset[str]]] = {}
         self.by_table: dict[str, list[str]] = defaultdict(list)
-        self.wide: set[str] = set()    # compiled under the whole schema, not their tables'
         self.compiled_forms.fit(len(candidates))
         for cand in candidates:
             self._add(cand)
@@ -102,9 +101,8 @@ class DatamapIndex:
         those of the same name, and the datamaps named in `drop` ("db.name") left out.
         The other datamaps' entries are shared, not rebuilt: the cost is that of the
         changed entries (a compile only for a definition not compiled before) plus copying
-        the name maps. With `schemas`, the new index holds those instead: the caller puts
-        again or drops every datamap over a table whose schema they change, and every
-        one in `wide`. This index is not changed; the new one starts with an empty cache
+        the name maps. With `schemas`, it holds those (the caller puts again or drops the
+        datamaps they change). This index is not changed; the new one starts with an empty cache
         and a new token."""
         put = list(put)
         new = object.__new__(DatamapIndex)
@@ -116,7 +114,6 @@ class DatamapIndex:
         new.compiled = dict(self.compiled)
         new.broken = dict(self.broken)
         new.costs = dict(self.costs)
-        new.wide = set(self.wide)
         gone = set(drop) | {c.definition.qualified for c in put}
         new.by_table = defaultdict(list)
         for t, names in self.by_table.items():
@@ -128,7 +125,6 @@ class DatamapIndex:
             new.compiled.pop(n, None)
             new.broken.pop(n, None)
             new.costs.pop(n, None)
-            new.wide.discard(n)
         self.compiled_forms.fit(len(new.candidates) + len(put))
         for cand in put:
             new._add(cand)
@@ -146,10 +142,6 @@ class DatamapIndex:
             self.compiled[name] = comp = self.compiled_forms.get(cand.definition, self.schemas)
         except DatamapDefinitionError as e:
             self.broken[name] = f"definition no longer compiles: {e}"
-            comp = None
-        if self.compiled_forms.wide(cand.definition, self.schemas):
-            self.wide.add(name)
-        if comp is None:
             return
         self.costs[name] = ((cand.rows if cand.rows is not None else float("inf"),
                              len(comp.group) + len(comp.plain), name), comp.facts.tables)

@@ -314,8 +314,8 @@ class RewriteIndexProvider:
             return old.schemas, [], []
         skip = {*drop, *(c.definition.qualified for c in put)}
         names = dict.fromkeys(n for t in sorted(stale) for n in old.by_table.get(t, ()))
-        names.update(dict.fromkeys(sorted(old.wide)))
         forms = DatamapIndex.compiled_forms
+        names.update(dict.fromkeys(sorted(n for n in forms.wide.copy() if n in old.candidates)))
         again, out = [], []
         for n in names:
             cand = old.candidates[n]
