@@ -43,6 +43,9 @@ class CompiledForms:
         self.limit = spare
         self.entries: OrderedDict[tuple, Compiled] = OrderedDict()
         self.compiles = 0          # how many definitions were compiled (tests, bench)
+        # "db.name" of definitions compiled under the whole schema (they read beyond their
+        # base tables: any table's change may change them); never forgotten: a superset
+        self.wide: set[str] = set()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -97,6 +100,7 @@ class CompiledForms:
             self._count(comp)
             self._put(key, comp)
         if comp is _WHOLE:
+            self.wide.add(definition.qualified)
             key = self._fallback(definition, schemas, skey)
             with self._lock:
                 comp = self.entries.get(key)

@@ -95,18 +95,21 @@ class DatamapIndex:
         self._precheck = self._table_pattern()
         self._cache: ByteLRU[tuple[str, str], RewriteResult] = ByteLRU(cache_bytes, _entry_size)
 
-    def updated(self, put=(), drop=(), version: int | None = None) -> "DatamapIndex":
+    def updated(self, put=(), drop=(), version: int | None = None,
+                schemas=None) -> "DatamapIndex":
         """A new index equal to this one with the candidates in `put` added or replacing
         those of the same name, and the datamaps named in `drop` ("db.name") left out.
         The other datamaps' entries are shared, not rebuilt: the cost is that of the
         changed entries (a compile only for a definition not compiled before) plus copying
-        the name maps. This index is not changed; the new one starts with an empty cache
+        the name maps. With `schemas`, it holds those (the caller puts again or drops the
+        datamaps they change). This index is not changed; the new one starts with an empty cache
         and a new token."""
         put = list(put)
         new = object.__new__(DatamapIndex)
         new.version = self.version if version is None else version
         new.token = next(_TOKENS)
-        new.schemas, new.schema = self.schemas, self.schema
+        new.schemas, new.schema = ((self.schemas, self.schema) if schemas is None
+                                   else (schemas, make_schema(schemas)))
         new.candidates = dict(self.candidates)
         new.compiled = dict(self.compiled)
         new.broken = dict(self.broken)

@@ -41,6 +41,9 @@ class SchemaCache:
         self._guard = threading.Lock()
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="datamap-schemas")
         self.retry_s = 60.0
+        # schemas given as data (tests, tools): reading them is no I/O, so the rewrite
+        # index's statement path may (held); Spark's it never reads
+        self.local = provider is not None
 
     def __contains__(self, table: str) -> bool:
         return table in self._cache
@@ -77,11 +80,39 @@ class SchemaCache:
                 out.setdefault(db, {})[name] = cols
         return out
 
+    def held(self, tables: Iterable[str]) -> Schemas:
+        """The schemas of `tables` had without asking Spark: those cached (and with a
+        `local` provider, any it gives). A table missing from the answer is for a worker
+        to load (schemas, load)."""
+        tables = list(tables)
+        if self.local:
+            try:
+                return self.schemas(tables)
+            except ClientError:
+                pass
+        out: Schemas = {}
+        for t in tables:
+            cols = self._cache.get(t)
+            if cols is not None:
+                db, _, name = t.partition(".")
+                out.setdefault(db, {})[name] = cols
+        return out
+
     def invalidate(self, table: str | None = None) -> None:
         """Forget cached schemas (of one table, or all): call after ALTER TABLE."""
         if table is None:
             self._cache.clear()
         else:
+            self._cache.pop(table, None)
+        self.generation += 1
+
+    def reread(self, table: str) -> None:
+        """Blocking (a worker thread): read `table`'s schema again now, replacing the cached
+        one in one step (forgotten when the read fails). Unlike invalidate(), the rewrite
+        index keeps the datamaps over it when the columns are the same."""
+        try:
+            self.schemas([table], refresh=True)
+        except Exception:  # noqa: BLE001 - e.g. dropped: the next reader reports it
             self._cache.pop(table, None)
         self.generation += 1
 
@@ -133,6 +164,13 @@ class SchemaCache:
     def drain(self, timeout: float | None = None) -> None:
         """Wait until the loads requested so far are done (tests, orderly shutdown)."""
         self._loader.submit(lambda: None).result(timeout=timeout)
+
+    def failed(self, table: str) -> bool:
+        """True when loading `table` failed less than retry_s ago (it is not tried again
+        before)."""
+        with self._guard:
+            at = self._failed.get(table)
+        return at is not None and time.monotonic() - at < self.retry_s
 
     def failed_count(self) -> int:
         with self._guard:

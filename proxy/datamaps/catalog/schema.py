@@ -140,6 +140,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE datamaps ADD COLUMN changed INTEGER NOT NULL DEFAULT 0;
     CREATE TABLE IF NOT EXISTS base_changes (tbl TEXT PRIMARY KEY, changed INTEGER NOT NULL)
     """,
+    # change marks read by what changed since a version (the rewrite index reads only
+    # those), and a mark for each dropped datamap, which has no row left to carry one
+    """
+    CREATE INDEX IF NOT EXISTS datamaps_by_change ON datamaps (changed);
+    CREATE INDEX IF NOT EXISTS base_changes_by_change ON base_changes (changed);
+    CREATE TABLE IF NOT EXISTS datamap_drops (
+        db TEXT NOT NULL, name TEXT NOT NULL, changed INTEGER NOT NULL,
+        PRIMARY KEY (db, name));
+    CREATE INDEX IF NOT EXISTS datamap_drops_by_change ON datamap_drops (changed)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -287,6 +287,8 @@ class Catalog(SegmentStore, LeaseStore, CreatingStore):
             segs = [segment_from_row(r) for r in c.execute(
                 "SELECT * FROM dm_segments WHERE db = ? AND name = ? ORDER BY id", (db, name))]
             c.execute("DELETE FROM datamaps WHERE db = ? AND name = ?", (db, name))
+            c.execute(f"INSERT INTO datamap_drops VALUES (?, ?, {_NEXT_VERSION}) ON CONFLICT "
+                      "(db, name) DO UPDATE SET changed = excluded.changed", (db, name))
             c.execute("DELETE FROM counters WHERE scope = ?", (f"dm:{db}.{name}",))
             # a datamap created again under this name starts with rewrite on
             c.execute("DELETE FROM meta WHERE key = ?", (_REWRITE_OFF + f"{db}.{name}",))
@@ -344,6 +346,29 @@ class Catalog(SegmentStore, LeaseStore, CreatingStore):
             off = frozenset(r[0][len(_REWRITE_OFF):] for r in c.execute(
                 "SELECT key FROM meta WHERE key LIKE ?", (_REWRITE_OFF + "%",)))
         return version, rows, base, off
+
+    def rewrite_changes(self, since: int) -> tuple[int, dict[str, tuple[int, str, bool]],
+                                                   dict[str, int], set[str]]:
+        """The change marks written after catalog version `since` (-1: all), in one read
+        transaction, read by the marks' indexes (the cost is that of what changed):
+        (catalog version, "db.name" -> (the version of its last change, its base tables as
+        JSON, whether its query rewrite is off; the oldest first, which the index warms
+        first), base table -> the version of the last
+        change of its live segments, "db.name" of the datamaps dropped). The version is
+        read first: every write stamped at or below it has committed, so reading again
+        from it misses nothing (a write between the reads may be read twice)."""
+        with self._tx(write=False) as c:
+            version = int(c.execute("SELECT value FROM meta WHERE key = 'catalog_version'")
+                          .fetchone()[0])
+            dropped = {r[0] for r in c.execute(
+                "SELECT db || '.' || name FROM datamap_drops WHERE changed > ?", (since,))}
+            rows = {r[0]: (r[1], r[2], r[3] is not None) for r in c.execute(
+                "SELECT d.db || '.' || d.name, d.changed, d.base_tables, m.key FROM datamaps d "
+                f"LEFT JOIN meta m ON m.key = '{_REWRITE_OFF}' || d.db || '.' || d.name "
+                "WHERE d.changed > ? ORDER BY d.created_at, d.db, d.name", (since,))}
+            base = {r[0]: r[1] for r in c.execute(
+                "SELECT tbl, changed FROM base_changes WHERE changed > ?", (since,))}
+        return version, rows, base, dropped
 
     # -- history -------------------------------------------------------------------------
     def events(self, db: str, name: str) -> list[Event]:

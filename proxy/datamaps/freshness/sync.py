@@ -90,8 +90,8 @@ def _sync_level(maintenance: Maintenance, tables: list[str]) -> tuple[list[tuple
         try:
             found[t] = maintenance.sync_base(t, "discovered")
             if found[t].changed:
-                # a writer outside the proxy may have altered it
-                maintenance.schemas.invalidate(t)
+                # a writer outside the proxy may have altered it: read again at once
+                maintenance.schemas.reread(t)
         except Exception as e:  # noqa: BLE001 - e.g. dropped outside the proxy: report, go on
             log.warning("SYNC DATAMAPS cannot list %s: %s", t, describe(e)[0],
                         exc_info=not logged(e))

@@ -2,25 +2,32 @@
 why (EXPLAIN), and the DatamapIndex built from them, cached on the catalog version and the
 schema cache's generation so the SELECT path touches neither SQLite nor Spark.
 
-A catalog change does not rebuild the index: one read of the catalog's change marks
-(rewrite_marks: the catalog version of each datamap's last change and of each base
-table's, never definitions or segments) tells which datamaps changed (their row, their
-visible segments, their base tables' live segments, whether rewrite is off, and the same
-of every datamap below a stacked one), and only those entries are made again and swapped
-into a new index (DatamapIndex.updated); the others are shared as they are. The new index
-replaces the old one in one assignment, so a statement gets either the old index or the
-new one, and the new one never holds a changed datamap's old segments.
+A catalog change does not rebuild the index: a read of the change marks written since the
+last one (entries.Marks: the catalog version of each datamap's last change and of each
+base table's, never definitions or segments; its cost is that of what changed) tells which
+datamaps changed (their row, their visible segments, their base tables' live segments,
+whether rewrite is off, and the same of every datamap below a stacked one), and only those
+entries are made again and swapped into a new index (DatamapIndex.updated); the others
+are shared as they are. The new index replaces the old one in one assignment, so a
+statement gets either the old index or the new one, and the new one never holds a changed
+datamap's old segments.
 
-No statement waits on a large build or on a compile. A statement that finds the catalog
-changed makes at most INLINE_ENTRIES entries and INLINE_COMPILES compiles itself (a
-publish or a DDL: one or a few); every other changed datamap is left out of the new index
-(its queries go to Spark, EXPLAIN says "rewrite index warming: N of M datamaps compiled")
-and the warm-up thread makes its entry and compiles its definition, publishing what is
-ready every COMPILE_TURN_S. After a restart that is every datamap: the first ones answer
-within seconds, the rest as they compile."""
+Nor does a change of the schemas: the index takes the schemas the schema cache holds
+(SchemaCache.held: never Spark), and only the datamaps over a table whose schema changed
+are taken out (their queries go to Spark) until they are compiled under the new one; the
+tables whose schemas the cache lacks (every one after a restart, one after ALTER TABLE)
+are read by the warm-up thread, out of the lock.
+
+No statement waits on a build, a compile or Spark. A statement makes at most
+INLINE_ENTRIES entries and INLINE_COMPILES compiles itself (a publish or a DDL: a few);
+every other changed datamap is left out of the new index (its queries go to Spark, EXPLAIN
+says "rewrite index warming: N of M datamaps compiled") and the warm-up thread reads the
+schemas, makes its entry and compiles it, publishing what is ready every COMPILE_TURN_S.
+After a restart that is every datamap: the first statement finds an empty index."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -28,7 +35,7 @@ from typing import Iterable
 
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.freshness.guard import Covered
-from proxy.datamaps.rewrite.entries import Entry, make_entry, read_marks, read_records
+from proxy.datamaps.rewrite.entries import Entry, Marks, make_entry, read_records
 from proxy.datamaps.schemas import SchemaCache
 from proxy.datamaps.zones.policy import ZoneReader
 from rewriter import DatamapIndex
@@ -41,14 +48,20 @@ _KEPT_INDEXES = 8
 WARMING = "rewrite index warming: {done} of {total} datamaps compiled"
 INLINE_ENTRIES = 64      # entries a statement's update makes itself; the rest in the background
 INLINE_COMPILES = 8      # definitions it compiles itself (a few CREATEs' worth; ~20 ms each)
-INLINE_REBUILD = 256     # datamaps up to which a statement rebuilds over new schemas itself
 WORKER_ENTRIES = 64      # entries the warm-up thread makes per hold of the lock
 COMPILE_TURN_S = 0.5     # it compiles this long between two publishes of what is ready
+WORKER_PUTS = 512        # and at most this many: what it puts in holds the lock
+FIRST_TURN_S = 0.05      # its first turn; each next one twice as long, up to the above
+RETRY_S = 60.0           # a table whose schema it read and did not get: read again after
+
+
+def _columns(schemas, table: str):
+    db, _, name = table.partition(".")
+    return schemas.get(db, {}).get(name)
 
 
 def _has_tables(schemas, cand: Candidate) -> bool:
-    return all(t.partition(".")[2] in schemas.get(t.partition(".")[0], {})
-               for t in cand.definition.base_tables)
+    return all(_columns(schemas, t) is not None for t in cand.definition.base_tables)
 
 
 class RewriteIndexProvider:
@@ -67,24 +80,25 @@ class RewriteIndexProvider:
         self._covered_by: dict[int, dict[str, Covered]] = {}
         # indexes whose candidates carry union compensation, by (index token, deltas)
         self._compensated: dict[tuple, object] = {}
-        # Reentrant: the first index() in remote mode opens the pipeline session, whose
-        # on_open hook (proxy/app.py) warms the index again in the same thread.
-        self._guard = threading.RLock()
+        self._guard = threading.RLock()    # a hook run inside may ask for the index
+        self._marks = Marks()
         self._entries: dict[str, Entry] = {}
-        self._made_with: object = None     # what every entry depends on (the zone problem)
-        self.updates = 0                   # index updates and full builds: tests, bench
-        self.builds = 0
+        self._pending: dict[str, None] = {}   # datamaps whose entries are to be made (again)
+        self._made_with: object = object()  # what every entry depends on (the zone problem)
+        self.updates = 0                   # index updates (the first one included)
+        self.builds = 0                    # indexes made from nothing: one per process
         self.last_changed: tuple[str, ...] = ()   # datamaps the last update made again
-        # made entries whose definitions are not compiled under the index's schemas yet:
-        # left out of the index until the warm-up thread has compiled them
+        # made entries not in the index: not compiled under its schemas yet, or it lacks
+        # their tables' schemas (the warm-up thread's to do)
         self._unready: dict[str, Candidate] = {}
         self._compiled_now: list[str] = []   # what the warm-up thread compiled since
-        self._waiting = 0                    # entries not made yet
+        self._missing: set[str] = set()      # tables whose schemas the warm-up thread loads
+        self._read_at: dict[str, float] = {}  # when it read them last
         self._warming = (0, 0)               # (datamaps waiting, all) as last published
         self._touched: set[str] = set()      # entries the last _update made or dropped
-        self._table_names: dict[str, str] = {}   # "db.<name>_table" -> "db.name"
-        self._index_generation = -1          # the schema generation the index was built at
-        self._stale_schemas = False          # a rebuild over newer schemas is due
+        self._index_generation = -1          # the schema generation the index holds
+        self._reading = False                # the warm-up thread's first read is under way
+        self._read: dict[str, None] = {}     # the datamaps it found, for the next update
         self._worker: threading.Thread | None = None
         self._closed = False
 
@@ -94,40 +108,58 @@ class RewriteIndexProvider:
         entries = self._entries
         return [e.candidate for e in entries.values() if e.candidate is not None]
 
-    def _entry(self, rec, mark, tables: dict[str, str], rewrite_off: frozenset[str],
+    def _entry(self, rec, mark, tables: dict[str, str], rewrite_off,
                files_of: dict) -> Entry:
         return make_entry(self.catalog, self._zones, rec, mark, tables, rewrite_off, files_of)
 
     def _update(self, limit: int) -> tuple[int, list[Candidate], list[str]]:
         """Make again the entries of the datamaps that changed since they were made, at most
         `limit` of them (the others wait for the warm-up thread, out of the index); returns
-        (the catalog version read, candidates to put into the index, datamaps to drop)."""
+        (the catalog version read, candidates to put into the index, datamaps to drop).
+        Only the marks written since the last update are read (Marks.advance)."""
+        marks_of = self._marks
+        version = marks_of.version
+        touched = marks_of.advance(self.catalog)
+        if self._read:                       # what the first read (out of the lock) found
+            touched, self._read = {**self._read, **touched}, {}
+        marks = marks_of.marks
         made_with = self._zones.problem, (self._schemas.generation if self._zones.problem
                                           else None)
         if made_with != self._made_with:    # a time zone problem judges every datamap
-            self._entries, self._made_with = {}, made_with
-        version, marks, bases, rewrite_off, self._table_names = read_marks(self.catalog)
-        DatamapIndex.compiled_forms.fit(len(marks))
-        changed = [n for n, m in marks.items()
-                   if n not in self._entries or self._entries[n].mark != m]
-        gone = [n for n in self._entries if n not in marks]
-        now = changed[:limit]
-        tables = self._table_names
+            self._made_with = made_with
+            self._entries = {n: dataclasses.replace(e, mark=None)
+                             for n, e in self._entries.items()}
+            touched = dict.fromkeys([*self._entries, *marks])
+        if marks_of.version != version:
+            DatamapIndex.compiled_forms.fit(len(marks))
+        pending, entries, gone = self._pending, self._entries, []
+        for n in touched:                # what is to be made again: O(what changed)
+            if n not in marks:
+                pending.pop(n, None)
+                if n in entries:
+                    gone.append(n)
+            elif n not in entries or entries[n].mark != marks[n]:
+                pending[n] = None
+        now = list(itertools.islice(pending, limit))
+        for n in now:
+            del pending[n]
+        tables = marks_of.tables
         files_of: dict = {}
         made = {}
         recs = read_records(self.catalog, now)
         for n in now:
             if n in recs:               # else dropped since the marks: gone next time
-                made[n] = self._entry(recs[n], marks[n], tables, rewrite_off, files_of)
-        if made and self.catalog.version() != version:
+                made[n] = self._entry(recs[n], marks[n], tables, marks_of.off, files_of)
+        if made and self.catalog.version() != marks_of.version:
             # the catalog changed while the entries were read: they may be newer than
             # their marks, so make them again next time rather than trust the marks
             made = {n: dataclasses.replace(e, mark=None) for n, e in made.items()}
-        for n in changed[limit:]:
-            if n not in self._entries or not self._entries[n].waiting:
-                made[n] = Entry(None, left_out=(bases[n], ""), waiting=True)
+            pending.update(dict.fromkeys(made))
+        for n in touched:
+            if n in pending and n not in made and (n not in entries or not entries[n].waiting):
+                made[n] = Entry(None, left_out=(marks_of.bases[n], ""), waiting=True)
         put, drop = [], list(gone)
-        entries = dict(self._entries)     # a new dict: candidates() reads without the lock
+        entries = dict(entries)           # a new dict: candidates() reads without the lock
         for n in gone:
             entries.pop(n)
             self._unready.pop(n, None)
@@ -140,9 +172,8 @@ class RewriteIndexProvider:
                 drop.append(n)
         self._entries = entries
         self._touched = {*made, *gone}
-        self._waiting = len(changed) - len(now)
         self.last_changed = tuple(now)
-        return version, put, drop
+        return marks_of.version, put, drop
 
     def covered(self, name: str, index=None) -> Covered | None:
         """What datamap "db.name" was built from, as `index` (None: the current index) saw
@@ -198,79 +229,111 @@ class RewriteIndexProvider:
 
     def index(self):
         """The rewriter's DatamapIndex for the current catalog version. A catalog change
-        updates the entries of the datamaps it changed (see the module docstring); a
-        change of the schemas builds the index again over the same entries (their compiled
-        forms are kept): here for a small catalog, else in the warm-up thread."""
+        updates the entries of the datamaps it changed, a change of the schemas takes
+        out the datamaps over the tables it changed (see the module docstring); neither
+        reads Spark or builds an index here."""
         version = self.catalog.recent_version()   # every SELECT: no SQLite on the hot path
         key = (version, self._schemas.generation)
-        if self._index is not None and self._built_for == key:
-            return self._index
+        index = self._index
+        if index is not None and (self._built_for == key or self._reading):
+            return index
         with self._guard:
+            if self._index is None and not self._schemas.local:
+                # the first: empty until the warm-up thread has read the catalog's marks
+                # (all of them: O(datamaps)) and the schemas from Spark
+                self._index, self._reading = DatamapIndex((), {}, -1), True
+                self.builds += 1
+                self._start()
+                return self._index
             key = (self.catalog.recent_version(), self._schemas.generation)
             if self._index is None or self._built_for != key:
-                self._refresh(INLINE_ENTRIES, INLINE_COMPILES, rebuild=self._index is None
-                              or len(self._entries) <= INLINE_REBUILD)
+                self._refresh(INLINE_ENTRIES, INLINE_COMPILES)
             return self._index
 
-    def _refresh(self, limit: int, compiles: int = 0, rebuild: bool = True) -> None:
+    def _refresh(self, limit: int, compiles: int = 0) -> None:
         """Update the index (the guard held): at most `limit` entries made and `compiles`
-        definitions compiled here; what is left goes to the warm-up thread. A rebuild over
-        new schemas (a table's schema loaded or changed) only with `rebuild` (the warm-up
-        thread); until then the index keeps its schemas, and a changed datamap over a
-        table they lack waits out of it."""
+        definitions compiled here; what is left goes to the warm-up thread. The schemas
+        are those the schema cache holds (never read from Spark here)."""
         generation = self._schemas.generation
         unready = set(self._unready)
         version, put, drop = self._update(limit)
-        old = self._index
-        touched: set[str] | None = None     # whose entries' published state may change
-        if old is not None and not (rebuild and self._rebuild_due(put, generation)):
-            done, self._compiled_now = self._compiled_now, []
-            put += [self._unready.pop(n) for n in dict.fromkeys(done) if n in self._unready]
-            # a table whose cached schema was dropped (ALTER TABLE, a sync) may have other
-            # columns now: its datamaps wait out of the index for the rebuild
-            changed = set() if self._index_generation == generation else {
-                f"{db}.{t}" for db, ts in old.schemas.items() for t in ts
-                if f"{db}.{t}" not in self._schemas}
-            for n in dict.fromkeys(n for t in changed for n in old.by_table.get(t, ())):
-                if n not in self._unready:
-                    put.append(old.candidates[n])
-            usable = [c for c in put if _has_tables(old.schemas, c)
-                      and changed.isdisjoint(c.definition.base_tables)]
-            for c in put:              # not compiled under schemas without its tables
-                self._unready[c.definition.qualified] = c
-            self._stale_schemas = self._index_generation != generation or \
-                len(usable) < len(put)
-            ready = self._ready(usable, old.schemas, compiles)
-            for c in ready:
-                self._unready.pop(c.definition.qualified, None)
-            offered = {id(c) for c in ready}
-            drop += [c.definition.qualified for c in put if id(c) not in offered]
-            self._index = old.updated(put=ready, drop=drop, version=version)
-            self.updates += 1
-            touched = self._touched | (unready ^ set(self._unready))
-        else:
-            self._unready, self._compiled_now, self._stale_schemas = {}, [], False
-            self._index_generation = generation
-            cands = [e.candidate for e in self._entries.values() if e.candidate is not None]
-            tables = {t for c in cands for t in c.definition.base_tables}
-            tables |= self._schemas.extra_tables()  # only what is loaded: never Spark
-            schemas = self._schemas.schemas(sorted(tables))
-            self._index = DatamapIndex(self._ready(cands, schemas, compiles), schemas, version)
+        old, first = self._index, self._index is None
+        if first:                            # datamaps come in as they are ready
+            old = DatamapIndex((), {}, version)
             self.builds += 1
-        self._publish(touched)
+        done, self._compiled_now = self._compiled_now, []
+        put += [self._unready.pop(n) for n in dict.fromkeys(done) if n in self._unready]
+        schemas = old.schemas
+        if self._index_generation != generation or self._missing or \
+                not all(_has_tables(schemas, c) for c in put):
+            schemas, again, out = self._adopt(old, put, drop)
+            put += again
+            drop += out
+            self._index_generation = generation
+        usable = [c for c in put if _has_tables(schemas, c)]
+        for c in put:                  # in once compiled under schemas with its tables
+            self._unready[c.definition.qualified] = c
+        ready = self._ready(usable, schemas, compiles)
+        for c in ready:
+            self._unready.pop(c.definition.qualified, None)
+        offered = {id(c) for c in ready}
+        drop += [c.definition.qualified for c in put if id(c) not in offered]
+        self._index = old.updated(put=ready, drop=drop, version=version,
+                                  schemas=None if schemas is old.schemas else schemas)
+        self.updates += 1
+        self._publish(None if first else self._touched | (unready ^ set(self._unready)))
         self._built_for = (version, generation)
-        if self._backlog() and not self._closed and self._worker is None:
+        if self._backlog():
+            self._start()
+
+    def _start(self) -> None:
+        if not self._closed and self._worker is None:
             self._worker = threading.Thread(target=self._warm, name="datamap-index-warm",
                                             daemon=True)
             self._worker.start()
 
-    def _rebuild_due(self, put: list[Candidate], generation: int) -> bool:
-        return (self._stale_schemas or self._index_generation != generation
-                or not all(_has_tables(self._index.schemas, c) for c in put))
+    def _adopt(self, old, put: list[Candidate], drop: list[str]):
+        """The schemas the index is to hold: those of its datamaps' tables and of the
+        tables queries asked for (SchemaCache.extra_tables), as the schema cache holds
+        them now; the tables it lacks are the warm-up thread's to load (_missing).
+        Returns them, the datamaps of `old` to put again under them and those to take
+        out (over a table whose schema changed, not compiled under the new one yet)."""
+        tables = set(old.by_table) | self._schemas.extra_tables()
+        for c in (*put, *self._unready.values()):
+            tables.update(c.definition.base_tables)
+        schemas = self._schemas.held(sorted(tables))
+        now = time.monotonic()        # a table read and still not had is not read again soon
+        self._missing = {t for t in tables if _columns(schemas, t) is None
+                         and not self._schemas.failed(t)
+                         and now - self._read_at.get(t, -RETRY_S) >= RETRY_S}
+        stale = {t for db, ts in old.schemas.items() for t in (f"{db}.{n}" for n in ts)
+                 if _columns(schemas, t) is not _columns(old.schemas, t)
+                 and _columns(schemas, t) != _columns(old.schemas, t)}
+        if not stale and all(_columns(old.schemas, t) is not None for t in tables
+                             if _columns(schemas, t) is not None):
+            return old.schemas, [], []
+        skip = {*drop, *(c.definition.qualified for c in put)}
+        names = dict.fromkeys(n for t in sorted(stale) for n in old.by_table.get(t, ()))
+        forms = DatamapIndex.compiled_forms
+        names.update(dict.fromkeys(sorted(n for n in forms.wide.copy() if n in old.candidates)))
+        again, out = [], []
+        for n in names:
+            cand = old.candidates[n]
+            if n in skip:
+                continue
+            if _has_tables(schemas, cand) and forms.ready(cand.definition, schemas):
+                again.append(cand)
+            else:
+                out.append(n)
+                self._unready[n] = cand
+        return schemas, again, out
 
     def _backlog(self) -> bool:
         """Work left for the warm-up thread."""
-        return bool(self._unready or self._waiting or self._stale_schemas)
+        if self._pending or self._missing:
+            return True
+        schemas = self._index.schemas if self._index is not None else {}
+        return any(_has_tables(schemas, c) for c in self._unready.values())
 
     def _ready(self, cands: list[Candidate], schemas, compiles: int) -> list[Candidate]:
         """Those of `cands` whose definitions are compiled under `schemas` (the first
@@ -307,13 +370,16 @@ class RewriteIndexProvider:
             if e.left_out is not None:      # a reason of "" is filled in by unavailable()
                 unavailable[n] = e.left_out
             elif n in self._unready:
-                unavailable[n] = (e.candidate.definition.base_tables, "")
+                bases = e.candidate.definition.base_tables
+                unreadable = [t for t in bases if self._schemas.failed(t)]
+                unavailable[n] = (bases, f"the schema of {unreadable[0]} could not be read"
+                                  if unreadable else "")
             if e.freshness is not None:
                 freshness[n] = e.freshness
             if e.covered is not None:
                 covered[n] = e.covered
         self._unavailable, self._freshness, self._covered = unavailable, freshness, covered
-        self._warming = len(self._unready) + self._waiting, len(entries)
+        self._warming = len(self._unready) + len(self._pending), len(entries)
         self._covered_by[self._index.token] = covered
         while len(self._covered_by) > _KEPT_INDEXES:
             self._covered_by.pop(next(iter(self._covered_by)))
@@ -322,18 +388,32 @@ class RewriteIndexProvider:
     def _warm(self) -> None:
         """Make the entries left waiting and compile the definitions not compiled yet,
         publishing a new index every COMPILE_TURN_S; ends when nothing is left."""
-        forms = DatamapIndex.compiled_forms
+        forms, turns = DatamapIndex.compiled_forms, 0
         try:
+            if self._reading:         # the first read of every mark, out of the lock
+                marks = Marks()
+                read = marks.advance(self.catalog)
+                with self._guard:
+                    self._marks, self._read, self._reading = marks, read, False
             while True:
                 with self._guard:
                     self._refresh(WORKER_ENTRIES)
                     if self._closed or not self._backlog():
                         self._worker = None
                         return
-                    todo = list(self._unready.values())
+                    missing = sorted(self._missing)
                     schemas = self._index.schemas
-                deadline = time.monotonic() + COMPILE_TURN_S
-                for cand in todo:
+                    todo = [c for c in self._unready.values() if _has_tables(schemas, c)]
+                if missing:            # from Spark, out of the lock: the next turn adopts
+                    self._schemas.load(missing)
+                    self._read_at.update(dict.fromkeys(
+                        (t for t in missing if t not in self._schemas), time.monotonic()))
+                    continue
+                # short turns first: the first datamaps answer soon after a restart
+                turn = min(COMPILE_TURN_S, FIRST_TURN_S * 2 ** turns)
+                turns += 1
+                deadline = time.monotonic() + turn
+                for cand in todo[:WORKER_PUTS]:
                     if self._closed or time.monotonic() > deadline:
                         break
                     try:
@@ -344,7 +424,7 @@ class RewriteIndexProvider:
         except Exception:  # noqa: BLE001 - the next statement's update starts it again
             log.exception("warming the rewrite index failed")
             with self._guard:
-                self._worker = None
+                self._worker, self._reading = None, False
                 self._built_for = None
 
     def warmed(self, timeout: float | None = None) -> bool:
@@ -356,6 +436,8 @@ class RewriteIndexProvider:
             worker = self._worker
             if worker is None:
                 return not self._backlog()
+            if worker is threading.current_thread():   # a hook the warm-up thread ran
+                return False
             worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if deadline is not None and time.monotonic() >= deadline:
                 return self._worker is None and not self._backlog()

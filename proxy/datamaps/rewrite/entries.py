@@ -31,42 +31,82 @@ class Entry:
     waiting: bool = False        # not made yet: the warm-up thread makes it (left_out: tables)
 
 
-def read_marks(catalog: Catalog) -> tuple[int, dict[str, tuple], dict[str, tuple[str, ...]],
-                                          frozenset[str], dict[str, str]]:
-    """(catalog version, "db.name" -> everything its entry is made from, as of that
-    version, "db.name" -> its base tables, the datamaps whose rewrite is off,
-    "db.<name>_table" -> "db.name"; one read, of change marks only). A stacked datamap's
-    marks hold those of the datamaps below it: a publish below changes whether it is
-    fresh."""
-    version, rows, base, rewrite_off = catalog.rewrite_marks()
-    by_table = {f"{n}_table": n for n in rows}
-    bases: dict[str, tuple[str, ...]] = {}
-    own: dict[str, tuple] = {}
-    # most datamaps share their base tables' JSON text with others: parse it, mark its
-    # tables and find the datamaps among them once per text
-    parsed: dict[str, tuple] = {}
-    for name, (changed, text) in rows.items():
-        known = parsed.get(text)
+class Marks:
+    """The catalog's change marks as of `version`, kept current by reading only the marks
+    written since (Catalog.rewrite_changes): "db.name" -> everything its entry is made
+    from (its own change, its base tables' live segments, its rewrite switch, and the same
+    of every datamap below a stacked one: a publish below changes whether it is fresh)."""
+
+    def __init__(self):
+        self.version = -1
+        self.marks: dict[str, tuple] = {}
+        self.bases: dict[str, tuple[str, ...]] = {}        # "db.name" -> its base tables
+        self.off: set[str] = set()                         # rewrite switched off
+        self.tables: dict[str, str] = {}                   # "db.<name>_table" -> "db.name"
+        self._own: dict[str, int] = {}                     # the version of its last change
+        self._base: dict[str, int] = {}                   # base table -> its last change
+        self._over: dict[str, set[str]] = {}               # table -> the datamaps over it
+
+    def advance(self, catalog: Catalog) -> dict[str, None]:
+        """Read the marks written since `version`; returns the datamaps whose marks may
+        have changed (dropped ones too), in the catalog's order. The cost is that of what
+        changed and of the datamaps above it."""
+        version, rows, base, dropped = catalog.rewrite_changes(self.version)
+        touched = dict.fromkeys(n for n in dropped if n in self._own)
+        for n in touched:
+            self._forget(n)
+        parsed: dict[str, tuple[str, ...]] = {}   # most datamaps share their tables' text
+        for n, (changed, text, off) in rows.items():
+            if n in self._own:
+                self._forget(n)
+            self._own[n] = changed
+            tables = parsed.get(text)
+            if tables is None:
+                tables = parsed[text] = tuple(json.loads(text))
+            self.bases[n] = tables
+            for t in tables:
+                self._over.setdefault(t, set()).add(n)
+            self.tables[f"{n}_table"] = n
+            (self.off.add if off else self.off.discard)(n)
+            touched[n] = None
+        self._base.update(base)
+        for t in base:
+            touched.update(dict.fromkeys(sorted(self._over.get(t, ()))))
+        todo = list(touched)                    # and every datamap stacked on one of them
+        while todo:
+            for n in sorted(self._over.get(f"{todo.pop()}_table", ())):
+                if n not in touched:
+                    touched[n] = None
+                    todo.append(n)
+        for n in touched:
+            self.marks.pop(n, None)
+        seen: dict[tuple[str, ...], tuple] = {}   # base tables -> their marks, this read
+        for n in touched:
+            if n in self._own:
+                self._mark(n, seen)
+        self.version = version
+        return touched
+
+    def _forget(self, name: str) -> None:
+        for t in self.bases.pop(name, ()):
+            self._over.get(t, set()).discard(name)
+        self._own.pop(name, None)
+        self.off.discard(name)
+        self.tables.pop(f"{name}_table", None)
+
+    def _mark(self, name: str, seen: dict, depth: int = 0) -> tuple:
+        known = self.marks.get(name)
         if known is None:
-            tables = tuple(json.loads(text))
-            known = parsed[text] = (tables, tuple(base.get(t, 0) for t in tables),
-                                    [by_table[t] for t in tables if t in by_table])
-        bases[name] = known[0]
-        own[name] = (changed, known[1], name in rewrite_off)
-    lower_of = {text: known[2] for text, known in parsed.items() if known[2]}
-    marks: dict[str, tuple] = {}
-
-    def mark(name: str, depth: int = 0) -> tuple:
-        if name not in marks:
-            lower = lower_of.get(rows[name][1])
-            marks[name] = (own[name], tuple(mark(n, depth + 1) for n in lower
-                                            if depth < 64 and n != name)) if lower \
-                else (own[name],)
-        return marks[name]
-
-    for name in rows:
-        mark(name)
-    return version, marks, bases, rewrite_off, by_table
+            bases = self.bases[name]
+            of_bases = seen.get(bases)
+            if of_bases is None:
+                lower = [self.tables[t] for t in bases if t in self.tables]
+                of_bases = seen[bases] = (tuple(self._base.get(t, 0) for t in bases), lower)
+            own = (self._own[name], of_bases[0], name in self.off)
+            known = self.marks[name] = (own, tuple(
+                self._mark(n, seen, depth + 1) for n in of_bases[1]
+                if depth < 64 and n != name)) if of_bases[1] else (own,)
+        return known
 
 
 def make_entry(catalog: Catalog, zones: ZoneReader, rec, mark, tables: dict[str, str],

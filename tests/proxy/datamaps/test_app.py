@@ -205,8 +205,9 @@ def _catalog_with_a_datamap(state_dir):
 
 
 def test_first_index_in_a_worker_thread_opens_the_session_without_deadlock(tmp_path):
-    """Remote mode: EXPLAIN's worker thread asks for the index, which opens the pipeline
-    session, whose on_open warms the index again in that same thread."""
+    """Remote mode: EXPLAIN's worker thread asks for the index, which has the warm-up
+    thread read the schemas: that opens the pipeline session, whose on_open warms the
+    index again in the warm-up thread."""
     catalog, schemas = _catalog_with_a_datamap(tmp_path)
     lazy = LazySpark(lambda: _FakeSession(schemas))
     service = DatamapService(catalog, lazy)
@@ -217,8 +218,8 @@ def test_first_index_in_a_worker_thread_opens_the_session_without_deadlock(tmp_p
     t.join(10)
     try:
         assert not t.is_alive(), "index() deadlocked opening the pipeline session"
-        assert lazy.ready and got
-        assert got[0].rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
+        assert got and service.rewrite_index.warmed(10) and lazy.ready
+        assert service.index().rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
                               "db1").used == ["db1.agg"]
     finally:
         service.close()
@@ -275,7 +276,8 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
         t.start()
         t.join(10)
         assert not t.is_alive(), "index() and the session's opening deadlocked"
-        assert got[0].rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
+        assert got and await asyncio.to_thread(service.rewrite_index.warmed, 10)
+        assert service.index().rewrite("SELECT country, sum(qty) FROM db1.sales GROUP BY country",
                               "db1").used == ["db1.agg"]
     finally:
         await closer()

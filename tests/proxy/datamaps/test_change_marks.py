@@ -11,6 +11,7 @@ import json
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.rewrite.entries import Marks
 from tests.support.catalog import DEFN, create_datamap as _create
 
 
@@ -115,5 +116,33 @@ def test_marks_are_the_version_of_the_last_change(catalog_location):
         c.add_base_segment("db1.sales", ["file:/w/a.parquet"])
         version, rows, base, _ = c.rewrite_marks()
         assert base == {"db1.sales": version} and rows["db1.agg"][0] < version
+    finally:
+        c.close()
+
+
+def test_the_marks_since_a_version_are_what_was_written_after_it(catalog_location):
+    """The index reads only the marks written since its last read (rewrite_changes): a
+    change of one datamap or one base table reads that datamap or the datamaps over that
+    table, and a dropped datamap leaves a mark of its own."""
+    c = Catalog(catalog_location)
+    try:
+        _create(c)
+        _create(c, "other", tables=("db1.sales", "db1.items"))
+        marks = Marks()
+        assert list(marks.advance(c)) == ["db1.agg", "db1.other"]
+        version, rows, _, dropped = c.rewrite_changes(-1)
+        assert set(rows) == {"db1.agg", "db1.other"} and not dropped
+        c.set_rewrite("db1", "other", False)
+        version, rows, base, dropped = c.rewrite_changes(version)
+        assert set(rows) == {"db1.other"} and rows["db1.other"][2] and not base
+        assert list(marks.advance(c)) == ["db1.other"] and marks.off == {"db1.other"}
+        c.add_base_segment("db1.items", ["file:/w/i.parquet"])
+        c.drop_datamap("db1", "agg")
+        version, rows, base, dropped = c.rewrite_changes(version)
+        assert not rows and set(base) == {"db1.items"} and dropped == {"db1.agg"}
+        assert c.rewrite_changes(version)[1:] == ({}, {}, set())
+        assert set(marks.advance(c)) == {"db1.agg", "db1.other"}
+        assert set(marks.marks) == {"db1.other"} and marks.version == version
+        assert not marks.advance(c)
     finally:
         c.close()

@@ -63,11 +63,11 @@ def _hold_warm_up(provider, monkeypatch) -> threading.Lock:
     gate.acquire()
     refresh = provider._refresh
 
-    def held(limit, compiles=0, rebuild=True):
+    def held(limit, compiles=0):
         if threading.current_thread().name == "datamap-index-warm":
             with gate:
                 pass
-        return refresh(limit, compiles, rebuild)
+        return refresh(limit, compiles)
 
     monkeypatch.setattr(provider, "_refresh", held)
     return gate
@@ -141,31 +141,121 @@ def test_a_change_of_more_datamaps_than_a_statement_makes_leaves_the_rest_out(
         svc.close()
 
 
-def test_a_large_catalog_rebuilds_over_changed_schemas_in_the_background(catalog, monkeypatch):
-    """ALTER TABLE drops a table's cached schema: its datamaps wait out of the index until
-    the warm-up thread has rebuilt it over the schema read again; the others answer on."""
-    monkeypatch.setattr(candidates, "INLINE_REBUILD", 0)
+def _spark_like(tables) -> tuple[object, list[str]]:
+    """A schemas provider standing for Spark (the service must not read it on a
+    statement's path) and the names of the threads that read it."""
+    give, read_by = schemas_of(tables), []
+
+    def provider(wanted):
+        read_by.append(threading.current_thread().name)
+        return give(wanted)
+    return provider, read_by
+
+
+def test_the_first_index_reads_no_schema_on_the_statement_path(catalog):
+    """After a restart the first statement finds an empty index (Spark answers): the
+    warm-up thread reads the catalog's marks and the schemas, and EXPLAIN says why the
+    datamaps wait meanwhile."""
+    provider, read_by = _spark_like(SCHEMAS)
+    spark = threading.Event()                  # Spark answers the schema read when set
+
+    def slow(wanted):
+        assert spark.wait(30)
+        return provider(wanted)
+    svc = DatamapService(catalog, no_spark, schemas_provider=slow)
+    svc.schema_cache.local = False
+    try:
+        index = svc.index()                    # the first statement after a restart
+        assert not index.rewrite(Q, "db1").rewritten          # Spark answers meanwhile
+        deadline = time.monotonic() + 30
+        while not svc.unavailable(["db1.sales"]) and time.monotonic() < deadline:
+            time.sleep(0.01)                   # the marks are read in the background
+        why = svc.unavailable(["db1.sales"])
+        assert len(why) == COUNT and all(r.startswith("rewrite index warming") for r in
+                                         why.values()), why
+        assert not svc.index().candidates
+        spark.set()
+        assert svc.rewrite_index.warmed(timeout=60)
+        assert set(read_by) == {"datamap-index-warm"}
+        assert svc.index().rewrite(Q, "db1").used == ["db1.dm0"]
+    finally:
+        spark.set()
+        svc.close()
+
+
+def test_a_schema_change_takes_out_only_the_datamaps_over_its_table(
+        catalog, forms, monkeypatch):
+    """ALTER TABLE drops a table's cached schema: the statement after it reads no schema
+    and builds nothing; the datamaps over that table wait out of the index (their queries
+    go to Spark) until the warm-up thread has read the schema again and compiled them
+    under it; the others answer on from the same entries."""
     tables = {"db1": {**SCHEMAS["db1"], "items": {"id": "int", "kind": "string"}}}
-    svc = DatamapService(catalog, no_spark, schemas_provider=schemas_of(tables))
-    provider = svc.rewrite_index
+    provider, read_by = _spark_like(tables)
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    rewrite_index = svc.rewrite_index
     try:
         add_datamap(svc, tables, "db1", "kinds",
                     "SELECT kind, count(*) AS c FROM items GROUP BY kind")
-        assert provider.warmed(timeout=60)
-        builds = provider.builds
-        gate = _hold_warm_up(provider, monkeypatch)
+        assert rewrite_index.warmed(timeout=60)
+        before = svc.index()
+        builds, compiles = rewrite_index.builds, forms.compiles
+        gate = _hold_warm_up(rewrite_index, monkeypatch)
+        tables["db1"]["sales"] = {**tables["db1"]["sales"], "note": "string"}
         svc.invalidate_schemas("db1.sales")
+        read_by.clear()
         index = svc.index()
-        assert provider.builds == builds       # not rebuilt by the statement
+        assert read_by == [] and rewrite_index.builds == builds
+        assert forms.compiles == compiles
         assert list(index.candidates) == ["db1.kinds"]
-        assert index.rewrite("SELECT kind, count(*) FROM items GROUP BY kind", "db1").used == \
-            ["db1.kinds"]
+        assert index.compiled["db1.kinds"] is before.compiled["db1.kinds"]
+        assert index.rewrite("SELECT kind, count(*) FROM items GROUP BY kind", "db1").used \
+            == ["db1.kinds"]
         assert not index.rewrite(Q, "db1").rewritten          # Spark answers meanwhile
         assert svc.unavailable(["db1.sales"])["db1.dm0"].startswith("rewrite index warming")
         gate.release()
-        assert provider.warmed(timeout=60)
-        assert provider.builds == builds + 1
-        assert len(svc.index().candidates) == COUNT + 1
-        assert svc.index().rewrite(Q, "db1").used == ["db1.dm0"]
+        assert rewrite_index.warmed(timeout=60)
+        assert set(read_by) == {"datamap-index-warm"}
+        assert rewrite_index.builds == builds and forms.compiles == compiles + COUNT
+        after = svc.index()
+        assert len(after.candidates) == COUNT + 1
+        assert after.schemas["db1"]["sales"]["note"] == "string"
+        assert after.rewrite(Q, "db1").used == ["db1.dm0"]
+    finally:
+        svc.close()
+
+
+def test_a_table_spark_has_no_schema_for_is_not_read_again_at_once(catalog):
+    """A base table Spark gives no schema for: the warm-up thread reads it once, its
+    datamaps stay out (their queries go to Spark) and the thread ends, not spinning on it."""
+    provider, read_by = _spark_like({"db1": {}})
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    try:
+        svc.index()
+        t0 = time.monotonic()
+        while svc.rewrite_index._worker is not None or not read_by:
+            assert time.monotonic() - t0 < 30, "the warm-up thread did not end"
+            time.sleep(0.01)
+        assert read_by == ["datamap-index-warm"]
+        assert not svc.index().candidates and len(svc.unavailable(["db1.sales"])) == COUNT
+    finally:
+        svc.close()
+
+
+def test_a_schema_read_again_unchanged_keeps_every_datamap(catalog, forms):
+    """A sync found files written around the proxy and read the table's schema again (in
+    its own thread): the same columns change nothing the index offers."""
+    provider, read_by = _spark_like(SCHEMAS)
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    try:
+        assert svc.rewrite_index.warmed(timeout=60)
+        before = svc.index()
+        assert len(before.candidates) == COUNT
+        svc.schema_cache.reread("db1.sales")          # as the sync does
+        after = svc.index()
+        assert after is not before and len(after.candidates) == COUNT
+        assert after.rewrite(Q, "db1").used == ["db1.dm0"]
     finally:
         svc.close()

@@ -254,7 +254,8 @@ def test_migration_1_to_2_backfills_segment_kinds_from_the_history(tmp_path):
     raw = sqlite3.connect(path)          # the same file as version 1 wrote it
     raw.execute("ALTER TABLE dm_segments DROP COLUMN kind")
     raw.execute("DROP TABLE query_log")  # a later version's table (its columns added later still)
-    raw.execute("ALTER TABLE datamaps DROP COLUMN changed")      # added by a later version
+    raw.execute("DROP INDEX datamaps_by_change")                   # added by a later version
+    raw.execute("ALTER TABLE datamaps DROP COLUMN changed")
     raw.execute("PRAGMA user_version = 1")
     raw.commit(), raw.close()
     c = Catalog(path)

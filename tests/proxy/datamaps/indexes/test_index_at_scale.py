@@ -1,19 +1,24 @@
 """The rewrite index over 2,000 datamaps (decisions only: a real catalog, schemas given as
-data, no Spark): a publish of one datamap updates that datamap's entry and nothing else,
-and a query right after the publish reads the new segments, never the old ones."""
+data standing for Spark's, no Spark): a publish of one datamap updates that datamap's
+entry and nothing else, a query right after the publish reads the new segments, never the
+old ones, and a schema change makes no statement read a schema or build an index."""
 from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 
 import pytest
 
 from rewriter import DatamapIndex
 from rewriter.compiled import CompiledForms, tables_schema
 from rewriter.layout import schema_key
-from tests.support.datamaps import add_datamap, decision_service
+from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.service import DatamapService
+from tests.support.datamaps import add_datamap, decision_service, no_spark, schemas_of
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"}}}
+ITEMS = {"db1": {"items": {"id": "int", "kind": "string"}}}
 AGG = "SELECT country, city, sum(qty) AS q FROM sales GROUP BY country, city"
 Q = "SELECT country, sum(qty) FROM sales GROUP BY country"
 COUNT = 2000
@@ -29,6 +34,28 @@ def forms(monkeypatch):
 @pytest.fixture
 def service(tmp_path, forms):
     yield from decision_service(tmp_path, SCHEMAS)
+
+
+@pytest.fixture
+def spark_like(tmp_path, forms):
+    """A service whose schemas stand for Spark's (never read on a statement's path), the
+    tables they are read from, the names of the threads that read them and an event
+    that holds a read while it is clear."""
+    tables = {"db1": {**SCHEMAS["db1"], **ITEMS["db1"]}}
+    give, read_by, spark = schemas_of(tables), [], threading.Event()
+    spark.set()
+
+    def provider(wanted):
+        read_by.append(threading.current_thread().name)
+        assert spark.wait(30)
+        return give(wanted)
+    catalog = Catalog.in_state_dir(tmp_path)
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    yield svc, tables, read_by, spark
+    spark.set()
+    svc.close()
+    catalog.close()
 
 
 def _clone(service, forms, count: int) -> None:
@@ -126,3 +153,39 @@ def test_an_entry_read_while_the_catalog_changed_is_made_again(service, monkeypa
     c.set_status("db1", "agg", "DISABLED", "base table changed")   # the marks read before
     assert "db1.agg" not in service.index().candidates
     assert "DISABLED" in provider.unavailable(["db1.sales"])["db1.agg"]
+
+
+def test_a_schema_change_makes_no_statement_read_a_schema_or_build(spark_like, forms):
+    """ALTER TABLE of a table one datamap reads: the statement after it reads no schema,
+    compiles nothing and builds no index; the 2,000 datamaps over the other table answer
+    on from the same entries, the one over the changed table waits out of the index until
+    the warm-up thread has read the schema again and compiled it under the new schema."""
+    service, tables, read_by, spark = spark_like
+    add_datamap(service, SCHEMAS, "db1", "agg", AGG, rows=5)
+    add_datamap(service, ITEMS, "db1", "kinds",
+                "SELECT kind, count(*) AS c FROM items GROUP BY kind")
+    _clone(service, forms, COUNT)
+    provider = service.rewrite_index
+    assert not service.index().candidates     # the first statement: schemas not read yet
+    assert "MainThread" not in read_by
+    assert provider.warmed(timeout=120)
+    before = service.index()
+    assert len(before.candidates) == COUNT + 1
+    builds, compiles = provider.builds, forms.compiles
+    tables["db1"]["items"] = {**tables["db1"]["items"], "note": "string"}
+    spark.clear()                             # the warm-up thread's read waits meanwhile
+    service.invalidate_schemas("db1.items")
+    read_by.clear()
+    after = service.index()                   # the next statement
+    assert "MainThread" not in read_by
+    assert forms.compiles == compiles and provider.builds == builds
+    assert "db1.kinds" not in after.candidates and len(after.candidates) == COUNT
+    assert all(after.compiled[n] is before.compiled[n] for n in after.candidates)
+    assert after.rewrite(Q, "db1").used == ["db1.agg"]
+    assert service.unavailable(["db1.items"])["db1.kinds"].startswith("rewrite index warming")
+    spark.set()
+    assert provider.warmed(timeout=120)
+    assert set(read_by) == {"datamap-index-warm"} and forms.compiles == compiles + 1
+    final = service.index()
+    assert "db1.kinds" in final.candidates and provider.builds == builds
+    assert final.schemas["db1"]["items"]["note"] == "string"
