@@ -123,3 +123,28 @@ def graft(sel: exp.Select, written: exp.Select) -> bool:
     for n in marks:
         n.replace(table[n.meta[MARK]])
     return True
+
+
+def put_matches(tree: exp.Expression, originals, matches, skipped):
+    """Each block's match in place of the block as written: (the statement, the datamaps
+    used, those answering with estimates, whether any block was replaced)."""
+    used: list[str] = []
+    approximate: list[str] = []
+    replaced = False
+    for orig, m in zip(originals, matches):
+        if m is None:
+            continue
+        if has_opaque(m.select) and not graft(m.select, orig):
+            skipped.setdefault(m.datamap, "a derived table's column has no name as written")
+            continue
+        if orig.args.get("with_") is not None:
+            m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
+        if orig is tree:
+            tree = m.select
+        else:
+            orig.replace(m.select)
+        replaced = True
+        approximate.extend(m.approximate)
+        if m.datamap not in used:
+            used.append(m.datamap)
+    return tree, used, approximate, replaced

@@ -18,7 +18,7 @@ Datamaps are keyed by "db.name" in `used` and `skipped`; the SQL's alias is the 
 Datamaps refreshed in full are tried first, on whole blocks (rewriter/rebuilt_match.py).
 Each SELECT block (subqueries, CTEs, UNION branches, wrapped BI queries) is rewritten on its
 own; a block that joins a derived table or filters on a subquery keeps that subquery as
-written (rewriter/derived.graft puts the written nodes back), so the subquery's own block
+written (rewriter/derived.put_matches grafts the written nodes back), so the subquery's own block
 is rewritten in place too and one statement may read a datamap twice. Among several
 datamaps answering a block the one with the fewest rows wins (then the fewest grouping
 columns, then the name); one that also reads base tables (narrow.py) only when none else.
@@ -35,7 +35,7 @@ from sqlglot import exp
 from rewriter.api import Candidate, DatamapDefinition, DatamapDefinitionError, RewriteResult
 from rewriter.bytecache import ByteLRU, text_size
 from rewriter.compiled import CompiledForms, tables_schema
-from rewriter.derived import graft, has_opaque
+from rewriter.derived import put_matches
 from rewriter.facts import Unsupported, extract
 from rewriter.distinct import APPROXIMATE
 from rewriter.flatten import flattened_blocks, with_notes
@@ -262,7 +262,7 @@ class DatamapIndex:
         elif any(m is not None for m in matches):
             tree = parse(sql)         # the other blocks must be emitted as written
             originals = list(tree.find_all(exp.Select))
-        tree, used, approximate, replaced = _put_matches(tree, originals, matches, skipped)
+        tree, used, approximate, replaced = put_matches(tree, originals, matches, skipped)
         for n in used:
             skipped.pop(n, None)
         for n in touched:
@@ -421,31 +421,6 @@ class DatamapIndex:
             skipped[fallback.datamap] = (f"datamap {best.datamap} answers without reading the "
                                          "base tables")
         return best or fallback
-
-
-def _put_matches(tree: exp.Expression, originals, matches, skipped):
-    """Each block's match in place of the block as written: (the statement, the datamaps
-    used, those answering with estimates, whether any block was replaced)."""
-    used: list[str] = []
-    approximate: list[str] = []
-    replaced = False
-    for orig, m in zip(originals, matches):
-        if m is None:
-            continue
-        if has_opaque(m.select) and not graft(m.select, orig):
-            skipped.setdefault(m.datamap, "a derived table's column has no name as written")
-            continue
-        if orig.args.get("with_") is not None:
-            m.select.set("with_", orig.args["with_"])  # same nodes: CTE blocks still get rewritten
-        if orig is tree:
-            tree = m.select
-        else:
-            orig.replace(m.select)
-        replaced = True
-        approximate.extend(m.approximate)
-        if m.datamap not in used:
-            used.append(m.datamap)
-    return tree, used, approximate, replaced
 
 
 def rewrite(sql: str, candidates, schemas, current_db: str,
