@@ -4,10 +4,13 @@ API (see rewriter/api.py for the data shapes):
     compile_datamap(name, select_sql, schemas, current_db) -> DatamapDefinition
         raises DatamapDefinitionError(message, sqlstate): 42S02 unknown table/column,
         0A000 LIMIT / window / SELECT * / unsupported aggregate / non-deterministic /
-        several timeseries granularities, 42000 parse error,
-        grouping expression not projected, projected column neither grouped nor aggregated.
-        Layout: grouping expressions -> role "group"; sum/count/count(*)/min/max -> role
-        "agg" (avg(x) -> sum(x) + count(x)); projection-only definitions -> role "column".
+        several timeseries granularities, 42000 parse error, projected column neither
+        grouped nor aggregated (docs/sql.md lists every refusal with its reason).
+        Layout: grouping expressions -> role "group" (one not projected: a hidden
+        column); sum/count/count(*)/min/max -> role "agg" (avg(x) -> sum(x) + count(x);
+        variance / stddev -> their moments: rewriter/moments.py); projection-only
+        definitions -> role "column". A table read twice (a self-join) is one relation
+        per reference (rewriter/self_joins.py).
         A UNION, GROUPING SETS / CUBE / ROLLUP, a subquery inside the block or a grouping
         CTE give a definition with refresh "full" (rewriter/rebuilt.py): its outputs
         stored as role "column", rebuilt at each load, matched by rebuilt_match.py.
