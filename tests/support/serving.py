@@ -16,6 +16,7 @@ from typing import Iterator
 import pytest
 
 from proxy.serving.engine import LocalEngine
+from tests.support.spark_tier import fmt_rows
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,27 @@ def exact_value(v):
 def exact_bag(rows) -> list[tuple]:
     """Rows as a sorted multiset of exact_value tuples."""
     return sorted(tuple(exact_value(v) for v in r) for r in rows)
+
+
+def check_outcome(out: Outcomes, plan, expect: str) -> None:
+    """A served plan's outcome (both_outcomes) as a differential case expects it: "error",
+    both engines fail; "fallback", the local run fails where Spark answers (the query goes
+    to Spark); "rows", Spark's rows in any order; "ordered", in Spark's order. Names,
+    types, decimal scales and the signs of zeros are always Spark's."""
+    if expect == "error":
+        assert out.spark_error and out.engine_error, (out.spark_error, out.engine_error)
+        return
+    assert out.spark_error is None, out.spark_error
+    if expect == "fallback":
+        assert out.engine_error, f"the engine answered {out.rows}: {plan.sql}"
+        return
+    assert out.engine_error is None, (f"the engine failed ({out.engine_error}) where Spark "
+                                      f"answered {fmt_rows(out.spark_rows)}\n  {plan.sql}")
+    assert list(plan.columns) == out.spark_schema, \
+        f"schema: Spark {out.spark_schema} vs served {list(plan.columns)}"
+    srows, rows = out.spark_rows, out.rows
+    problems = scale_problems(plan.columns, rows) + zero_sign_problems(plan.columns, srows, rows)
+    assert not problems, "\n".join(problems)
+    want, got = (exact_bag(srows), exact_bag(rows)) if expect == "rows" else (
+        [tuple(map(repr, r)) for r in srows], [tuple(map(repr, r)) for r in rows])
+    assert want == got, f"rows differ:\n  spark {want}\n  local {got}\n  duckdb: {plan.sql}"

@@ -23,10 +23,8 @@ import sqlglot
 from proxy.datamaps.freshness.guard import FreshnessGuard
 from proxy.serving.newfiles import BaseReads
 from proxy.serving.translate import NotServable, translate
-from tests.support.serving import exact_bag as _bag
-from tests.support.spark_tier import fmt_rows as _fmt_rows
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    both_outcomes, engine, scale_problems, segmented_table, zero_sign_problems,
+    both_outcomes, check_outcome, engine, segmented_table, typed_frame,
 )
 
 pytestmark = pytest.mark.spark
@@ -63,7 +61,7 @@ CASES = [
      f"SELECT m.ks AS ks, m.n AS n FROM {D} WHERE m.k IN (SELECT r.k FROM dimP.region r "
      "WHERE r.name IS NOT NULL)", ROWS_),
     ("narrow-window union: the datamap's rows UNION ALL the base rows outside its window",
-     f"SELECT u.ks AS ks, sum(u.n) AS n FROM (SELECT k, ks, d, v, n FROM relD.t WHERE "
+     "SELECT u.ks AS ks, sum(u.n) AS n FROM (SELECT k, ks, d, v, n FROM relD.t WHERE "
      "dm_segment_id IN ('0', '1') UNION ALL SELECT r.k AS k, r.name AS ks, r.since AS d, "
      "CAST(sum(r.share) AS DECIMAL(10,2)) AS v, count(*) AS n FROM dimP.region AS r WHERE "
      "NOT COALESCE(r.since >= CAST('2000-01-01' AS DATE), FALSE) GROUP BY r.k, r.name, "
@@ -95,15 +93,6 @@ CASES = [
      "ON m.k = r.k", ERROR),
 ]
 
-
-def _frame(spark):
-    from pyspark.sql.types import StringType, StructField, StructType
-    names = list(A_COLS) + ["dm_segment_id"]
-    st = StructType([StructField(c, StringType(), True) for c in names])
-    df = spark.createDataFrame([tuple(None if v is None else str(v) for v in r)
-                                for r in A_ROWS], st)
-    return df.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in A_COLS.items()],
-                         "dm_segment_id")
 
 
 def _csv(spark, root, name: str, columns: str, text: str) -> None:
@@ -140,7 +129,7 @@ def _base_tables(spark, tmp_path_factory) -> list[str]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from pipeline.files import table_layout
-    with segmented_table(_frame, "relD") as (spark, files):
+    with segmented_table(typed_frame(A_COLS, A_ROWS), "relD") as (spark, files):
         tables = _base_tables(spark, tmp_path_factory)
         guard = FreshnessGuard(lambda t: table_layout(spark, t), lambda _t: None)
         guard.load_layouts(tables)
@@ -166,24 +155,7 @@ def test_served_like_spark(title, sql, expect, world, engine):
         assert expect == REFUSED, f"not servable: {e}"
         return
     assert expect != REFUSED, f"served, but the case says refused: {plan.sql}"
-    out = both_outcomes(spark, engine, sql, plan)
-    if expect == ERROR:
-        assert out.spark_error and out.engine_error, (out.spark_error, out.engine_error)
-        return
-    assert out.spark_error is None, out.spark_error
-    if expect == FALLBACK:
-        assert out.engine_error, f"the engine answered {out.rows}: {plan.sql}"
-        return
-    assert out.engine_error is None, (f"the engine failed ({out.engine_error}) where Spark "
-                                      f"answered {_fmt_rows(out.spark_rows)}\n  {plan.sql}")
-    assert list(plan.columns) == out.spark_schema, \
-        f"schema: Spark {out.spark_schema} vs served {list(plan.columns)}"
-    srows, rows = out.spark_rows, out.rows
-    problems = scale_problems(plan.columns, rows) + zero_sign_problems(plan.columns, srows, rows)
-    assert not problems, "\n".join(problems)
-    want, got = (_bag(srows), _bag(rows)) if expect == ROWS_ else (
-        [tuple(map(repr, r)) for r in srows], [tuple(map(repr, r)) for r in rows])
-    assert want == got, f"rows differ:\n  spark {want}\n  local {got}\n  duckdb: {plan.sql}"
+    check_outcome(both_outcomes(spark, engine, sql, plan), plan, expect)
 
 
 def test_budget_names_the_setting(world):

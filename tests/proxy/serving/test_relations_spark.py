@@ -15,11 +15,9 @@ import pytest
 import sqlglot
 
 from proxy.serving.translate import NotServable, translate
-from tests.support.serving import exact_bag as _bag
 from tests.support.serving import (  # noqa: F401 - engine: a fixture
-    both_outcomes, engine, scale_problems, segmented_table, typed_frame, zero_sign_problems,
+    both_outcomes, check_outcome, engine, segmented_table, typed_frame,
 )
-from tests.support.spark_tier import fmt_rows as _fmt_rows
 
 pytestmark = pytest.mark.spark
 
@@ -175,18 +173,4 @@ def test_served_like_spark(title, sql, expect, tables, engine):
         assert expect == REFUSED, f"not servable: {e}"
         return
     assert expect != REFUSED, f"served, but the case says refused: {plan.sql}"
-    out = both_outcomes(spark, engine, sql, plan)
-    if expect == ERROR:
-        assert out.spark_error and out.engine_error, (out.spark_error, out.engine_error)
-        return
-    assert out.spark_error is None, out.spark_error
-    assert out.engine_error is None, (f"the engine failed ({out.engine_error}) where Spark "
-                                      f"answered {_fmt_rows(out.spark_rows)}\n  {plan.sql}")
-    assert list(plan.columns) == out.spark_schema, \
-        f"schema: Spark {out.spark_schema} vs served {list(plan.columns)}"
-    srows, rows = out.spark_rows, out.rows
-    problems = scale_problems(plan.columns, rows) + zero_sign_problems(plan.columns, srows, rows)
-    assert not problems, "\n".join(problems)
-    want, got = (_bag(srows), _bag(rows)) if expect == ROWS_ else (
-        [tuple(map(repr, r)) for r in srows], [tuple(map(repr, r)) for r in rows])
-    assert want == got, f"rows differ:\n  spark {want}\n  local {got}\n  duckdb: {plan.sql}"
+    check_outcome(both_outcomes(spark, engine, sql, plan), plan, expect)
