@@ -231,14 +231,21 @@ def _same(got, want) -> bool:
         len(g) == len(w) and all(_close(x, y) for x, y in zip(g, w)) for g, w in zip(grows, wrows))
 
 
+def _table_copy(matrix, prefix: str, forms) -> tuple[str, dict[str, str]]:
+    """A table of its own with the matrix table's rows (the forms' loads change it), and
+    a datamap name per form."""
+    spark, db = matrix["spark"], matrix["ctx"].current_db
+    t = f"{db}.{prefix}_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE TABLE {t} (c STRING, n INT, m BIGINT, x DECIMAL(8,2), q INT) USING parquet")
+    spark.sql(f"INSERT INTO {t} SELECT c, n, m, x, q FROM {matrix['t']}")
+    return t, {form: f"{form}_{uuid.uuid4().hex[:6]}" for form in forms}
+
+
 @pytest.mark.parametrize("forms", FORM_GROUPS, ids=lambda g: "-".join(g))
 async def test_new_definition_forms_answer_and_refresh_like_a_full_build(matrix, forms):
     from pipeline import read_segments, reaggregate
     spark, svc, ctx = matrix["spark"], matrix["svc"], matrix["ctx"]
-    t = f"{ctx.current_db}.forms_{uuid.uuid4().hex[:6]}"
-    spark.sql(f"CREATE TABLE {t} (c STRING, n INT, m BIGINT, x DECIMAL(8,2), q INT) USING parquet")
-    spark.sql(f"INSERT INTO {t} SELECT c, n, m, x, q FROM {matrix['t']}")
-    names = {form: f"{form}_{uuid.uuid4().hex[:6]}" for form in forms}
+    t, names = _table_copy(matrix, "forms", forms)
 
     def check(stage: str) -> None:
         for form in forms:
@@ -321,10 +328,7 @@ FULL_GROUPS = [["union", "union_distinct", "in", "exists"], ["derived", "rollup"
 @pytest.mark.parametrize("forms", FULL_GROUPS, ids=lambda g: "-".join(g))
 async def test_full_refresh_forms_answer_and_rebuild(matrix, forms):
     spark, svc, ctx = matrix["spark"], matrix["svc"], matrix["ctx"]
-    t = f"{ctx.current_db}.full_{uuid.uuid4().hex[:6]}"
-    spark.sql(f"CREATE TABLE {t} (c STRING, n INT, m BIGINT, x DECIMAL(8,2), q INT) USING parquet")
-    spark.sql(f"INSERT INTO {t} SELECT c, n, m, x, q FROM {matrix['t']}")
-    names = {form: f"{form}_{uuid.uuid4().hex[:6]}" for form in forms}
+    t, names = _table_copy(matrix, "full", forms)
 
     def check(stage: str) -> None:
         for form in forms:
