@@ -201,8 +201,8 @@ async def test_a_load_is_refreshed_once_by_two_replicas(pipeline_spark, pipe_db,
         assert c.lease_holder(f"job:{pipe_db}.agg") is None
         q = f"SELECT country, sum(qty) AS s FROM {pipe_db}.{t} GROUP BY country"
         for svc in replicas:
-            # the load had the table's schema read again: its datamaps answer once the
-            # rewrite index's warm-up thread compiled them under it (Spark answers meanwhile)
+            # a replica's first rewrite index is the warm-up thread's, never a statement's
+            # (the second replica has asked for none yet): Spark answers until it is built
             assert svc.rewrite_index.warmed(60)
             d = DatamapSelectHandler(svc)(ctx, q)
             assert isinstance(d, Rewrite) and _rows(spark, d.sql) == _rows(spark, q)
