@@ -370,7 +370,7 @@ def test_a_full_refresh_datamap_is_stale_from_a_base_write_until_its_rebuild(env
 # batches, never older than the last batch that finished before the read began.
 # RACE_SEEDS="1 2 3" runs the scenario once per seed (a table and a datamap each).
 RACE_SEEDS = [int(s) for s in os.environ.get("RACE_SEEDS", "7").split()]
-RACE_SECONDS = float(os.environ.get("RACE_SECONDS", "30"))   # writes start within this
+RACE_SECONDS = float(os.environ.get("RACE_SECONDS", "20"))   # writes start within this
 RACE_READERS = 3
 READ_PAUSE_S = 0.05
 RACE_QUERY = "SELECT sum(v), count(*) FROM {t} WHERE k = 'a'"
@@ -488,7 +488,7 @@ def test_concurrent_writes_never_give_a_stale_answer(env, seed):
           f"({sum(1 for d in got['done'] if d[3] == 'proxy')} through the proxy), "
           f"{len(got['stale'])} stale, {len(got['torn'])} torn, {len(got['wrong'])} wrong; "
           "writes: " + " ".join(f"{d[3][0]}{d[2] - d[1]:.1f}s" for d in got["done"][1:]))
-    assert got["reads"] >= 50, got["reads"]     # ~120-560 seen on 2 busy cores
+    assert got["reads"] >= 50, got["reads"]     # ~120-560 seen in 30 s on 2 busy cores
     assert not got["stale"], (got["stale"][:5], got["done"])
     assert not got["wrong"], (got["wrong"][:5], got["done"])
     assert not got["torn"], (got["torn"][:5], got["done"])
