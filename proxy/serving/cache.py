@@ -7,21 +7,27 @@ rewritten query's segment list or its files, so the key changes with it: an entr
 invalidated, it is just never asked for again and ages out. Sessions whose result-relevant
 settings differ from the server's (time zone, ANSI, ...) are never answered from datamaps
 (proxy/routing/statements.py), so the settings need no place in the key. Only served datamap
-answers are cached, never base-table queries.
+answers are cached, never base-table queries. An answer is kept as the engine gave it:
+column by column, as the client gets it (proxy/serving/columnar.py), so a hit is sent as
+slices of its columns, converted no more.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from proxy.routing.router import LocalResult
+from proxy.thrift.columns import ColumnarRows
 from rewriter.bytecache import ByteLRU
 
 CacheKey = tuple[str, tuple]
 
 
 def result_size(columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> int:
-    """About what a result holds in memory: 16 bytes per value plus its text."""
+    """About what a result holds in memory: 16 bytes per value plus its text; a served
+    answer held column by column counts its lists (proxy/thrift/columns.py)."""
     size = 64 + sum(len(n) + len(t) for n, t in columns)
+    if isinstance(rows, ColumnarRows):
+        return size + rows.bytes
     for row in rows:
         size += 56 + 8 * len(row)
         for v in row:

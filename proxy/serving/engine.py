@@ -4,8 +4,10 @@ One in-memory DuckDB database per proxy; each worker thread has its own cursor (
 connections are not shared between threads). A query runs within `timeout` seconds or
 is interrupted; any failure (an error DuckDB raises where Spark would fail or answer
 otherwise, a file gone, the timeout) is reported as EngineFailure and the caller sends
-the query to Spark. Values come back as Spark's HS2 encoding expects them (decimals as
-Decimal with their scale, dates as date).
+the query to Spark. A served answer (`run`) comes back column by column as the client gets
+it (proxy/serving/columnar.py), or, for a plan with a column that path does not take, as
+rows of Python values (decimals as Decimal with their scale, dates as date), which
+proxy/thrift/rowsets.py formats one by one; `run_blocking` always gives the rows.
 
 An engine that cannot start (DuckDB not importable, a setting it refuses, its Python UDF
 not registrable: DuckDB 2.x needs numpy for that) raises EngineUnavailable, whose cause
@@ -23,8 +25,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from proxy.serving.columnar import FALLBACK, RETYPED, columns_of, projection
 from proxy.serving.timestamps import ZONE_MACROS
 from proxy.serving.translate import Plan
+from proxy.thrift.columns import ColumnarRows
+from rewriter.bytecache import ByteLRU
 
 log = logging.getLogger("proxy.serving")
 
@@ -75,6 +80,7 @@ class EngineUnavailable(Exception):
 # UDF (called on a row, so DuckDB really runs it). Its answer is CHECK_ANSWER.
 CHECK_SQL = "SELECT spark_decimal_div(CAST(x AS VARCHAR), '3', 10, 6) FROM (VALUES (1)) t(x)"
 CHECK_ANSWER = [("0.333333",)]
+PROJECTION_BYTES = 16 << 20     # plans' columnar projections kept (their SQL twice)
 _REQUIRED = re.compile(r"'([A-Za-z_][\w.-]*)' is required")
 _DUCKDB_KIND = re.compile(r"^[A-Z][A-Za-z ]*Error: ")
 
@@ -148,6 +154,9 @@ class LocalEngine:
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers),
                                         thread_name_prefix="serving")
         self._closed = False
+        # plan SQL -> its projection fetched column by column ("": rows), by recency
+        self._projections: ByteLRU[str, str] = ByteLRU(
+            PROJECTION_BYTES, lambda k, v: 2 * (len(k) + len(v)))
 
     def _cursor(self):
         cur = getattr(self._local, "cursor", None)
@@ -158,10 +167,42 @@ class LocalEngine:
             self._local.cursor = cur
         return cur
 
-    def _run(self, plan: Plan, box: list) -> list[tuple]:
+    def _rows(self, plan: Plan, box: list) -> list[tuple]:
         cur = self._cursor()
         box.append(cur)
         return cur.execute(plan.sql).fetchall()
+
+    def _run(self, plan: Plan, box: list) -> ColumnarRows | list[tuple]:
+        """The plan's answer as the client gets it: column by column, or rows when a column
+        is outside the columnar path (or a value is: FALLBACK)."""
+        cur = self._cursor()
+        box.append(cur)
+        types = [t for _, t in plan.columns]
+        key = "\n".join([plan.sql, *types])    # a projection is written for both
+        wrapped = self._projection(cur, key, plan.sql, types)
+        if wrapped is not None:
+            try:
+                return columns_of(cur.execute(wrapped).fetchnumpy(), types)
+            except Exception as e:  # noqa: BLE001 - other errors are the plan's own
+                if FALLBACK not in str(e):
+                    raise
+                if RETYPED in str(e):
+                    self._projections.pop(key)      # the types are read again next time
+        return cur.execute(plan.sql).fetchall()
+
+    def _projection(self, cur, key: str, sql: str, types: list[str]) -> str | None:
+        """The columnar projection (columnar.py) of `sql` with Spark `types`, from the types
+        DuckDB binds it to: read once, kept within PROJECTION_BYTES."""
+        known = self._projections.get(key)
+        if known is not None:
+            return known or None
+        try:
+            duck_types = cur.sql(sql).types
+        except Exception:  # noqa: BLE001 - the plan's own error: the rows path reports it
+            return None
+        wrapped = projection(sql, types, duck_types)
+        self._projections.put(key, wrapped or "")
+        return wrapped
 
     def check(self) -> None:
         """Answer CHECK_SQL on a worker's cursor, or raise EngineUnavailable."""
@@ -177,13 +218,21 @@ class LocalEngine:
                                     "with?)", self.version)
 
     def run_blocking(self, plan: Plan) -> list[tuple]:
-        """For tests and tools: the rows, or EngineFailure."""
+        """For tests and tools: the rows as Python values, or EngineFailure."""
+        try:
+            return self._rows(plan, [])
+        except Exception as e:  # noqa: BLE001 - every engine error sends the query to Spark
+            raise EngineFailure(_why(e)) from e
+
+    def answer_blocking(self, plan: Plan) -> ColumnarRows | list[tuple]:
+        """For tests and tools: what `run` answers, or EngineFailure."""
         try:
             return self._run(plan, [])
         except Exception as e:  # noqa: BLE001 - every engine error sends the query to Spark
             raise EngineFailure(_why(e)) from e
 
-    async def run(self, plan: Plan, timeout: float) -> list[tuple]:
+    async def run(self, plan: Plan, timeout: float) -> ColumnarRows | list[tuple]:
+        """The served answer (`_run`) within `timeout` seconds, or EngineFailure."""
         if self._closed:
             raise EngineFailure("the local engine is closed")
         box: list = []

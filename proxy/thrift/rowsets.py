@@ -13,6 +13,7 @@ import re
 from typing import Any, Sequence
 
 from proxy.errors import ClientError, InternalError
+from proxy.thrift.columns import ColumnarRows
 from proxy.thrift.gen.TCLIService import ttypes as T
 
 _T = T.TTypeId
@@ -156,6 +157,27 @@ def build_rowset(types: Sequence[ColumnType], rows: Sequence[Sequence[Any]], sta
         raise InternalError(f"local result does not match its declared columns: {e}") from e
 
 
+def slice_rowset(types: Sequence[ColumnType], data: ColumnarRows, start: int, count: int,
+                 columnar: bool) -> T.TRowSet:
+    """Rows [start, start + count) of a result held column by column: its values are the
+    members' already (proxy/thrift/columns.py), so a batch is a slice of each column."""
+    end = start + count
+    if columnar:
+        cols = [T.TColumn(**{ct.member: _COLUMN_CLASSES[ct.member](
+                    values=c.values[start:end], nulls=c.bitmap(start, count))})
+                for ct, c in zip(types, data.columns)]
+        return T.TRowSet(startRowOffset=start, rows=[], columns=cols)
+    cells = []
+    for ct, c in zip(types, data.columns):
+        member = ct.member if ct.member in _VALUE_CLASSES else "stringVal"
+        holder = _VALUE_CLASSES[member]
+        cells.append([T.TColumnValue(**{member: holder(value=None if c.is_null(i)
+                                                        else c.values[i])})
+                      for i in range(start, end)])
+    return T.TRowSet(startRowOffset=start, rows=[T.TRow(colVals=list(vals))
+                                                 for vals in zip(*cells)])
+
+
 def log_rowset(lines, columnar: bool) -> T.TRowSet:
     """fetchType=1 (operation log) answer holding the proxy's own lines."""
     lines = [str(x) for x in lines]
@@ -185,11 +207,17 @@ class LocalRowSource:
     def __init__(self, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]],
                  protocol: int):
         self.columns = list(columns)
-        self.rows = list(rows)
-        for r in self.rows:
-            if len(r) != len(self.columns):
-                raise InternalError(
-                    f"local result row has {len(r)} values for {len(self.columns)} columns")
+        if isinstance(rows, ColumnarRows):      # a served answer: batches are slices
+            if len(rows.columns) != len(self.columns):
+                raise InternalError(f"local result has {len(rows.columns)} columns of values "
+                                    f"for {len(self.columns)} columns")
+            self.rows: Sequence[Sequence[Any]] = rows
+        else:
+            self.rows = list(rows)
+            for r in self.rows:
+                if len(r) != len(self.columns):
+                    raise InternalError(
+                        f"local result row has {len(r)} values for {len(self.columns)} columns")
         self.protocol = protocol
         self.types = [column_type(t, protocol) for _, t in self.columns]
         self.pos = 0
@@ -200,6 +228,8 @@ class LocalRowSource:
 
     def costly(self, max_rows: int) -> bool:
         """Would fetch(max_rows, ...) convert more than CELLS_ON_LOOP values?"""
+        if isinstance(self.rows, ColumnarRows) and self.protocol >= 5:
+            return False            # slices of the columns: nothing is converted
         n = max_rows if max_rows and max_rows > 0 else 1000
         return min(n, len(self.rows)) * max(1, len(self.columns)) > CELLS_ON_LOOP
 
@@ -215,11 +245,15 @@ class LocalRowSource:
                 " is not supported (FETCH_NEXT, FETCH_FIRST, FETCH_PRIOR are)", "HY106")
         n = max_rows if max_rows and max_rows > 0 else 1000
         start = self.pos
-        batch = self.rows[start:start + n]
-        self.pos = start + len(batch)
-        self._last_batch = len(batch)
-        rowset = build_rowset(self.types, batch, start, self.protocol >= 5)
-        return rowset, bool(batch) and self.pos < len(self.rows)
+        count = max(0, min(n, len(self.rows) - start))
+        self.pos = start + count
+        self._last_batch = count
+        if isinstance(self.rows, ColumnarRows):
+            rowset = slice_rowset(self.types, self.rows, start, count, self.protocol >= 5)
+        else:
+            rowset = build_rowset(self.types, self.rows[start:start + count], start,
+                                  self.protocol >= 5)
+        return rowset, count > 0 and self.pos < len(self.rows)
 
 
 # ---------------------------------------------------------------- upstream rowsets -> rows

@@ -1,6 +1,10 @@
 """Shared set-up of the serving tier's differential tests: the local engine, a Spark
 session (the running one, or one of their own), and a table written by Spark as Parquet
-partitioned by segment, whose files the engine reads."""
+partitioned by segment, whose files the engine reads.
+
+The engine's rows (run_blocking, Python values) are what the tests compare with Spark's;
+each run also checks that the answer the tier serves (column by column) sends a client the
+same bytes as those rows (tests/support/replies.py)."""
 from __future__ import annotations
 
 import math
@@ -15,14 +19,28 @@ from typing import Iterator
 
 import pytest
 
-from proxy.serving.engine import LocalEngine
+from proxy.serving.engine import EngineFailure, LocalEngine
+from tests.support.replies import check_served
 from tests.support.spark_tier import fmt_rows
+
+
+class CheckedEngine(LocalEngine):
+    """The engine whose every run_blocking also checks the served answer of its plan."""
+
+    def run_blocking(self, plan):
+        try:
+            rows = super().run_blocking(plan)
+        except EngineFailure as e:
+            check_served(self, plan, failure=e)
+            raise
+        check_served(self, plan, rows)
+        return rows
 
 
 @pytest.fixture(scope="module")
 def engine():
     """The serving tier's engine, one per test module."""
-    e = LocalEngine(threads=1, workers=1)
+    e = CheckedEngine(threads=1, workers=1)
     try:
         yield e
     finally:

@@ -214,7 +214,7 @@ def test_timestamps_wait_for_a_known_zone(service, tmp_path):
         problem[0] = None
         served = tier.plan(result, {})
         rows = asyncio.run(tier.answer(served, {}))[0].rows
-        assert [tuple(map(str, r)) for r in rows] == [("a", "2024-01-02 00:30:00.500000")]
+        assert list(rows) == [("a", "2024-01-02 00:30:00.5")]      # as the client gets it
     finally:
         tier.close()
     assert d.columns[1].type == "timestamp"
