@@ -14,6 +14,10 @@ the value-by-value path prints otherwise (a year outside 1..9999, an infinite ti
 integer wider than 64 bits) raises FALLBACK inside DuckDB, and the engine answers the plan
 the other way. Each wrapped column checks its type (`typeof`), so a projection kept for a
 plan never formats a column whose type has changed under it.
+
+Planning the projection costs DuckDB about half a millisecond more than the plan alone,
+which converting a few dozen rows does not: a plan whose last answer was under SMALL rows
+(engine.py) is fetched as rows.
 """
 from __future__ import annotations
 

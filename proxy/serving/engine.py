@@ -81,6 +81,7 @@ class EngineUnavailable(Exception):
 CHECK_SQL = "SELECT spark_decimal_div(CAST(x AS VARCHAR), '3', 10, 6) FROM (VALUES (1)) t(x)"
 CHECK_ANSWER = [("0.333333",)]
 PROJECTION_BYTES = 16 << 20     # plans' columnar projections kept (their SQL twice)
+SMALL = 64      # an answer of fewer rows is fetched as rows (columnar.py: the break-even)
 _REQUIRED = re.compile(r"'([A-Za-z_][\w.-]*)' is required")
 _DUCKDB_KIND = re.compile(r"^[A-Z][A-Za-z ]*Error: ")
 
@@ -116,7 +117,8 @@ _STAGES = {"register": "registering its Python function", "check": "running its 
 class LocalEngine:
     """Raises EngineUnavailable when it cannot start (start_failure)."""
 
-    def __init__(self, threads: int = 2, memory_limit: str = "1GB", workers: int = 2):
+    def __init__(self, threads: int = 2, memory_limit: str = "1GB", workers: int = 2,
+                 small: int = SMALL):
         try:
             import duckdb
             from duckdb import sqltypes as T
@@ -154,9 +156,10 @@ class LocalEngine:
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers),
                                         thread_name_prefix="serving")
         self._closed = False
-        # plan SQL -> its projection fetched column by column ("": rows), by recency
-        self._projections: ByteLRU[str, str] = ByteLRU(
-            PROJECTION_BYTES, lambda k, v: 2 * (len(k) + len(v)))
+        self._small = small     # fewer rows: fetched as rows (SMALL; tests: 0, never)
+        # plan SQL and types -> (its columnar projection, "": none; its last answer's rows)
+        self._projections: ByteLRU[str, tuple[str, int]] = ByteLRU(
+            PROJECTION_BYTES, lambda k, v: 2 * (len(k) + len(v[0])))
 
     def _cursor(self):
         cur = getattr(self._local, "cursor", None)
@@ -173,36 +176,45 @@ class LocalEngine:
         return cur.execute(plan.sql).fetchall()
 
     def _run(self, plan: Plan, box: list) -> ColumnarRows | list[tuple]:
-        """The plan's answer as the client gets it: column by column, or rows when a column
-        is outside the columnar path (or a value is: FALLBACK)."""
+        """The plan's answer as the client gets it: column by column; or rows when a column
+        is outside the columnar path, a value is (FALLBACK), or the plan's last answer was
+        under SMALL rows (planning the projection costs more than they take to convert)."""
         cur = self._cursor()
         box.append(cur)
         types = [t for _, t in plan.columns]
         key = "\n".join([plan.sql, *types])    # a projection is written for both
-        wrapped = self._projection(cur, key, plan.sql, types)
-        if wrapped is not None:
+        wrapped, last = self._projection(cur, key, plan.sql, types)
+        if wrapped and last >= self._small:
             try:
-                return columns_of(cur.execute(wrapped).fetchnumpy(), types)
+                data = columns_of(cur.execute(wrapped).fetchnumpy(), types)
             except Exception as e:  # noqa: BLE001 - other errors are the plan's own
                 if FALLBACK not in str(e):
                     raise
                 if RETYPED in str(e):
                     self._projections.pop(key)      # the types are read again next time
-        return cur.execute(plan.sql).fetchall()
+            else:
+                if len(data) < self._small:
+                    self._projections.put(key, (wrapped, len(data)))
+                return data
+        rows = cur.execute(plan.sql).fetchall()
+        if wrapped and last < self._small <= len(rows):
+            self._projections.put(key, (wrapped, len(rows)))
+        return rows
 
-    def _projection(self, cur, key: str, sql: str, types: list[str]) -> str | None:
-        """The columnar projection (columnar.py) of `sql` with Spark `types`, from the types
-        DuckDB binds it to: read once, kept within PROJECTION_BYTES."""
+    def _projection(self, cur, key: str, sql: str, types: list[str]) -> tuple[str, int]:
+        """(the columnar projection (columnar.py) of `sql` with Spark `types`, "" when there
+        is none; the rows of its last answer, SMALL when unknown). The projection is
+        written from the types DuckDB binds `sql` to: once, kept within PROJECTION_BYTES."""
         known = self._projections.get(key)
         if known is not None:
-            return known or None
+            return known
         try:
             duck_types = cur.sql(sql).types
         except Exception:  # noqa: BLE001 - the plan's own error: the rows path reports it
-            return None
-        wrapped = projection(sql, types, duck_types)
-        self._projections.put(key, wrapped or "")
-        return wrapped
+            return "", SMALL
+        wrapped = projection(sql, types, duck_types) or ""
+        self._projections.put(key, (wrapped, SMALL))
+        return wrapped, SMALL
 
     def check(self) -> None:
         """Answer CHECK_SQL on a worker's cursor, or raise EngineUnavailable."""

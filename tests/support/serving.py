@@ -25,7 +25,11 @@ from tests.support.spark_tier import fmt_rows
 
 
 class CheckedEngine(LocalEngine):
-    """The engine whose every run_blocking also checks the served answer of its plan."""
+    """The engine whose every run_blocking also checks the served answer of its plan
+    (column by column whatever its size: `small` 0)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, small=0, **kwargs)
 
     def run_blocking(self, plan):
         try:

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from proxy.serving.cache import result_size
-from proxy.serving.engine import LocalEngine
+from proxy.serving.engine import SMALL, LocalEngine
 from proxy.serving.translate import Plan
 from proxy.thrift.columns import Column, ColumnarRows
 from proxy.thrift.rowsets import nulls_bitmap
@@ -151,17 +151,37 @@ def test_a_column_whose_type_changed_is_read_again(engine, tmp_path):
     another type under the same SQL is answered as rows, then its types are read again."""
     path = tmp_path / "t.parquet"
     con = duckdb.connect()
-    con.execute(f"COPY (SELECT 7::BIGINT AS x) TO '{path}' (FORMAT parquet)")
     plan = Plan(f"SELECT x FROM read_parquet('{path}')", (("x", "string"),), ())
-    assert engine.answer_blocking(plan) == [("7",)]
-    con.execute(f"COPY (SELECT 1.5::DOUBLE AS x) TO '{path}' (FORMAT parquet)")
+
+    def write(value: str) -> None:
+        con.execute(f"COPY (SELECT {value} AS x FROM range(100)) TO '{path}' (FORMAT parquet)")
+    write("7::BIGINT")
+    assert engine.answer_blocking(plan) == [("7",)] * 100
+    write("1.5::DOUBLE")
     served = engine.answer_blocking(plan)
-    assert isinstance(served, list) and served == [(1.5,)]
+    assert isinstance(served, list) and served == [(1.5,)] * 100
     assert_same_replies(plan.columns, engine.run_blocking(plan), served)
-    con.execute(f"COPY (SELECT 2.50::DECIMAL(3,2) AS x) TO '{path}' (FORMAT parquet)")
+    write("2.50::DECIMAL(3,2)")
     served = engine.answer_blocking(plan)
-    assert isinstance(served, ColumnarRows) and served == [("2.50",)]
+    assert isinstance(served, ColumnarRows) and served == [("2.50",)] * 100
     con.close()
+
+
+def test_small_answers_go_as_rows_after_the_first(engine):
+    """Under SMALL rows, planning the projection costs more than converting the rows: the
+    plan's next answers are fetched as rows, until one is large again."""
+    con = engine._db        # the database the engine's cursors share
+    con.execute("CREATE TABLE sizes AS SELECT 3 AS n")
+    plan = Plan("SELECT CAST(i AS DECIMAL(10,2)) AS m FROM sizes, range(sizes.n) r(i)",
+                (("m", "decimal(10,2)"),), ())
+    assert isinstance(engine.answer_blocking(plan), ColumnarRows)
+    assert len(engine.answer_blocking(plan)) == 3 and isinstance(engine.answer_blocking(plan), list)
+    con.execute(f"UPDATE sizes SET n = {SMALL + 1}")
+    rows = engine.answer_blocking(plan)
+    assert isinstance(rows, list) and len(rows) == SMALL + 1
+    served = engine.answer_blocking(plan)
+    assert isinstance(served, ColumnarRows)
+    assert_same_replies(plan.columns, rows, served)
 
 
 def test_an_empty_answer(engine):
