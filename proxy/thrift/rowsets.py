@@ -4,6 +4,10 @@ Columnar TRowSet (one TColumn per column, NULL bitmap LSB-first) for protocol >=
 row-based TRow lists below. Spark type names map to TTypeIds valid for the session's
 protocol version; anything exotic (intervals, complex types, timestamp_ntz) goes as STRING,
 which is what Spark itself does for the value column.
+
+A served answer held column by column (proxy/thrift/columns.py: its values are the members'
+already) is sent as slices of its columns (`slice_rowset`); rows of Python values are
+formatted value by value (`build_rowset`), to the same bytes.
 """
 from __future__ import annotations
 
