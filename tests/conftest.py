@@ -4,6 +4,9 @@
             Server itself), "proxy" (the proxy in front of it), or both (the default).
             Narrowing it is for development only; CI runs both.
 
+The processes the tests start read the project's modules compiled once for the run
+(tests/support/bytecode.py), where Python is told not to write bytecode.
+
 `postgres`: one real PostgreSQL for the whole session (tests/support/postgres.py), started
 at first use; each test takes a fresh database with new_database().
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import collected
+from tests.support import bytecode, collected
 from tests.support import postgres as pg_support
 
 
@@ -19,6 +22,14 @@ def pytest_addoption(parser):
     parser.addoption(
         "--targets", default="direct,proxy",
         help="comma-separated integration targets: direct, proxy (default: both)")
+
+
+def pytest_configure(config):
+    config._datamap_pycache = bytecode.share()
+
+
+def pytest_unconfigure(config):
+    bytecode.remove(getattr(config, "_datamap_pycache", None))
 
 
 def pytest_collection_finish(session):
