@@ -24,6 +24,9 @@ from tests.support.ports import free_port, log_tail, port_accepts, signal_group
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_RE = re.compile(rb"\bready\b", re.IGNORECASE)
 START_TIMEOUT_S = 60.0
+# for a proxy with nothing to serve (no Spark, no datamaps): no serving engine started in
+# the background, which its stop would wait for
+NO_SERVING = {"DATAMAP_PROXY_SERVING_ENABLED": "false"}
 
 
 class ProxyStartError(RuntimeError):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.support import waiting
 from tests.support.ports import free_port, log_tail, port_accepts
-from tests.support.proxy_proc import ProxyProc, start_proxy
+from tests.support.proxy_proc import NO_SERVING, ProxyProc, start_proxy
 
 JARS = Path("/usr/share/java")
 ZOOKEEPER_JAR = JARS / "zookeeper.jar"
@@ -125,16 +125,18 @@ def start_zookeeper(workdir: Path) -> ZooKeeper:
 
 
 def registered_proxy(workdir: Path, upstream: tuple[str, int], zk_hosts: str, namespace: str,
-                     *, session_timeout: float = 2.0, extra_args: list[str] | None = None
-                     ) -> ProxyProc:
+                     *, session_timeout: float = 2.0, extra_args: list[str] | None = None,
+                     serving: bool = True) -> ProxyProc:
     """The proxy (tests/support/proxy_proc.py) registering in `zk_hosts` under `namespace`
-    with a short ZooKeeper session, so that a killed replica's entry goes soon."""
+    with a short ZooKeeper session, so that a killed replica's entry goes soon; `serving`
+    False: no serving engine (nothing to serve)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     conf = workdir / "discovery.toml"
     conf.write_text(f'[discovery]\nzookeeper = "{zk_hosts}"\nnamespace = "{namespace}"\n'
                     f"session_timeout = {session_timeout}\n")
-    return start_proxy(workdir, upstream, extra_args=["--config", str(conf), *(extra_args or [])])
+    return start_proxy(workdir, upstream, extra_args=["--config", str(conf), *(extra_args or [])],
+                       env=None if serving else NO_SERVING)
 
 
 def registered(zk_hosts: str, namespace: str) -> list:

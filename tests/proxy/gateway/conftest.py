@@ -1,11 +1,12 @@
 """The gateway's tests: a proxy as a subprocess pointed at a port nobody listens on, for
-everything answered before OpenSession reaches the upstream."""
+everything answered before OpenSession reaches the upstream (and nothing to serve: no
+serving engine)."""
 from __future__ import annotations
 
 import pytest
 
 from tests.support.ports import free_port
-from tests.support.proxy_proc import start_proxy
+from tests.support.proxy_proc import NO_SERVING, start_proxy
 
 
 @pytest.fixture
@@ -14,7 +15,8 @@ def proxy_without_spark(tmp_path):
     started = []
 
     def start(*flags: str, workdir: str = "proxy"):
-        p = start_proxy(tmp_path / workdir, ("127.0.0.1", free_port()), extra_args=list(flags))
+        p = start_proxy(tmp_path / workdir, ("127.0.0.1", free_port()), extra_args=list(flags),
+                        env=NO_SERVING)
         started.append(p)
         return p
     yield start

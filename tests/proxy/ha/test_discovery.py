@@ -26,7 +26,8 @@ HIVE_JDBC_PAIR = re.compile(r"([^=;]*)=([^;]*)[;]?")    # ZooKeeperHiveClientHel
 def start_registered(workdir: Path, zk_hosts: str, namespace: str, *,
                      session_timeout: float = 2.0, extra_args: list[str] | None = None):
     return registered_proxy(workdir, DEAD_UPSTREAM, zk_hosts, namespace,
-                            session_timeout=session_timeout, extra_args=extra_args)
+                            session_timeout=session_timeout, extra_args=extra_args,
+                            serving=False)
 
 
 # ---------------------------------------------------------------- pure: what is published

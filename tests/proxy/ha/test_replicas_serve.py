@@ -10,7 +10,7 @@ from proxy.datamaps.catalog.store import Catalog
 from proxy.ha import leader
 from tests.support.lease_worker import wait_until
 from tests.support.ports import free_port, signal_group
-from tests.support.proxy_proc import start_proxy
+from tests.support.proxy_proc import NO_SERVING, start_proxy
 
 TTL_S = 2.0
 
@@ -29,8 +29,8 @@ def test_two_replicas_share_one_leader(tmp_path, postgres):
     config = tmp_path / "proxy.toml"
     config.write_text(f'[state]\ncatalog = "{url}"\nlease_ttl_s = {TTL_S}\n')
     dead_upstream = ("127.0.0.1", free_port())
-    replicas = [start_proxy(tmp_path / name, dead_upstream, extra_args=["--config", str(config)])
-                for name in ("a", "b")]
+    replicas = [start_proxy(tmp_path / name, dead_upstream, extra_args=["--config", str(config)],
+                            env=NO_SERVING) for name in ("a", "b")]
     catalog = Catalog(url)
     try:
         first = wait_until("a leader", lambda: _holder(catalog))
