@@ -73,8 +73,10 @@ def explain_header(result: RewriteResult, current_db: str | None = None,
         lines.append("No datamap hit")
     lines.append(f"Rewritten SQL: {result.sql}")
     if not result.used:
-        lines += [f"Skipped {display_name(name, current_db)}: {reason}"
-                  for name, reason in result.skipped.items()]
+        # a reason without a datamap's name is about every one (the rewrite index has
+        # not read the catalog yet)
+        lines += [f"Skipped {display_name(name, current_db)}: {reason}" if name
+                  else f"Skipped: {reason}" for name, reason in result.skipped.items()]
     lines += served or []          # added after contract.md's lines, before the blank one
     lines.append("")
     return "\n".join(lines)

@@ -334,6 +334,8 @@ class DatamapSelectHandler:
         decision saw it, which the query log records (by the time it writes the row, the
         datamap may be refreshed). Parsed only when such a datamap's table is named."""
         bases = self.service.left_out_tables()
+        if bases is None:                # the catalog not read yet: one reason for all
+            return self.service.unavailable(())
         text = statement.lower()
         if not any(t.rpartition(".")[2] in text for t in bases):
             return {}

@@ -47,7 +47,11 @@ from rewriter.api import Candidate
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DatamapService", "EMPTY", "referenced_tables"]
+__all__ = ["DatamapService", "EMPTY", "READING", "referenced_tables"]
+
+# why no datamap answers before the rewrite index's first read of the catalog (the warm-up
+# thread's), when none is known by name yet; then each says rewrite/candidates.py WARMING
+READING = "rewrite index warming: reading the datamaps from the catalog"
 
 
 class DatamapService:
@@ -256,10 +260,16 @@ class DatamapService:
         return self.rewrite_index.freshness(name)
 
     def unavailable(self, tables: Iterable[str]) -> dict[str, str]:
+        """Datamaps over `tables` left out of the rewrite index, "db.name" -> why; before
+        its first read of the catalog one reason named after no datamap ("" -> READING)."""
+        if self.rewrite_index.reading:
+            return {"": READING}
         return self.rewrite_index.unavailable(tables)
 
-    def left_out_tables(self) -> frozenset[str]:
-        return self.rewrite_index.left_out_tables()
+    def left_out_tables(self) -> frozenset[str] | None:
+        """The tables of those datamaps; None before the first read of the catalog (any
+        table may have one)."""
+        return None if self.rewrite_index.reading else self.rewrite_index.left_out_tables()
 
     def known_schemas(self) -> dict | None:
         return self.rewrite_index.known_schemas()

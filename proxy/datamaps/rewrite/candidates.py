@@ -97,7 +97,7 @@ class RewriteIndexProvider:
         self._warming = (0, 0)               # (datamaps waiting, all) as last published
         self._touched: set[str] = set()      # entries the last _update made or dropped
         self._index_generation = -1          # the schema generation the index holds
-        self._reading = False                # the warm-up thread's first read is under way
+        self.reading = False     # the warm-up thread's first read is under way: no name known
         self._read: dict[str, None] = {}     # the datamaps it found, for the next update
         self._worker: threading.Thread | None = None
         self._closed = False
@@ -235,13 +235,13 @@ class RewriteIndexProvider:
         version = self.catalog.recent_version()   # every SELECT: no SQLite on the hot path
         key = (version, self._schemas.generation)
         index = self._index
-        if index is not None and (self._built_for == key or self._reading):
+        if index is not None and (self._built_for == key or self.reading):
             return index
         with self._guard:
             if self._index is None and not self._schemas.local:
                 # the first: empty until the warm-up thread has read the catalog's marks
                 # (all of them: O(datamaps)) and the schemas from Spark
-                self._index, self._reading = DatamapIndex((), {}, -1), True
+                self._index, self.reading = DatamapIndex((), {}, -1), True
                 self.builds += 1
                 self._start()
                 return self._index
@@ -338,8 +338,7 @@ class RewriteIndexProvider:
     def _ready(self, cands: list[Candidate], schemas, compiles: int) -> list[Candidate]:
         """Those of `cands` whose definitions are compiled under `schemas` (the first
         `compiles` others are compiled now); the rest wait in _unready."""
-        forms = DatamapIndex.compiled_forms
-        out = []
+        forms, out = DatamapIndex.compiled_forms, []
         for c in cands:
             if not forms.ready(c.definition, schemas):
                 if compiles <= 0:
@@ -390,14 +389,15 @@ class RewriteIndexProvider:
         publishing a new index every COMPILE_TURN_S; ends when nothing is left."""
         forms, turns = DatamapIndex.compiled_forms, 0
         try:
-            if self._reading:         # the first read of every mark, out of the lock
+            if self.reading:         # the first read of every mark, out of the lock
                 marks = Marks()
                 read = marks.advance(self.catalog)
                 with self._guard:
-                    self._marks, self._read, self._reading = marks, read, False
+                    self._marks, self._read = marks, read
             while True:
                 with self._guard:
                     self._refresh(WORKER_ENTRIES)
+                    self.reading = False     # what it read is published, names and all
                     if self._closed or not self._backlog():
                         self._worker = None
                         return
@@ -424,7 +424,7 @@ class RewriteIndexProvider:
         except Exception:  # noqa: BLE001 - the next statement's update starts it again
             log.exception("warming the rewrite index failed")
             with self._guard:
-                self._worker, self._reading = None, False
+                self._worker, self.reading = None, False
                 self._built_for = None
 
     def warmed(self, timeout: float | None = None) -> bool:

@@ -12,12 +12,16 @@ import time
 import pytest
 
 from proxy.datamaps.catalog.store import Catalog
+from proxy.datamaps.explain import add_unavailable, explain_header
+from proxy.datamaps.handler import DatamapSelectHandler
 from proxy.datamaps.rewrite import candidates
-from proxy.datamaps.service import DatamapService
+from proxy.datamaps.service import READING, DatamapService
+from proxy.routing.router import PassThrough, Rewrite
 from rewriter import DatamapIndex
 from rewriter import compiled as compiled_mod
+from rewriter.api import RewriteResult
 from rewriter.compiled import CompiledForms
-from tests.support.datamaps import add_datamap, no_spark, schemas_of
+from tests.support.datamaps import add_datamap, no_spark, schemas_of, statement_ctx
 
 SCHEMAS = {"db1": {"sales": {"country": "string", "city": "string", "qty": "int"}}}
 Q = "SELECT country, sum(qty) FROM sales GROUP BY country"
@@ -168,7 +172,7 @@ def test_the_first_index_reads_no_schema_on_the_statement_path(catalog):
         index = svc.index()                    # the first statement after a restart
         assert not index.rewrite(Q, "db1").rewritten          # Spark answers meanwhile
         deadline = time.monotonic() + 30
-        while not svc.unavailable(["db1.sales"]) and time.monotonic() < deadline:
+        while len(svc.unavailable(["db1.sales"])) < COUNT and time.monotonic() < deadline:
             time.sleep(0.01)                   # the marks are read in the background
         why = svc.unavailable(["db1.sales"])
         assert len(why) == COUNT and all(r.startswith("rewrite index warming") for r in
@@ -180,6 +184,39 @@ def test_the_first_index_reads_no_schema_on_the_statement_path(catalog):
         assert svc.index().rewrite(Q, "db1").used == ["db1.dm0"]
     finally:
         spark.set()
+        svc.close()
+
+
+def test_a_query_before_the_first_read_of_the_catalog_says_why_in_its_decision(
+        catalog, monkeypatch):
+    """The first statements after a restart come before the warm-up thread has read the
+    catalog: no datamap is known by name yet, and the decision (what the query log
+    records) carries the reason EXPLAIN gives, not none."""
+    read = threading.Event()               # the warm-up thread reads the catalog when set
+
+    class HeldMarks(candidates.Marks):
+        def advance(self, c):
+            if threading.current_thread().name == "datamap-index-warm":
+                assert read.wait(30)
+            return super().advance(c)
+    monkeypatch.setattr(candidates, "Marks", HeldMarks)
+    provider, _ = _spark_like(SCHEMAS)
+    svc = DatamapService(catalog, no_spark, schemas_provider=provider)
+    svc.schema_cache.local = False
+    handler = DatamapSelectHandler(svc)
+    try:
+        decision = handler(statement_ctx(), Q)
+        assert isinstance(decision, PassThrough) and decision.why_not == (("", READING),)
+        explained = RewriteResult(Q, False)
+        add_unavailable(svc, explained, Q, "db1")
+        assert f"\nSkipped: {READING}\n" in explain_header(explained, "db1")
+        read.set()
+        assert svc.rewrite_index.warmed(timeout=60)
+        decision = handler(statement_ctx(), Q)
+        assert isinstance(decision, Rewrite) and decision.datamaps == ("db1.dm0",)
+    finally:
+        read.set()
+        handler.close()
         svc.close()
 
 
