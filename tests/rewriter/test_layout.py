@@ -4,10 +4,10 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-import yaml
 
 from rewriter import (SEGMENT_COLUMN, Candidate, DatamapDefinitionError, DatamapIndex, build_sql,
                       compile_datamap, rewrite)
+from tests.support import yamlfile as yaml
 
 SCHEMA = yaml.safe_load((pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "rewriter"
                          / "schema.yaml").read_text())

@@ -9,11 +9,11 @@ import pathlib
 from decimal import Decimal
 
 import pytest
-import yaml
 
 from rewriter.normalize import parse
 from rewriter.prune.files import IndexedTable, IndexSpec, prune_files, prune_sql
 from rewriter.prune.filestats import ColumnStats, FileStats
+from tests.support import yamlfile as yaml
 from tests.support.prune import ExactSet
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "prune"

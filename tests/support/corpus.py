@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from tests.support import yamlfile as yaml
+
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "rewriter" / "corpus"
 

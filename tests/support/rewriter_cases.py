@@ -6,9 +6,8 @@ from __future__ import annotations
 import functools
 import pathlib
 
-import yaml
-
 from rewriter import Candidate, compile_datamap, rewrite
+from tests.support import yamlfile as yaml
 
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "rewriter"

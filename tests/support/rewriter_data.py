@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-import yaml
+from tests.support import yamlfile as yaml
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "rewriter" / "schema.yaml"
 SESSION_TZ = "Asia/Kathmandu"

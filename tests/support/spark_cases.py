@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.support import yamlfile as yaml
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rewriter"

@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from proxy.routing.classify import FORMS, Kind, Statement, classify
+from tests.support import yamlfile as yaml
 
 CASES = yaml.safe_load((Path(__file__).parents[2] / "fixtures/proxy/classify.yaml")
                        .read_text())["cases"]

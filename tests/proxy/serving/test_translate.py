@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import sqlglot
-import yaml
 
 from proxy.serving.engine import spark_decimal_div
 from proxy.serving.translate import NotServable, decimal_div_type, translate
+from tests.support import yamlfile as yaml
 
 FIXTURES = yaml.safe_load((Path(__file__).parents[2] / "fixtures/proxy/serving_translate.yaml")
                           .read_text())

@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from proxy.datamaps.ddl import parser as ddl
 from proxy.datamaps.ddl.parser import DdlError, Name, parse
+from tests.support import yamlfile as yaml
 
 CASES = yaml.safe_load((Path(__file__).parents[3] / "fixtures/datamaps/ddl.yaml").read_text())
 
