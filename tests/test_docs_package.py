@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.bytecode import environ_before
 from tests.support.package import copy_source
 from tests.support.sqldoc import ROOT
 
@@ -28,11 +29,12 @@ def built(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("dist")
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                            "--no-build-isolation", "-q", "-w", str(out), str(src)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=environ_before())
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta"
                            " as b; print(b.build_sdist(sys.argv[1]))", str(out)],
-                          cwd=src, capture_output=True, text=True, timeout=300)
+                          cwd=src, capture_output=True, text=True, timeout=300,
+                          env=environ_before())
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"wheel": next(out.glob("*.whl")), "sdist": next(out.glob("*.tar.gz"))}
 
@@ -55,7 +57,7 @@ def test_datamap_proxy_docs_finds_the_installed_pages(built, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q",
                            "--ignore-installed", "--prefix", str(tmp_path / "prefix"),
                            "--no-warn-script-location", str(built["wheel"])],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=environ_before())
     assert proc.returncode == 0, proc.stderr[-3000:]
     site = next((tmp_path / "prefix").glob("lib/python*/site-packages"))
     proc = subprocess.run(

@@ -27,6 +27,7 @@ PACKAGES = ("proxy", "rewriter", "pipeline", "tests/support")
 ENV = "PYTHONPYCACHEPREFIX"
 NO_WRITE = "PYTHONDONTWRITEBYTECODE"
 _taken: dict[str, str] = {}     # NO_WRITE as it was before share()
+_had_prefix = bool(os.environ.get(ENV))
 
 
 def share() -> Path | None:
@@ -47,6 +48,17 @@ def share() -> Path | None:
     if NO_WRITE in os.environ:               # they write, but only under the prefix
         _taken[NO_WRITE] = os.environ.pop(NO_WRITE)
     return prefix
+
+
+def environ_before() -> dict[str, str]:
+    """os.environ as it was before share(): for a process that imports none of the
+    project but much else once (pip building a wheel), which the prefix would make
+    compile all of it instead of reading the bytecode installed with it."""
+    env = dict(os.environ)
+    if ENV in env and not _had_prefix:
+        del env[ENV]
+        env.update(_taken)
+    return env
 
 
 def remove(prefix: Path | None) -> None:

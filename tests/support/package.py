@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import bytecode
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("proxy", "rewriter", "pipeline", "docs")
 
@@ -42,7 +44,7 @@ def outside_env(venv: Path | None = None) -> dict[str, str]:
     """This process's environment with nothing of the tests' own Python in it (no
     PYTHONPATH, its bin off PATH); with `venv`, as that environment's own install runs:
     its bin first on PATH."""
-    env = {k: v for k, v in os.environ.items()
+    env = {k: v for k, v in bytecode.environ_before().items()
            if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
     mine = Path(sys.prefix) / "bin"
     path = [d for d in env.get("PATH", "").split(os.pathsep) if d and Path(d) != mine]
