@@ -38,14 +38,25 @@ in the `bench` extra: `pip install -e '.[bench]'`):
   --mirror puts Spark's warehouse on viewfs://, a Hadoop mount over a local directory that
   the proxy's Python cannot open (as HDFS or S3): served answers read the segment mirror's
   copies (docs/serving.md, "Mirrored segments"); compare its base / served with a run without.
+  It also reports what each copy cost (the proxy log's "serving mirror: segment ... copied"
+  lines: seconds, bytes) and, after the queries, a load's new segments: the time from the
+  INSERT's return until every datamap of the loaded table is served from the mirror again.
+
+  --remote runs the remote topology of deploy/local/start.sh instead (Hive metastore, Spark
+  master + worker, a Spark Thrift Server executing on the worker, the proxy in remote mode
+  with its pipeline session on the same cluster), its warehouse on viewfs:// with --mirror
+  (every JVM reads the mount from HADOOP_CONF_DIR's core-site.xml). Base is then the Thrift
+  server's answer (one executor core, spark.cores.max=1 as thrift-server.sh sets it).
 
     python bench/serving.py [--scale 1] [--data-dir DIR] [--reps 7] [--keep-state DIR]
                             [--installed VENV] [--workload dashboard|bi|all] [--mirror]
+                            [--remote]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -346,6 +357,80 @@ def viewfs(root: Path) -> dict[str, str]:
             f"/warehouse={(root / 'cluster').as_uri()}"}
 
 
+class Topology:
+    """deploy/local/start.sh's remote topology in `root`, proxy included: what main() asks
+    of a ServeProc (port, ready_seconds, log_path, stop, kill)."""
+
+    DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "local"
+
+    def __init__(self, root: Path, mirror: bool):
+        self.root = root
+        self.env = {**os.environ, "PYTHON": sys.executable}
+        if mirror:
+            (root / "cluster").mkdir(parents=True)
+            conf = root / "hadoop-conf"
+            conf.mkdir()
+            (conf / "core-site.xml").write_text(
+                '<?xml version="1.0"?>\n<configuration>\n  <property><name>fs.viewfs.'
+                f"mounttable.benchwh.link./warehouse</name><value>{(root / 'cluster').as_uri()}"
+                "</value></property>\n</configuration>\n")
+            self.env.update(WAREHOUSE="viewfs://benchwh/warehouse", HADOOP_CONF_DIR=str(conf))
+        t0 = time.monotonic()
+        proc = subprocess.run([str(self.DEPLOY / "start.sh"), str(root)], env=self.env,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise AssertionError(f"start.sh failed:\n{proc.stdout}{proc.stderr}")
+        self.ready_seconds = time.monotonic() - t0
+        self.port = int((root / "ports" / "proxy").read_text())
+        self.log_path = root / "logs" / "proxy.log"
+
+    def stop(self, timeout: float = 120) -> int:
+        return subprocess.run([str(self.DEPLOY / "stop.sh"), str(self.root)], env=self.env,
+                              capture_output=True, timeout=timeout).returncode
+
+    def kill(self) -> None:
+        self.stop()
+
+
+COPIED = re.compile(r"serving mirror: segment (\S+) of (\S+) copied \((\d+) files, (\d+) bytes\) "
+                    r"in ([\d.]+) s")
+
+
+def mirror_copies(log_path: Path) -> list[tuple[str, str, int, int, float]]:
+    """(segment, storage table, files, bytes, seconds) of every copy the proxy logged."""
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    return [(seg, table, int(n), int(b), float(sec))
+            for seg, table, n, b, sec in COPIED.findall(text)]
+
+
+def copies_report(copies: list[tuple[str, str, int, int, float]]) -> None:
+    print("\nmirror copies (segment of storage table: files, bytes, seconds):")
+    for seg, table, n, b, sec in copies:
+        print(f"  {seg:>3} of {table:32} {n:3} files {b:10,} bytes {sec:7.3f} s")
+    if copies:
+        secs = [c[4] for c in copies]
+        print(f"  per segment: median {p50(secs):.3f} s (min {min(secs):.3f}, max "
+              f"{max(secs):.3f}), median {p50([c[3] for c in copies]):,.0f} bytes")
+
+
+def publish_to_mirror(cur, table: str, values: str, queries: list[tuple[str, str]]) -> None:
+    """One load of `table` publishes a new segment of each of its datamaps: the seconds
+    from the INSERT's return until each query is served from the mirror again."""
+    t0 = time.monotonic()
+    cur.execute(f"INSERT INTO {table} {values}")
+    loaded = time.monotonic()
+    print(f"\nload into {table}: {loaded - t0:.1f} s (incremental refresh included)")
+    for name, sql in queries:
+        while True:
+            cur.execute(f"EXPLAIN {sql}")
+            head = "\n".join(str(r[0]) for r in cur.fetchall()).split("\n\n", 1)[0]
+            if "Served by: local engine (mirror)" in head or time.monotonic() - loaded > 120:
+                break
+            time.sleep(0.1)
+        print(f"{name}: served from the mirror {time.monotonic() - loaded:.2f} s after the "
+              f"load returned" if "(mirror)" in head else f"{name}: NOT mirrored: {head}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0)
@@ -361,23 +446,34 @@ def main(argv: list[str] | None = None) -> int:
                          "(Superset in both engine specs, Tableau, Power BI, Looker)")
     ap.add_argument("--mirror", action="store_true", help="the warehouse on viewfs://: "
                     "datamaps served from the segment mirror")
+    ap.add_argument("--remote", action="store_true", help="the remote topology of "
+                    "deploy/local/start.sh (metastore, Spark standalone, Thrift Server, the "
+                    "proxy in remote mode) instead of the embedded serve")
     a = ap.parse_args(argv)
+    if a.remote and (a.installed or a.keep_state):
+        ap.error("--remote runs this checkout's deploy/local scripts in a temp dir: "
+                 "no --installed or --keep-state")
     t_run = time.monotonic()
     tmp = tempfile.TemporaryDirectory(prefix="bench-serving-")
     data = generate(a.scale, Path(a.data_dir) if a.data_dir else Path(tmp.name) / "data")
     state = Path(a.keep_state) if a.keep_state else Path(tmp.name) / "state"
     try:
-        srv = ServeProc(Path(tmp.name), state, timeout=300,
-                        env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g",
-                             **(viewfs(Path(tmp.name)) if a.mirror else {})},
-                        installed=Path(a.installed).resolve() if a.installed else None)
+        if a.remote:
+            srv = Topology(Path(tmp.name) / "topology", a.mirror)
+        else:
+            srv = ServeProc(Path(tmp.name), state, timeout=300,
+                            env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g",
+                                 **(viewfs(Path(tmp.name)) if a.mirror else {})},
+                            installed=Path(a.installed).resolve() if a.installed else None)
     except AssertionError as e:
         print(e, file=sys.stderr)
         return 1
     from pyhive import hive
 
     try:
-        print(f"proxy ready in {srv.ready_seconds:.1f} s (Spark local[2])")
+        print(f"proxy ready in {srv.ready_seconds:.1f} s " + (
+            "(remote topology: metastore, Spark standalone, Thrift Server, proxy)"
+            if a.remote else "(Spark local[2])"))
         conn = hive.connect(host="127.0.0.1", port=srv.port, username="bench")
         cur = conn.cursor()
         load(cur, data)
@@ -408,6 +504,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: " + ", ".join(f"{m} {r[m][0]:.1f} ms" for m in MODES)
                   + f" ({len(r['base'][1])} rows)", flush=True)
             results[name] = r
+        if a.mirror and results:
+            copies_report(mirror_copies(srv.log_path))
+            for k, v in MODES["served"].items():
+                cur.execute(f"SET {k}={v}")
+            seen = len(mirror_copies(srv.log_path))
+            # one order: a new segment of dm_orders_seg (orders is its fact table)
+            publish_to_mirror(cur, "orders", "VALUES (6000001, 1, 'F', 123.45, "
+                              "DATE'1998-07-01', '1-URGENT', 'Clerk#000000001', 0, 'bench')",
+                              [(q, QUERIES[q]) for q in ("q08_segment_year", "q09_priority",
+                                                        "q10_building_kpi") if q in results])
+            time.sleep(2)
+            copies_report(mirror_copies(srv.log_path)[seen:])
         conn.close()
         if results:
             report(results)

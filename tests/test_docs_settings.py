@@ -87,3 +87,13 @@ def test_the_toml_example_loads(tmp_path):
     (tmp_path / "c.toml").write_text(block)
     s = config.load(tmp_path / "c.toml", env={})
     assert s.upstream.host == "sts.example.internal" and s.spark.conf
+
+
+def test_the_remote_mode_mirror_example_of_serving_md_loads(tmp_path):
+    """docs/serving.md's "In remote mode": the settings a remote-mode proxy mirrors with."""
+    text = (DOC.parent / "serving.md").read_text()
+    block = re.search(r"### In remote mode\n.*?```toml\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "c.toml").write_text(block)
+    s = config.load(tmp_path / "c.toml", env={})
+    assert s.spark.conf["spark.hadoop.fs.defaultFS"].startswith("hdfs://")
+    assert (s.serving.mirror, s.serving.mirror_max_bytes) == ("auto", 8 << 30)

@@ -23,6 +23,11 @@ init_dir() {   # init_dir DIR -> absolute DIR with pids/ ports/ logs/
     DIR=$(cd "$1" && pwd)
 }
 
+warehouse() { # the warehouse every component uses: $WAREHOUSE (a URI, e.g. viewfs:// or
+               # hdfs://, which $HADOOP_CONF_DIR's core-site.xml configures), else DIR/warehouse
+    echo "${WAREHOUSE:-$DIR/warehouse}"
+}
+
 free_port() {
     "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # datamap-proxy in remote mode in front of DIR's Thrift server; its pipeline session uses
 # DIR's metastore, warehouse and Spark master.  Usage: proxy.sh DIR
-# env: PROXY_PORT (default: a free port), PROXY_AUTH (none|nosasl), PROXY_UPSTREAM_AUTH
+# env: PROXY_PORT (default: a free port), PROXY_AUTH (none|nosasl), PROXY_UPSTREAM_AUTH,
+#      WAREHOUSE and HADOOP_CONF_DIR (common.sh; the pipeline session's JVM reads
+#      HADOOP_CONF_DIR: it builds datamaps there and copies their segments to the mirror)
 source "$(dirname "$0")/common.sh"
 init_dir "${1:-}"
 for need in metastore thrift-server; do
@@ -29,7 +31,7 @@ driver_memory = "768m"
 metastore_uris = "thrift://127.0.0.1:$(cat "$DIR/ports/metastore")"
 
 [spark.conf]
-"spark.sql.warehouse.dir" = "$DIR/warehouse"
+"spark.sql.warehouse.dir" = "$(warehouse)"
 "spark.sql.shuffle.partitions" = "4"
 "spark.cores.max" = "1"
 "spark.executor.memory" = "512m"

@@ -3,7 +3,8 @@
 # waited for until ready: Hive metastore, Spark master + worker, Spark Thrift Server
 # (executing on the worker), datamap-proxy.  Usage: start.sh DIR
 # env: COMPONENTS (default "metastore spark-master spark-worker thrift-server proxy"),
-#      per-component port variables (see each script), START_TIMEOUT (seconds, 120).
+#      per-component port variables (see each script), START_TIMEOUT (seconds, 120),
+#      WAREHOUSE and HADOOP_CONF_DIR (common.sh: a warehouse on another file system).
 # On failure everything started so far is stopped again.
 source "$(dirname "$0")/common.sh"
 init_dir "${1:-}"
@@ -35,6 +36,6 @@ trap - ERR
     [[ -s "$DIR/ports/spark-master" ]] && echo "SPARK_MASTER_URL=spark://127.0.0.1:$(cat "$DIR/ports/spark-master")"
     [[ -s "$DIR/ports/thrift-server" ]] && echo "THRIFT_SERVER=127.0.0.1:$(cat "$DIR/ports/thrift-server")"
     [[ -s "$DIR/ports/proxy" ]] && echo "PROXY=127.0.0.1:$(cat "$DIR/ports/proxy")"
-    echo "WAREHOUSE=$DIR/warehouse"
+    echo "WAREHOUSE=$(warehouse)"
 } >"$DIR/topology.env"
 echo "topology up in $DIR:"; sed 's/^/  /' "$DIR/topology.env"

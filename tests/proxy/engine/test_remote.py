@@ -2,7 +2,12 @@
 a standalone Hive metastore, a Spark standalone master + worker, a Spark Thrift Server
 executing on that worker, and a pipeline SparkSession (proxy.engine.spark.open_pipeline_session,
 in a subprocess) on the same cluster and metastore. Tables cross in both directions, and
-datamaps live their whole life through a remote-mode proxy started by proxy.sh."""
+datamaps live their whole life through a remote-mode proxy started by proxy.sh.
+
+The warehouse is `viewfs://rmwh/warehouse`, a Hadoop mount over a local directory that
+every JVM of the topology reads from HADOOP_CONF_DIR's core-site.xml (as a platform team's
+HDFS or s3a:// warehouse), and that the proxy's Python cannot open: the proxy's datamap
+answers are served in-process from its segment mirror, copied by its pipeline session."""
 from __future__ import annotations
 
 import glob
@@ -24,6 +29,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy" / "local"
 CORE = "metastore spark-master spark-worker thrift-server"
+MOUNT = "rmwh"
+WAREHOUSE = f"viewfs://{MOUNT}/warehouse"
+MIRRORED = "Served by: local engine (mirror)"
 
 
 def _run(script: str, *args: str, env: dict | None = None, timeout: float = 300):
@@ -40,20 +48,22 @@ def topology(tmp_path_factory):
     lazily, at the first query, so both start-ups overlap."""
     root = tmp_path_factory.mktemp("topology")
     ms_port = free_port()
+    scripts = _viewfs_warehouse(root)
     start = subprocess.Popen([str(DEPLOY / "start.sh"), str(root)], stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, "COMPONENTS": CORE,
+                             env={**os.environ, **scripts, "COMPONENTS": CORE,
                                   "METASTORE_PORT": str(ms_port)})
     pipeline = SparkDriver("pipeline", root / "pipeline-state",
-                           _pipeline_settings(f"thrift://127.0.0.1:{ms_port}",
-                                              str(root / "warehouse")),
+                           _pipeline_settings(f"thrift://127.0.0.1:{ms_port}", root),
                            root / "pipeline.log", wait=False)
     try:
         out, _ = start.communicate(timeout=300)
         assert start.returncode == 0, out
         env = dict(line.split("=", 1) for line in
                    (root / "topology.env").read_text().splitlines() if "=" in line)
+        assert env["WAREHOUSE"] == WAREHOUSE, env
         env["DIR"] = str(root)
+        env["SCRIPTS"] = scripts
         yield env, pipeline
     finally:
         if start.poll() is None:
@@ -64,6 +74,19 @@ def topology(tmp_path_factory):
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         leftover = list((root / "pids").glob("*.pid"))
         assert not leftover, f"stop.sh left {leftover}"
+
+
+def _viewfs_warehouse(root: Path) -> dict[str, str]:
+    """The deploy scripts' environment for a warehouse at WAREHOUSE, mounted over
+    root/cluster by root/hadoop-conf/core-site.xml."""
+    (root / "cluster").mkdir()
+    conf = root / "hadoop-conf"
+    conf.mkdir()
+    (conf / "core-site.xml").write_text(
+        '<?xml version="1.0"?>\n<configuration>\n'
+        f"  <property><name>fs.viewfs.mounttable.{MOUNT}.link./warehouse</name>"
+        f"<value>{(root / 'cluster').as_uri()}</value></property>\n</configuration>\n")
+    return {"WAREHOUSE": WAREHOUSE, "HADOOP_CONF_DIR": str(conf)}
 
 
 def _sts(topology) -> tuple[str, int]:
@@ -80,11 +103,14 @@ def _query(host: str, port: int, *statements: str):
         conn.close()
 
 
-def _pipeline_settings(metastore_uri: str, warehouse: str) -> dict:
+def _pipeline_settings(metastore_uri: str, root: Path) -> dict:
     """What a [spark] section for the pipeline session says. local[2]: the Thrift server is
-    the one that runs on the cluster here (the proxy.sh topology uses the cluster for both)."""
+    the one that runs on the cluster here (the proxy.sh topology uses the cluster for both).
+    The warehouse's mount is in its conf (proxy.sh's proxy reads it from HADOOP_CONF_DIR)."""
     return {"master": "local[2]", "driver_memory": "768m", "metastore_uris": metastore_uri,
-            "conf": {"spark.sql.warehouse.dir": warehouse,
+            "conf": {"spark.sql.warehouse.dir": WAREHOUSE,
+                     f"spark.hadoop.fs.viewfs.mounttable.{MOUNT}.link./warehouse":
+                         (root / "cluster").as_uri(),
                      "spark.sql.shuffle.partitions": "4"}}
 
 
@@ -146,7 +172,7 @@ def test_proxy_in_remote_mode_forwards_to_the_thrift_server(topology):
     _query(host, port, "CREATE TABLE IF NOT EXISTS via_proxy (x INT) USING parquet",
            "INSERT INTO via_proxy VALUES (7), (8)")
     env, _ = topology
-    started = _run("proxy.sh", env["DIR"], timeout=120)
+    started = _run("proxy.sh", env["DIR"], env=env["SCRIPTS"], timeout=120)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         proxy_port = int((Path(env["DIR"]) / "ports" / "proxy").read_text())
@@ -194,6 +220,17 @@ def _base_rows(port: int, sql: str) -> list[tuple]:
         conn.close()
 
 
+def _served_by(cur, sql: str) -> str:
+    return next((line for line in _explain(cur, sql) if line.startswith("Served by:")), "")
+
+
+def _mirrored(cur, sql: str) -> None:
+    """Wait until the datamap answering `sql` is served from the mirror (its segments'
+    copies made after the publish, in the background)."""
+    wait_until(lambda: _served_by(cur, sql) == MIRRORED, timeout=60, interval=0.3,
+               what="the datamap's segments mirrored", detail=lambda: _served_by(cur, sql))
+
+
 def _timed(cur, sql: str) -> tuple[float, list[tuple]]:
     t0 = time.monotonic()
     rows = pyhive_execute(cur, sql).rows
@@ -203,12 +240,15 @@ def _timed(cur, sql: str) -> tuple[float, list[tuple]]:
 def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
     """What a platform team runs: datamaps created, refreshed and queried through a proxy in
     remote mode (proxy.sh: its pipeline session on the cluster and the shared metastore),
-    with writes both through the proxy and directly to the Thrift server, and a restart."""
+    with writes both through the proxy and directly to the Thrift server, and a restart.
+    The warehouse is on viewfs://: after each publish the answers are served in-process
+    from the proxy's mirror of the datamap's segments, equal to Spark's."""
     env, _ = topology
     sts_host, sts_port = _sts(topology)
+    mirror = Path(env["DIR"]) / "proxy" / "state" / "serving-mirror"
     figures: dict[str, float] = {}
     t0 = time.monotonic()
-    started = _run("proxy.sh", env["DIR"], timeout=120)
+    started = _run("proxy.sh", env["DIR"], env=env["SCRIPTS"], timeout=120)
     assert started.returncode == 0, started.stdout + started.stderr
     figures["proxy start"] = time.monotonic() - t0
     port = int((Path(env["DIR"]) / "ports" / "proxy").read_text())
@@ -229,8 +269,17 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
         datamaps = {r[0]: r for r in pyhive_execute(cur, "SHOW DATAMAP").rows}
         assert datamaps["rm_agg"][2:5:2] == ("default.rm_agg_table", "ENABLED"), datamaps
         assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
+        t0 = time.monotonic()
+        _mirrored(cur, q)
+        figures["CREATE DATAMAP until served from the mirror"] = time.monotonic() - t0
         want = [("east", 4.0, 1), ("north", 8.25, 2), ("south", None, 1)]
         assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q) == want
+        # Its files were written through viewfs:// (the proxy's Python cannot open them)
+        # into the mounted directory; the copies are local, byte for byte.
+        written = sorted(p.read_bytes() for p in (Path(env["DIR"]) / "cluster").rglob(
+            "*.parquet") if "rm_agg_table" in str(p))
+        assert written and written == sorted(p.read_bytes() for p in mirror.rglob("*.parquet"))
+        assert not (Path(env["DIR"]) / "warehouse").exists()
 
         # Loads through the proxy: each one an incremental segment mapped to its base segment.
         for i, values in enumerate(["(5, 'north', 1.75, 2)",
@@ -242,6 +291,9 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
             assert segs[0][1] == "Success", segs
             assert json.loads(segs[0][6]) == {"default.rm_sales": [str(i)]}, segs
             assert "Hit mv DataMap: rm_agg" in _explain(cur, q)
+            t0 = time.monotonic()
+            _mirrored(cur, q)       # the new segment's copy: served in-process again
+            figures[f"load {i}'s segment until served from the mirror"] = time.monotonic() - t0
             assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
 
         # A lazy datamap: DISABLED until REBUILD.
@@ -284,13 +336,14 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
         assert stopped.returncode == 0, stopped.stderr
         t0 = time.monotonic()
         started = _run("proxy.sh", env["DIR"], timeout=120,
-                       env={"DATAMAP_PROXY_DATAMAPS_SYNC_INTERVAL_S": "2"})
+                       env={**env["SCRIPTS"], "DATAMAP_PROXY_DATAMAPS_SYNC_INTERVAL_S": "2"})
         assert started.returncode == 0, started.stdout + started.stderr
         conn = pyhive_connect("127.0.0.1", port)
         cur = conn.cursor()
         wait_until(lambda: "Hit mv DataMap: rm_agg" in _explain(cur, q), timeout=90,
                    interval=0.5, what="rm_agg to answer", detail=lambda: _explain(cur, q))
         figures["restart until the datamap answers"] = time.monotonic() - t0
+        _mirrored(cur, q)           # the copies kept in the state dir, checked at start
         assert sorted(pyhive_execute(cur, q).rows, key=repr) == _base_rows(port, q)
         assert [s[0] for s in pyhive_execute(cur, "SHOW SEGMENTS FOR TABLE rm_agg_table").rows
                 if s[1] == "Success"] == ["3", "2", "1", "0"]
@@ -314,6 +367,9 @@ def test_datamaps_end_to_end_through_a_remote_mode_proxy(topology):
                     if r[0] in ("rm_agg", "rm_lazy")]
         tables = {r[1] for r in _query(sts_host, sts_port, "SHOW TABLES")[0]}
         assert not tables & {"rm_sales", "rm_agg_table", "rm_lazy_table"}, tables
+        wait_until(lambda: not list(mirror.rglob("*.parquet")), timeout=30, interval=0.3,
+                   what="the dropped datamaps' copies removed",
+                   detail=lambda: list(mirror.rglob("*")))
     finally:
         if conn is not None:
             conn.close()
