@@ -133,17 +133,40 @@ def _field_sql(f: Field, t: str) -> str:
     return _pad(value, n)
 
 
+# fields strftime prints as Spark does for a year in 1..9999: zero-padded numbers
+# (DuckDB's %Y pads the year to 4 digits, as yyyy does there)
+_STRFTIME = {Field("y", 4): "%Y", Field("M", 2): "%m", Field("d", 2): "%d",
+             Field("H", 2): "%H", Field("m", 2): "%M", Field("s", 2): "%S"}
+
+
+def _strftime(tokens: list[Token], t: str) -> str | None:
+    """strftime of `t` when every field of the pattern is one of _STRFTIME (one call
+    instead of a printf per field: the Hive grains' patterns); None otherwise."""
+    if not any(isinstance(tok, Field) for tok in tokens):
+        return None
+    out = []
+    for tok in tokens:
+        if isinstance(tok, Field):
+            if tok not in _STRFTIME:
+                return None
+            out.append(_STRFTIME[tok])
+        else:
+            out.append(tok.replace("%", "%%"))
+    return f"strftime({t}, {lit(''.join(out))})"
+
+
 def format_sql(pattern: str, t: str) -> str:
     """DuckDB text of the local wall-clock TIMESTAMP `t` as Spark prints it with `pattern`;
     NULL for NULL; an error for a year outside 1..9999."""
     parts = []
-    for tok in lex(pattern):
+    tokens = lex(pattern)
+    for tok in tokens:
         if isinstance(tok, Field):
             _check(pattern, tok, FORMAT)
             parts.append(_field_sql(tok, t))
         else:
             parts.append(lit(tok))
-    text = " || ".join(parts) if parts else "''"
+    text = _strftime(tokens, t) or (" || ".join(parts) if parts else "''")
     return (f"(CASE WHEN {t} IS NULL THEN NULL WHEN year({t}) < 1 OR year({t}) > 9999 THEN "
             f"error('a year outside 1..9999: Spark prints it signed') ELSE {text} END)")
 

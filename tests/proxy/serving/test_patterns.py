@@ -6,6 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from proxy.serving import patterns
 from proxy.serving.patterns import Field, format_sql, lex, parse_sql
 from proxy.serving.translate import NotServable, translate
 from rewriter.normalize import DIALECT, parse
@@ -50,6 +51,25 @@ def test_refused_patterns_name_the_cause(pattern, why):
 ])
 def test_format_text(duck, pattern, text):
     assert duck.execute(f"SELECT {format_sql(pattern, TS)}").fetchone()[0] == text
+
+
+EDGES = [TS, "TIMESTAMP '1000-01-01 00:00:00'", "TIMESTAMP '9999-12-31 23:59:59.999999'",
+         "TIMESTAMP '2024-02-29 12:00:00'", "TIMESTAMP '0001-01-01 00:00:00'",
+         "CAST(NULL AS TIMESTAMP)"]
+
+
+@pytest.mark.parametrize("pattern,text", [  # printed by one strftime: the Hive grains
+    ("yyyy-MM-dd HH:mm:ss", "0999-03-04 00:05:06"), ("yyyy-MM-dd 00:00:00", "0999-03-04 00:00:00"),
+    ("yyyy-01-01 00:00:00", "0999-01-01 00:00:00"), ("yyyy%MM'%d'%%dd", "0999%03%d%%04"),
+])
+def test_numeric_patterns_print_by_strftime_as_field_by_field(duck, pattern, text, monkeypatch):
+    fast = [format_sql(pattern, ts) for ts in EDGES]
+    monkeypatch.setattr(patterns, "_STRFTIME", {})      # printf field by field
+    slow = [format_sql(pattern, ts) for ts in EDGES]
+    assert all("strftime" in f for f in fast) and not any("strftime" in s for s in slow)
+    got = duck.execute(f"SELECT {', '.join(fast)}").fetchone()
+    assert got == duck.execute(f"SELECT {', '.join(slow)}").fetchone()
+    assert got[0] == text
 
 
 def test_format_of_null_is_null_and_a_signed_year_raises(duck):

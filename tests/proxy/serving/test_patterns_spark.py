@@ -136,7 +136,7 @@ FORMATS = [
     "H HH h hh k kk K KK a", "m mm s ss", "S SS SSS SSSS SSSSS SSSSSS SSSSSSS SSSSSSSS SSSSSSSSS",
     "E EE EEE EEEE", "Q QQ QQQ QQQQ", "yyyy-MM-dd'T'HH:mm:ss.SSS", "'it''s' yyyy '' ''''",
     "yyyy年MM月dd日 EEEE", "dd/MM/yy hh:mm a", "'week' D, 'quarter' Q", "yyyyMMddHHmmss",
-    "MMM d, yyyy", "'%Y' é ~!@$%^&*()_+=-`|;:,.<>/?",
+    "MMM d, yyyy", "'%Y' é ~!@$%^&*()_+=-`|;:,.<>/?", "yyyy%MM'%d'%%dd HH:mm:ss",
 ]
 FORMAT_QUERY = ("SELECT m.k AS k, " + ", ".join(
     f"date_format(m.ts, {p!r}) AS f{i}" if "'" not in p else
