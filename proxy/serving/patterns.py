@@ -166,9 +166,14 @@ def format_sql(pattern: str, t: str) -> str:
             parts.append(_field_sql(tok, t))
         else:
             parts.append(lit(tok))
-    text = _strftime(tokens, t) or (" || ".join(parts) if parts else "''")
+    signed = "error('a year outside 1..9999: Spark prints it signed')"
+    if fast := _strftime(tokens, t):
+        # `t` twice, not four times (a nested argument is written out once per use): a
+        # NULL's year is NULL, so the ELSE's strftime of NULL answers NULL
+        return f"(CASE WHEN NOT year({t}) BETWEEN 1 AND 9999 THEN {signed} ELSE {fast} END)"
+    text = " || ".join(parts) if parts else "''"
     return (f"(CASE WHEN {t} IS NULL THEN NULL WHEN year({t}) < 1 OR year({t}) > 9999 THEN "
-            f"error('a year outside 1..9999: Spark prints it signed') ELSE {text} END)")
+            f"{signed} ELSE {text} END)")
 
 
 # parsing: letter -> (counts served, the regular expression of each count)
