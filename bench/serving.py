@@ -16,6 +16,10 @@ in the `bench` extra: `pip install -e '.[bench]'`):
     cached    serving and cache on, the same statement repeated
   Rows of every mode must equal base's (decimals exact, doubles within 1e-9 relative, order
   ignored unless the query has ORDER BY); a difference prints MISMATCH.
+    proxy     beside served: the median of the same runs' time on the proxy itself, the
+              sum of its TCLIService calls (bench/proxy_time.py, from the metrics endpoint):
+              served minus proxy is the network and the client's decoding (PyHive's, of
+              10k timestamps, some 60 ms whatever the proxy sends); n/a with --remote
 
   Targets (SF1, 2 cores): median base / served >= 50x; served p50 <= 15 ms; cached p50
   <= 3 ms; no served query slower than dm-spark. A query outside the serving tier's
@@ -66,6 +70,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.proxy_time import ProxyClock, timed_both  # noqa: E402 - the proxy's own time
 from bench.rows import same_rows, timed  # noqa: E402 - one row comparison for benches
 from tests.support.proxy_proc import ServeProc  # noqa: E402 - the tests' harness
 
@@ -212,21 +217,26 @@ def hits(cur, name: str, sql: str, mirror: bool = False) -> bool:
     return False
 
 
-def measure(cur, sql: str, reps: int) -> dict[str, tuple[float, list]]:
-    """{mode: (median ms, rows)}: each mode set by SET, one warm-up, then `reps` runs."""
+def measure(cur, sql: str, reps: int, clock: ProxyClock | None = None
+            ) -> dict[str, tuple[float, list]]:
+    """{mode: (median ms, rows)}: each mode set by SET, one warm-up, then `reps` runs;
+    "proxy": the served runs' median of the proxy's own time (None without a clock)."""
     out = {}
     for mode, settings in MODES.items():
         for k, v in settings.items():
             cur.execute(f"SET {k}={v}")
         _, rows = timed(cur, sql)
-        samples = []
+        samples, proxy = [], []
         for _ in range(reps):
-            ms, again = timed(cur, sql)
+            ms, own, again = timed_both(cur, sql, clock if mode == "served" else None)
             samples.append(ms)
+            proxy += [own] if own is not None else []
             # without ORDER BY any order is Spark's answer too (DuckDB's threads vary it)
             if diff := same_rows(rows, again, "order by" in sql.lower()):
                 print(f"MISMATCH {mode} repeat differs from its warm-up: {diff}")
         out[mode] = (statistics.median(samples), rows)
+        if mode == "served":
+            out["proxy"] = (statistics.median(proxy) if proxy else None, rows)
     return out
 
 
@@ -247,8 +257,10 @@ def bi_statements() -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
     return datamaps, statements
 
 
-def bi_workload(cur, datamaps: dict[str, str], statements, reps: int) -> list[dict]:
-    """Per statement: hit, how it was served, the base and served medians (ms)."""
+def bi_workload(cur, datamaps: dict[str, str], statements, reps: int,
+                clock: ProxyClock | None = None) -> list[dict]:
+    """Per statement: hit, how it was served, the base and served medians (ms) and the
+    served runs' median of the proxy's own time (None without a clock)."""
     out = []
     for name, sql in datamaps.items():
         t0 = time.monotonic()
@@ -272,11 +284,15 @@ def bi_workload(cur, datamaps: dict[str, str], statements, reps: int) -> list[di
                     cur.execute(f"SET {k}={v}")
                 try:
                     _, rows = timed(cur, sql)
-                    samples = [timed(cur, sql)[0] for _ in range(reps)]
+                    runs = [timed_both(cur, sql, clock if mode == "served" else None)
+                            for _ in range(reps)]
+                    samples = [ms for ms, _, _ in runs]
+                    own = [p for _, p, _ in runs if p is not None]
                 except Exception as e:  # noqa: BLE001 - Spark refuses some shapes
                     r = {"error": f"{mode}: {str(e).splitlines()[0][:160]}"}
                     break
                 r[mode] = (statistics.median(samples), rows)
+                row["proxy_ms"] = statistics.median(own) if own else None
             if "error" in r:
                 row["error"] = r["error"]
             else:
@@ -287,7 +303,8 @@ def bi_workload(cur, datamaps: dict[str, str], statements, reps: int) -> list[di
                     print(f"MISMATCH {source} {name} base vs served: {diff}")
         print(f"{source:16} {name:28} " + (
             ("error " + row["error"]) if "error" in row else
-            f"{row['base_ms']:8.1f} {row['served_ms']:8.1f} ms  {row['how']}" if row["hit"]
+            f"{row['base_ms']:8.1f} {row['served_ms']:8.1f} ms (proxy's own "
+            f"{_ms(row['proxy_ms'])})  {row['how']}" if row["hit"]
             else "no hit"), flush=True)
         out.append(row)
     return out
@@ -295,7 +312,8 @@ def bi_workload(cur, datamaps: dict[str, str], statements, reps: int) -> list[di
 
 def bi_report(rows: list[dict]) -> None:
     print(f"\n{'BI source':16}{'stmts':>6}{'hits':>6}{'served':>8}{'share':>7}"
-          f"{'served p50':>12}{'base/served':>13}   (ms; served: in-process, no cache)")
+          f"{'served p50':>12}{'base/served':>13}{'proxy p50':>11}   (ms; served: in-process, "
+          "no cache, client execute+fetchall; proxy: the proxy's own time of those runs)")
     for source in list(dict.fromkeys(r["source"] for r in rows)) + ["all"]:
         mine = [r for r in rows if source in ("all", r["source"])]
         hits = [r for r in mine if r["hit"] and "error" not in r]
@@ -303,7 +321,8 @@ def bi_report(rows: list[dict]) -> None:
         share = len(served) / len(hits) if hits else float("nan")
         print(f"{source:16}{len(mine):6}{len(hits):6}{len(served):8}{share:7.0%}"
               f"{p50([r['served_ms'] for r in served]):12.1f}"
-              f"{p50([r['base_ms'] / r['served_ms'] for r in hits]):12.1f}x")
+              f"{p50([r['base_ms'] / r['served_ms'] for r in hits]):12.1f}x"
+              f"{_ms(p50([r['proxy_ms'] for r in served if r['proxy_ms'] is not None])):>11}")
     reasons: dict[str, int] = {}
     for r in rows:
         if r["hit"] and not r["served"] and "error" not in r:
@@ -325,14 +344,20 @@ def p50(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}"
+
+
 def report(results: dict[str, dict[str, tuple[float, list]]]) -> None:
     names = list(MODES)
     print(f"\n{'query':22}" + "".join(f"{m:>11}" for m in names)
-          + f"{'base/served':>13}{'base/dm-spark':>15}   (ms, median; client execute+fetchall)")
+          + f"{'base/served':>13}{'base/dm-spark':>15}{'proxy':>8}   (ms, median; client "
+          "execute+fetchall; proxy: the proxy's own time of the served runs)")
     for q, r in results.items():
         ms = {m: r[m][0] for m in names}
         print(f"{q:22}" + "".join(f"{ms[m]:11.1f}" for m in names)
-              + f"{ms['base'] / ms['served']:12.1f}x{ms['base'] / ms['dm-spark']:14.1f}x")
+              + f"{ms['base'] / ms['served']:12.1f}x{ms['base'] / ms['dm-spark']:14.1f}x"
+              + f"{_ms(r['proxy'][0]):>8}")
     col = {m: [r[m][0] for r in results.values()] for m in names}
     speed = [r["base"][0] / r["served"][0] for r in results.values()]
     speed_dm = [r["base"][0] / r["dm-spark"][0] for r in results.values()]
@@ -461,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.remote:
             srv = Topology(Path(tmp.name) / "topology", a.mirror)
         else:
-            srv = ServeProc(Path(tmp.name), state, timeout=300,
+            srv = ServeProc(Path(tmp.name), state, timeout=300, metrics=True,
                             env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g",
                                  **(viewfs(Path(tmp.name)) if a.mirror else {})},
                             installed=Path(a.installed).resolve() if a.installed else None)
@@ -476,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
             if a.remote else "(Spark local[2])"))
         conn = hive.connect(host="127.0.0.1", port=srv.port, username="bench")
         cur = conn.cursor()
+        port = getattr(srv, "metrics_port", None)       # the remote topology has none here
+        clock = ProxyClock(port) if port else None
         load(cur, data)
         if a.workload in ("bi", "all"):
             bi_datamaps, bi_stmts = bi_statements()
@@ -484,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
             cur.execute(fixture()["table"].replace("CREATE TABLE ", "CREATE TABLE default."))
             cur.execute(SS_ORDERS_LOAD)
             print(f"load default.ss_orders: {time.monotonic() - t0:.1f} s")
-            bi_rows = bi_workload(cur, bi_datamaps, bi_stmts, a.reps)
+            bi_rows = bi_workload(cur, bi_datamaps, bi_stmts, a.reps, clock)
             cur.execute("USE tpch")
         for name, sql in (DATAMAPS if a.workload != "bi" else {}).items():
             t0 = time.monotonic()
@@ -496,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, sql in (QUERIES if a.workload != "bi" else {}).items():
             if not hits(cur, name, sql, a.mirror):
                 continue
-            r = measure(cur, sql, a.reps)
+            r = measure(cur, sql, a.reps, clock)
             ordered = "order by" in sql.lower()
             for mode in MODES:
                 if mode != "base" and (diff := same_rows(r["base"][1], r[mode][1], ordered)):
