@@ -7,10 +7,8 @@
 The processes the tests start read the project's modules compiled once for the run
 (tests/support/bytecode.py), where Python is told not to write bytecode.
 
-Run in two workers (scripts/test: pytest-xdist, `--dist loadgroup`), every test marked
-`spark` is in one group, so they run one after another in one worker as if alone (their
-servers are shared across modules), while the tests that need no Spark share the other
-worker's time with them.
+The fast tier runs in two workers (DATAMAP_TEST_WORKERS=2 ./scripts/test -m "not spark");
+the whole suite runs in one process: its Spark tests share servers and state across modules.
 
 `postgres`: one real PostgreSQL for the whole session (tests/support/postgres.py), started
 at first use; each test takes a fresh database with new_database().
@@ -35,13 +33,6 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     bytecode.remove(getattr(config, "_datamap_pycache", None))
-
-
-def pytest_collection_modifyitems(config, items):
-    spark_group = pytest.mark.xdist_group("spark")
-    for item in items:
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(spark_group)
 
 
 def pytest_collection_finish(session):
