@@ -255,11 +255,13 @@ class SegmentMirror:
                     yield SegmentKey(table, seg.id, tuple(seg.files))
 
     def _fetch(self, key: SegmentKey) -> None:
-        t0 = time.monotonic()
         try:
+            # the first status may open the file system (remote mode: the pipeline
+            # session, tens of seconds): not the copy's time
             sources = [self._files.status(f) for f in key.files]
             need = sum(size for size, _ in sources)
             evicted = self._make_room(key, need)
+            t0 = time.monotonic()
             copied = write_segment(self.root, key, sources, self._files.copy,
                                    lambda: [self._files.status(f) for f in key.files],
                                    lambda: time.monotonic() - t0)

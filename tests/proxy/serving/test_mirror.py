@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,27 @@ def test_a_segment_is_served_from_its_copy_once_mirrored(setup, tmp_path):
         assert again.status().segments == 1 and again.fetches == 0
     finally:
         tier.close()
+
+
+class OpensSlowly(LocalFiles):
+    """A file system whose first call waits, as the pipeline session opening does."""
+
+    def __init__(self, wait: float):
+        super().__init__()
+        self.wait = wait
+
+    def status(self, uri: str) -> tuple[int, int]:
+        if self.wait:
+            time.sleep(self.wait)
+            self.wait = 0.0
+        return super().status(uri)
+
+
+def test_the_fetch_seconds_count_the_copy_not_the_file_systems_opening(setup, tmp_path):
+    mirror = mirror_of(setup, tmp_path, OpensSlowly(0.5))
+    step(setup, mirror)
+    st = mirror.status()
+    assert st.fetches == 1 and 0 < st.fetch_seconds < 0.5
 
 
 def test_auto_leaves_local_files_in_place(setup, tmp_path):
