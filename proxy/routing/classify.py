@@ -31,7 +31,6 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass
-from enum import Enum
 from typing import Callable
 
 from proxy.routing.kinds import Kind, Statement
