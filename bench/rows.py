@@ -3,7 +3,9 @@ that compare modes (bench/serving.py, bench/external.py)."""
 from __future__ import annotations
 
 import math
+import re
 import time
+from collections import Counter
 
 
 def timed(cur, sql: str) -> tuple[float, list]:
@@ -34,3 +36,22 @@ def same_rows(a: list, b: list, ordered: bool) -> str | None:
             elif type(x) is not type(y) or x != y:
                 return f"row {i}: {ra!r} vs {rb!r}"
     return None
+
+
+def tied_at_limit(ordered: list, other: list, sql: str) -> bool:
+    """True when `other` differs from `ordered` (Spark's answer, in its order) only in which
+    rows tying with the last one made it under the statement's LIMIT: a statement ending in
+    `ORDER BY <position> ... LIMIT n`, whose rows either answer has and the other lacks
+    all equal the last row in that column. Any such choice is an answer Spark may give.
+    Other statements (an ORDER BY on names or expressions) are not judged: False."""
+    tail = re.search(r"\border\s+by\s+(\d+)\b[^()]*?\blimit\s+(\d+)\s*;?\s*$", sql,
+                     re.IGNORECASE)
+    if not ordered or tail is None or len(ordered) != int(tail.group(2)) \
+            or len(other) != len(ordered):
+        return False
+    i = int(tail.group(1)) - 1
+    left = Counter(map(sort_key, ordered))
+    left.subtract(map(sort_key, other))
+    only = [k for k, n in left.items() if n != 0]
+    last = sort_key(ordered[-1])
+    return bool(only) and 0 <= i < len(last) and all(k[i] == last[i] for k in only)
