@@ -138,7 +138,8 @@ class DatamapDdlHandler:
 
     def _explain_runner(self, ctx: StatementContext, stmt: ddl.Explain):
         too_long = over_limit(stmt.query, self.max_sql_bytes)   # forwarded as written
-        enabled = rewrite_enabled(ctx) and not too_long
+        engine = self.service.engine_settings_problem    # no datamap answers: the reason
+        enabled = rewrite_enabled(ctx) and not too_long and not engine
         current_db = ctx.current_db
         service = self.service
         serving, conf = self.serving, ctx.conf
@@ -192,7 +193,8 @@ class DatamapDdlHandler:
             plan = await upstream(f"EXPLAIN {mode}{result.sql}")
             upstream_text = "\n".join(str(r[0]) for r in plan.rows)
             where = where + list(fresh) + approximate_lines(result) + list(
-                pruned.lines if pruned is not None else ())
+                pruned.lines if pruned is not None else ()) + (
+                [f"Datamaps not used: {engine}"] if engine and rewrite_enabled(ctx) else [])
             return LocalResult(PLAN_COLUMNS, [(explain_header(result, current_db, where)
                                                + "\n" + upstream_text,)])
         return run
@@ -239,6 +241,9 @@ class DatamapSelectHandler:
             return self._too_long(statement)
         if not rewrite_enabled(ctx):
             return self._timeseries_only(ctx, statement)
+        engine = self.service.engine_settings_problem
+        if engine:      # the engine's own settings are not those datamaps are proven for
+            return self._timeseries_only(ctx, statement, engine)
         if names_temp_view(statement, temp_views(ctx.conf)):
             # Spark reads the session's temporary view, not a base table
             return PassThrough(bypassed="reads a temporary view")
@@ -288,6 +293,7 @@ class DatamapSelectHandler:
         """Index datamaps skip files in the SQL about to be sent to Spark (after the datamap
         rewrite: only the base tables left in it). Not for answers served in-process."""
         if self.pruner is None or not rewrite_enabled(ctx) or not prune_on(ctx.conf) \
+                or self.service.engine_settings_problem \
                 or over_limit(statement, self.max_sql_bytes):
             return decision
         if isinstance(decision, Rewrite):
@@ -372,15 +378,18 @@ class DatamapSelectHandler:
         return PassThrough(bypassed=f"over [datamaps] rewrite_max_sql_bytes "
                                     f"({self.max_sql_bytes} bytes)")
 
-    def _timeseries_only(self, ctx: StatementContext, statement: str) -> Decision | None:
-        """Datamap rewriting is off for the session, but timeseries() is proxy SQL that
-        Spark does not know: translate it all the same (no datamap is used)."""
-        why = ctx.conf.get(BLOCKED_KEY) or "datamap rewriting is off for the session"
+    def _timeseries_only(self, ctx: StatementContext, statement: str,
+                         engine: str | None = None) -> Decision | None:
+        """Datamap rewriting is off for the session (or for every session: `engine` says
+        why, and the query log records it), but timeseries() is proxy SQL that Spark does
+        not know: translate it all the same (no datamap is used)."""
+        why = engine or ctx.conf.get(BLOCKED_KEY) or "datamap rewriting is off for the session"
+        why_not = (("", engine),) if engine else ()
         if not _TIMESERIES.search(statement):
-            return PassThrough(bypassed=why)
+            return PassThrough(bypassed=why, why_not=why_not)
         sql = translate_only(self.service, statement, ctx.current_db)
-        return PassThrough(bypassed=why) if sql == statement else Rewrite(
-            sql, note="timeseries", bypassed=why)
+        return PassThrough(bypassed=why, why_not=why_not) if sql == statement else Rewrite(
+            sql, note="timeseries", bypassed=why, why_not=why_not)
 
 
 _TIMESERIES = re.compile(r"\btimeseries\s*\(", re.IGNORECASE)

@@ -86,6 +86,9 @@ class DatamapService:
             build_source=functools.partial(finer_source, catalog, self.rewrite_index.candidates,
                                            self.schema_cache.schemas))
         self.zones = TimeZonePolicy(catalog, self.zone_reader, locks, self.maintenance)
+        # why no datamap answers while the engine runs with result-affecting settings away
+        # from Spark's defaults (proxy/datamaps/zones/pipeline.py sets it; None: they answer)
+        self.engine_settings_problem: str | None = None
         self.commands = DatamapCommands(catalog, spark, self.schema_cache, locks,
                                         self.maintenance, self.compaction)
         self._syncs = BackgroundSyncs(self.maintenance)
@@ -245,6 +248,10 @@ class DatamapService:
         if before is not None and not same_zone(before, zone):
             gone += self.indexes.zone_changed(before, zone)
         return gone
+
+    def adopt_engine_settings(self, settings: str, align: Callable[[], object] | None = None,
+                              rebuild: bool = True, lock: bool = True) -> list[str]:
+        return self.zones.adopt_settings(settings, align, rebuild, lock)
 
     def rebuild_invalidated(self, names: Iterable[str]) -> None:
         self.zones.rebuild_invalidated(names)

@@ -1,7 +1,7 @@
 """What runs once the pipeline session is open, before datamaps answer queries: crash
-recovery (interrupted segments, orphan partitions), the time-zone alignment
-(proxy/datamaps/zones/pipeline.py), warming the rewrite index, rebuilding what a zone change
-invalidated. Embedded mode runs it before serving; remote mode right after the pipeline
+recovery (interrupted segments, orphan partitions), the time-zone and engine-settings
+alignment (proxy/datamaps/zones/pipeline.py), warming the rewrite index, rebuilding what a
+zone or settings change invalidated. Embedded mode runs it before serving; remote mode right after the pipeline
 session opens (proxy/engine/pipeline_session.py), in the opening thread, then in the background.
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 
 from proxy.background import Background
 from proxy.datamaps.service import DatamapService
-from proxy.datamaps.zones.pipeline import adopt_engine_zone, align_pipeline_zone
+from proxy.datamaps.zones.pipeline import (adopt_engine_settings, adopt_engine_zone,
+                                           align_pipeline_settings, align_pipeline_zone)
 
 log = logging.getLogger("proxy.app")
 
@@ -65,6 +66,7 @@ class RemoteStart:
 
     def __call__(self, session: Any) -> None:
         invalid = align_pipeline_zone(session, self.upstream, self.service)
+        invalid += align_pipeline_settings(session, self.upstream, self.service)
         recover(self.service)
         self.background.thread("datamap-index-warm", after_start, self.service, invalid)
 
@@ -73,6 +75,7 @@ async def start_embedded(session: Any, service: DatamapService, background: Back
     """Embedded mode, before serving: the engine's zone, recovery, the index; rebuilding
     what a zone change invalidated goes on in the background."""
     invalid = await asyncio.to_thread(adopt_engine_zone, session, service)
+    invalid += await asyncio.to_thread(adopt_engine_settings, session, service)
     await asyncio.to_thread(recover, service)
     await asyncio.to_thread(warm_index, service)
     if invalid:

@@ -389,7 +389,9 @@ def run_blocking(coro: Coroutine[Any, Any, Any]) -> Any:
 async def show_settings(host: str, port: int, keys: Iterable[str], *, auth: str = "plain",
                         user: str, password: str, timeout: float) -> tuple[int | None, dict[str, str]]:
     """On a session of its own: `SET key` for each key, as the server reports it; with the
-    protocol version the server chose. A key the server refuses is left out, and so are the
+    protocol version the server chose. The key "" runs `SET` alone: every setting the server
+    lists (those made explicitly, its spark-defaults among them), each under its own key.
+    A key the server refuses is left out, and so are the
     rest once a call times out (a Thrift server's first statement can be slow). Raises
     UpstreamError when no session opens (UpstreamAuthError: the login was refused)."""
     settings = UpstreamSettings(host=host, port=port, auth=auth, user=user, password=password,
@@ -403,12 +405,15 @@ async def show_settings(host: str, port: int, keys: Iterable[str], *, auth: str 
     try:
         for key in keys:
             try:
-                result = await session.run_sql(f"SET {key}")
+                result = await session.run_sql(f"SET {key}".strip())
             except UpstreamError:
                 if session.conn.broken:
                     break
                 continue
-            if result.rows and len(result.rows[0]) >= 2 and result.rows[0][1] is not None:
+            if not key:
+                found.update((str(r[0]), str(r[1])) for r in result.rows
+                             if len(r) >= 2 and r[1] is not None)
+            elif result.rows and len(result.rows[0]) >= 2 and result.rows[0][1] is not None:
                 found[key] = str(result.rows[0][1])
     finally:
         await session.close()

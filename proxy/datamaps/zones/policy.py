@@ -4,7 +4,9 @@ Datamaps that bucket timestamps (hour(), date_trunc, timeseries(), ...) hold row
 depend on the session time zone. The catalog records the zone they were computed under;
 when the zone queries run in changes, those datamaps are hidden and rebuilt. In remote
 mode, while the pipeline's zone may differ from the upstream's (`problem`), they are not
-offered to the rewriter at all (EXPLAIN says why).
+offered to the rewriter at all (EXPLAIN says why). The engine's other result-affecting
+settings (proxy/engine/semantics.py) are recorded the same way; any datamap may depend on
+them, so a change invalidates every datamap.
 """
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
     from proxy.datamaps.upkeep.maintenance import Maintenance
 
 log = logging.getLogger("proxy.datamaps")
+
+# the catalog's record of the engine's result-affecting settings datamap rows were computed
+# under (proxy/engine/semantics.py fingerprint)
+SETTINGS_KEY = "engine_settings"
 
 
 class ZoneReader:
@@ -82,27 +88,57 @@ class TimeZonePolicy:
                 self.catalog.set_setting("time_zone", zone)
             return []
         recs = sorted(filter(dependent, self.catalog.list_datamaps()), key=lambda r: r.qualified)
-        with ExitStack() as held:
-            for rec in recs if lock else ():
-                held.enter_context(self._locks(rec.qualified))
-            if align is not None:
-                align(zone)
-            for rec in recs:
-                self.catalog.invalidate_datamap(
-                    rec.db, rec.name,
-                    f"the session time zone changed from {recorded} to {zone} after "
-                    f"datamap {rec.qualified} was built: REBUILD DATAMAP rebuilds it")
-            self.catalog.set_setting("time_zone", zone)
+        self._invalidate(recs, f"the session time zone changed from {recorded} to {zone}",
+                         lambda: align(zone) if align is not None else None, lock,
+                         ("time_zone", zone))
         log.warning("time zone %s (datamaps were computed under %s): datamaps %s invalidated",
                     zone, recorded, ", ".join(r.qualified for r in recs) or "(none)")
         if rebuild:
             self.rebuild_invalidated([r.qualified for r in recs])
         return [rec.qualified for rec in recs]
 
+    def adopt_settings(self, settings: str, align: Callable[[], object] | None = None,
+                       rebuild: bool = True, lock: bool = True) -> list[str]:
+        """The engine's result-affecting settings are now `settings` (those away from
+        Spark's defaults, proxy/engine/semantics.py `fingerprint`). As `adopt` for the zone,
+        with every datamap concerned (any row may depend on them): when the catalog
+        recorded others, they are invalidated, and with `rebuild` the non-lazy ones built
+        again. Returns the datamaps invalidated."""
+        recorded = self.catalog.setting(SETTINGS_KEY)
+        if recorded is None or recorded == settings:
+            if align is not None:
+                align()
+            if recorded is None:
+                self.catalog.set_setting(SETTINGS_KEY, settings)
+            return []
+        recs = sorted(self.catalog.list_datamaps(), key=lambda r: r.qualified)
+        self._invalidate(recs, f"the engine's settings changed from {recorded} to {settings}",
+                         align or (lambda: None), lock, (SETTINGS_KEY, settings))
+        log.warning("engine settings %s (datamaps were computed under %s): datamaps %s "
+                    "invalidated", settings, recorded,
+                    ", ".join(r.qualified for r in recs) or "(none)")
+        if rebuild:
+            self.rebuild_invalidated([r.qualified for r in recs])
+        return [rec.qualified for rec in recs]
+
+    def _invalidate(self, recs: list[DatamapRecord], change: str, align: Callable[[], object],
+                    lock: bool, record: tuple[str, str]) -> None:
+        """Invalidate `recs` (`change` says why) and record the new value, with their
+        locks held (`lock`) so that no job computes across the switch."""
+        with ExitStack() as held:
+            for rec in recs if lock else ():
+                held.enter_context(self._locks(rec.qualified))
+            align()
+            for rec in recs:
+                self.catalog.invalidate_datamap(
+                    rec.db, rec.name, f"{change} after datamap {rec.qualified} was built: "
+                    "REBUILD DATAMAP rebuilds it")
+            self.catalog.set_setting(*record)
+
     def rebuild_invalidated(self, names: Iterable[str]) -> None:
         """Build the non-lazy datamaps among `names` ("db.name") again; failures are logged
         and leave them DISABLED with their reason."""
-        for qualified in names:
+        for qualified in dict.fromkeys(names):      # a zone and a settings change alike
             db, _, name = qualified.partition(".")
             rec = self.catalog.get_datamap(db, name)
             if rec is None or rec.lazy:
