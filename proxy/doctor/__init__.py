@@ -9,9 +9,10 @@ Checks: Python; Java (17+, the one Spark will use); pyspark and Spark jars (vers
 Thrift server and Hive jars present); the listen address is free; the state directory is
 usable (writable, not locked by a running engine, disk space); in remote mode the upstream
 (TCP, then a real HiveServer2 OpenSession/CloseSession, its default session time zone
-against the pipeline session's) and the Hive metastore(s) the
+against the pipeline session's, its result-affecting settings against Spark's defaults) and
+the Hive metastore(s) the
 pipeline session will use (TCP, then a real get_all_databases call); in embedded mode the
-Derby metastore in the state directory; and, when a proxy serves from that state
+Derby metastore in the state directory and `[spark] conf` against Spark's defaults; and, when a proxy serves from that state
 directory, the upstream health it recorded (up or down, last success and failure, reopened
 sessions: proxy/hs2/recovery.py); the in-process serving engine (DuckDB with its Python UDF,
 started and asked a query as serve would, and its segment mirror's directory: serving.py).
@@ -34,13 +35,14 @@ from proxy.doctor.checks import (FAIL, MIN_JAVA, PASS, SKIP, WARN, Check, Target
                                  check_state_dir, parse_java_version)
 from proxy.doctor.health import beside_serving_proxy, check_upstream_health
 from proxy.doctor.serving import check_serving_engine, check_serving_mirror
-from proxy.doctor.remote import (METASTORE_KEY, check_metastores, check_time_zone, check_upstream,
+from proxy.doctor.remote import (METASTORE_KEY, check_engine_settings, check_metastores,
+                                 check_time_zone, check_upstream,
                                  probe_metastore, probe_upstream)
 
 __all__ = ["FAIL", "MIN_JAVA", "PASS", "SKIP", "WARN", "Check", "beside_serving_proxy", "Target", "METASTORE_KEY",
            "check_embedded_metastore", "check_java", "check_listen", "check_metastores",
            "check_python", "check_serving_engine", "check_serving_mirror", "check_spark", "check_state_dir",
-           "check_time_zone",
+           "check_engine_settings", "check_time_zone",
            "check_upstream", "check_upstream_health", "main", "parse_java_version",
            "probe_metastore", "probe_upstream",
            "report", "resolve_target", "run_checks"]
@@ -91,6 +93,7 @@ def resolve_target(argv: list[str]) -> Target:
         upstream_password=s.upstream.password or "doctor",
         metastore_uris=tuple(u.strip() for u in uris.split(",") if u.strip()),
         timeout=a.timeout, pipeline_time_zone=zone, pipeline_time_zone_source=zone_source,
+        spark_conf=tuple(sorted(s.spark.conf.items())),
         serving_enabled=s.serving.enabled, serving_threads=s.serving.threads,
         serving_memory_limit=s.serving.memory_limit, serving_mirror=s.serving.mirror,
         serving_mirror_max_bytes=s.serving.mirror_max_bytes)
@@ -108,6 +111,8 @@ def run_checks(t: Target) -> list[Check]:
         checks.append(Check("mode", PASS, "embedded: no upstream configured, serve starts "
                             "Spark and its Thrift server in-process"))
         checks.append(check_embedded_metastore(t.state_dir))
+        checks.append(check_engine_settings(dict(t.spark_conf), "[spark] conf",
+                                            "[spark] conf"))
     else:
         checks.append(Check("mode", PASS, f"remote: upstream {t.upstream[0]}:{t.upstream[1]}"))
         checks.extend(check_upstream(t))

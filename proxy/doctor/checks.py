@@ -42,6 +42,8 @@ class Target:
     # and where that comes from; compared with the upstream's (proxy/engine/timezone.py).
     pipeline_time_zone: str | None = None
     pipeline_time_zone_source: str = ""
+    # [spark] conf: embedded mode's engine runs with it (compared with Spark's defaults)
+    spark_conf: tuple[tuple[str, str], ...] = ()
     # [serving]: the in-process engine doctor starts as serve would
     serving_enabled: bool = True
     serving_threads: int = 2

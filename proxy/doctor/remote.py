@@ -1,15 +1,18 @@
 """doctor's checks of the remote topology: the upstream HiveServer2 (TCP, then a real
-OpenSession through proxy/upstream/client.py's client, its metastore and default time zone) and the
+OpenSession through proxy/upstream/client.py's client, its metastore, default time zone and
+result-affecting settings) and the
 Hive metastore(s) the pipeline session will use (TCP, then a real get_all_databases call)."""
 from __future__ import annotations
 
 import socket
+from typing import Mapping
 from urllib.parse import urlparse
 
 from thrift.protocol.TBase import TBase
 from thrift.Thrift import TType
 
 from proxy.doctor.checks import FAIL, PASS, SKIP, WARN, Check, Target
+from proxy.engine.semantics import differences
 from proxy.engine.timezone import TIME_ZONE_KEY, same_zone
 
 METASTORE_KEY = "spark.hadoop.hive.metastore.uris"
@@ -44,7 +47,7 @@ def check_upstream(t: Target) -> list[Check]:
                 *not_checked("the upstream does not accept connections")]
     from proxy.upstream.client import UpstreamAuthError
     try:
-        protocol, found = probe_upstream(t, (METASTORE_KEY, TIME_ZONE_KEY))
+        protocol, found = probe_upstream(t, (METASTORE_KEY, TIME_ZONE_KEY, ""))
     except UpstreamAuthError as exc:
         return [Check(name, FAIL, str(exc), "set [upstream] user/password for the server's "
                       "authentication, or --upstream-auth nosasl if it runs NOSASL"),
@@ -59,7 +62,9 @@ def check_upstream(t: Target) -> list[Check]:
                       "upstream"),
                 *not_checked("no session could be opened on the upstream")]
     checks = [Check(name, PASS, f"OpenSession ok (protocol {protocol})"),
-              check_time_zone(found.get(TIME_ZONE_KEY), t)]
+              check_time_zone(found.get(TIME_ZONE_KEY), t),
+              check_engine_settings(found, "the upstream", "the Thrift server's "
+                                    "spark-defaults.conf or --conf flags")]
     theirs = found.get(METASTORE_KEY, "")
     if METASTORE_KEY not in found:
         checks.append(Check("shared metastore", WARN, "could not read the upstream's "
@@ -87,6 +92,8 @@ def not_checked(why: str) -> list[Check]:
     line would read as nothing to check)."""
     return [Check("time zone", SKIP, f"not checked: {why}; the upstream's "
                   f"{TIME_ZONE_KEY} is compared with the pipeline session's once it answers"),
+            Check("engine settings", SKIP, f"not checked: {why}; the upstream's "
+                  "result-affecting settings are compared with Spark's defaults once it answers"),
             Check("shared metastore", SKIP, f"not checked: {why}; the upstream's "
                   f"{METASTORE_KEY} is compared with [spark] metastore_uris once it answers")]
 
@@ -111,6 +118,27 @@ def check_time_zone(upstream_zone: str | None, t: Target) -> Check:
                  "hold other time buckets",
                  f"set [spark] conf {TIME_ZONE_KEY} = \"{upstream_zone}\" and REBUILD DATAMAP "
                  "the time-dependent datamaps built before")
+
+
+def check_engine_settings(listed: Mapping[str, str], where: str, source: str) -> Check:
+    """The result-affecting settings the engine runs with (`listed`, what `SET` lists, or
+    [spark] conf) against Spark's defaults, which datamap answers are proven under
+    (proxy/engine/semantics.py)."""
+    name = "engine settings"
+    if where == "the upstream" and not set(listed) - {METASTORE_KEY, TIME_ZONE_KEY}:
+        return Check(name, WARN, "could not list the upstream's settings (`SET`): serve will "
+                     "not answer from datamaps until it can",
+                     "check that `SET` works on the Thrift server")
+    diffs = differences(listed)
+    if not diffs:
+        return Check(name, PASS, f"{where} runs with Spark's defaults of the result-affecting "
+                     "settings")
+    shown = ", ".join(f"{d} (default {d.default})" if d.default is not None else
+                      f"{d} (serve asks its JVM for the default)" for d in diffs)
+    return Check(name, WARN, f"{where} runs with {shown}: serve will not answer from "
+                 "datamaps, whose answers are proven under Spark's defaults",
+                 f"remove these settings from {source}, or accept that Spark answers every "
+                 "query")
 
 
 def probe_metastore(host: str, port: int, timeout: float = 10.0) -> list[str]:

@@ -74,23 +74,24 @@ def test_state_dir_unusable_and_locked(tmp_path: Path):
 
 
 def test_upstream_refused_and_not_hiveserver2(tmp_path: Path):
-    refused, zone, shared = doctor.check_upstream(
+    refused, zone, settings, shared = doctor.check_upstream(
         _target(tmp_path, upstream=("127.0.0.1", free_port())))
     assert refused.status == FAIL and "TCP connect failed" in refused.detail
     assert "--upstream HOST:PORT" in refused.fix
     # what could not be checked is said, with why
     assert (zone.name, zone.status) == ("time zone", SKIP)
+    assert (settings.name, settings.status) == ("engine settings", SKIP)
     assert (shared.name, shared.status) == ("shared metastore", SKIP)
     assert zone.detail.startswith("not checked: the upstream does not accept connections")
     lines: list[str] = []
-    assert doctor.report([refused, zone, shared], lines.append) == 1
-    assert lines[-1].endswith("; 2 not run: time zone, shared metastore"), lines
+    assert doctor.report([refused, zone, settings, shared], lines.append) == 1
+    assert lines[-1].endswith("; 3 not run: time zone, engine settings, shared metastore"), lines
 
     # Something listens but hangs up at once (not a HiveServer2).
     bad, *skipped = _check_against(tmp_path, lambda conn: None)
     assert bad.status == FAIL and "OpenSession failed" in bad.detail
     assert "--upstream-auth nosasl" in bad.fix
-    assert [c.status for c in skipped] == [SKIP, SKIP]
+    assert [c.status for c in skipped] == [SKIP, SKIP, SKIP]
 
 
 def test_beside_the_running_proxy_of_its_state_directory_it_is_ready(tmp_path: Path):
