@@ -8,7 +8,8 @@ clusters often run spark.sql.ansi.enabled=false, spark.sql.legacy.timeParserPoli
 spark.sql.decimalOperations.allowPrecisionLoss=false). The rewriter's proofs and the
 serving tier compute what Spark 4 computes under its defaults; with
 allowPrecisionLoss=false Spark types `sum(a) / sum(b)` over DECIMAL(20,2) and DECIMAL(20,0)
-columns DECIMAL(38,21), where the served answer is DECIMAL(38,20). So while the engine runs
+columns DECIMAL(38,21), where the served answer is DECIMAL(38,10)
+(tests/pipeline/test_engine_settings_spark.py). So while the engine runs
 with any such setting away from its default, datamaps are not offered to the rewriter
 (proxy/datamaps/zones/settings.py); in remote mode the pipeline session that computes
 datamap rows also takes the upstream's values (`align_session`).
