@@ -11,7 +11,7 @@ allowPrecisionLoss=false Spark types `sum(a) / sum(b)` over DECIMAL(20,2) and DE
 columns DECIMAL(38,21), where the served answer is DECIMAL(38,10)
 (tests/pipeline/test_engine_settings_spark.py). So while the engine runs
 with any such setting away from its default, datamaps are not offered to the rewriter
-(proxy/datamaps/zones/settings.py); in remote mode the pipeline session that computes
+(proxy/datamaps/zones/pipeline.py); in remote mode the pipeline session that computes
 datamap rows also takes the upstream's values (`align_session`).
 
 The engine's values are read where its sessions get them: `SET` alone lists every setting
@@ -20,8 +20,8 @@ made explicitly (SparkConf, spark-defaults, `[spark] conf`), on a fresh upstream
 SparkConf). A setting not listed has its default. The defaults compared with are Spark 4's
 for the keys of `SPARK_DEFAULTS` (what the proofs assume, whatever the engine's version),
 and the JVM's registry for any other spark.sql.legacy.* key; one whose default cannot be
-told counts as changed. The session time zone is not among them: datamaps follow it
-(proxy/engine/timezone.py).
+told counts as changed. The session time zone is not among them (datamaps follow it:
+proxy/engine/timezone.py), nor java8API (`_NOT_COMPARED`).
 """
 from __future__ import annotations
 
@@ -42,11 +42,15 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.sql.decimalOperations.allowPrecisionLoss": "true",
     "spark.sql.timestampType": "TIMESTAMP_LTZ",
     "spark.sql.mapKeyDedupPolicy": "EXCEPTION",
-    "spark.sql.datetime.java8API.enabled": "false",
     "spark.sql.session.collation.default": "UTF8_BINARY",
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
 }
 DEFAULTS = "Spark's defaults"
+# Not compared: the time zone, which datamaps follow (proxy/engine/timezone.py); and
+# java8API, which the Spark Thrift Server turns on itself (SparkSQLEnv) while an embedded
+# engine's sessions leave it off: it changes the Java types values are collected as, not
+# what Spark computes, and the pipeline's Python code reads rows as the default gives them.
+_NOT_COMPARED = frozenset({TIME_ZONE_KEY.lower(), "spark.sql.datetime.java8api.enabled"})
 _BY_LOWER = {k.lower(): (k, v) for k, v in SPARK_DEFAULTS.items()}
 DefaultOf = Callable[[str], "str | None"]
 
@@ -82,7 +86,7 @@ def differences(listed: Mapping[str, str], registry: DefaultOf = no_registry) ->
     Spark's defaults, by key."""
     out = []
     for key, value in listed.items():
-        if not semantic_setting(key) or key.strip().lower() == TIME_ZONE_KEY.lower():
+        if not semantic_setting(key) or key.strip().lower() in _NOT_COMPARED:
             continue
         default = default_of(key, registry)
         if not same_value(value, default):
@@ -157,7 +161,7 @@ def align_session(session: Any, upstream: Mapping[str, str],
     theirs = {k.strip().lower(): v for k, v in upstream.items()}
     changed = []
     for low, key in sorted(keys.items()):
-        if low == TIME_ZONE_KEY.lower():
+        if low in _NOT_COMPARED:
             continue
         want = theirs.get(low, default_of(key, registry))
         have = ours.get(low)

@@ -19,8 +19,10 @@ from proxy.config import UpstreamSettings
 from proxy.datamaps.catalog.store import Catalog
 from proxy.datamaps.handler import DatamapDdlHandler
 from proxy.datamaps.service import DatamapService
-from proxy.datamaps.zones.pipeline import align_pipeline_zone, check_upstream_zone
+from proxy.datamaps.zones.pipeline import (align_pipeline_settings, align_pipeline_zone,
+                                           check_upstream_zone)
 from proxy.doctor import PASS, WARN, Target, check_upstream
+from proxy.engine.semantics import differences, upstream_listing
 from proxy.engine.timezone import TIME_ZONE_KEY, upstream_time_zone
 from proxy.routing.router import StatementContext
 from tests.support.clients import pyhive_connect, pyhive_execute
@@ -84,12 +86,24 @@ def test_pipeline_session_is_aligned_to_the_upstream_zone(sts, pipeline_utc, cap
                for r in caplog.records), caplog.text
 
 
+def test_the_upstreams_settings_are_read_from_a_fresh_sessions_listing(sts):
+    """What the Thrift server was started with (--conf, spark-defaults) is in the `SET`
+    listing of a fresh session; the settings are Spark's defaults there."""
+    listed = upstream_listing(UpstreamSettings(host=sts.host, port=sts.port))
+    assert listed is not None and listed.get(TIME_ZONE_KEY) == ZONE, listed
+    assert differences(listed) == []
+
+
 def test_unreadable_upstream_zone_blocks_time_dependent_datamaps(pipeline_utc):
     upstream = UpstreamSettings(host="127.0.0.1", port=free_port(), connect_timeout=2.0)
     service = SimpleNamespace(time_zone_problem=None)
     align_pipeline_zone(pipeline_utc, upstream, service)
     assert "could not be read" in service.time_zone_problem
     assert pipeline_utc.conf.get(TIME_ZONE_KEY) == "UTC"
+    # nor can its other settings: no datamap answers until they are
+    service = SimpleNamespace(engine_settings_problem=None)
+    assert align_pipeline_settings(pipeline_utc, upstream, service) == []
+    assert "could not be read" in service.engine_settings_problem
 
 
 def test_doctor_reports_the_mismatch(sts, tmp_path: Path):
@@ -98,6 +112,7 @@ def test_doctor_reports_the_mismatch(sts, tmp_path: Path):
                       "doctor", "doctor", (), 60.0, pipeline_time_zone=zone,
                       pipeline_time_zone_source="this machine's default")
     checks = {c.name: c for c in check_upstream(target("UTC"))}
+    assert checks["engine settings"].status == PASS, checks["engine settings"]
     tz = checks["time zone"]
     assert tz.status == WARN and "mismatch" in tz.detail, tz
     assert ZONE in tz.detail and "UTC" in tz.detail and ZONE in tz.fix

@@ -21,8 +21,10 @@ def test_only_result_affecting_settings_away_from_their_defaults_count():
     # set explicitly to the default (any case, blanks around): nothing changes
     assert differences({"spark.sql.ansi.enabled": " TRUE", "spark.sql.caseSensitive": "false",
                         "spark.sql.legacy.timeParserPolicy": "corrected"}) == []
-    # the time zone is followed, not refused (proxy/engine/timezone.py)
-    assert differences({"spark.sql.session.timeZone": "America/Los_Angeles"}) == []
+    # the time zone is followed, not refused (proxy/engine/timezone.py); the Thrift server
+    # turns java8API on itself
+    assert differences({"spark.sql.session.timeZone": "America/Los_Angeles",
+                        "spark.sql.datetime.java8API.enabled": "true"}) == []
     assert differences({}) == []
 
 
