@@ -79,9 +79,16 @@ def align_pipeline_settings(session: Any, upstream: Any, service: DatamapService
         return []
     registry = semantics.jvm_registry(session)
     diffs = semantics.differences(listed, registry)
-    return _adopt_settings(service, diffs,
-                           lambda: semantics.align_session(session, listed, registry),
-                           rebuild=not at_open, lock=not at_open)
+    try:
+        return _adopt_settings(service, diffs,
+                               lambda: semantics.align_session(session, listed, registry),
+                               rebuild=not at_open, lock=not at_open)
+    except Exception:  # noqa: BLE001 - the session opens all the same; logged loudly
+        log.error("could not align the pipeline session's settings with the upstream's",
+                  exc_info=True)
+        _set_problem(service, "the pipeline session's settings could not be aligned with "
+                     "the upstream's")
+        return []
 
 
 def adopt_engine_settings(session: Any, service: DatamapService) -> list[str]:

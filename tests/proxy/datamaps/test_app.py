@@ -17,7 +17,7 @@ from proxy.datamaps import startup
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapLoadHandler, DatamapSelectHandler
 from proxy.datamaps.indexes.pruning import watch_temp_views
 from proxy.datamaps.service import DatamapService
-from proxy.engine import spark as engine_mod, timezone
+from proxy.engine import semantics, spark as engine_mod, timezone
 from proxy.engine.pipeline_session import LazySpark, SparkNotReady
 from proxy.external.handler import ExternalHandler
 from proxy.routing import statements
@@ -182,6 +182,7 @@ class _FakeSession:
     def __init__(self, schemas: dict[str, dict[str, str]]):
         self._schemas = schemas
         self.catalog = SimpleNamespace(tableExists=lambda table: False)
+        self.conf = SimpleNamespace(getAll={})     # no setting made: Spark's defaults
 
     def table(self, name: str):
         fields = [SimpleNamespace(name=c, dataType=SimpleNamespace(simpleString=lambda t=t: t))
@@ -236,6 +237,8 @@ async def test_remote_router_opens_the_session_at_start_when_datamaps_exist(tmp_
                         or _FakeSession(schemas))
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: opened.append("closed"))
     monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)   # no upstream
+    # whose listing of settings (`SET`) holds none away from Spark's defaults
+    monkeypatch.setattr(semantics, "upstream_listing", lambda upstream: {"spark.app.name": "t"})
     router, closer = await _start(_settings(tmp_path), None)
     try:
         deadline = time.monotonic() + 10
@@ -267,6 +270,8 @@ async def test_index_waiting_for_the_session_while_it_opens_at_start(tmp_path, m
     monkeypatch.setattr(engine_mod, "open_pipeline_session", slow_open)
     monkeypatch.setattr(engine_mod, "close_pipeline_session", lambda s: None)
     monkeypatch.setattr(timezone, "upstream_time_zone", lambda upstream: None)   # no upstream
+    # whose listing of settings (`SET`) holds none away from Spark's defaults
+    monkeypatch.setattr(semantics, "upstream_listing", lambda upstream: {"spark.app.name": "t"})
     router, closer = await _start(_settings(tmp_path), None)
     service = router.handlers[-1].service
     try:
