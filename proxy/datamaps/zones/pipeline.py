@@ -111,14 +111,14 @@ def _adopt_settings(service: DatamapService, diffs: list, align, rebuild: bool,
     """Record the settings datamaps are computed under and say whether they answer; returns
     the datamaps invalidated. Rebuilt only under Spark's defaults (under others nothing
     would read them): none is returned for the caller to rebuild then."""
+    problem = semantics.describe(diffs)
+    if problem is not None:         # first: from now on no datamap answers
+        _set_problem(service, problem)
     invalid = service.adopt_engine_settings(semantics.fingerprint(diffs), align,
                                             rebuild=rebuild and not diffs, lock=lock)
-    problem = semantics.describe(diffs)
     if problem is None and service.engine_settings_problem is not None:
         log.info("the engine runs with Spark's defaults again: datamaps answer queries again")
-    if problem is not None:
-        _set_problem(service, problem)
-    service.engine_settings_problem = problem
+    service.engine_settings_problem = problem      # last: after the datamaps were judged
     return [] if diffs else invalid
 
 
