@@ -47,9 +47,10 @@ SPARK_DEFAULTS: dict[str, str] = {
 }
 DEFAULTS = "Spark's defaults"
 # Not compared: the time zone, which datamaps follow (proxy/engine/timezone.py); and
-# java8API, which the Spark Thrift Server turns on itself (SparkSQLEnv) while an embedded
-# engine's sessions leave it off: it changes the Java types values are collected as, not
-# what Spark computes, and the pipeline's Python code reads rows as the default gives them.
+# java8API, on in a Spark Thrift Server's sessions (its `SET` lists it, set by the server
+# itself) and off in an embedded engine's: it changes the Java types values are collected
+# as, not what Spark computes, and the pipeline's Python code reads rows as the default
+# gives them (so it is not aligned either).
 _NOT_COMPARED = frozenset({TIME_ZONE_KEY.lower(), "spark.sql.datetime.java8api.enabled"})
 _BY_LOWER = {k.lower(): (k, v) for k, v in SPARK_DEFAULTS.items()}
 DefaultOf = Callable[[str], "str | None"]
