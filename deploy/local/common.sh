@@ -53,8 +53,8 @@ start_bg() {   # start_bg NAME CWD CMD... : own session/process group, output to
     echo "$name: started pid $! (log $DIR/logs/$name.log)"
 }
 
-port_open() {
-    "$PYTHON" -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$1" 2>/dev/null
+port_open() {  # bash's own /dev/tcp: no interpreter started per probe, while JVMs start
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 wait_ready() { # wait_ready NAME PORT [LOG_PATTERN]: port accepts (and the log shows PATTERN)
@@ -68,7 +68,7 @@ wait_ready() { # wait_ready NAME PORT [LOG_PATTERN]: port accepts (and the log s
             echo "$name: ready on 127.0.0.1:$port"
             return 0
         fi
-        sleep 0.5
+        sleep 0.2
     done
     tail -n 30 "$DIR/logs/$name.log" >&2 || true
     die "$name not ready after ${START_TIMEOUT}s (log $DIR/logs/$name.log)"
@@ -80,7 +80,7 @@ stop_one() {   # stop_one NAME: SIGTERM its process group, SIGKILL after a grace
     pid=$(cat "$f")
     if kill -0 "$pid" 2>/dev/null; then
         kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
         if kill -0 "$pid" 2>/dev/null; then
             echo "$1: did not stop after 30s, killing" >&2
             kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
