@@ -22,6 +22,7 @@ import pytest
 from tests.support.clients import pyhive_connect, pyhive_execute
 from tests.support.driver_client import SparkDriver
 from tests.support.ports import free_port
+from tests.support.sts import FAST_START_JVM_OPTS
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(420)]
@@ -48,14 +49,16 @@ def topology(tmp_path_factory):
     lazily, at the first query, so both start-ups overlap."""
     root = tmp_path_factory.mktemp("topology")
     ms_port = free_port()
-    scripts = _viewfs_warehouse(root)
+    scripts = {**_viewfs_warehouse(root), **_fast_start_jvms()}
     start = subprocess.Popen([str(DEPLOY / "start.sh"), str(root)], stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env={**os.environ, **scripts, "COMPONENTS": CORE,
                                   "METASTORE_PORT": str(ms_port)})
-    pipeline = SparkDriver("pipeline", root / "pipeline-state",
-                           _pipeline_settings(f"thrift://127.0.0.1:{ms_port}", root),
-                           root / "pipeline.log", wait=False)
+    with pytest.MonkeyPatch.context() as env:     # SparkDriver passes on os.environ
+        env.setenv("JAVA_TOOL_OPTIONS", scripts["JAVA_TOOL_OPTIONS"])
+        pipeline = SparkDriver("pipeline", root / "pipeline-state",
+                               _pipeline_settings(f"thrift://127.0.0.1:{ms_port}", root),
+                               root / "pipeline.log", wait=False)
     try:
         out, _ = start.communicate(timeout=300)
         assert start.returncode == 0, out
@@ -87,6 +90,15 @@ def _viewfs_warehouse(root: Path) -> dict[str, str]:
         f"  <property><name>fs.viewfs.mounttable.{MOUNT}.link./warehouse</name>"
         f"<value>{(root / 'cluster').as_uri()}</value></property>\n</configuration>\n")
     return {"WAREHOUSE": WAREHOUSE, "HADOOP_CONF_DIR": str(conf)}
+
+
+def _fast_start_jvms() -> dict[str, str]:
+    """Every JVM of the topology (metastore, master, worker, its executors, Thrift server,
+    pipeline sessions, and the proxy's) with the tests' start-up options (C1-only JIT,
+    serial GC): about ten JVMs start on 2 cores here, each running little but its start-up.
+    JAVA_TOOL_OPTIONS, because every JVM reads it and passes it to the ones it starts."""
+    return {"JAVA_TOOL_OPTIONS": " ".join(
+        o for o in (os.environ.get("JAVA_TOOL_OPTIONS", ""), FAST_START_JVM_OPTS) if o)}
 
 
 def _sts(topology) -> tuple[str, int]:
