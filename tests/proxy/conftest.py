@@ -1,14 +1,16 @@
-"""Gateway tests against a real Spark Thrift Server (one per module run) and the proxy as a
-subprocess. A fault-injecting TCP relay sits between proxy and Spark where a test needs to
-cut the upstream."""
+"""Tests of the proxy against one real Spark Thrift Server for the whole session (`sts`: the
+client suite's, which the gateway tests share) and the proxy as a subprocess. A
+fault-injecting TCP relay sits between proxy and Spark where a test needs to cut the
+upstream."""
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
 from tests.support.proxy_proc import start_proxy
 from tests.support.relay import Relay
-from tests.support.sts import start_sts
+from tests.support.sts import Sts, start_sts
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -38,11 +40,38 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def sts_starts(request, tmp_path_factory) -> dict[str, Future]:
+    """Start, in parallel, every Spark Thrift Server the selected tests need: "main" (SASL
+    PLAIN, the session's) and, when test_nosasl.py is selected, "nosasl". Start-up is
+    mostly JVM and Hive warm-up, so overlapping the two saves wall-clock time. Each server
+    is stopped at the end of the session."""
+    wanted = {"main": "NONE"}
+    if any("test_nosasl.py" in item.nodeid for item in request.session.items):
+        wanted["nosasl"] = "NOSASL"
+    root = tmp_path_factory.mktemp("sts")
+    pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="sts-start")
+    futures = {name: pool.submit(start_sts, root / name, auth=auth, fast_start=True)
+               for name, auth in wanted.items()}
+    yield futures
+    for fut in futures.values():
+        try:
+            fut.result().stop()
+        except Exception:  # noqa: BLE001 - a failed start was already reported by its user
+            pass
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def sts(sts_starts) -> Sts:
+    return sts_starts["main"].result()
+
+
 @pytest.fixture(scope="package")
-def gw_sts(gw_dir):
-    sts = start_sts(gw_dir / "sts")
-    yield sts
-    sts.stop()
+def gw_sts(sts):
+    """The gateway tests' Spark Thrift Server: the session's (a start of its own cost
+    about 13 s in CI; they create no table in it, and cut only their relays)."""
+    return sts
 
 
 @pytest.fixture(scope="package")

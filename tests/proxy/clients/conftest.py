@@ -1,5 +1,5 @@
-"""Real-stack fixtures: one Spark Thrift Server (STS) for the whole session, the proxy in
-front of it, and a `target` parameter so every test runs against both:
+"""Real-stack fixtures: one Spark Thrift Server (STS) for the whole session (tests/proxy's
+`sts`, which the gateway tests share), the proxy in front of it, and a `target` parameter so every test runs against both:
 
     target = direct  -> the STS itself (proves the test and the harness are right)
     target = proxy   -> `python -m proxy serve --upstream <sts>` (the thing under test)
@@ -11,7 +11,6 @@ skipped. `pytest --targets=direct` narrows the run while developing.
 """
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +18,7 @@ import pytest
 
 from tests.support.client_matrix import ITEST_DB, META_DB, TYPES_DDL, Target, USE_DB, types_statements
 from tests.support.proxy_proc import ProxyProc, start_proxy
-from tests.support.sts import Sts, start_sts
+from tests.support.sts import Sts
 
 ALL_TARGETS = ("direct", "proxy")
 
@@ -48,32 +47,6 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def itest_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("integration")
-
-
-@pytest.fixture(scope="session")
-def sts_starts(request, itest_dir) -> dict[str, Future]:
-    """Start, in parallel, every Spark Thrift Server the selected tests need: "main" (SASL
-    PLAIN, the session's) and, when test_nosasl.py is selected, "nosasl". Start-up is
-    mostly JVM and Hive warm-up, so overlapping the two saves wall-clock time. Each server
-    is stopped at the end of the session."""
-    wanted = {"main": "NONE"}
-    if any("test_nosasl.py" in item.nodeid for item in request.session.items):
-        wanted["nosasl"] = "NOSASL"
-    pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="sts-start")
-    futures = {name: pool.submit(start_sts, itest_dir / f"sts-{name}", auth=auth, fast_start=True)
-               for name, auth in wanted.items()}
-    yield futures
-    for fut in futures.values():
-        try:
-            fut.result().stop()
-        except Exception:  # noqa: BLE001 - a failed start was already reported by its user
-            pass
-    pool.shutdown(wait=True)
-
-
-@pytest.fixture(scope="session")
-def sts(sts_starts) -> Sts:
-    return sts_starts["main"].result()
 
 
 class _ProxyHolder:
