@@ -25,6 +25,7 @@ from tests.support.clients import (ClientError, RawHS2, jdbc_url, pyhive_connect
                                    pyhive_execute, run_beeline)
 from tests.support.proxy_proc import REPO_ROOT, start_proxy
 from tests.support.sts import start_sts
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -46,6 +47,12 @@ def _direct(sts, statements: list[str]) -> None:
             cur.execute(sql)
     finally:
         conn.close()
+
+
+def _operations(sts) -> set:
+    """The statements running in Spark: each has an operation log of its own, under its
+    session's directory, from its start until it is closed."""
+    return set((sts.workdir / "oplogs").glob("*/*"))
 
 
 def _doctor(state_dir, sts, port: int) -> str:
@@ -113,6 +120,7 @@ def story(tmp_path_factory):
         opened.append(sync_conn)
         sync_cur = sync_conn.cursor()
         sync_out: dict = {}
+        running_before = _operations(sts)
 
         def run_sync():
             try:
@@ -126,7 +134,9 @@ def story(tmp_path_factory):
                 operationHandle=running)).operationState != t.TOperationState.RUNNING_STATE:
             assert time.monotonic() < deadline, "the slow statement never ran"
             time.sleep(0.2)
-        time.sleep(2.0)          # the synchronous one is in Spark too by now
+        # the synchronous one reached Spark: it opened its operation log there
+        wait_until(lambda: _operations(sts) - running_before, timeout=60,
+                   what="the synchronous statement running in Spark")
 
         sts.kill()
         stale_oplogs = sts.open_sessions()     # the killed server's, never cleaned up
