@@ -7,8 +7,8 @@
 The processes the tests start read the project's modules compiled once for the run
 (tests/support/bytecode.py), where Python is told not to write bytecode.
 
-The fast tier runs in two workers (DATAMAP_TEST_WORKERS=2 ./scripts/test -m "not spark");
-the whole suite runs in one process: its Spark tests share servers and state across modules.
+scripts/test runs the fast tier (-m "not spark") in two pytest-xdist workers, then the Spark
+tier (-m spark) in one process: its Spark tests share servers and state across modules.
 
 `postgres`: one real PostgreSQL for the whole session (tests/support/postgres.py), started
 at first use; each test takes a fresh database with new_database().
