@@ -68,9 +68,10 @@ def zone(t) -> Zone:
 
 
 def in_range(sql: str) -> str:
-    """A date Spark holds (years 1-9999), else an error: Spark answers."""
-    return (f"(CASE WHEN ({sql}) < DATE '0001-01-01' OR ({sql}) > DATE '9999-12-31' THEN "
-            f"error('a date outside years 1-9999') ELSE CAST({sql} AS DATE) END)")
+    """A date Spark holds (years 1-9999), else an error: Spark answers. `sql` is written
+    twice, not three times (NOT of a NULL's BETWEEN is NULL: the ELSE gives NULL)."""
+    return (f"(CASE WHEN NOT (({sql}) BETWEEN DATE '0001-01-01' AND DATE '9999-12-31') "
+            f"THEN error('a date outside years 1-9999') ELSE CAST({sql} AS DATE) END)")
 
 
 def timestamp_operand(t, e: exp.Expression, sql: str, typ: str) -> str:

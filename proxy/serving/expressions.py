@@ -171,6 +171,12 @@ class Expressions:
             raise NotServable(f"% of {lt} and {rt}")
         t = max(lt, rt, key=INT_ORDER.index)
         left, right = f"CAST({l_sql} AS {DUCK[t]})", f"CAST({r_sql} AS {DUCK[t]})"
+        divisor = int_literal(e.expression)
+        if divisor is not None and int(divisor) != 0:
+            # a nonzero literal divisor raises nothing, and NULL % n is NULL in both: the
+            # dividend written once (a guard would copy it into every branch, and with it
+            # whatever it nests: the Hive quarter grain's month arithmetic)
+            return f"CAST({left} % {right} AS {DUCK[t]})", t
         return (f"(CASE WHEN {left} IS NULL OR {right} IS NULL THEN CAST(NULL AS {DUCK[t]}) "
                 f"WHEN {right} = 0 THEN error('remainder by zero') "
                 f"ELSE CAST({left} % {right} AS {DUCK[t]}) END)"), t

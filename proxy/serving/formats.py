@@ -51,24 +51,35 @@ def string_to_timestamp(sql: str) -> str:
             f"ELSE error('a string in a shape the tier does not cast: Spark answers') END)")
 
 
-def local_timestamp(self, e: exp.Expression, scope, what: str) -> str:
+def local_timestamp(self, e: exp.Expression, scope, what: str) -> tuple[str, str]:
     """A timestamp, date (its first instant) or string (Spark's cast to an instant) as the
-    local wall-clock TIMESTAMP of that instant."""
+    local wall-clock TIMESTAMP of that instant; and the type it was."""
     sql, t = self.expr(e, scope)
     z = zone(self)
     if t == "timestamp":
-        return z.local(sql)
+        return z.local(sql), t
     if t == "date":
-        return z.local(z.start_of_day(sql))
+        return z.local(z.start_of_day(sql)), t
     if t == "string":
-        return z.local(z.instant(string_to_timestamp(sql)))
+        return z.local(z.instant(string_to_timestamp(sql))), t
     raise NotServable(f"{what} of {t}")
+
+
+def _checked_date(e: exp.Expression) -> bool:
+    """Is `e` a date the tier computes through dates.in_range (date_add / date_sub,
+    add_months, next_day, a date +/- INTERVAL of days, months or years), which raises
+    outside years 1..9999? Its local midnight is then within them too, in any zone."""
+    if isinstance(e, (exp.Add, exp.Sub)):
+        return isinstance(e.this, exp.Interval) or isinstance(e.expression, exp.Interval)
+    return isinstance(e, (exp.TsOrDsAdd, exp.AddMonths, exp.NextDay))
 
 
 def date_format(self, e: exp.TimeToStr, scope):
     pattern = _pattern(e, "date_format")
-    t = local_timestamp(self, _unwrap(e.this), scope, "date_format")
-    return format_sql(pattern, t), "string"
+    arg = _unwrap(e.this)
+    t, typ = local_timestamp(self, arg, scope, "date_format")
+    # a date whose years dates.in_range checked: the check is not written out again
+    return format_sql(pattern, t, in_years=typ == "date" and _checked_date(arg)), "string"
 
 
 def from_unixtime(self, e: exp.UnixToStr, scope):

@@ -155,9 +155,11 @@ def _strftime(tokens: list[Token], t: str) -> str | None:
     return f"strftime({t}, {lit(''.join(out))})"
 
 
-def format_sql(pattern: str, t: str) -> str:
+def format_sql(pattern: str, t: str, in_years: bool = False) -> str:
     """DuckDB text of the local wall-clock TIMESTAMP `t` as Spark prints it with `pattern`;
-    NULL for NULL; an error for a year outside 1..9999."""
+    NULL for NULL; an error for a year outside 1..9999. `in_years`: `t` is known to be in
+    years 1..9999 (the local midnight of a date that dates.in_range checked), so the check,
+    which writes `t` out once more, is left out."""
     parts = []
     tokens = lex(pattern)
     for tok in tokens:
@@ -167,11 +169,16 @@ def format_sql(pattern: str, t: str) -> str:
         else:
             parts.append(lit(tok))
     signed = "error('a year outside 1..9999: Spark prints it signed')"
-    if fast := _strftime(tokens, t):
+    fast = _strftime(tokens, t)
+    if fast and in_years:
+        return f"({fast})"          # strftime of NULL is NULL
+    if fast:
         # `t` twice, not four times (a nested argument is written out once per use): a
         # NULL's year is NULL, so the ELSE's strftime of NULL answers NULL
         return f"(CASE WHEN NOT year({t}) BETWEEN 1 AND 9999 THEN {signed} ELSE {fast} END)"
     text = " || ".join(parts) if parts else "''"
+    if in_years:        # literal text and a / E print something for NULL: NULL first
+        return f"(CASE WHEN {t} IS NULL THEN NULL ELSE {text} END)"
     return (f"(CASE WHEN {t} IS NULL THEN NULL WHEN year({t}) < 1 OR year({t}) > 9999 THEN "
             f"{signed} ELSE {text} END)")
 

@@ -60,6 +60,17 @@ def _decimals(p: int, s: int) -> list:
     return [f"'{v}'" if v is not None else None for v in out]
 
 
+def _narrowed(p: int, s: int) -> list:
+    """A decimal wider than 18 digits printed as an 18-digit one where it fits: the values
+    either side of that edge, and the smallest."""
+    def lit(digits: str, neg: bool) -> str:
+        text = digits.rjust(s + 1, "0")
+        return "'" + ("-" if neg else "") + (text[:len(text) - s] + "." + text[len(text) - s:]
+                                             if s else text) + "'"
+    inside, outside = "9" * 18, "1" + "0" * 18
+    return [lit(d, neg) for d in (inside, outside, "1") for neg in (False, True)] + [None]
+
+
 CASES = [
     ("timestamp", "TIMESTAMP", TS),
     ("string", "TIMESTAMP", TS),
@@ -69,6 +80,8 @@ CASES = [
       for p, s in ((38, 38), (38, 0), (38, 10), (20, 2), (10, 2), (1, 1), (1, 0), (3, 3),
                    (18, 18), (19, 19), (9, 4))],
     ("string", "DECIMAL(5,5)", _decimals(5, 5)),
+    *[(f"decimal({p},{s})", f"DECIMAL({p},{s})", _narrowed(p, s))
+      for p, s in ((20, 2), (19, 0), (38, 10), (38, 17), (19, 18))],
     ("bigint", "BIGINT", ["9223372036854775807", "-9223372036854775808", "0", "-1", None]),
     ("bigint", "HUGEINT", ["9223372036854775807", "-9223372036854775808", "7", None]),
     ("bigint", "UBIGINT", ["0", "9223372036854775807", None]),

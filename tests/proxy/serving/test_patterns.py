@@ -150,6 +150,43 @@ def test_refused_functions(expr, why):
         _translate(expr)
 
 
+QUARTER = "date_format(add_months(trunc(m.ts, 'MM'), -(month(m.ts) - 1) % 3), 'yyyy-MM-dd 00:00:00')"
+
+
+@pytest.mark.parametrize("zone", ["UTC", "+05:30"])
+def test_the_hive_quarter_grain_writes_its_month_arithmetic_out_twice(zone):
+    """Superset's Hive quarter: the add_months guard (dates.in_range) names its date twice,
+    the remainder by 3 names its dividend once, and the date printed needs no year check
+    (in_range raised outside 1..9999): the month is computed twice, not 18 times."""
+    sql = _translate(QUARTER, zone).sql
+    assert sql.count("month(") == 2
+    assert "remainder by zero" not in sql and "a year outside 1..9999" not in sql
+
+
+@pytest.mark.parametrize("expr", [
+    "date_format(date_add(m.dt, 1), 'yyyy-MM-dd')", "date_format(next_day(m.dt, 'Mon'), 'yyyy')",
+    "date_format(m.dt - INTERVAL '1' MONTH, 'yyyy-MM')", "date_format(add_months(m.dt, 2), 'yyyy')",
+    "date_format(add_months(m.dt, 2), 'EEEE, yyyy')",
+])
+def test_a_date_in_range_checked_prints_without_a_second_check(expr):
+    assert "a year outside 1..9999" not in _translate(expr).sql
+
+
+@pytest.mark.parametrize("expr", [
+    "date_format(m.dt, 'yyyy')", "date_format(m.ts, 'yyyy-MM-dd')",
+    "date_format(m.ts + INTERVAL '1' HOUR, 'yyyy')", "date_format(date_trunc('MONTH', m.ts), 'yyyy')",
+])
+def test_other_dates_and_timestamps_are_checked(expr):
+    assert "a year outside 1..9999" in _translate(expr).sql
+
+
+def test_format_of_a_checked_null_is_null(duck):
+    null = "CAST(NULL AS TIMESTAMP)"
+    for pattern in ("yyyy-MM-dd", "'x' a EEEE"):
+        got = duck.execute(f"SELECT {format_sql(pattern, null, in_years=True)}").fetchone()
+        assert got == (None,)
+
+
 def test_zones_not_checked_against_the_jvm_are_not_served():
     with pytest.raises(NotServable, match="neither a fixed UTC offset nor a named zone"):
         _translate("date_format(m.dt, 'yyyy')", "America/Sao_Paulo")

@@ -153,7 +153,13 @@ FUNCTIONS_QUERY = (
     "unix_timestamp(m.ts, 'YYYY') AS u_ignored, to_unix_timestamp(m.ts) AS u2, "
     "CAST(m.ts AS STRING) AS ts_text, date_format(m.ts, 'yyyy-MM') AS looker, "
     "CAST(from_unixtime(unix_timestamp(date_format(m.ts, 'yyyy-MM'), 'yyyy-MM')) AS TIMESTAMP) "
-    "AS metabase, from_unixtime(unix_timestamp(m.ts), 'yyyy-MM-dd HH:mm:00') AS g_minute "
+    "AS metabase, from_unixtime(unix_timestamp(m.ts), 'yyyy-MM-dd HH:mm:00') AS g_minute, "
+    # Superset's Hive quarter, and dates dates.in_range checked printed without a 2nd check
+    "date_format(add_months(trunc(m.ts, 'MM'), -(month(m.ts) - 1) % 3), 'yyyy-MM-dd 00:00:00') "
+    "AS g_quarter, date_format(add_months(trunc(m.dt, 'MM'), -(month(m.dt) - 1) % 3), "
+    "'yyyy-MM-dd 00:00:00') AS g_quarter_dt, date_format(date_add(m.dt, -1), 'yyyy-MM-dd') AS "
+    "c_add, date_format(m.dt - INTERVAL '1' MONTH, 'EEEE, yyyy-MM-dd a') AS c_interval, "
+    "date_format(add_months(m.dt, -13), 'yyyy QQQ') AS c_months "
     "FROM {m}")
 PARSE_QUERY = (
     "SELECT m.k AS k, to_date(m.s_date, 'yyyy-MM-dd') AS a, to_date(m.s_dmy, 'dd/MM/yyyy HH:mm') AS b, "
