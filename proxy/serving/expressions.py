@@ -41,6 +41,9 @@ class Scope:
 class Expressions:
     zone = None              # the session's timestamps.Zone, None when not served
     zone_problem: str | None = None
+    # a datetime's text printed by a pattern injective at a unit -> (the datetime truncated
+    # to it, the text printed from that): formats._printed, read by a GROUP BY (translate.py)
+    grains: dict[str, tuple[str, str]]
 
     def condition(self, e: exp.Expression, scope: "Scope") -> str:
         sql, t = self.expr(e, scope)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.serving.dates import zone
-from proxy.serving.patterns import format_sql, parse_sql
+from proxy.serving.patterns import format_sql, grain_unit, parse_sql
 from proxy.serving.sqltypes import NotServable
 from rewriter.sparktypes import INTEGRAL
 
@@ -74,12 +74,24 @@ def _checked_date(e: exp.Expression) -> bool:
     return isinstance(e, (exp.TsOrDsAdd, exp.AddMonths, exp.NextDay))
 
 
+def _printed(self, pattern: str, t: str, in_years: bool = False) -> str:
+    """format_sql; a pattern that tells values apart at a unit (patterns.grain_unit) is
+    noted in the translator's `grains`: its text -> (`t` truncated to the unit, the text
+    printed from that), which a GROUP BY of the text groups by instead (translate.py)."""
+    sql = format_sql(pattern, t, in_years)
+    unit = grain_unit(pattern)
+    if unit is not None:
+        truncated = f"date_trunc('{unit}', {t})"
+        self.grains[sql] = (truncated, format_sql(pattern, truncated, in_years))
+    return sql
+
+
 def date_format(self, e: exp.TimeToStr, scope):
     pattern = _pattern(e, "date_format")
     arg = _unwrap(e.this)
     t, typ = local_timestamp(self, arg, scope, "date_format")
     # a date whose years dates.in_range checked: the check is not written out again
-    return format_sql(pattern, t, in_years=typ == "date" and _checked_date(arg)), "string"
+    return _printed(self, pattern, t, in_years=typ == "date" and _checked_date(arg)), "string"
 
 
 def from_unixtime(self, e: exp.UnixToStr, scope):
@@ -90,7 +102,7 @@ def from_unixtime(self, e: exp.UnixToStr, scope):
         raise NotServable(f"from_unixtime of {t}")
     # overflowing seconds make DuckDB raise: Spark answers
     local = zone(self).local(f"make_timestamp(CAST({sql} AS BIGINT) * 1000000)")
-    return format_sql(pattern, local), "string"
+    return _printed(self, pattern, local), "string"
 
 
 def _epoch_seconds(instant: str) -> str:

@@ -155,6 +155,26 @@ def _strftime(tokens: list[Token], t: str) -> str | None:
     return f"strftime({t}, {lit(''.join(out))})"
 
 
+_CHAIN = "yMdHms"          # the fields of _STRFTIME, coarsest first
+_UNITS = ("year", "month", "day", "hour", "minute", "second")
+
+
+def grain_unit(pattern: str) -> str | None:
+    """The date_trunc unit at which `pattern` tells values apart, when it prints by one
+    strftime (_STRFTIME: numbers of fixed width in years 1..9999) the year, then the month,
+    day, hour, minute, second down to that unit, each once (in any order, any literal text
+    between): two values print alike exactly when they are equal truncated to that unit.
+    None for any other pattern. The Hive grains' patterns are such ('yyyy-MM-dd HH:00:00':
+    hour)."""
+    fields = [tok for tok in lex(pattern) if isinstance(tok, Field)]
+    if not fields or any(f not in _STRFTIME for f in fields):
+        return None
+    letters = sorted((f.letter for f in fields), key=_CHAIN.index)
+    if "".join(letters) != _CHAIN[:len(letters)]:
+        return None
+    return _UNITS[len(letters) - 1]
+
+
 def format_sql(pattern: str, t: str, in_years: bool = False) -> str:
     """DuckDB text of the local wall-clock TIMESTAMP `t` as Spark prints it with `pattern`;
     NULL for NULL; an error for a year outside 1..9999. `in_years`: `t` is known to be in

@@ -152,6 +152,7 @@ class _Translator(Expressions):
         self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.zone, self.zone_problem = session_zone(zone)
         self.groupings: list[Grouping | None] = []    # of the SELECTs being translated
+        self.grains: dict[str, tuple[str, str]] = {}
         self.ctes: list[dict] = []      # CTEs in force, innermost last (relations.py)
 
     def expr(self, e: exp.Expression, scope) -> tuple[str, str]:
@@ -241,8 +242,10 @@ class _Translator(Expressions):
             double_keys |= {k for k in subtotals.leaves if key_types[k] == "double"}
         elif group:
             keys = self._group_keys(group, scope, outputs, by_instant, double_keys)
+        keys, regroup = self._truncated_keys(keys)
         selected = []
         for sql, typ, name, inner in outputs:
+            sql = regroup(sql)
             if sql in double_keys:
                 sql = f"({sql} + 0.0)"
             elif any(k in sql for k in double_keys) and not isinstance(
@@ -264,7 +267,7 @@ class _Translator(Expressions):
             parts.append("GROUP BY " + ", ".join(keys))
         if subtotals is not None and sel.args.get("having"):
             subtotal_having(sel.args["having"])
-        having = [self.condition(sel.args["having"].this, scope)] \
+        having = [regroup(self.condition(sel.args["having"].this, scope))] \
             if sel.args.get("having") else []
         if subtotals is not None and subtotals.having():
             having.append(subtotals.having())
@@ -274,12 +277,28 @@ class _Translator(Expressions):
         order = sel.args.get("order")
         if order:
             parts.append("ORDER BY " + ", ".join(
-                self.ordered(o, scope, out_cols, inner_of, instants if by_instant else None)
+                regroup(self.ordered(o, scope, out_cols, inner_of,
+                                     instants if by_instant else None))
                 for o in order.expressions))
         limit = sel.args.get("limit")
         if limit is not None:
             parts.append(limit_sql(limit))
         return " ".join(parts), out_cols
+
+    def _truncated_keys(self, keys: list[str]) -> tuple[list[str], Callable[[str], str]]:
+        """A GROUP BY key that prints a datetime by a pattern injective at a unit (the Hive
+        grains, formats._printed) groups by the datetime truncated to that unit: the same
+        groups, and the text is printed once a group, not once a row. (The keys, and what
+        makes an output, HAVING or ORDER BY read the text from the truncated key.)"""
+        found = {k: self.grains[k] for k in keys if k in self.grains}
+        if not found:
+            return keys, lambda sql: sql
+
+        def regroup(sql: str) -> str:
+            for k in sorted(found, key=len, reverse=True):
+                sql = sql.replace(k, found[k][1])
+            return sql
+        return [found[k][0] if k in found else k for k in keys], regroup
 
     def _group_keys(self, group: exp.Group, scope: _Scope, outputs, by_instant: bool,
                     double_keys: set[str]) -> list[str]:

@@ -177,6 +177,29 @@ GRAIN_QUERY = (
     "max(date_format(m.ts, 'yyyy-MM-dd')) AS mx FROM {m} "
     "GROUP BY from_unixtime(unix_timestamp(m.ts), 'yyyy-MM-01 00:00:00')")
 
+# GROUP BY a Hive grain groups by the datetime truncated to its unit (translate.py
+# _truncated_keys): every grain at once, then coarse ones alone (rows merge), with HAVING
+# and ORDER BY reading the key, and a pattern printing its fields in another order
+_HIVE = {u: f"from_unixtime(unix_timestamp(m.ts), '{p}')" for u, p in (
+    ("second", "yyyy-MM-dd HH:mm:ss"), ("minute", "yyyy-MM-dd HH:mm:00"),
+    ("hour", "yyyy-MM-dd HH:00:00"), ("day", "yyyy-MM-dd 00:00:00"),
+    ("month", "yyyy-MM-01 00:00:00"), ("year", "yyyy-01-01 00:00:00"))}
+_QUARTER = ("date_format(add_months(trunc(m.ts, 'MM'), -(month(m.ts) - 1) % 3), "
+            "'yyyy-MM-dd 00:00:00')")
+GRAIN_KEYS_QUERY = (
+    "SELECT " + ", ".join(f"{g} AS g_{u}" for u, g in _HIVE.items()) + f", {_QUARTER} AS q, "
+    "date_format(m.dt, 'dd/MM/yyyy') AS dmy, count(*) AS c FROM {m} GROUP BY "
+    + ", ".join(_HIVE.values()) + f", {_QUARTER}, date_format(m.dt, 'dd/MM/yyyy') "
+    "HAVING count(*) > 0 ORDER BY g_second DESC")
+GRAIN_COARSE_QUERY = (
+    f"SELECT {_HIVE['year']} AS y, count(*) AS c, max({_HIVE['year']}) AS mx, "
+    f"min({_HIVE['second']}) AS first FROM {{m}} GROUP BY {_HIVE['year']} "
+    f"HAVING {_HIVE['year']} <> '2099-01-01 00:00:00' OR {_HIVE['year']} IS NULL "
+    f"ORDER BY {_HIVE['year']}")
+GRAIN_QUARTER_QUERY = (
+    f"SELECT {_QUARTER} AS q, date_format(m.dt, 'yyyy') AS y, count(*) AS c FROM {{m}} "
+    f"GROUP BY {_QUARTER}, date_format(m.dt, 'yyyy') ORDER BY c DESC, q LIMIT 5")
+
 
 def _random_patterns(count: int, seed: int) -> list[str]:
     """Patterns drawn from the served alphabet: every letter at a count Spark accepts,
@@ -214,8 +237,10 @@ RANDOM_QUERY = "SELECT m.k AS k, " + ", ".join(
 
 @pytest.mark.parametrize("zone", ZONES)
 @pytest.mark.parametrize("query", [FORMAT_QUERY, FUNCTIONS_QUERY, PARSE_QUERY, GRAIN_QUERY,
+                                   GRAIN_KEYS_QUERY, GRAIN_COARSE_QUERY, GRAIN_QUARTER_QUERY,
                                    RANDOM_QUERY],
-                         ids=["format", "functions", "parse", "grain", "random"])
+                         ids=["format", "functions", "parse", "grain", "grain_keys",
+                              "grain_coarse", "grain_quarter", "random"])
 def test_served_like_spark(query, zone, served_table, engine):
     spark, files = served_table
     _same(spark, files, engine, query.format(m=READ), zone)
