@@ -16,6 +16,8 @@ anything else, so that Spark answers the rest (its value, or its error).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from sqlglot import exp
 
 from proxy.serving.dates import zone
@@ -84,6 +86,24 @@ def _printed(self, pattern: str, t: str, in_years: bool = False) -> str:
         truncated = f"date_trunc('{unit}', {t})"
         self.grains[sql] = (truncated, format_sql(pattern, truncated, in_years))
     return sql
+
+
+def truncated_keys(grains: dict[str, tuple[str, str]], keys: list[str]
+                   ) -> tuple[list[str], Callable[[str], str]]:
+    """GROUP BY `keys`: one that prints a datetime by a pattern injective at a unit
+    (`grains`, noted by _printed) groups by the datetime truncated to that unit instead:
+    the same groups, and the text is printed once a group, not once a row. The keys, and
+    what makes an output's, HAVING's or ORDER BY's SQL read the text off the truncated
+    key."""
+    found = {k: grains[k] for k in keys if k in grains}
+    if not found:
+        return keys, lambda sql: sql
+
+    def regroup(sql: str) -> str:
+        for k in sorted(found, key=len, reverse=True):
+            sql = sql.replace(k, found[k][1])
+        return sql
+    return [found[k][0] if k in found else k for k in keys], regroup
 
 
 def date_format(self, e: exp.TimeToStr, scope):

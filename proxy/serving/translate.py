@@ -29,6 +29,7 @@ from proxy.serving.compensation import (
     BaseOf, base_read, compensated_union, filtered_files, is_compensation,
 )
 from proxy.serving.expressions import Expressions, Scope
+from proxy.serving.formats import truncated_keys
 from proxy.serving.subtotals import Grouping, grouping, has_subtotals, subtotal_having
 from proxy.serving.sqltypes import (  # noqa: F401 - decimal_div_type, duck_type: re-exported
     TYPES, UNSERVED, NotServable, decimal_div_type, duck_type, limit_sql, lit, q, spark_type,
@@ -242,7 +243,7 @@ class _Translator(Expressions):
             double_keys |= {k for k in subtotals.leaves if key_types[k] == "double"}
         elif group:
             keys = self._group_keys(group, scope, outputs, by_instant, double_keys)
-        keys, regroup = self._truncated_keys(keys)
+        keys, regroup = truncated_keys(self.grains, keys)     # the Hive grains
         selected = []
         for sql, typ, name, inner in outputs:
             sql = regroup(sql)
@@ -284,21 +285,6 @@ class _Translator(Expressions):
         if limit is not None:
             parts.append(limit_sql(limit))
         return " ".join(parts), out_cols
-
-    def _truncated_keys(self, keys: list[str]) -> tuple[list[str], Callable[[str], str]]:
-        """A GROUP BY key that prints a datetime by a pattern injective at a unit (the Hive
-        grains, formats._printed) groups by the datetime truncated to that unit: the same
-        groups, and the text is printed once a group, not once a row. (The keys, and what
-        makes an output, HAVING or ORDER BY read the text from the truncated key.)"""
-        found = {k: self.grains[k] for k in keys if k in self.grains}
-        if not found:
-            return keys, lambda sql: sql
-
-        def regroup(sql: str) -> str:
-            for k in sorted(found, key=len, reverse=True):
-                sql = sql.replace(k, found[k][1])
-            return sql
-        return [found[k][0] if k in found else k for k in keys], regroup
 
     def _group_keys(self, group: exp.Group, scope: _Scope, outputs, by_instant: bool,
                     double_keys: set[str]) -> list[str]:

@@ -198,7 +198,7 @@ GRAIN_COARSE_QUERY = (
     f"ORDER BY {_HIVE['year']}")
 GRAIN_QUARTER_QUERY = (
     f"SELECT {_QUARTER} AS q, date_format(m.dt, 'yyyy') AS y, count(*) AS c FROM {{m}} "
-    f"GROUP BY {_QUARTER}, date_format(m.dt, 'yyyy') ORDER BY c DESC, q LIMIT 5")
+    f"GROUP BY {_QUARTER}, date_format(m.dt, 'yyyy') ORDER BY c DESC, q, y LIMIT 5")
 
 
 def _random_patterns(count: int, seed: int) -> list[str]:
