@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support.sts import fast_start_env
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -26,6 +28,7 @@ class SparkDriver:
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         env.pop("PYSPARK_GATEWAY_PORT", None)
+        env = fast_start_env(env)        # its JVM starts as the test servers' do
         self._log = open(log_path, "ab")
         cwd = log_path.parent / f"{mode}-cwd"
         cwd.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tests.support.package import outside_env
 from tests.support.ports import free_port, log_tail, port_accepts, signal_group
+from tests.support.sts import fast_start_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_RE = re.compile(rb"\bready\b", re.IGNORECASE)
@@ -210,9 +211,12 @@ class ServeProc:
             argv = [*command, "serve", "--host", "127.0.0.1",
                     "--port", str(self.port), "--state-dir", str(state),
                     "--spark-master", "local[2]"]
-            self.proc = _spawn(argv, self.cwd, self.log_path, {
+            # the embedded JVM starts with the test servers' fast-start options
+            # (tests/support/sts.py), through spark-submit's SPARK_SUBMIT_OPTS: the
+            # proxy's own [spark] settings stay the tests' to choose
+            self.proc = _spawn(argv, self.cwd, self.log_path, fast_start_env({
                 "DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
-                "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})},
+                "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})}),
                 installed)
             self._log = self.proc._log_file   # type: ignore[attr-defined]
             try:
