@@ -130,7 +130,7 @@ class App:
         self._early_reload = asyncio.Event()
         self._stop = asyncio.Event()
         self.authenticator = self.kerberos = None
-        self.metrics = self.querylog = self.serving = self.advisor = None
+        self.metrics = self.querylog = self.serving = self.advisor = self.auditor = None
         self.shapes: ServiceShapes | None = None
         self.indexed: StoreForQueries | None = None
         self.console = None
@@ -192,6 +192,7 @@ class App:
         await self._start_console()
         self.reloader = Reloader(self.settings, *self.reload_from, loaded=self.as_loaded)
         self.reloader.register(apply_to_server(self.server))
+        self.reloader.register(lambda s: self.auditor.set_rate(s.datamaps.audit_sample_rate))
 
     async def _check_settings(self) -> None:
         """What must fail before anything starts (exit 2)."""
@@ -318,6 +319,7 @@ class App:
                                 "starting the serving engine again", 10.0)
         auditor = Auditor(service, dm.audit_sample_rate, serving,
                           on_base_run=querylog.base_run if querylog is not None else None)
+        self.auditor = auditor
         self._close_auditor = _once(auditor.close)
         stack.push_async_callback(self._close_auditor)
         auditor.start(background)

@@ -33,6 +33,7 @@ RELOADABLE: dict[str, frozenset[str]] = {
         "impersonation"}),
     "upstream": frozenset({"max_sessions", "max_sessions_per_user", "session_queue_size",
                            "session_queue_timeout"}),
+    "datamaps": frozenset({"audit_sample_rate"}),      # the Auditor's callback (proxy/app.py)
 }
 # never written to the log, changed or not (their values are secrets; the catalog URL
 # carries the PostgreSQL password)

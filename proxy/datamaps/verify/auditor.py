@@ -2,6 +2,7 @@
 
     auditor = Auditor(service, rate, serving)   # proxy/app.py; rate: [datamaps] audit_sample_rate
     auditor.start(background)                   # the worker thread that runs sampled audits
+    auditor.set_rate(rate)                      # SIGHUP: the share sampled from now on
     auditor.offer(statement, ctx, result)       # DatamapSelectHandler, for every datamap answer
     auditor.audit_datamap(stmt, current_db)     # AUDIT DATAMAP [db.]name (a DDL worker thread)
 
@@ -104,6 +105,8 @@ class Auditor:
         self._running_sets: list[tuple[str, ...]] = []   # one per audit running
         self._free = threading.Condition(self._lock)
         self._closed = threading.Event()
+        self._background = None            # proxy/background.py, once start() was called
+        self._working = False              # the worker thread was started
         self.dropped = 0                   # sampled queries dropped: queue full or busy
         # tests: called between the two runs of an audit (a write "during" it)
         self.between_runs: Callable[[], None] | None = None
@@ -129,8 +132,22 @@ class Auditor:
     # ------------------------------------------------------------------ the worker
     def start(self, background) -> None:
         """Run sampled audits in a thread of `background` (proxy/background.py)."""
-        if self.rate > 0:
-            background.thread("datamap-audit", self._work)
+        self._background = background
+        self._start_worker()
+
+    def set_rate(self, rate: float) -> None:
+        """`[datamaps] audit_sample_rate` reloaded (SIGHUP): answers from now on are sampled
+        at `rate`; the worker starts if it was off. Queued samples are still audited."""
+        self.rate = rate
+        self._start_worker()
+
+    def _start_worker(self) -> None:
+        with self._lock:
+            if (self.rate <= 0 or self._working or self._background is None
+                    or self._closed.is_set()):
+                return
+            self._working = True
+        self._background.thread("datamap-audit", self._work)
 
     def close(self) -> None:
         """Stop the worker and cancel the Spark jobs of running audits."""

@@ -107,7 +107,8 @@ def test_apply_to_server_reaches_every_live_object():
             idle_session_timeout=13.0, idle_operation_timeout=14.0,
             idle_connection_timeout=15.0, impersonation=("svc:*",)),
         upstream=cfg.UpstreamSettings(max_sessions=16, max_sessions_per_user=17,
-                                      session_queue_size=18, session_queue_timeout=19.0))
+                                      session_queue_size=18, session_queue_timeout=19.0),
+        datamaps=cfg.DatamapsSettings(audit_sample_rate=0.5))    # the Auditor's own callback
     assert {k for _s, k in changes(cfg.Settings(), new)} == set().union(*RELOADABLE.values())
     apply_to_server(server)(new)
     svc, sessions = server.service, server.service.session_manager

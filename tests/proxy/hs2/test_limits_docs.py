@@ -22,7 +22,7 @@ def test_the_example_loads(tmp_path):
 
 def test_the_sighup_list_is_the_reloadable_set():
     section = DOC.split("## Reloading settings: SIGHUP", 1)[1].split("A lower limit", 1)[0]
-    listed = set(re.findall(r"`([a-z_]+)`", section)) - {"server", "upstream"}
+    listed = set(re.findall(r"`([a-z_]+)`", section)) - {"server", "upstream", "datamaps"}
     assert listed == set().union(*RELOADABLE.values())
 
 

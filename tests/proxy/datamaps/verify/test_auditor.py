@@ -107,6 +107,29 @@ def test_offer_keeps_a_bounded_ring_and_samples_into_a_bounded_queue(service):
     assert off._queue.qsize() == 0 and off.recent("db1.agg") == [("db1", "q")]
 
 
+def test_a_reloaded_rate_samples_from_then_on_and_starts_the_worker_once(service):
+    """SIGHUP's callback (proxy/app.py): off at start, no worker; a rate above 0 starts
+    one, and only one however often it is set; 0 again stops sampling."""
+    started = []
+
+    class Background:
+        def thread(self, name, target):
+            started.append(name)
+
+    a = Auditor(service, rate=0.0, rng=lambda: 0.5)
+    a.start(Background())
+    a.offer("q1", _ctx(), _result("db1.agg"))
+    assert started == [] and a._queue.qsize() == 0
+    a.set_rate(1.0)
+    a.set_rate(0.75)
+    assert started == ["datamap-audit"]
+    a.offer("q2", _ctx(), _result("db1.agg"))
+    assert a._queue.qsize() == 1
+    a.set_rate(0.0)
+    a.offer("q3", _ctx(), _result("db1.agg"))
+    assert a._queue.qsize() == 1 and started == ["datamap-audit"]
+
+
 def test_one_audit_per_datamap_and_a_global_bound(service):
     a = Auditor(service)
     assert a._claim(["db1.a"]) and not a._claim(["db1.a"]) and not a._claim(["db1.b", "db1.a"])
