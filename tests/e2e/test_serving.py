@@ -1,4 +1,5 @@
-"""The serving tier (answers computed in-process by DuckDB) end to end: one embedded `serve`, a datamap over a table
+"""The serving tier (answers computed in-process by DuckDB) end to end on the shared embedded
+`serve` (tests/e2e/conftest.py; names start with sv_), a datamap over a table
 loaded in several segments, queries answered in-process by DuckDB and compared with Spark
 answering the original query directly (the engine's own Thrift port): column names, types
 (with decimal precision and scale) and rows as the client decodes them. Then freshness of
@@ -11,7 +12,7 @@ import re
 import pytest
 
 from tests.support.clients import ClientError, RawHS2
-from tests.support.e2e import ServeProc, sort_rows
+from tests.support.e2e import LogSince, sort_rows
 from tests.support.spark_tier import rows_equal
 from tests.support.waiting import wait_until
 
@@ -34,28 +35,28 @@ MORE = [
 ]
 DATAMAP = ("CREATE DATAMAP sv USING 'mv' AS SELECT country, city, d, sum(qty), sum(amount), "
            "avg(amount), avg(price), count(*), count(amount), min(amount), max(n), max(price) "
-           "FROM facts GROUP BY country, city, d")
+           "FROM sv_facts GROUP BY country, city, d")
 SERVED = [
-    "SELECT country, sum(amount) s, avg(amount) a, count(*) c FROM facts GROUP BY country "
+    "SELECT country, sum(amount) s, avg(amount) a, count(*) c FROM sv_facts GROUP BY country "
     "ORDER BY country",
-    "SELECT city, sum(qty) q, avg(price) p FROM facts WHERE country IN ('de', 'fr') "
+    "SELECT city, sum(qty) q, avg(price) p FROM sv_facts WHERE country IN ('de', 'fr') "
     "GROUP BY city ORDER BY q DESC, city LIMIT 3",
-    "SELECT year(d) y, month(d) m, sum(amount) FROM facts WHERE d >= '2024-01-02' "
+    "SELECT year(d) y, month(d) m, sum(amount) FROM sv_facts WHERE d >= '2024-01-02' "
     "GROUP BY year(d), month(d) ORDER BY y, m",
-    "SELECT country, sum(amount) / count(*) per_row FROM facts GROUP BY country "
+    "SELECT country, sum(amount) / count(*) per_row FROM sv_facts GROUP BY country "
     "HAVING count(*) > 1",
-    "SELECT country, city, max(n), min(amount) FROM facts GROUP BY country, city "
+    "SELECT country, city, max(n), min(amount) FROM sv_facts GROUP BY country, city "
     "ORDER BY country DESC, city",
-    "SELECT count(*) FROM facts",
-    "SELECT country, sum(qty) * 2 AS dbl, sum(amount) + 1 AS plus FROM facts GROUP BY country",
-    "SELECT avg(amount), avg(price), max(price) FROM facts WHERE city <> 'paris'",
-    "SELECT country, count(DISTINCT city) cities, count(DISTINCT city, d) visits FROM facts "
+    "SELECT count(*) FROM sv_facts",
+    "SELECT country, sum(qty) * 2 AS dbl, sum(amount) + 1 AS plus FROM sv_facts GROUP BY country",
+    "SELECT avg(amount), avg(price), max(price) FROM sv_facts WHERE city <> 'paris'",
+    "SELECT country, count(DISTINCT city) cities, count(DISTINCT city, d) visits FROM sv_facts "
     "GROUP BY country",
-    "SELECT lower(city) l, substr(country, 1, 1) c0, sum(qty) q FROM facts "
+    "SELECT lower(city) l, substr(country, 1, 1) c0, sum(qty) q FROM sv_facts "
     "WHERE city LIKE '%r%' GROUP BY lower(city), substr(country, 1, 1)",
 ]
 NOT_SERVED = [
-    "SELECT initcap(country) u, count(*) c FROM facts GROUP BY initcap(country)",
+    "SELECT initcap(country) u, count(*) c FROM sv_facts GROUP BY initcap(country)",
 ]
 
 
@@ -64,24 +65,31 @@ def values(rows) -> str:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    work = tmp_path_factory.mktemp("serving")
-    # timestamps: a fixed offset; every datamap answer is audited (proxy/datamaps/verify/auditor.py)
-    srv = ServeProc(work, work / "state", env={"TZ": "UTC",
-                                               "DATAMAP_PROXY_DATAMAPS_AUDIT_SAMPLE_RATE": "1"})
+def env(shared_serve):
+    """Timestamps: a fixed offset (the shared server's TZ=UTC). Every datamap answer while
+    this module runs is audited (proxy/datamaps/verify/auditor.py): its rate is reloaded to
+    1 (SIGHUP) and back to the default at the end."""
+    line = shared_serve.settings("[datamaps]\naudit_sample_rate = 1\n")
+    assert "[datamaps] audit_sample_rate = 1.0" in line, line
+    srv = shared_serve.srv
+    log = LogSince(srv)
     proxy = RawHS2("127.0.0.1", srv.port)
     spark = RawHS2("127.0.0.1", srv.engine_port)
     try:
-        proxy.execute("CREATE TABLE facts (id INT, country STRING, city STRING, d DATE, "
+        proxy.execute("CREATE TABLE sv_facts (id INT, country STRING, city STRING, d DATE, "
                       "qty INT, amount DECIMAL(10,2), price DOUBLE, n BIGINT) USING parquet")
-        proxy.execute("INSERT INTO facts VALUES " + values(ROWS[:4]))
+        proxy.execute("INSERT INTO sv_facts VALUES " + values(ROWS[:4]))
         proxy.execute(DATAMAP)
-        proxy.execute("INSERT INTO facts VALUES " + values(ROWS[4:]))   # a second segment
-        yield {"srv": srv, "proxy": proxy, "spark": spark}
+        proxy.execute("INSERT INTO sv_facts VALUES " + values(ROWS[4:]))   # a second segment
+        yield {"srv": srv, "proxy": proxy, "spark": spark, "log": log}
     finally:
-        for c in (proxy, spark):
-            c.close()
-        srv.kill()
+        try:
+            for table in ("sv_facts", "sv_events", "sv_acc"):      # their datamaps go too
+                proxy.execute(f"DROP TABLE IF EXISTS {table}")
+        finally:
+            for c in (proxy, spark):
+                c.close()
+            shared_serve.settings("")
 
 
 def explain(c: RawHS2, sql: str) -> str:
@@ -119,7 +127,7 @@ def test_dashboard_queries_are_served_locally_with_sparks_answer(env):
         assert "Hit mv DataMap: sv" in plan, plan[:600]
         assert "Served by: local engine" in plan, plan[:1500]
         same(env, sql)
-    log = env["srv"].log_path.read_text(errors="replace")
+    log = env["log"].text()
     assert "served=local cache=miss" in log
 
 
@@ -135,7 +143,7 @@ def test_outside_the_allow_list_spark_answers(env):
 def test_engine_error_falls_back_to_spark(env):
     """'zz' sums qty 0: the decimal division raises in DuckDB; Spark (ANSI) answers with
     its own error, exactly as when the proxy is not there."""
-    sql = "SELECT country, sum(amount) / sum(qty) FROM facts GROUP BY country"
+    sql = "SELECT country, sum(amount) / sum(qty) FROM sv_facts GROUP BY country"
     assert "Served by: local engine" in explain(env["proxy"], sql)
     with pytest.raises(ClientError) as proxied:
         env["proxy"].execute(sql)
@@ -143,13 +151,13 @@ def test_engine_error_falls_back_to_spark(env):
         _spark(env, sql)
     assert proxied.value.sqlstate == direct.value.sqlstate
     assert "DIVIDE_BY_ZERO" in proxied.value.message
-    log = env["srv"].log_path.read_text(errors="replace")
+    log = env["log"].text()
     assert "served=spark (local engine: " in log
 
 
 def test_cache_hits_and_never_a_stale_answer(env):
     c = env["proxy"]
-    sql = "SELECT country, sum(amount) s, count(*) n FROM facts GROUP BY country"
+    sql = "SELECT country, sum(amount) s, count(*) n FROM sv_facts GROUP BY country"
     same(env, sql)
     assert "Result cache: hit" in explain(c, sql)
     c.execute("SET datamap.cache.enabled=false")
@@ -157,7 +165,7 @@ def test_cache_hits_and_never_a_stale_answer(env):
         in explain(c, sql)
     c.execute("SET datamap.cache.enabled=true")
     # a load publishes a segment: the rewritten query reads it, the cache key changes
-    c.execute("INSERT INTO facts VALUES " + values(MORE))
+    c.execute("INSERT INTO sv_facts VALUES " + values(MORE))
     assert "Result cache: miss" in explain(c, sql)
     assert ("'it'" in values(MORE)) and any(r[0] == "it" for r in same(env, sql).rows)
     assert "Result cache: hit" in explain(c, sql)
@@ -170,7 +178,7 @@ def test_cache_hits_and_never_a_stale_answer(env):
     assert "Result cache: hit" in explain(c, sql)
     same(env, sql)
     # INSERT OVERWRITE rebuilds it from scratch: new segments, a new key
-    c.execute("INSERT OVERWRITE TABLE facts VALUES " + values(ROWS[1:] + MORE))
+    c.execute("INSERT OVERWRITE TABLE sv_facts VALUES " + values(ROWS[1:] + MORE))
     assert "Result cache: miss" in explain(c, sql)
     same(env, sql)
     # a session that changes a result-affecting setting is not answered from datamaps
@@ -207,13 +215,13 @@ EVENTS = [
     ("TIMESTAMP'2023-12-31 23:00:00'", "NULL", "NULL"),
 ]
 TS_QUERIES = [
-    "SELECT timeseries(ts, 'day') dd, kind, sum(v) s, max(ts) mx, min(ts) mn FROM events "
+    "SELECT timeseries(ts, 'day') dd, kind, sum(v) s, max(ts) mx, min(ts) mn FROM sv_events "
     "GROUP BY timeseries(ts, 'day'), kind ORDER BY dd, kind",
-    "SELECT timeseries(ts, 'hour') h, count(*) c FROM events WHERE ts >= '2024-01-01' "
+    "SELECT timeseries(ts, 'hour') h, count(*) c FROM sv_events WHERE ts >= '2024-01-01' "
     "GROUP BY timeseries(ts, 'hour') ORDER BY h",
     "SELECT year(timeseries(ts, 'hour')) y, month(timeseries(ts, 'hour')) m, max(ts) mx "
-    "FROM events GROUP BY year(timeseries(ts, 'hour')), month(timeseries(ts, 'hour'))",
-    "SELECT timeseries(ts, 'month') mo, sum(v) s FROM events GROUP BY timeseries(ts, 'month')",
+    "FROM sv_events GROUP BY year(timeseries(ts, 'hour')), month(timeseries(ts, 'hour'))",
+    "SELECT timeseries(ts, 'month') mo, sum(v) s FROM sv_events GROUP BY timeseries(ts, 'month')",
 ]
 
 
@@ -221,16 +229,16 @@ def test_timestamps_are_served_in_a_fixed_offset_zone(env):
     """Time buckets (timeseries, date_trunc), max/min of timestamps with fractions of a
     second, filters on a timestamp: printed as Spark prints them, in the session zone."""
     c = env["proxy"]
-    c.execute("CREATE TABLE events (ts TIMESTAMP, kind STRING, v DECIMAL(10,2)) USING parquet")
-    c.execute("INSERT INTO events VALUES " + values(EVENTS))
-    c.execute("CREATE DATAMAP ev USING 'mv' AS SELECT kind, timeseries(ts, 'hour') AS h, "
-              "sum(v), count(*), max(ts), min(ts) FROM events GROUP BY kind, "
+    c.execute("CREATE TABLE sv_events (ts TIMESTAMP, kind STRING, v DECIMAL(10,2)) USING parquet")
+    c.execute("INSERT INTO sv_events VALUES " + values(EVENTS))
+    c.execute("CREATE DATAMAP sv_ev USING 'mv' AS SELECT kind, timeseries(ts, 'hour') AS h, "
+              "sum(v), count(*), max(ts), min(ts) FROM sv_events GROUP BY kind, "
               "timeseries(ts, 'hour')")
     for sql in TS_QUERIES:
         plan = explain(c, sql)
-        assert "Hit mv DataMap: ev" in plan and "Served by: local engine" in plan, plan[:1500]
+        assert "Hit mv DataMap: sv_ev" in plan and "Served by: local engine" in plan, plan[:1500]
         same(env, sql)
-    c.execute("DROP DATAMAP ev")
+    c.execute("DROP DATAMAP sv_ev")
 
 
 def test_the_operation_log_says_which_datamap_answered_and_how_fresh(env):
@@ -269,9 +277,9 @@ def test_every_answer_so_far_was_audited_and_none_disabled_a_datamap(env):
     assert res.rows[-1][3] == "PASSED", res.rows
     assert res.rows[-1][2].endswith("vs in-process answer"), res.rows
     assert _datamaps(env)["sv"][4:7:2] == ("ENABLED", ""), _datamaps(env)["sv"]
-    log = env["srv"].log_path.read_text(errors="replace")
+    log = env["log"].text()
     assert "audit mismatch" not in log
-    passed = re.findall(r"sampled audit of default\.(?:sv|ev): [0-9a-f]{12} PASSED in ", log)
+    passed = re.findall(r"sampled audit of default\.(?:sv|sv_ev): [0-9a-f]{12} PASSED in ", log)
     assert len(passed) >= 5, passed
 
 
@@ -279,27 +287,27 @@ def test_a_corrupted_datamap_is_caught_by_a_sampled_audit(env):
     """Rows slipped into a datamap segment behind the proxy's back (straight to Spark):
     the next answer from it is audited in the background and the datamap DISABLED, with
     the reason in SHOW DATAMAP and EXPLAIN; the base tables answer from then on."""
-    c, sql = env["proxy"], "SELECT country, sum(amount) s, count(*) n FROM acc GROUP BY country"
-    c.execute("CREATE TABLE acc (country STRING, amount DECIMAL(10,2)) USING parquet")
-    c.execute("INSERT INTO acc VALUES ('de', 1.50), ('fr', 2.25), (NULL, 0.10)")
-    c.execute("CREATE DATAMAP acc_dm AS SELECT country, sum(amount), count(*) FROM acc "
+    c, sql = env["proxy"], "SELECT country, sum(amount) s, count(*) n FROM sv_acc GROUP BY country"
+    c.execute("CREATE TABLE sv_acc (country STRING, amount DECIMAL(10,2)) USING parquet")
+    c.execute("INSERT INTO sv_acc VALUES ('de', 1.50), ('fr', 2.25), (NULL, 0.10)")
+    c.execute("CREATE DATAMAP sv_acc_dm AS SELECT country, sum(amount), count(*) FROM sv_acc "
               "GROUP BY country")
     with RawHS2("127.0.0.1", env["srv"].engine_port) as spark:
-        spark.execute("INSERT INTO acc_dm_table_segments PARTITION (dm_segment_id='0') "
-                      "SELECT country, sum_amount, count_star FROM acc_dm_table_segments "
+        spark.execute("INSERT INTO sv_acc_dm_table_segments PARTITION (dm_segment_id='0') "
+                      "SELECT country, sum_amount, count_star FROM sv_acc_dm_table_segments "
                       "WHERE country = 'de'")
-    assert "Hit mv DataMap: acc_dm" in explain(c, sql)
+    assert "Hit mv DataMap: sv_acc_dm" in explain(c, sql)
     c.execute(sql)                                   # the client's answer: not waited on
-    wait_until(lambda: _datamaps(env)["acc_dm"][4] != "ENABLED", timeout=120, interval=0.5,
-               what="the audit to disable acc_dm")
-    row = _datamaps(env)["acc_dm"]
+    wait_until(lambda: _datamaps(env)["sv_acc_dm"][4] != "ENABLED", timeout=120, interval=0.5,
+               what="the audit to disable sv_acc_dm")
+    row = _datamaps(env)["sv_acc_dm"]
     assert row[4] == "DISABLED" and re.fullmatch(
         r"audit mismatch on [0-9a-f]{12} at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row[6]), row
-    assert f"Skipped acc_dm: datamap is DISABLED: {row[6]}" in explain(c, sql)
+    assert f"Skipped sv_acc_dm: datamap is DISABLED: {row[6]}" in explain(c, sql)
     same(env, sql)
-    log = env["srv"].log_path.read_text(errors="replace")
+    log = env["log"].text()
     assert log.count("DISABLED (audit mismatch on") == 1
-    c.execute("DROP DATAMAP acc_dm")
+    c.execute("DROP DATAMAP sv_acc_dm")
 
 
 def test_drop_datamap_last(env):

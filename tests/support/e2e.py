@@ -10,7 +10,7 @@ from tests.support.clients import ClientError, pyhive_connect, pyhive_execute
 from tests.support.proxy_proc import ServeProc  # noqa: F401  (re-exported)
 from tests.support.sqldoc import block_statements, sql_blocks
 
-__all__ = ["ServeProc", "Conn", "Pair", "ClientError", "sort_rows", "doc_blocks"]
+__all__ = ["ServeProc", "Conn", "Pair", "ClientError", "LogSince", "sort_rows", "doc_blocks"]
 
 
 def sort_rows(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -112,6 +112,20 @@ class Pair:
         self.dm.close()
         if self._base is not None:
             self._base.close()
+
+
+class LogSince:
+    """A server's log from the moment this is made on: what a module on the shared server
+    checks its own lines in (the modules before it logged theirs above)."""
+
+    def __init__(self, srv: ServeProc):
+        self.path = srv.log_path
+        self.start = self.path.stat().st_size
+
+    def text(self) -> str:
+        with open(self.path, "rb") as f:
+            f.seek(self.start)
+            return f.read().decode(errors="replace")
 
 
 def state_table_dir(state: Path, table: str) -> Path:

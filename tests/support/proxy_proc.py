@@ -186,9 +186,11 @@ class ServeProc:
 
     def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
                  env: dict[str, str] | None = None, metrics: bool = False,
-                 console: bool = False, installed: Path | None = None):
+                 console: bool = False, installed: Path | None = None,
+                 config: Path | None = None):
         """`installed`: run the `datamap-proxy` that virtual environment installed, as a
-        user would, instead of this checkout's `python -m proxy`."""
+        user would, instead of this checkout's `python -m proxy`. `config`: its --config
+        TOML file (what reload() makes it read again)."""
         self.cwd = workdir / "cwd"
         # [metrics] port and [console] port, on loopback, when asked for (else None)
         self.metrics_port = free_port() if metrics else None
@@ -210,7 +212,7 @@ class ServeProc:
                        else [sys.executable, "-m", "proxy"])
             argv = [*command, "serve", "--host", "127.0.0.1",
                     "--port", str(self.port), "--state-dir", str(state),
-                    "--spark-master", "local[2]"]
+                    "--spark-master", "local[2]"] + (["--config", str(config)] if config else [])
             # the embedded JVM starts with the test servers' fast-start options
             # (tests/support/sts.py), through spark-submit's SPARK_SUBMIT_OPTS: the
             # proxy's own [spark] settings stay the tests' to choose
@@ -247,6 +249,24 @@ class ServeProc:
     def jvm_pids_alive(self) -> list[int]:
         return [p for p in self.jvm_pids if Path(f"/proc/{p}").exists()
                 and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
+
+    def reload(self, timeout: float = 30.0) -> str:
+        """SIGHUP to the proxy (not its JVM): it reads its settings again; its log line
+        saying what it applied, once written."""
+        start = self.log_path.stat().st_size
+        os.kill(self.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                new = f.read().decode(errors="replace")
+            line = next((ln for ln in new.splitlines() if "SIGHUP: settings" in ln), None)
+            if line is not None:
+                return line
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"no SIGHUP reload logged within {timeout:.0f}s:\n"
+                                     f"{self.tail()}")
+            time.sleep(0.1)
 
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
