@@ -3,17 +3,25 @@ Spark) in a subprocess, PyHive and beeline as clients, every datamap answer comp
 the same query answered from the base tables (`SET datamap.rewrite.enabled=false`).
 
 The tests of this module run in order on one proxy and share its state (one start-up,
-one restart at the end)."""
+one restart). The restart is also in another time zone (TZ): UTC, then
+America/Los_Angeles. The datamaps whose rows bucket timestamps were computed under the old
+zone, so they are invalidated at start and the non-lazy ones rebuilt in the background;
+until then queries are answered from the base tables. Every other datamap keeps its
+segments and answers at once."""
 from __future__ import annotations
 
 import json
+import re
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from tests.support.clients import jdbc_url, run_beeline
 from tests.support.e2e import Conn, Pair, ServeProc, sort_rows, state_table_dir
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -52,11 +60,14 @@ def values(rows) -> str:
     return ", ".join(out)
 
 
+FIRST_ZONE, SECOND_ZONE = "UTC", "America/Los_Angeles"    # the restart changes the zone
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e_mv")
-    state = root / "state"
-    srv = ServeProc(root / "serve1", state)
+    state = root / "state dir"  # a space: Java options and paths must survive it
+    srv = ServeProc(root / "serve1", state, env={"TZ": FIRST_ZONE})
     box = {"srv": srv, "state": state, "root": root}
     box["c"] = Pair(srv.port)
     try:
@@ -507,25 +518,93 @@ def test_beeline_through_the_proxy(env):
     assert "agg_sales" in run.errors[0][1] and "already exists" in run.errors[0][1], run.errors
 
 
-def test_restart_keeps_everything(env):
+TZ_BY_DAY = ("SELECT date_trunc('DAY', ts) AS d, sum(n) FROM tz_ev "
+             "GROUP BY date_trunc('DAY', ts)")
+TZ_BY_N = "SELECT n, count(*) FROM tz_ev GROUP BY n"
+# what the restart in SECOND_ZONE invalidates: the datamaps that read a TIMESTAMP column
+ZONE_DEPENDENT = {"ev_min", "tz_day"}
+WHEN = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?")
+
+
+def in_utc(rows, zone: str):
+    """SHOW DATAMAP / SHOW SEGMENTS rows with their times (load start and end, printed in
+    the proxy's zone) as UTC: the same instants print alike before and after the restart."""
+    def utc(m: re.Match) -> str:
+        text = m.group(0)
+        fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in text else "%Y-%m-%d %H:%M:%S"
+        t = datetime.strptime(text, fmt).replace(tzinfo=ZoneInfo(zone)).astimezone(
+            timezone.utc)
+        out = t.strftime(fmt)
+        return out[:len(text)] if "." in text else out
+    return [tuple(WHEN.sub(utc, v) if isinstance(v, str) else v for v in r) for r in rows]
+
+
+def test_a_day_bucket_before_the_restart_in_another_zone(env):
+    c: Pair = env["c"]
+    c.dm.run("CREATE TABLE tz_ev (ts TIMESTAMP, n INT) USING parquet")
+    # 03:00 and 07:00 UTC on 2026-01-01: the evening before in Los Angeles
+    c.dm.run("INSERT INTO tz_ev VALUES (timestamp_seconds(1767236400), 1), "
+             "(timestamp_seconds(1767250800), 2)")
+    c.dm.run(f"CREATE DATAMAP tz_day USING 'mv' AS {TZ_BY_DAY}")
+    c.dm.run(f"CREATE DATAMAP tz_n USING 'mv' AS {TZ_BY_N}")
+    assert [tuple(map(str, r)) for r in c.hit(TZ_BY_DAY, "tz_day")] == [
+        ("2026-01-01 00:00:00", "3")]
+    c.hit(TZ_BY_N, "tz_n")
+
+
+def test_restart_in_another_zone_keeps_everything_else(env):
+    """serve stops (exit 0, its JVM with it, nothing left in its working directory) and
+    starts again, as users run it (`python -m proxy serve`, no --upstream), on the same
+    state directory in SECOND_ZONE: tables and rows survive; the datamaps that do not
+    depend on the zone are as they were (status, sync, segments) and answer at once, and
+    maintenance goes on; the zone-dependent ones are invalidated, named in the log."""
     c: Pair = env["c"]
     before = c.datamaps()
+    assert ZONE_DEPENDENT < set(before), before
     segs_before = c.segments("agg_sales_table")
+    rows_before = c.base.rows("SELECT user_id, quantity, price FROM sales")
     c.close()
-    assert env["srv"].stop() == 0, env["srv"].tail()
-    srv = ServeProc(env["root"] / "serve2", env["state"])
+    first = env["srv"]
+    assert first.stop() == 0, first.tail()
+    assert first.jvm_pids_alive() == [], "the embedded JVM outlived the proxy"
+    assert list(first.cwd.iterdir()) == [], list(first.cwd.iterdir())
+    srv = ServeProc(env["root"] / "serve2", env["state"], env={"TZ": SECOND_ZONE})
     env["srv"] = srv
     env["c"] = c = Pair(srv.port)
-    assert c.datamaps() == before
-    assert c.segments("agg_sales_table") == segs_before
+    kept = in_utc([row for name, row in sorted(before.items()) if name not in ZONE_DEPENDENT],
+                  FIRST_ZONE)
+    assert in_utc([row for name, row in sorted(c.datamaps().items())
+                   if name not in ZONE_DEPENDENT], SECOND_ZONE) == kept
+    assert c.base.rows("SELECT user_id, quantity, price FROM sales") == rows_before
+    assert in_utc(c.segments("agg_sales_table"), SECOND_ZONE) == in_utc(segs_before,
+                                                                         FIRST_ZONE)
+    assert [s[0] for s in _visible(c, "tz_n_table")] == ["0"]
     check_answers(c)
     c.hit("SELECT c.region, sum(o.amount) FROM orders o JOIN customers c ON o.cust = c.cust "
           "GROUP BY c.region", "ord_inner")
-    c.hit("SELECT timeseries(ts, 'hour') AS t, sum(v) FROM events "
-          "GROUP BY timeseries(ts, 'hour')", "ev_min")
+    c.hit(TZ_BY_N, "tz_n")
+    log = srv.log_path.read_text(errors="replace")
+    invalidated = [line for line in log.splitlines()
+                   if f"time zone {SECOND_ZONE} (datamaps were computed under {FIRST_ZONE}): "
+                   f"datamaps " in line]
+    assert len(invalidated) == 1, srv.tail()
+    assert invalidated[0].endswith("datamaps " + ", ".join(
+        f"default.{n}" for n in sorted(ZONE_DEPENDENT)) + " invalidated"), invalidated
     # and maintenance goes on after the restart
     c.dm.run("INSERT INTO sales VALUES " + values(SALES_ROWS[3:]))
     check_answers(c)
+
+
+def test_zone_dependent_datamaps_are_rebuilt_in_the_new_zone(env):
+    c: Pair = env["c"]
+    wait_until(lambda: all(c.datamaps()[n][4] == "ENABLED" for n in ZONE_DEPENDENT)
+               and [s[0] for s in _visible(c, "tz_day_table")] == ["1"], timeout=120,
+               interval=0.5, what="the zone-dependent datamaps rebuilt in the new zone",
+               detail=lambda: (c.datamaps(), c.segments("tz_day_table"), env["srv"].tail()))
+    assert [tuple(map(str, r)) for r in c.hit(TZ_BY_DAY, "tz_day")] == [
+        ("2025-12-31 00:00:00", "3")]
+    c.hit("SELECT timeseries(ts, 'hour') AS t, sum(v) FROM events "
+          "GROUP BY timeseries(ts, 'hour')", "ev_min")
 
 
 def test_drop_table_cascades(env):
