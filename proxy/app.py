@@ -192,7 +192,12 @@ class App:
         await self._start_console()
         self.reloader = Reloader(self.settings, *self.reload_from, loaded=self.as_loaded)
         self.reloader.register(apply_to_server(self.server))
-        self.reloader.register(lambda s: self.auditor.set_rate(s.datamaps.audit_sample_rate))
+        self.reloader.register(self._reload_audit_rate)
+
+    def _reload_audit_rate(self, settings) -> None:
+        """SIGHUP: the auditor samples at the reloaded rate (none without datamaps)."""
+        if self.auditor is not None:
+            self.auditor.set_rate(settings.datamaps.audit_sample_rate)
 
     async def _check_settings(self) -> None:
         """What must fail before anything starts (exit 2)."""
