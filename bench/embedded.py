@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="bench-embedded-")
     state = Path(a.keep_state) if a.keep_state else Path(tmp.name) / "state"
     try:
-        srv = ServeProc(Path(tmp.name), state, timeout=300)
+        srv = ServeProc(Path(tmp.name), state, timeout=300, fast_start=False)
     except AssertionError as e:
         print(e, file=sys.stderr)
         return 1

@@ -246,7 +246,7 @@ def external(cur, m: dict, base: dict, reps: int) -> None:
 @contextmanager
 def embedded_proxy(workdir: Path):
     """`python -m proxy serve` with its own Spark; stopped (SIGTERM, then SIGKILL) on exit."""
-    srv = ServeProc(workdir, workdir / "state", timeout=300,
+    srv = ServeProc(workdir, workdir / "state", timeout=300, fast_start=False,
                     env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "2g"})
     try:
         yield srv

@@ -136,7 +136,7 @@ def part2(files: int, reps: int, n_rows: int) -> None:
     query = "SELECT k, sum(v), count(*), max(v) FROM s GROUP BY k"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        srv = ServeProc(work, work / "state")
+        srv = ServeProc(work, work / "state", fast_start=False)
         spark = RawHS2("127.0.0.1", srv.engine_port)
         conn = pyhive_connect("127.0.0.1", srv.port)
         cur = conn.cursor()

@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.remote:
             srv = Topology(Path(tmp.name) / "topology", a.mirror)
         else:
-            srv = ServeProc(Path(tmp.name), state, timeout=300, metrics=True,
+            srv = ServeProc(Path(tmp.name), state, timeout=300, metrics=True, fast_start=False,
                             env={"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "4g",
                                  **(viewfs(Path(tmp.name)) if a.mirror else {})},
                             installed=Path(a.installed).resolve() if a.installed else None)

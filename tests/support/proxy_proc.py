@@ -187,10 +187,12 @@ class ServeProc:
     def __init__(self, workdir: Path, state: Path, timeout: float = 240.0,
                  env: dict[str, str] | None = None, metrics: bool = False,
                  console: bool = False, installed: Path | None = None,
-                 config: Path | None = None):
+                 config: Path | None = None, fast_start: bool = True):
         """`installed`: run the `datamap-proxy` that virtual environment installed, as a
         user would, instead of this checkout's `python -m proxy`. `config`: its --config
-        TOML file (what reload() makes it read again)."""
+        TOML file (what reload() makes it read again). `fast_start`: the test servers'
+        JVM options (C1-only JIT: quick to start, slower queries); benches that time
+        Spark pass False, so that Spark runs as it would for a user."""
         self.cwd = workdir / "cwd"
         # [metrics] port and [console] port, on loopback, when asked for (else None)
         self.metrics_port = free_port() if metrics else None
@@ -216,10 +218,12 @@ class ServeProc:
             # the embedded JVM starts with the test servers' fast-start options
             # (tests/support/sts.py), through spark-submit's SPARK_SUBMIT_OPTS: the
             # proxy's own [spark] settings stay the tests' to choose
-            self.proc = _spawn(argv, self.cwd, self.log_path, fast_start_env({
-                "DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
-                "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4", **(env or {})}),
-                installed)
+            spawn_env = {"DATAMAP_PROXY_SPARK_DRIVER_MEMORY": "1g",
+                         "DATAMAP_PROXY_SPARK_CONF": "spark.sql.shuffle.partitions=4",
+                         **(env or {})}
+            self.proc = _spawn(argv, self.cwd, self.log_path,
+                               fast_start_env(spawn_env) if fast_start else spawn_env,
+                               installed)
             self._log = self.proc._log_file   # type: ignore[attr-defined]
             try:
                 _wait_ready(self.proc, self.log_path, "127.0.0.1", self.port, timeout, argv)
