@@ -65,5 +65,14 @@ SALES_SCHEMAS = {"db1": {"sales": {"id": "int", "country": "string", "qty": "int
 SALES_AGG = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
 
 
+def sales_service(state_dir: Path, datamaps: dict[str, str]) -> Iterator[DatamapService]:
+    """decision_service over SALES_SCHEMAS with `datamaps` (name -> SELECT) built in db1,
+    3 rows each."""
+    for svc in decision_service(state_dir, SALES_SCHEMAS):
+        for name, sql in datamaps.items():
+            add_datamap(svc, SALES_SCHEMAS, "db1", name, sql, rows=3)
+        yield svc
+
+
 def statement_ctx(**conf):
     return StatementContext("s1", "me", "db1", dict(conf), 10)

@@ -12,10 +12,8 @@ import pytest
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.datamaps.zones.pipeline import adopt_engine_settings
 from proxy.routing.router import LocalResult, PassThrough, Rewrite, StatementContext
-from tests.support.datamaps import add_datamap, decision_service
+from tests.support.datamaps import SALES_AGG as BY_COUNTRY, sales_service
 
-SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}
-BY_COUNTRY = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
 COUNTRY = "SELECT country, sum(qty) FROM sales GROUP BY country"
 WHY = ("the engine runs with spark.sql.ansi.enabled=false; datamap answers are proven "
        "under Spark's defaults")
@@ -23,9 +21,7 @@ WHY = ("the engine runs with spark.sql.ansi.enabled=false; datamap answers are p
 
 @pytest.fixture
 def service(tmp_path):
-    for svc in decision_service(tmp_path, SCHEMAS):
-        add_datamap(svc, SCHEMAS, "db1", "by_country", BY_COUNTRY, rows=3)
-        yield svc
+    yield from sales_service(tmp_path, {"by_country": BY_COUNTRY})
 
 
 def _ctx():

@@ -6,20 +6,15 @@ import pytest
 
 from proxy.datamaps.handler import DatamapDdlHandler, DatamapSelectHandler
 from proxy.routing.router import LocalResult, Rewrite, StatementContext
-from tests.support.datamaps import add_datamap, decision_service
+from tests.support.datamaps import SALES_AGG as BY_COUNTRY, sales_service
 
-SCHEMAS = {"db1": {"sales": {"country": "string", "qty": "int", "ts": "timestamp"}}}
-BY_COUNTRY = "SELECT country, sum(qty) FROM db1.sales GROUP BY country"
 BY_HOUR = ("SELECT timeseries(ts, 'hour') AS h, sum(qty) FROM db1.sales "
            "GROUP BY timeseries(ts, 'hour')")
 
 
 @pytest.fixture
 def service(tmp_path):
-    for svc in decision_service(tmp_path, SCHEMAS):
-        for name, sql in (("by_country", BY_COUNTRY), ("by_hour", BY_HOUR)):
-            add_datamap(svc, SCHEMAS, "db1", name, sql, rows=3)
-        yield svc
+    yield from sales_service(tmp_path, {"by_country": BY_COUNTRY, "by_hour": BY_HOUR})
 
 
 def _ctx():
